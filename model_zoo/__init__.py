@@ -1,0 +1,1 @@
+"""QAT-ready model definitions and training recipes."""

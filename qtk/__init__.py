@@ -1,0 +1,28 @@
+"""qtk: quantization-aware training and post-training quantization with a bit-exact deploy runtime.
+
+    qat = qtk.quantize_qat(model)          # train as usual
+    q = qtk.convert(qat)                   # the integer reference
+    qtk.export(q, example, "m.qmodel")
+    out = qtk.runtime.load("m.qmodel").run(x)   # identical int8 results
+"""
+from . import arithmetic, modules, observers, fake_quant
+from .export.capture import UnsupportedOpError
+from .export.exporter import export
+from .qconfig import QConfig, default_ptq_qconfig, default_qat_qconfig, with_args
+from .quantize import convert, freeze_bn_stats, int8_outputs, prepare_ptq, quantize_qat
+from .version import __version__
+
+
+def __getattr__(name):
+    # The runtime needs the compiled extension; import it on first use so that training-only
+    # code paths work while the extension builds.
+    if name in ("runtime", "QtkError"):
+        from . import runtime
+        return runtime if name == "runtime" else runtime.QtkError
+    raise AttributeError(f"module 'qtk' has no attribute {name!r}")
+
+
+__all__ = ["quantize_qat", "prepare_ptq", "convert", "export", "freeze_bn_stats", "int8_outputs",
+           "QConfig", "default_qat_qconfig", "default_ptq_qconfig", "with_args", "runtime",
+           "QtkError", "UnsupportedOpError", "arithmetic", "modules", "observers", "fake_quant",
+           "__version__"]

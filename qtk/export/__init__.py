@@ -1,0 +1,1 @@
+"""Graph capture, export passes and the .qmodel writer."""

@@ -1,0 +1,93 @@
+"""Graph capture with torch.fx: the model's forward() as a graph of module calls.
+
+qtk traces with ``torch.fx`` (symbolic tracing) because it keeps the user's module hierarchy and
+names, which the QAT model, error messages and the exported node names all use. Every module that
+qtk knows (float, fused, QAT or Quantized) is a leaf; containers are traced through.
+"""
+import torch
+from torch import fx, nn
+
+from .. import modules
+
+
+class UnsupportedOpError(ValueError):
+    """An op in the model has no quantized form in this version of qtk."""
+
+
+def _leaf_types():
+    return (tuple(modules.FLOAT_TO_QAT) + tuple(modules.TO_QUANTIZED) + modules.FOLD_ONLY
+            + tuple(modules.QAT_MODULES) + tuple(modules.QUANTIZED_MODULES))
+
+
+class QtkTracer(fx.Tracer):
+    """Treats every qtk-known module as a leaf, and torch.nn's own modules as torch.fx does."""
+
+    def is_leaf_module(self, module, qualified_name):
+        return isinstance(module, _leaf_types()) or super().is_leaf_module(module, qualified_name)
+
+
+def module_path(node):
+    """The dotted path of the module a node belongs to, for error messages."""
+    if node.op == "call_module":
+        return node.target
+    stack = node.meta.get("nn_module_stack") or {}
+    return next(reversed(stack), "") or "<top-level forward>"
+
+
+def capture(model):
+    """Trace ``model`` into a :class:`torch.fx.GraphModule` of leaf-module calls."""
+    tracer = QtkTracer()
+    try:
+        graph = tracer.trace(model)
+    except Exception as error:  # fx raises many kinds; name the cause and the way out
+        raise UnsupportedOpError(
+            f"qtk could not capture {type(model).__name__}.forward() with torch.fx: {error}. "
+            f"Data-dependent control flow cannot be traced; move it out of forward() or into a "
+            f"leaf module") from error
+    name = type(model).__name__
+    graph_module = fx.GraphModule(tracer.root, graph, name)
+    check_module_calls_only(graph_module)
+    return graph_module
+
+
+def check_module_calls_only(graph_module):
+    """This version captures module calls; functional calls get a message with the way out."""
+    for node in graph_module.graph.nodes:
+        if node.op in ("call_function", "call_method"):
+            target = getattr(node.target, "__name__", str(node.target))
+            raise UnsupportedOpError(
+                f"{module_path(node)}: forward() calls {target!r} directly; this version of qtk "
+                f"quantizes module calls only. Use the module form instead (nn.Flatten, nn.ReLU, "
+                f"qtk.modules.Add for '+', qtk.modules.Concat for torch.cat)")
+
+
+def submodule_owner(graph_module, target):
+    """(parent module, attribute name) of the submodule at dotted path ``target``."""
+    parent_path, _, attr = target.rpartition(".")
+    return graph_module.get_submodule(parent_path) if parent_path else graph_module, attr
+
+
+def replace_submodule(graph_module, target, new_module):
+    parent, attr = submodule_owner(graph_module, target)
+    setattr(parent, attr, new_module)
+
+
+def node_inputs(node):
+    """The fx Nodes a node reads, in argument order (lists of tensors are flattened)."""
+    found = []
+    fx.node.map_arg((node.args, node.kwargs), found.append)
+    return found
+
+
+def run_recording(graph_module, example_inputs):
+    """Run the graph once and return {node: output value} (for shapes at export)."""
+    values = {}
+
+    class Recorder(fx.Interpreter):
+        def run_node(self, node):
+            values[node] = super().run_node(node)
+            return values[node]
+
+    with torch.no_grad():
+        Recorder(graph_module).run(*example_inputs)
+    return values

@@ -1,0 +1,81 @@
+"""Fusion pass: conv-bn(-relu), conv-relu, linear-relu and add-relu become one module each.
+
+Fusion runs before QAT starts, so training sees the layer that will be deployed (BatchNorm folded,
+activation as the requantization clamp). A chain fuses only when each intermediate result has a
+single user; otherwise it stays as it is.
+"""
+from torch import nn
+
+from .. import modules
+from .capture import replace_submodule
+
+_ACTIVATIONS = (nn.ReLU, nn.ReLU6)
+
+
+def _add_relu(add, relu):
+    return modules.AddReLU(six=isinstance(relu, nn.ReLU6))
+
+
+# Longest patterns first: (module types along the chain, builder of the fused module).
+PATTERNS = [
+    ((nn.Conv2d, nn.BatchNorm2d, _ACTIVATIONS), modules.ConvBnReLU2d),
+    ((nn.Conv2d, nn.BatchNorm2d), modules.ConvBn2d),
+    ((nn.Conv2d, _ACTIVATIONS), modules.ConvReLU2d),
+    ((nn.Linear, _ACTIVATIONS), modules.LinearReLU),
+    ((modules.Add, _ACTIVATIONS), _add_relu),
+]
+
+
+def _is_call_of(graph_module, node, types):
+    return (node.op == "call_module"
+            and type(graph_module.get_submodule(node.target)) in (types if isinstance(types, tuple)
+                                                                   else (types,)))
+
+
+def _match(graph_module, node, pattern, call_counts):
+    """The chain of nodes starting at ``node`` that matches ``pattern``, or None."""
+    if not _is_call_of(graph_module, node, pattern[0]) or call_counts[node.target] != 1:
+        return None
+    chain = [node]
+    for types in pattern[1:]:
+        users = list(chain[-1].users)
+        if len(users) != 1 or not _is_call_of(graph_module, users[0], types):
+            return None
+        if users[0].args != (chain[-1],) or users[0].kwargs:
+            return None
+        chain.append(users[0])
+    return chain
+
+
+def fuse(graph_module):
+    """Fuse every matching chain in place; returns the graph module."""
+    call_counts = {}
+    for node in graph_module.graph.nodes:
+        if node.op == "call_module":
+            call_counts[node.target] = call_counts.get(node.target, 0) + 1
+    erased = set()
+    for node in list(graph_module.graph.nodes):
+        if node.op != "call_module" or node in erased:
+            continue
+        for pattern, build in PATTERNS:
+            chain = _match(graph_module, node, pattern, call_counts)
+            if chain is None:
+                continue
+            parts = [graph_module.get_submodule(n.target) for n in chain]
+            replace_submodule(graph_module, node.target, build(*parts))
+            chain[-1].replace_all_uses_with(node)
+            for fused_away in reversed(chain[1:]):
+                graph_module.graph.erase_node(fused_away)
+                erased.add(fused_away)
+            break
+    graph_module.graph.lint()
+    _delete_uncalled(graph_module, {n.target for n in erased})
+    graph_module.recompile()
+    return graph_module
+
+
+def _delete_uncalled(graph_module, targets):
+    """Drop fused-away modules (they now live inside the fused module) unless still called."""
+    called = {n.target for n in graph_module.graph.nodes if n.op == "call_module"}
+    for target in sorted(targets - called, key=len, reverse=True):
+        graph_module.delete_submodule(target)

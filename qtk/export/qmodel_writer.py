@@ -1,0 +1,114 @@
+"""Writes the .qmodel format of docs/qmodel_format.md (version 1)."""
+import struct
+import zlib
+
+import numpy as np
+import torch
+
+MAGIC = b"QTKMODL\0"
+FORMAT_VERSION = 1
+HEADER_SIZE = 64
+ALIGNMENT = 64
+
+DTYPE_CODES = {torch.int8: 1, torch.int32: 2, torch.float32: 3}
+ATTR_INTS, ATTR_FLOATS = 1, 2
+
+
+def _align(n):
+    return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+class _Encoder:
+    def __init__(self):
+        self.parts = []
+
+    def pack(self, fmt, *values):
+        self.parts.append(struct.pack("<" + fmt, *values))
+
+    def string(self, text):
+        data = text.encode("utf-8")
+        self.pack("I", len(data))
+        self.parts.append(data)
+
+    def ids(self, ids):
+        self.pack("I", len(ids))
+        self.parts.append(struct.pack(f"<{len(ids)}I", *ids))
+
+    def bytes(self):
+        return b"".join(self.parts)
+
+
+class QModelWriter:
+    """Collects values and nodes, then serializes them with aligned weight blobs."""
+
+    def __init__(self, producer):
+        self.producer = producer
+        self.values = []  # dicts: name, dtype, shape, scale, zero_point, data
+        self.nodes = []
+        self.inputs, self.outputs = [], []
+
+    def add_activation(self, name, shape, qparams):
+        return self._add(name, torch.int8, shape, qparams.scale, qparams.zero_point, None)
+
+    def add_constant(self, name, tensor):
+        tensor = tensor.detach().contiguous().cpu()
+        if tensor.dtype not in DTYPE_CODES:
+            raise TypeError(f"{name}: cannot store dtype {tensor.dtype} in a .qmodel")
+        return self._add(name, tensor.dtype, tuple(tensor.shape), 0.0, 0, tensor)
+
+    def _add(self, name, dtype, shape, scale, zero_point, data):
+        self.values.append(dict(name=name, dtype=dtype, shape=[int(d) for d in shape],
+                                scale=float(scale), zero_point=int(zero_point), data=data))
+        return len(self.values) - 1
+
+    def add_node(self, op, name, inputs, outputs, attrs):
+        self.nodes.append(dict(op=op, name=name, inputs=list(inputs), outputs=list(outputs),
+                               attrs=dict(attrs)))
+
+    def to_bytes(self):
+        blob, offsets = bytearray(), {}
+        for index, value in enumerate(self.values):
+            if value["data"] is not None:
+                blob.extend(b"\0" * (_align(len(blob)) - len(blob)))
+                offsets[index] = len(blob)
+                blob.extend(value["data"].numpy().tobytes())
+        graph = self._encode_graph(offsets)
+        graph_offset = HEADER_SIZE
+        blob_offset = _align(graph_offset + len(graph))
+        file_size = blob_offset + len(blob)
+        header = MAGIC + struct.pack("<IIQQQQQII", FORMAT_VERSION, HEADER_SIZE, file_size,
+                                     graph_offset, len(graph), blob_offset, len(blob),
+                                     zlib.crc32(graph), 0)
+        assert len(header) == HEADER_SIZE
+        padding = b"\0" * (blob_offset - graph_offset - len(graph))
+        return header + graph + padding + bytes(blob)
+
+    def _encode_graph(self, offsets):
+        enc = _Encoder()
+        enc.string(self.producer)
+        enc.pack("I", len(self.values))
+        for index, value in enumerate(self.values):
+            enc.string(value["name"])
+            enc.pack("BB", DTYPE_CODES[value["dtype"]], len(value["shape"]))
+            enc.pack(f"{len(value['shape'])}q", *value["shape"])
+            enc.pack("fi", value["scale"], value["zero_point"])
+            if value["data"] is None:
+                enc.pack("B", 0)
+            else:
+                nbytes = value["data"].numel() * value["data"].element_size()
+                enc.pack("BQQ", 1, offsets[index], nbytes)
+        enc.ids(self.inputs)
+        enc.ids(self.outputs)
+        enc.pack("I", len(self.nodes))
+        for node in self.nodes:
+            enc.string(node["op"])
+            enc.string(node["name"])
+            enc.ids(node["inputs"])
+            enc.ids(node["outputs"])
+            enc.pack("I", len(node["attrs"]))
+            for key, values in node["attrs"].items():
+                enc.string(key)
+                is_float = any(isinstance(v, float) for v in values)
+                enc.pack("BI", ATTR_FLOATS if is_float else ATTR_INTS, len(values))
+                enc.pack(f"{len(values)}{'f' if is_float else 'q'}", *values)
+        return enc.bytes()

@@ -1,0 +1,41 @@
+"""Module trios: Float -> QAT (fake-quantized) -> Quantized (integer reference).
+
+A new op adds its classes to its family's file and to the two lists below; the conversion maps
+are derived from each class's ``FLOAT_TYPES`` / ``SOURCE_TYPES``.
+"""
+from torch import nn
+
+from .base import QATModule, QModelOp, QParams, QuantizedModule
+from .conv import (ConvBn2d, ConvBnReLU2d, ConvReLU2d, QATConv2d, QATConvBn2d, QuantizedConv2d)
+from .elementwise import (Add, AddReLU, Concat, QATAdd, QATConcat, QuantizedAdd, QuantizedClamp,
+                          QuantizedConcat)
+from .linear import LinearReLU, QATLinear, QuantizedLinear
+from .pooling import QuantizedAvgPool2d, QuantizedGlobalAvgPool2d, QuantizedMaxPool2d
+from .shape import QuantizedFlatten, QuantizedIdentity
+from .stubs import (DequantStub, QATDequantStub, QATQuantStub, QuantizedDequantStub,
+                    QuantizedQuantStub, QuantStub)
+
+QAT_MODULES = [QATQuantStub, QATDequantStub, QATConv2d, QATConvBn2d, QATLinear, QATAdd, QATConcat]
+
+QUANTIZED_MODULES = [QuantizedQuantStub, QuantizedDequantStub, QuantizedConv2d, QuantizedLinear,
+                     QuantizedAdd, QuantizedConcat, QuantizedClamp, QuantizedMaxPool2d,
+                     QuantizedAvgPool2d, QuantizedGlobalAvgPool2d, QuantizedFlatten,
+                     QuantizedIdentity]
+
+
+def _type_map(classes, attribute):
+    return {source: cls for cls in classes for source in getattr(cls, attribute)}
+
+
+FLOAT_TO_QAT = _type_map(QAT_MODULES, "FLOAT_TYPES")
+TO_QUANTIZED = _type_map(QUANTIZED_MODULES, "SOURCE_TYPES")
+
+# Float modules that QAT leaves as they are: their output keeps their input's quantization.
+PASS_THROUGH = tuple(t for t in TO_QUANTIZED if not issubclass(t, QATModule))
+
+# Fusable float modules that must be fused into a neighbour before QAT (they have no int8 form).
+FOLD_ONLY = (nn.BatchNorm2d,)
+
+__all__ = ["QuantStub", "DequantStub", "ConvBn2d", "ConvBnReLU2d", "ConvReLU2d", "LinearReLU",
+           "Add", "AddReLU", "Concat", "QParams", "QModelOp", "QATModule", "QuantizedModule",
+           "QAT_MODULES", "QUANTIZED_MODULES", "FLOAT_TO_QAT", "TO_QUANTIZED", "PASS_THROUGH"]

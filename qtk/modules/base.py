@@ -1,0 +1,127 @@
+"""What every QAT and Quantized module shares: qparams records and the export hook."""
+import dataclasses
+from typing import Dict, List, NamedTuple, Tuple
+
+import torch
+from torch import nn
+
+from .. import arithmetic
+
+
+class QParams(NamedTuple):
+    """Per-tensor quantization parameters of an int8 activation."""
+    scale: float
+    zero_point: int
+
+
+def per_tensor_qparams(fake_quant):
+    scale, zero_point = fake_quant.calculate_qparams()
+    return QParams(float(scale.reshape(())), int(zero_point.reshape(())))
+
+
+def activation_kind(module):
+    """The fused activation a float activation module stands for: None, 'relu' or 'relu6'."""
+    if module is None or isinstance(module, nn.Identity):
+        return None
+    if isinstance(module, nn.ReLU6):
+        return "relu6"
+    if isinstance(module, nn.ReLU):
+        return "relu"
+    raise TypeError(f"cannot fuse {type(module).__name__} as an activation; only ReLU and ReLU6")
+
+
+def apply_activation(x, kind):
+    if kind == "relu":
+        return torch.relu(x)
+    if kind == "relu6":
+        return torch.nn.functional.relu6(x)
+    return x
+
+
+@dataclasses.dataclass
+class QModelOp:
+    """One node of the exported graph: the runtime op, its constant inputs and its attributes."""
+    op: str
+    constants: List[Tuple[str, torch.Tensor]] = dataclasses.field(default_factory=list)
+    attrs: Dict[str, list] = dataclasses.field(default_factory=dict)
+
+
+class QATModule(nn.Module):
+    """A float module that fake-quantizes its output (and weight) for quantization-aware training.
+
+    Subclasses list the float modules they replace in ``FLOAT_TYPES`` and build themselves from
+    one with ``from_float(module, qconfig)``.
+    """
+    FLOAT_TYPES: Tuple[type, ...] = ()
+
+    def output_qparams(self):
+        return per_tensor_qparams(self.activation_post_process)
+
+
+class QuantizedModule(nn.Module):
+    """int8 tensors in, int8 tensors out, with integer arithmetic from :mod:`qtk.arithmetic`.
+
+    Subclasses list the modules they convert from in ``SOURCE_TYPES`` and build themselves with
+    ``from_module(module, input_qparams)``; ``qmodel_op()`` describes the node for export.
+    """
+    SOURCE_TYPES: Tuple[type, ...] = ()
+
+    def __init__(self, input_qparams, output_qparams):
+        super().__init__()
+        self.input_qparams = list(input_qparams)
+        self.output_qparams = output_qparams
+
+    def qmodel_op(self, input_shapes) -> QModelOp:
+        raise NotImplementedError
+
+    def extra_repr(self):
+        return f"in={self.input_qparams}, out={self.output_qparams}"
+
+
+def to_int8(values):
+    return values.to(torch.int8)
+
+
+def clamp_attr(lo, hi):
+    return [int(lo), int(hi)]
+
+
+def requant_multipliers(input_scale, weight_scales, output_scale):
+    """Per-channel (M, n) for m[c] = s_x * s_w[c] / s_y, in float64 from the float32 scales."""
+    ms = [float(input_scale) * float(w) / float(output_scale) for w in weight_scales.tolist()]
+    return arithmetic.quantize_multipliers(ms)
+
+
+class QuantizedWeightLayer(QuantizedModule):
+    """Shared by convolution and linear: int8 weight, int32 bias, per-channel requantization."""
+
+    def __init__(self, weight, bias, weight_fake_quant, input_qparams, output_qparams, activation,
+                 where):
+        super().__init__(input_qparams, output_qparams)
+        (s_x, z_x), (s_y, z_y) = input_qparams[0], output_qparams
+        with torch.no_grad():
+            weight_fake_quant.observer(weight)  # qparams of the final weight, not the last step's
+        w_scale, _ = weight_fake_quant.calculate_qparams()
+        w_q = arithmetic.quantize(weight.detach(), w_scale, 0, weight_fake_quant.qmin,
+                                  weight_fake_quant.qmax, axis=0)
+        if bias is None:
+            bias = torch.zeros(weight.shape[0])
+        bias_q = arithmetic.quantize_bias(bias, s_x, w_scale)
+        arithmetic.check_accumulator_range(bias_q, weight[0].numel(), where)
+        multiplier, shift = requant_multipliers(s_x, w_scale, s_y)
+        self.register_buffer("weight_q", w_q.to(torch.int8))
+        self.register_buffer("bias_q", bias_q.to(torch.int32))
+        self.register_buffer("multiplier", multiplier)
+        self.register_buffer("shift", shift)
+        self.register_buffer("weight_scale", w_scale)
+        self.activation = activation
+        self.lo, self.hi = arithmetic.activation_bounds(activation, s_y, z_y)
+
+    def _requantize(self, acc, channel_shape):
+        m, n = self.multiplier.reshape(channel_shape), self.shift.reshape(channel_shape)
+        return to_int8(arithmetic.requantize(acc, m, n, self.output_qparams.zero_point, self.lo,
+                                             self.hi))
+
+    def _weight_attrs(self):
+        return {"multiplier": self.multiplier.tolist(), "shift": self.shift.tolist(),
+                "clamp": clamp_attr(self.lo, self.hi)}

@@ -1,0 +1,161 @@
+"""Convolution trio: float fused containers, QAT (with BatchNorm folding), Quantized."""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import arithmetic
+from .base import (QATModule, QModelOp, QuantizedWeightLayer, activation_kind, apply_activation)
+
+
+# ---- float: fused containers that quantize as one layer ----------------------------------------
+
+class ConvReLU2d(nn.Sequential):
+    """Conv2d followed by ReLU or ReLU6, quantized as one layer."""
+
+    def __init__(self, conv, relu):
+        super().__init__(conv, relu)
+
+
+class ConvBn2d(nn.Sequential):
+    """Conv2d followed by BatchNorm2d; QAT folds the BatchNorm into the weights."""
+
+    def __init__(self, conv, bn):
+        super().__init__(conv, bn)
+
+
+class ConvBnReLU2d(nn.Sequential):
+    """Conv2d, BatchNorm2d, then ReLU or ReLU6."""
+
+    def __init__(self, conv, bn, relu):
+        super().__init__(conv, bn, relu)
+
+
+def check_conv_supported(conv):
+    if conv.padding_mode != "zeros":
+        raise ValueError(f"Conv2d padding_mode={conv.padding_mode!r} is not supported; use 'zeros'")
+    if isinstance(conv.padding, str):
+        if conv.padding != "valid":
+            raise ValueError(f"Conv2d padding={conv.padding!r} is not supported; give explicit "
+                             f"integer padding")
+        conv.padding = (0, 0)
+
+
+# ---- QAT ----------------------------------------------------------------------------------------
+
+class QATConv2d(nn.Conv2d, QATModule):
+    """Conv2d (+ fused ReLU/ReLU6) with fake-quantized weight and output.
+
+    Args:
+        activation: None, 'relu' or 'relu6', applied before the output fake quantizer.
+        qconfig: the :class:`qtk.QConfig` giving the fake quantizers.
+    """
+    FLOAT_TYPES = (nn.Conv2d, ConvReLU2d)
+
+    def __init__(self, *args, activation=None, qconfig, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.activation = activation
+        self.weight_fake_quant = qconfig.weight()
+        self.activation_post_process = qconfig.activation()
+
+    @classmethod
+    def _new_like(cls, conv, qconfig, activation, bias):
+        check_conv_supported(conv)
+        qat = cls(conv.in_channels, conv.out_channels, conv.kernel_size, stride=conv.stride,
+                  padding=conv.padding, dilation=conv.dilation, groups=conv.groups, bias=bias,
+                  activation=activation, qconfig=qconfig)
+        qat.weight = conv.weight
+        if bias:
+            qat.bias = conv.bias
+        return qat.to(conv.weight.device)
+
+    @classmethod
+    def from_float(cls, module, qconfig):
+        conv, act = (module[0], module[1]) if isinstance(module, ConvReLU2d) else (module, None)
+        return cls._new_like(conv, qconfig, activation_kind(act), conv.bias is not None)
+
+    def folded_weight_and_bias(self):
+        return self.weight, self.bias
+
+    def forward(self, x):
+        y = self._conv_forward(x, self.weight_fake_quant(self.weight), self.bias)
+        return self.activation_post_process(apply_activation(y, self.activation))
+
+
+class QATConvBn2d(QATConv2d):
+    """Conv2d + BatchNorm2d (+ ReLU/ReLU6) with the BatchNorm folded into the fake-quantized weight.
+
+    Training uses batch statistics (as the float model did) while the weight is quantized with the
+    running statistics folded in, the usual scheme (Jacob et al. 2018, sec. 3.2). After
+    :func:`qtk.freeze_bn_stats` the running statistics stop updating and are used for the output,
+    which is exactly the folded layer that will be deployed.
+    """
+    FLOAT_TYPES = (ConvBn2d, ConvBnReLU2d)
+
+    @classmethod
+    def from_float(cls, module, qconfig):
+        conv, bn = module[0], module[1]
+        act = module[2] if isinstance(module, ConvBnReLU2d) else None
+        qat = cls._new_like(conv, qconfig, activation_kind(act), conv.bias is not None)
+        qat.bn = bn
+        qat.freeze_bn = False
+        return qat
+
+    def freeze_bn_stats(self):
+        self.freeze_bn = True
+        self.bn.eval()
+
+    def train(self, mode=True):
+        super().train(mode)
+        self.bn.train(mode and not self.freeze_bn)
+        return self
+
+    def _bn_scale(self):
+        return self.bn.weight / torch.sqrt(self.bn.running_var + self.bn.eps)
+
+    def folded_weight_and_bias(self):
+        scale = self._bn_scale()
+        bias = self.bias if self.bias is not None else torch.zeros_like(self.bn.running_mean)
+        weight = self.weight * scale.reshape(-1, 1, 1, 1)
+        return weight, (bias - self.bn.running_mean) * scale + self.bn.bias
+
+    def forward(self, x):
+        scale = self._bn_scale()
+        weight = self.weight_fake_quant(self.weight * scale.reshape(-1, 1, 1, 1))
+        y = self._conv_forward(x, weight, None) / scale.reshape(1, -1, 1, 1)
+        if self.bias is not None:
+            y = y + self.bias.reshape(1, -1, 1, 1)
+        y = self.bn(y)
+        return self.activation_post_process(apply_activation(y, self.activation))
+
+
+# ---- Quantized ----------------------------------------------------------------------------------
+
+class QuantizedConv2d(QuantizedWeightLayer):
+    """int8 convolution: exact int32 sums, per-channel requantization, fused clamp (spec 4, 5)."""
+    SOURCE_TYPES = (QATConv2d,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        weight, bias = module.folded_weight_and_bias()
+        layer = cls(weight.detach(), None if bias is None else bias.detach(),
+                    module.weight_fake_quant, input_qparams, module.output_qparams(),
+                    module.activation, where)
+        layer.stride, layer.padding = tuple(module.stride), tuple(module.padding)
+        layer.dilation, layer.groups = tuple(module.dilation), module.groups
+        return layer
+
+    def forward(self, x):
+        acc = arithmetic.conv2d_accumulate(x, self.input_qparams[0].zero_point, self.weight_q,
+                                           self.bias_q.to(torch.int64), self.stride, self.padding,
+                                           self.dilation, self.groups)
+        return self._requantize(acc, (1, -1, 1, 1))
+
+    def qmodel_op(self, input_shapes):
+        attrs = {"stride": list(self.stride), "padding": list(self.padding),
+                 "dilation": list(self.dilation), "groups": [self.groups], **self._weight_attrs()}
+        return QModelOp("conv2d", [("weight", self.weight_q), ("bias", self.bias_q)], attrs)
+
+    def extra_repr(self):
+        return (f"{tuple(self.weight_q.shape)}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, groups={self.groups}, clamp=[{self.lo}, {self.hi}], "
+                + super().extra_repr())

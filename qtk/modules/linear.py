@@ -1,0 +1,66 @@
+"""Linear trio: float fused container, QAT, Quantized."""
+import torch
+from torch import nn
+
+from .. import arithmetic
+from .base import QATModule, QModelOp, QuantizedWeightLayer, activation_kind, apply_activation
+
+
+class LinearReLU(nn.Sequential):
+    """Linear followed by ReLU or ReLU6, quantized as one layer."""
+
+    def __init__(self, linear, relu):
+        super().__init__(linear, relu)
+
+
+class QATLinear(nn.Linear, QATModule):
+    """Linear (+ fused ReLU/ReLU6) with fake-quantized weight and output.
+
+    Args:
+        activation: None, 'relu' or 'relu6'.
+        qconfig: the :class:`qtk.QConfig` giving the fake quantizers.
+    """
+    FLOAT_TYPES = (nn.Linear, LinearReLU)
+
+    def __init__(self, in_features, out_features, bias=True, *, activation=None, qconfig):
+        super().__init__(in_features, out_features, bias)
+        self.activation = activation
+        self.weight_fake_quant = qconfig.weight()
+        self.activation_post_process = qconfig.activation()
+
+    @classmethod
+    def from_float(cls, module, qconfig):
+        linear, act = (module[0], module[1]) if isinstance(module, LinearReLU) else (module, None)
+        qat = cls(linear.in_features, linear.out_features, linear.bias is not None,
+                  activation=activation_kind(act), qconfig=qconfig)
+        qat.weight = linear.weight
+        if linear.bias is not None:
+            qat.bias = linear.bias
+        return qat.to(linear.weight.device)
+
+    def forward(self, x):
+        y = nn.functional.linear(x, self.weight_fake_quant(self.weight), self.bias)
+        return self.activation_post_process(apply_activation(y, self.activation))
+
+
+class QuantizedLinear(QuantizedWeightLayer):
+    """int8 linear layer on [N, K] input (spec 4, 5)."""
+    SOURCE_TYPES = (QATLinear,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        bias = None if module.bias is None else module.bias.detach()
+        return cls(module.weight.detach(), bias, module.weight_fake_quant, input_qparams,
+                   module.output_qparams(), module.activation, where)
+
+    def forward(self, x):
+        if x.dim() != 2:
+            raise ValueError(f"quantized Linear takes [N, K] input, got shape {list(x.shape)}; "
+                             f"flatten before it")
+        acc = arithmetic.linear_accumulate(x, self.input_qparams[0].zero_point, self.weight_q,
+                                           self.bias_q.to(torch.int64))
+        return self._requantize(acc, (1, -1))
+
+    def qmodel_op(self, input_shapes):
+        return QModelOp("linear", [("weight", self.weight_q), ("bias", self.bias_q)],
+                        self._weight_attrs())

@@ -1,0 +1,36 @@
+"""Ops that only move int8 bytes and keep their input's qparams (spec 7)."""
+from torch import nn
+
+from .base import QModelOp, QuantizedModule
+
+
+class QuantizedFlatten(QuantizedModule):
+    SOURCE_TYPES = (nn.Flatten,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        if module.start_dim != 1 or module.end_dim != -1:
+            raise ValueError(f"{where}: Flatten(start_dim={module.start_dim}, end_dim="
+                             f"{module.end_dim}) is not supported; only Flatten(1, -1)")
+        return cls(input_qparams, input_qparams[0])
+
+    def forward(self, x):
+        return x.flatten(1)
+
+    def qmodel_op(self, input_shapes):
+        return QModelOp("flatten")
+
+
+class QuantizedIdentity(QuantizedModule):
+    """Identity and Dropout: removed from the exported graph (the output aliases the input)."""
+    SOURCE_TYPES = (nn.Identity, nn.Dropout)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        return cls(input_qparams, input_qparams[0])
+
+    def forward(self, x):
+        return x
+
+    def qmodel_op(self, input_shapes):
+        return None

@@ -1,0 +1,80 @@
+"""Where float becomes int8 and back: QuantStub / DequantStub trios."""
+import torch
+from torch import nn
+
+from .. import arithmetic
+from .base import QATModule, QuantizedModule, to_int8
+
+
+class QuantStub(nn.Module):
+    """Marks where a float tensor enters the quantized part of a model (identity in float)."""
+
+    def forward(self, x):
+        return x
+
+
+class DequantStub(nn.Module):
+    """Marks where an int8 tensor leaves the quantized part of a model (identity in float)."""
+
+    def forward(self, x):
+        return x
+
+
+class QATQuantStub(QATModule):
+    """Fake-quantizes the model input; its observer sets the input's scale and zero point."""
+    FLOAT_TYPES = (QuantStub,)
+
+    def __init__(self, qconfig):
+        super().__init__()
+        self.activation_post_process = qconfig.activation()
+
+    @classmethod
+    def from_float(cls, module, qconfig):
+        return cls(qconfig)
+
+    def forward(self, x):
+        return self.activation_post_process(x)
+
+
+class QATDequantStub(QATModule):
+    FLOAT_TYPES = (DequantStub,)
+
+    @classmethod
+    def from_float(cls, module, qconfig):
+        return cls()
+
+    def forward(self, x):
+        return x
+
+
+class QuantizedQuantStub(QuantizedModule):
+    """float -> int8 with the quantize rule of spec 1 (the runtime does this at its input)."""
+    SOURCE_TYPES = (QATQuantStub,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        return cls([], module.output_qparams())
+
+    def forward(self, x):
+        scale, zero_point = self.output_qparams
+        return to_int8(arithmetic.quantize(x, scale, zero_point))
+
+
+class QuantizedDequantStub(QuantizedModule):
+    """int8 -> float (spec 1). With ``emit_int8`` set it returns the int8 values unchanged, which is
+    what the runtime returns when asked for raw output (see :func:`qtk.int8_outputs`)."""
+    SOURCE_TYPES = (QATDequantStub,)
+
+    def __init__(self, input_qparams, output_qparams):
+        super().__init__(input_qparams, output_qparams)
+        self.emit_int8 = False
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        return cls(input_qparams, None)
+
+    def forward(self, x):
+        if self.emit_int8:
+            return x
+        scale, zero_point = self.input_qparams[0]
+        return arithmetic.dequantize(x, scale, zero_point)

@@ -1,0 +1,115 @@
+"""Range observers: running min/max, its moving average, and the per-channel form."""
+import torch
+from torch import nn
+
+from .. import arithmetic
+
+# Smallest scale an observer reports, so an all-zero tensor still gets a usable multiplier.
+MIN_SCALE = float(torch.finfo(torch.float32).eps)
+
+
+def qparams_from_range(min_val, max_val, qmin, qmax, symmetric):
+    """(min, max) tensors -> (float32 scale, int64 zero_point), the range widened to include 0.
+
+    Symmetric ranges put zero at 0 and use ``max(|min|, |max|) / ((qmax - qmin) / 2)``, which for
+    narrow-range int8 weights ([-127, 127]) is ``amax / 127``.
+    """
+    min_val = torch.clamp(min_val.detach().to(torch.float32), max=0.0)
+    max_val = torch.clamp(max_val.detach().to(torch.float32), min=0.0)
+    if symmetric:
+        amax = torch.maximum(-min_val, max_val)
+        scale = amax / ((qmax - qmin) / 2.0)
+        scale = torch.clamp(scale, min=MIN_SCALE)
+        zero_point = torch.zeros_like(scale, dtype=torch.int64)
+    else:
+        scale = torch.clamp((max_val - min_val) / float(qmax - qmin), min=MIN_SCALE)
+        zero_point = qmin - torch.round(min_val / scale).to(torch.int64)
+        zero_point = torch.clamp(zero_point, qmin, qmax)
+    return scale, zero_point
+
+
+class Observer(nn.Module):
+    """Base observer: the target integer range and how statistics become qparams.
+
+    Args:
+        qmin, qmax: the integer range (default int8 activations, [-128, 127]).
+        symmetric: zero point fixed at 0 (weights) instead of fitted (activations).
+        ch_axis: ``None`` for per-tensor statistics, else the channel axis of per-channel ones.
+        averaging_constant: ``None`` keeps the running min/max over everything observed; a value
+            in (0, 1] keeps an exponential moving average instead (1.0 = the latest tensor only).
+    """
+    _version = 1
+
+    def __init__(self, qmin=arithmetic.INT8_MIN, qmax=arithmetic.INT8_MAX, symmetric=False,
+                 ch_axis=None, averaging_constant=None):
+        super().__init__()
+        if qmin >= qmax:
+            raise ValueError(f"observer range must have qmin < qmax, got [{qmin}, {qmax}]")
+        if averaging_constant is not None and not 0.0 < averaging_constant <= 1.0:
+            raise ValueError(f"averaging_constant must be in (0, 1], got {averaging_constant}")
+        self.qmin, self.qmax = qmin, qmax
+        self.symmetric = symmetric
+        self.ch_axis = ch_axis
+        self.averaging_constant = averaging_constant
+        self.register_buffer("min_val", torch.tensor([]))
+        self.register_buffer("max_val", torch.tensor([]))
+
+    @property
+    def has_statistics(self):
+        return self.min_val.numel() > 0
+
+    def _batch_range(self, x):
+        if self.ch_axis is None:
+            return torch.aminmax(x)
+        flat = x.transpose(0, self.ch_axis).reshape(x.shape[self.ch_axis], -1)
+        return torch.aminmax(flat, dim=1)
+
+    @torch.no_grad()
+    def forward(self, x):
+        x_min, x_max = self._batch_range(x.detach().to(torch.float32))
+        if not self.has_statistics:
+            new_min, new_max = x_min, x_max
+        elif self.averaging_constant is None:
+            new_min, new_max = torch.minimum(self.min_val, x_min), torch.maximum(self.max_val, x_max)
+        else:
+            c = self.averaging_constant
+            new_min = self.min_val + c * (x_min - self.min_val)
+            new_max = self.max_val + c * (x_max - self.max_val)
+        # resize_ keeps the buffers registered while their shape settles on the first batch
+        self.min_val.resize_(new_min.shape).copy_(new_min)
+        self.max_val.resize_(new_max.shape).copy_(new_max)
+        return x
+
+    def calculate_qparams(self):
+        if not self.has_statistics:
+            raise RuntimeError(f"{type(self).__name__} has observed nothing yet: run calibration "
+                               f"or training batches through the model before convert()")
+        return qparams_from_range(self.min_val, self.max_val, self.qmin, self.qmax, self.symmetric)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for name in ("min_val", "max_val"):
+            if prefix + name in state_dict:
+                getattr(self, name).resize_(state_dict[prefix + name].shape)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def extra_repr(self):
+        return (f"range=[{self.qmin}, {self.qmax}], symmetric={self.symmetric}, "
+                f"ch_axis={self.ch_axis}, averaging_constant={self.averaging_constant}")
+
+
+class MinMaxObserver(Observer):
+    """Running min/max over every observed tensor (PTQ calibration)."""
+
+
+class MovingAverageMinMaxObserver(Observer):
+    """Exponential moving average of each batch's min/max (QAT activations)."""
+
+    def __init__(self, averaging_constant=0.01, **kwargs):
+        super().__init__(averaging_constant=averaging_constant, **kwargs)
+
+
+class PerChannelMinMaxObserver(Observer):
+    """Min/max per channel along ``ch_axis`` (weights: output channels, axis 0)."""
+
+    def __init__(self, ch_axis=0, **kwargs):
+        super().__init__(ch_axis=ch_axis, **kwargs)

@@ -1,0 +1,87 @@
+"""The deploy runtime from Python: ``qtk.runtime.load(path, threads=...)`` -> :class:`Session`."""
+import os
+
+import numpy as np
+import torch
+
+from . import _C
+
+QtkError = _C.QtkError
+
+
+class Session:
+    """A loaded ``.qmodel`` ready to run.
+
+    Inputs may be float (numpy or torch; quantized with the model's input scale by the runtime's
+    quantizer, the same rule as the QuantStub) or raw int8. Outputs are float (dequantized) or
+    raw int8, as numpy arrays or torch tensors matching the input's kind.
+
+    Args:
+        model: a ``qtk._C.Model``.
+        threads: worker threads; results are identical for every count.
+    """
+
+    def __init__(self, model, threads=1):
+        self.model = model
+        self._session = _C.Session(model, threads)
+
+    @property
+    def inputs(self):
+        return self.model.inputs
+
+    @property
+    def outputs(self):
+        return self.model.outputs
+
+    @property
+    def arena_bytes(self):
+        return self._session.arena_bytes
+
+    @property
+    def arena_lower_bound(self):
+        return self._session.arena_lower_bound
+
+    def run(self, *inputs, output="float"):
+        """Run the model; returns one array/tensor per output (a list when there are several).
+
+        Args:
+            inputs: one array or tensor per model input, float32 or int8.
+            output: ``"float"`` to dequantize, ``"int8"`` for the raw quantized values.
+        """
+        if output not in ("float", "int8"):
+            raise ValueError(f"output must be 'float' or 'int8', got {output!r}")
+        if len(inputs) != len(self.inputs):
+            raise QtkError(f"the model takes {len(self.inputs)} input(s), got {len(inputs)}")
+        as_torch = any(isinstance(x, torch.Tensor) for x in inputs)
+        raw = [self._to_int8(i, x) for i, x in enumerate(inputs)]
+        results = self._session.run(raw)
+        if output == "float":
+            results = [self._session.dequantize_output(i, r) for i, r in enumerate(results)]
+        if as_torch:
+            results = [torch.from_numpy(r) for r in results]
+        return results[0] if len(results) == 1 else results
+
+    def _to_int8(self, index, x):
+        if isinstance(x, torch.Tensor):
+            x = x.detach().cpu().numpy()
+        x = np.asarray(x)
+        if x.dtype == np.int8:
+            return x
+        if x.dtype in (np.float32, np.float64, np.float16):
+            return self._session.quantize_input(index, np.ascontiguousarray(x, dtype=np.float32))
+        info = self.inputs[index]
+        raise QtkError(f"input {index} ({info['name']!r}): expected float32 or int8 data, got "
+                       f"{x.dtype}")
+
+
+def load(model, threads=1):
+    """Load a ``.qmodel`` from a path or from ``bytes`` and open a :class:`Session` on it.
+
+    The file is validated completely before anything runs; a malformed file raises
+    :class:`QtkError` naming what is wrong.
+    """
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        loaded = _C.Model.from_bytes(bytes(model))
+    else:
+        loaded = _C.Model.load(os.fspath(model))
+    return Session(loaded, threads)

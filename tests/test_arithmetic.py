@@ -1,0 +1,117 @@
+"""Contract 2 (one arithmetic): qtk/arithmetic.py and deploy_runtime's arithmetic.h agree exactly.
+
+Hypothesis drives both with the same integers, edge cases included: rounding ties, saturation,
+shift 1 and 62, the smallest and largest multipliers, negative accumulators.
+"""
+import math
+
+import numpy as np
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from qtk import _C, arithmetic
+
+SETTINGS = settings(max_examples=300, deadline=None, derandomize=True)
+int32s = st.integers(arithmetic.INT32_MIN, arithmetic.INT32_MAX)
+int8s = st.integers(-128, 127)
+multipliers = st.one_of(st.integers(2**30, 2**31 - 1), st.sampled_from([2**30, 2**31 - 1]))
+shifts = st.integers(1, 62)
+
+
+def _array(values, dtype):
+    return np.asarray(values, dtype=dtype)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(int32s, multipliers, shifts), min_size=1, max_size=64), int8s,
+       st.tuples(int8s, int8s))
+@example([(2**31 - 1, 2**31 - 1, 1), (-(2**31), 2**31 - 1, 1), (3, 2**30, 31), (-3, 2**30, 31),
+          (1, 2**30, 31), (-1, 2**30, 31)], 0, (-128, 127))
+def test_requantize_matches(cases, zero_point, bounds):
+    lo, hi = min(bounds), max(bounds)
+    acc, m, n = (_array(c, np.int32) for c in zip(*cases))
+    expected = arithmetic.requantize(torch.from_numpy(acc).long(), torch.from_numpy(m).long(),
+                                     torch.from_numpy(n).long(), zero_point, lo, hi)
+    actual = _C.arith.requantize(acc, m, n, zero_point, lo, hi)
+    np.testing.assert_array_equal(actual, expected.numpy().astype(np.int8))
+
+
+def test_requantize_rounds_ties_toward_positive_infinity():
+    # acc * 2^30 >> 31 is acc / 2: ties at odd acc
+    acc = np.array([1, -1, 3, -3, 5, -5], dtype=np.int32)
+    m = np.full(6, 2**30, dtype=np.int32)
+    n = np.full(6, 31, dtype=np.int32)
+    np.testing.assert_array_equal(_C.arith.requantize(acc, m, n, 0, -128, 127), [1, 0, 2, -1, 3, -2])
+
+
+@SETTINGS
+@given(hnp.arrays(np.int8, st.integers(1, 64)), int8s, multipliers, int8s, multipliers, shifts,
+       int8s, st.tuples(int8s, int8s))
+def test_rescale_add_matches(a, za, ma, zb, mb, shift, zero_point, bounds):
+    lo, hi = min(bounds), max(bounds)
+    b = np.flip(a).copy()
+    expected = arithmetic.rescaled_sum([(torch.from_numpy(a), za, ma), (torch.from_numpy(b), zb, mb)],
+                                       shift, zero_point, lo, hi)
+    actual = _C.arith.rescale_add(a, za, ma, b, zb, mb, shift, zero_point, lo, hi)
+    np.testing.assert_array_equal(actual, expected.numpy().astype(np.int8))
+
+
+finite_or_special = st.one_of(
+    st.floats(width=32, allow_nan=True, allow_infinity=True),
+    st.integers(-300, 300).map(lambda k: k * 0.5),  # exact ties once divided by a power-of-two scale
+)
+
+
+@SETTINGS
+@given(st.lists(finite_or_special, min_size=1, max_size=64),
+       st.one_of(st.floats(1e-6, 1e3, width=32), st.sampled_from([0.5, 1.0, 0.25, 0.1])), int8s)
+def test_quantize_matches(values, scale, zero_point):
+    x = _array(values, np.float32)
+    expected = arithmetic.quantize(torch.from_numpy(x), scale, zero_point)
+    np.testing.assert_array_equal(_C.arith.quantize(x, scale, zero_point),
+                                  expected.numpy().astype(np.int8))
+
+
+@SETTINGS
+@given(st.lists(st.floats(-1e4, 1e4, width=32), min_size=1, max_size=32),
+       st.floats(1e-5, 10.0, width=32), int8s)
+def test_quantize_is_torch_fake_quantize_rounding(values, scale, zero_point):
+    """The QAT model's fake quantization and the deployed quantizer round identically."""
+    x = torch.tensor(values, dtype=torch.float32)
+    fake = torch.fake_quantize_per_tensor_affine(x, scale, zero_point, -128, 127)
+    ours = arithmetic.dequantize(arithmetic.quantize(x, scale, zero_point), scale, zero_point)
+    assert torch.equal(fake, ours)
+
+
+@SETTINGS
+@given(hnp.arrays(np.int8, st.integers(1, 64)), st.floats(1e-6, 1e3, width=32), int8s)
+def test_dequantize_matches(q, scale, zero_point):
+    expected = arithmetic.dequantize(torch.from_numpy(q), scale, zero_point)
+    actual = _C.arith.dequantize(q, scale, zero_point)
+    assert actual.tobytes() == expected.numpy().tobytes()
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(-(2**40), 2**40), st.integers(1, 10**6)), min_size=1,
+                max_size=64))
+@example([(5, 2), (-5, 2), (3, 2), (-3, 2), (7, 14), (-7, 14), (0, 9), (4, 3), (-4, 3)])
+def test_round_half_away_div_matches(cases):
+    total, divisor = (_array(c, np.int64) for c in zip(*cases))
+    expected = arithmetic.round_half_away_div(torch.from_numpy(total), torch.from_numpy(divisor))
+    np.testing.assert_array_equal(_C.arith.round_half_away_div(total, divisor),
+                                  expected.numpy().astype(np.int32))
+    reals = [t / d for t, d in cases]
+    assert all(abs(e - r) <= 0.5 for e, r in zip(expected.tolist(), reals))
+
+
+@SETTINGS
+@given(st.floats(2.0**-40, 2.0**29, allow_nan=False))
+def test_quantize_multiplier_is_accurate(m):
+    big_m, n = arithmetic.quantize_multiplier(m)
+    if big_m == 0:
+        assert m < 2.0**-31
+        return
+    assert 2**30 <= big_m < 2**31 and 1 <= n <= 62
+    assert math.isclose(big_m * 2.0**-n, m, rel_tol=2.0**-30)

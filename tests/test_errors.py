@@ -1,0 +1,79 @@
+"""Contract 5: bad input at the edges gets a clear error naming the thing and the fix."""
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import qtk
+from conftest import calibrated
+
+
+@pytest.fixture(scope="module")
+def session():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 5))
+    quantized = calibrated(model.eval(), [torch.randn(2, 3, 8, 8)])
+    return qtk.runtime.load(qtk.export(quantized, torch.randn(1, 3, 8, 8)))
+
+
+def test_other_batch_sizes_run(session):
+    for batch in (1, 3, 8):
+        assert session.run(torch.randn(batch, 3, 8, 8)).shape == (batch, 5)
+
+
+@pytest.mark.parametrize("shape", [(3, 8, 8), (1, 4, 8, 8), (1, 3, 9, 8), (1, 3, 8, 8, 1), (0, 3, 8, 8)])
+def test_wrong_input_shape_is_named(session, shape):
+    with pytest.raises(qtk.QtkError, match=r"input 0 .*shape"):
+        session.run(np.zeros(shape, dtype=np.int8))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.int64, np.bool_])
+def test_wrong_input_dtype_is_named(session, dtype):
+    with pytest.raises(qtk.QtkError, match=r"input 0 .*(float32 or int8|int8)"):
+        session.run(np.zeros((1, 3, 8, 8), dtype=dtype))
+
+
+def test_wrong_input_count(session):
+    with pytest.raises(qtk.QtkError, match="1 input"):
+        session.run(np.zeros((1, 3, 8, 8), np.float32), np.zeros((1, 3, 8, 8), np.float32))
+
+
+def test_unknown_module_names_path_and_type():
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Sequential(nn.Sigmoid()))
+    with pytest.raises(qtk.UnsupportedOpError, match=r"1\.0: Sigmoid has no quantized form"):
+        qtk.quantize_qat(model)
+
+
+def test_functional_call_names_the_call_and_the_way_out():
+    class Functional(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 2, 3)
+
+        def forward(self, x):
+            return torch.flatten(self.conv(x), 1)
+
+    with pytest.raises(qtk.UnsupportedOpError, match=r"'flatten'.*nn\.Flatten"):
+        qtk.quantize_qat(Functional())
+
+
+def test_batchnorm_without_conv_is_explained():
+    model = nn.Sequential(nn.BatchNorm2d(1), nn.Conv2d(1, 2, 3))
+    with pytest.raises(qtk.UnsupportedOpError, match="BatchNorm2d does not directly follow a Conv2d"):
+        qtk.quantize_qat(model)
+
+
+def test_unsupported_pooling_mode_is_explained():
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2, ceil_mode=True))
+    with pytest.raises(ValueError, match="ceil_mode=True"):
+        calibrated(model.eval(), [torch.randn(1, 1, 9, 9)])
+
+
+def test_convert_before_calibration_is_explained():
+    prepared = qtk.prepare_ptq(nn.Sequential(nn.Conv2d(1, 2, 3)).eval())
+    with pytest.raises(RuntimeError, match="observed nothing"):
+        qtk.convert(prepared)
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(qtk.QtkError, match="missing.qmodel"):
+        qtk.runtime.load(tmp_path / "missing.qmodel")
