@@ -28,7 +28,6 @@ class CMakeBuild(build_ext):
             f"-DPython_EXECUTABLE={sys.executable}",
             f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
             f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={output_dir}",
-            "-DQTK_BUILD_TESTS=OFF",
         ]
         subprocess.run(config, check=True)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))

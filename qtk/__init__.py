@@ -17,7 +17,9 @@ def __getattr__(name):
     # The runtime needs the compiled extension; import it on first use so that training-only
     # code paths work while the extension builds.
     if name in ("runtime", "QtkError"):
-        from . import runtime
+        import importlib
+
+        runtime = importlib.import_module(".runtime", __name__)
         return runtime if name == "runtime" else runtime.QtkError
     raise AttributeError(f"module 'qtk' has no attribute {name!r}")
 

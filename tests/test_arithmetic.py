@@ -66,7 +66,7 @@ finite_or_special = st.one_of(
 
 @SETTINGS
 @given(st.lists(finite_or_special, min_size=1, max_size=64),
-       st.one_of(st.floats(1e-6, 1e3, width=32), st.sampled_from([0.5, 1.0, 0.25, 0.1])), int8s)
+       st.one_of(st.floats(2.0**-20, 1e3, width=32), st.sampled_from([0.5, 1.0, 0.25, 0.1])), int8s)
 def test_quantize_matches(values, scale, zero_point):
     x = _array(values, np.float32)
     expected = arithmetic.quantize(torch.from_numpy(x), scale, zero_point)
@@ -76,7 +76,7 @@ def test_quantize_matches(values, scale, zero_point):
 
 @SETTINGS
 @given(st.lists(st.floats(-1e4, 1e4, width=32), min_size=1, max_size=32),
-       st.floats(1e-5, 10.0, width=32), int8s)
+       st.floats(2.0**-17, 10.0, width=32), int8s)
 def test_quantize_is_torch_fake_quantize_rounding(values, scale, zero_point):
     """The QAT model's fake quantization and the deployed quantizer round identically."""
     x = torch.tensor(values, dtype=torch.float32)
@@ -86,7 +86,7 @@ def test_quantize_is_torch_fake_quantize_rounding(values, scale, zero_point):
 
 
 @SETTINGS
-@given(hnp.arrays(np.int8, st.integers(1, 64)), st.floats(1e-6, 1e3, width=32), int8s)
+@given(hnp.arrays(np.int8, st.integers(1, 64)), st.floats(2.0**-20, 1e3, width=32), int8s)
 def test_dequantize_matches(q, scale, zero_point):
     expected = arithmetic.dequantize(torch.from_numpy(q), scale, zero_point)
     actual = _C.arith.dequantize(q, scale, zero_point)

@@ -1,0 +1,124 @@
+// The public C++ API of the qtk deploy runtime: load a .qmodel (docs/qmodel_format.md) and run it
+// on int8 tensors with the arithmetic of docs/quantization_spec.md.
+//
+//   auto model = qtk::Model::load("m.qmodel");          // validates every byte it reads
+//   qtk::Session session(model, {/*threads=*/4});
+//   std::vector<qtk::Tensor> out = session.run({x.data()}, {{8, 1, 28, 28}});
+//
+// A Model is immutable and may be shared by any number of sessions and threads. A Session owns the
+// activation arena and a thread pool; use one session per calling thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace qtk {
+
+// Every failure the runtime reports (a bad model file, a bad input, a bad option) is a qtk::Error
+// whose message names what is wrong.
+class Error : public std::runtime_error {
+ public:
+    using std::runtime_error::runtime_error;
+};
+
+// The values are the format's dtype codes.
+enum class DType : uint8_t { kInt8 = 1, kInt32 = 2, kFloat32 = 3 };
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+
+using Shape = std::vector<int64_t>;
+
+// "[1, 3, 224, 224]"
+std::string to_string(const Shape& shape);
+// "[N, 3, 224, 224]": a graph input's shape with its batch dim left open, for messages.
+std::string batch_shape_pattern(const Shape& shape);
+
+// The largest element count of any tensor the runtime handles (a fuzzed or hostile file cannot
+// make it allocate more per tensor; real models are far below it).
+constexpr int64_t kMaxTensorElements = (int64_t{1} << 31) - 1;
+
+struct TensorInfo {
+    std::string name;
+    DType dtype;
+    Shape shape;  // as in the file: for graph inputs and outputs dims[0] is the example batch
+    float scale;
+    int32_t zero_point;
+};
+
+// An output of Session::run, owning its bytes (row-major).
+struct Tensor {
+    Shape shape;
+    std::vector<int8_t> data;
+};
+
+class Session;
+
+class Model {
+ public:
+    // Maps the file (POSIX mmap, weights used in place; the file must not change while the
+    // model lives) or, where that is not possible, reads it into a 64-byte aligned buffer.
+    // Errors start with "model file '<path>': ".
+    static std::shared_ptr<const Model> load(const std::string& path);
+    // Copies the bytes into a 64-byte aligned buffer, so the caller's buffer may go away.
+    static std::shared_ptr<const Model> from_bytes(const void* data, size_t size);
+
+    ~Model();
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
+    const std::string& producer() const;
+    const std::vector<TensorInfo>& inputs() const;   // graph inputs, int8
+    const std::vector<TensorInfo>& outputs() const;  // graph outputs, int8
+    size_t node_count() const;
+    std::vector<std::string> op_names() const;  // node ops in execution order
+
+    struct Impl;  // internal: the graph, its kernels and the bytes they point into
+
+ private:
+    explicit Model(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+    friend class Session;
+};
+
+struct SessionOptions {
+    int threads = 1;  // 1 runs every kernel on the calling thread
+};
+
+class Session {
+ public:
+    // Plans memory for the file's batch size right away.
+    explicit Session(std::shared_ptr<const Model> model, SessionOptions options = {});
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    // One pointer and shape per graph input, in the model's order. Every input has the same batch
+    // N >= 1 and the file's other dims; a new N re-plans memory. Results do not depend on the
+    // thread count or on N (each sample is computed alone).
+    std::vector<Tensor> run(const std::vector<const int8_t*>& inputs,
+                            const std::vector<Shape>& input_shapes);
+
+    // Of the current plan: the arena's size, and the most bytes that are live at any one step
+    // (no placement can use less).
+    size_t arena_bytes() const;
+    size_t arena_lower_bound() const;
+    int64_t batch() const;
+
+    // Float <-> int8 at the graph's edges with that input's or output's (scale, zero_point), by the
+    // rules of docs/quantization_spec.md section 1.
+    void quantize_input(size_t index, const float* x, size_t count, int8_t* q) const;
+    void dequantize_output(size_t index, const int8_t* q, size_t count, float* x) const;
+
+    const Model& model() const;
+
+ private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace qtk

@@ -1,0 +1,207 @@
+#include "op_kernel.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "qtk/arithmetic.h"
+
+namespace qtk {
+namespace detail {
+
+void OpKernel::fail(const std::string& message) const { throw Error(label_ + ": " + message); }
+
+void OpKernel::expect_rank(const Shape& shape, size_t rank, const char* what) const {
+    if (shape.size() != rank) {
+        fail(std::string(what) + " must have rank " + std::to_string(rank) + ", got shape " +
+             to_string(shape));
+    }
+}
+
+std::string node_label(const Node& node) { return "node '" + node.name + "' (" + node.op + ")"; }
+
+void NodeView::fail(const std::string& message) const { throw Error(label() + ": " + message); }
+
+void NodeView::expect_input_count(size_t count) const {
+    if (node_.inputs.size() != count) {
+        fail("expects " + std::to_string(count) + " inputs, got " +
+             std::to_string(node_.inputs.size()));
+    }
+}
+
+void NodeView::expect_output_count(size_t count) const {
+    if (node_.outputs.size() != count) {
+        fail("expects " + std::to_string(count) + " outputs, got " +
+             std::to_string(node_.outputs.size()));
+    }
+}
+
+void NodeView::expect_attrs(std::initializer_list<const char*> keys) const {
+    for (const char* key : keys) {
+        attr(key);
+    }
+    for (const Attr& a : node_.attrs) {
+        bool known = false;
+        for (const char* key : keys) {
+            known = known || a.key == key;
+        }
+        if (!known) {
+            fail("unknown attribute '" + a.key + "'");
+        }
+        if (a.kind != AttrKind::kInts) {
+            fail("attribute '" + a.key + "' must be an i64 list");
+        }
+    }
+}
+
+const Attr& NodeView::attr(const char* key) const {
+    for (const Attr& a : node_.attrs) {
+        if (a.key == key) {
+            return a;
+        }
+    }
+    fail(std::string("missing attribute '") + key + "'");
+}
+
+const Value& NodeView::activation_input(size_t index) const {
+    const Value& v = graph_.values[node_.inputs[index]];
+    if (v.constant || v.dtype != DType::kInt8) {
+        fail("input " + std::to_string(index) + " ('" + v.name +
+             "') must be an int8 activation, got " +
+             (v.constant ? "a constant " : "an activation ") + dtype_name(v.dtype));
+    }
+    return v;
+}
+
+const Value& NodeView::constant_input(size_t index, const char* role, DType dtype,
+                                      size_t rank) const {
+    const Value& v = graph_.values[node_.inputs[index]];
+    const std::string what = std::string(role) + " '" + v.name + "'";
+    if (!v.constant) {
+        fail(what + " must be a constant");
+    }
+    if (v.dtype != dtype) {
+        fail(what + " must be " + dtype_name(dtype) + ", got " + dtype_name(v.dtype));
+    }
+    if (v.shape.size() != rank) {
+        fail(what + " must have rank " + std::to_string(rank) + ", got shape " +
+             to_string(v.shape));
+    }
+    return v;
+}
+
+const Value& NodeView::output(size_t index) const {
+    // The loader has already refused constants as node outputs.
+    const Value& v = graph_.values[node_.outputs[index]];
+    if (v.dtype != DType::kInt8) {
+        fail("output '" + v.name + "' must be int8, got " + dtype_name(v.dtype));
+    }
+    return v;
+}
+
+void NodeView::expect_same_quantization(const Value& input, const Value& output) const {
+    if (input.scale != output.scale || input.zero_point != output.zero_point) {
+        fail("output '" + output.name + "' must keep its input's (scale, zero_point) (" +
+             std::to_string(input.scale) + ", " + std::to_string(input.zero_point) + "), got (" +
+             std::to_string(output.scale) + ", " + std::to_string(output.zero_point) + ")");
+    }
+}
+
+void NodeView::expect_bias_for(const Value& bias, const Value& weight) const {
+    if (bias.shape != Shape{weight.shape[0]}) {
+        fail("bias '" + bias.name + "' has shape " + to_string(bias.shape) + ", expected [" +
+             std::to_string(weight.shape[0]) + "] (one per output channel of weight '" +
+             weight.name + "' " + to_string(weight.shape) + ")");
+    }
+}
+
+std::vector<int64_t> NodeView::ints(const char* key, size_t count, int64_t lo, int64_t hi) const {
+    const Attr& a = attr(key);
+    if (a.ints.size() != count) {
+        fail(std::string("attribute '") + key + "' must have " + std::to_string(count) +
+             " values, got " + std::to_string(a.ints.size()));
+    }
+    for (size_t i = 0; i < count; ++i) {
+        if (a.ints[i] < lo || a.ints[i] > hi) {
+            fail(std::string("attribute '") + key + "'[" + std::to_string(i) +
+                 "] = " + std::to_string(a.ints[i]) + " is outside [" + std::to_string(lo) + ", " +
+                 std::to_string(hi) + "]");
+        }
+    }
+    return a.ints;
+}
+
+int64_t NodeView::int_scalar(const char* key, int64_t lo, int64_t hi) const {
+    return ints(key, 1, lo, hi)[0];
+}
+
+std::vector<int32_t> NodeView::multipliers(const char* key, size_t count) const {
+    const std::vector<int64_t> v = ints(key, count, 0, (int64_t{1} << 31) - 1);
+    return std::vector<int32_t>(v.begin(), v.end());
+}
+
+std::vector<int32_t> NodeView::shifts(const char* key, size_t count) const {
+    const std::vector<int64_t> v = ints(key, count, 1, 62);
+    return std::vector<int32_t>(v.begin(), v.end());
+}
+
+ClampRange NodeView::clamp(const char* key) const {
+    const std::vector<int64_t> v = ints(key, 2, arith::kInt8Min, arith::kInt8Max);
+    if (v[0] > v[1]) {
+        fail(std::string("attribute '") + key + "' = [" + std::to_string(v[0]) + ", " +
+             std::to_string(v[1]) + "] is empty (lo > hi)");
+    }
+    return ClampRange{static_cast<int32_t>(v[0]), static_cast<int32_t>(v[1])};
+}
+
+std::vector<int32_t> int32_values(const Value& value) {
+    std::vector<int32_t> out(value.data_size / 4);
+    for (size_t i = 0; i < out.size(); ++i) {
+        const uint8_t* p = value.data + 4 * i;
+        const uint32_t u =
+            uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+        std::memcpy(&out[i], &u, 4);
+    }
+    return out;
+}
+
+int64_t element_count(const Shape& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+        n *= d;
+    }
+    return n;
+}
+
+int64_t sliding_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t padding,
+                            int64_t dilation) {
+    // Every argument is below 2^31 (format rule), so nothing here overflows int64.
+    const int64_t span = input + 2 * padding - dilation * (kernel - 1) - 1;
+    return span < 0 ? 0 : span / stride + 1;
+}
+
+void check_accumulator_range(const NodeView& node, const std::vector<int32_t>& bias,
+                             int64_t products_per_output) {
+    // products_per_output is below 2^31 (a weight's element count), so `worst` fits int64.
+    constexpr int64_t kMaxProduct = 255 * 127;  // |x - z_x| <= 255, |w| <= 127
+    for (size_t c = 0; c < bias.size(); ++c) {
+        const int64_t worst = std::llabs(bias[c]) + products_per_output * kMaxProduct;
+        if (worst >= (int64_t{1} << 31)) {
+            node.fail("output channel " + std::to_string(c) +
+                      " can overflow the int32 accumulator: |bias| " +
+                      std::to_string(std::llabs(bias[c])) + " + " +
+                      std::to_string(products_per_output) + " products * 255 * 127 >= 2^31");
+        }
+    }
+}
+
+void check_narrow_range_weights(const NodeView& node, const Value& weight) {
+    for (size_t i = 0; i < weight.data_size; ++i) {
+        if (static_cast<int8_t>(weight.data[i]) == arith::kInt8Min) {
+            node.fail("weight '" + weight.name + "' holds -128 at element " + std::to_string(i) +
+                      "; weights must be in [-127, 127] (narrow range)");
+        }
+    }
+}
+
+}  // namespace detail
+}  // namespace qtk

@@ -1,0 +1,17 @@
+// Maps a node's op name to the kernel that runs it.
+#pragma once
+
+#include <memory>
+
+#include "graph.h"
+#include "op_kernel.h"
+
+namespace qtk {
+namespace detail {
+
+// Throws Error naming the node and the op when this runtime does not know the op, or when the
+// kernel's factory refuses the node.
+std::unique_ptr<OpKernel> create_kernel(const Graph& graph, const Node& node);
+
+}  // namespace detail
+}  // namespace qtk

@@ -1,0 +1,261 @@
+// Runs a model: shape inference for the actual batch, one memory plan per batch size, nodes in
+// file order.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "aligned_buffer.h"
+#include "graph.h"
+#include "memory_planner.h"
+#include "op_kernel.h"
+#include "qtk/arithmetic.h"
+#include "thread_pool.h"
+
+namespace qtk {
+namespace {
+
+constexpr int kMaxThreads = 1024;
+
+int checked_threads(int threads) {
+    if (threads < 1 || threads > kMaxThreads) {
+        throw Error("SessionOptions.threads must be in [1, " + std::to_string(kMaxThreads) +
+                    "], got " + std::to_string(threads));
+    }
+    return threads;
+}
+
+// Every dim >= 1; the element count, or -1 when it exceeds kMaxTensorElements.
+int64_t bounded_element_count(const Shape& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+        if (d > kMaxTensorElements / n) {
+            return -1;
+        }
+        n *= d;
+    }
+    return n;
+}
+
+}  // namespace
+
+namespace detail {
+
+// Everything that depends on the batch size.
+struct ExecutionPlan {
+    int64_t batch = 0;
+    std::vector<Shape> shapes;      // per value; constants keep their file shapes
+    std::vector<uint64_t> offsets;  // per value: where an activation lives in the arena
+    AlignedBytes arena;
+    uint64_t arena_bytes = 0;
+    uint64_t lower_bound = 0;
+    std::vector<NodeIO> node_io;  // per node, pointing into arena and shapes
+};
+
+}  // namespace detail
+
+struct Session::Impl {
+    std::shared_ptr<const Model> model;
+    detail::ThreadPool pool;
+    detail::ExecutionPlan plan;
+
+    Impl(std::shared_ptr<const Model> m, int threads) : model(std::move(m)), pool(threads) {}
+
+    const Model::Impl& m() const { return *model->impl_; }
+    detail::ExecutionPlan make_plan(int64_t batch) const;
+    void check_inputs(const std::vector<const int8_t*>& inputs,
+                      const std::vector<Shape>& input_shapes) const;
+};
+
+detail::ExecutionPlan Session::Impl::make_plan(int64_t batch) const {
+    const detail::Graph& g = m().graph;
+    detail::ExecutionPlan p;
+    p.batch = batch;
+    p.shapes.resize(g.values.size());
+
+    auto set_shape = [&](uint32_t id, Shape shape) {
+        if (bounded_element_count(shape) < 0) {
+            throw Error("batch " + std::to_string(batch) + " is too large: '" + g.values[id].name +
+                        "' would have shape " + to_string(shape) + ", more than 2^31 - 1 elements");
+        }
+        p.shapes[id] = std::move(shape);
+    };
+    for (uint32_t id = 0; id < g.values.size(); ++id) {
+        if (g.values[id].constant) {
+            p.shapes[id] = g.values[id].shape;
+        }
+    }
+    for (uint32_t id : g.inputs) {
+        Shape shape = g.values[id].shape;
+        shape[0] = batch;
+        set_shape(id, std::move(shape));
+    }
+    std::vector<Shape> input_shapes;
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        const detail::Node& node = g.nodes[k];
+        input_shapes.clear();
+        for (uint32_t id : node.inputs) {
+            input_shapes.push_back(p.shapes[id]);
+        }
+        std::vector<Shape> out = m().kernels[k]->infer_shapes(input_shapes);
+        for (size_t i = 0; i < node.outputs.size(); ++i) {
+            set_shape(node.outputs[i], std::move(out[i]));
+        }
+    }
+
+    // Lifetimes in steps (one per node): from the producing node, or step 0 for graph inputs, to
+    // the last consumer, or the last step for graph outputs.
+    const size_t steps = std::max<size_t>(1, g.nodes.size());
+    const size_t kNotActivation = static_cast<size_t>(-1);
+    std::vector<size_t> tensor_of(g.values.size(), kNotActivation);
+    std::vector<detail::TensorLifetime> lifetimes;
+    auto add_tensor = [&](uint32_t id, size_t step) {
+        tensor_of[id] = lifetimes.size();
+        lifetimes.push_back(
+            {static_cast<uint64_t>(bounded_element_count(p.shapes[id])), step, step});
+    };
+    for (uint32_t id : g.inputs) {
+        add_tensor(id, 0);
+    }
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        for (uint32_t id : g.nodes[k].inputs) {
+            if (tensor_of[id] != kNotActivation) {
+                lifetimes[tensor_of[id]].last_step = k;
+            }
+        }
+        for (uint32_t id : g.nodes[k].outputs) {
+            add_tensor(id, k);
+        }
+    }
+    for (uint32_t id : g.outputs) {
+        lifetimes[tensor_of[id]].last_step = steps - 1;
+    }
+
+    const detail::MemoryPlan memory = detail::plan_memory(lifetimes);
+    p.arena_bytes = memory.arena_bytes;
+    p.lower_bound = memory.lower_bound;
+    if (p.arena_bytes > std::numeric_limits<size_t>::max()) {
+        throw Error("the activation arena for batch " + std::to_string(batch) + " needs " +
+                    std::to_string(p.arena_bytes) + " bytes, more than this machine can address");
+    }
+    p.arena = detail::allocate_aligned(static_cast<size_t>(p.arena_bytes), "the activation arena");
+    p.offsets.assign(g.values.size(), 0);
+    for (uint32_t id = 0; id < g.values.size(); ++id) {
+        if (tensor_of[id] != kNotActivation) {
+            p.offsets[id] = memory.offsets[tensor_of[id]];
+        }
+    }
+
+    uint8_t* arena = p.arena.get();
+    p.node_io.resize(g.nodes.size());
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        detail::NodeIO& io = p.node_io[k];
+        for (uint32_t id : g.nodes[k].inputs) {
+            const detail::Value& v = g.values[id];
+            io.inputs.push_back(
+                reinterpret_cast<const int8_t*>(v.constant ? v.data : arena + p.offsets[id]));
+            io.input_shapes.push_back(&p.shapes[id]);
+        }
+        for (uint32_t id : g.nodes[k].outputs) {
+            io.outputs.push_back(reinterpret_cast<int8_t*>(arena + p.offsets[id]));
+            io.output_shapes.push_back(&p.shapes[id]);
+        }
+    }
+    return p;
+}
+
+void Session::Impl::check_inputs(const std::vector<const int8_t*>& inputs,
+                                 const std::vector<Shape>& input_shapes) const {
+    const std::vector<TensorInfo>& expected = m().inputs;
+    if (inputs.size() != expected.size() || input_shapes.size() != expected.size()) {
+        throw Error("the model has " + std::to_string(expected.size()) + " inputs, got " +
+                    std::to_string(inputs.size()) + " pointers and " +
+                    std::to_string(input_shapes.size()) + " shapes");
+    }
+    for (size_t i = 0; i < expected.size(); ++i) {
+        const Shape& want = expected[i].shape;
+        const Shape& got = input_shapes[i];
+        const std::string label = "input " + std::to_string(i) + " ('" + expected[i].name + "')";
+        bool fits = got.size() == want.size() && got[0] >= 1;
+        for (size_t d = 1; fits && d < want.size(); ++d) {
+            fits = got[d] == want[d];
+        }
+        if (!fits) {
+            throw Error(label + ": expected int8 tensor of shape " + batch_shape_pattern(want) +
+                        " (any N >= 1), got shape " + to_string(got));
+        }
+        if (got[0] != input_shapes[0][0]) {
+            throw Error(label + ": batch " + std::to_string(got[0]) +
+                        " differs from input 0's batch " + std::to_string(input_shapes[0][0]));
+        }
+        if (inputs[i] == nullptr) {
+            throw Error(label + ": data pointer is null");
+        }
+    }
+}
+
+Session::Session(std::shared_ptr<const Model> model, SessionOptions options) {
+    if (!model) {
+        throw Error("Session: model is null");
+    }
+    impl_ = std::make_unique<Impl>(std::move(model), checked_threads(options.threads));
+    impl_->plan = impl_->make_plan(impl_->m().inputs[0].shape[0]);
+}
+
+Session::~Session() = default;
+
+std::vector<Tensor> Session::run(const std::vector<const int8_t*>& inputs,
+                                 const std::vector<Shape>& input_shapes) {
+    impl_->check_inputs(inputs, input_shapes);
+    if (input_shapes[0][0] != impl_->plan.batch) {
+        impl_->plan = impl_->make_plan(input_shapes[0][0]);
+    }
+
+    const detail::Graph& g = impl_->m().graph;
+    detail::ExecutionPlan& p = impl_->plan;
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+        const uint32_t id = g.inputs[i];
+        std::memcpy(p.arena.get() + p.offsets[id], inputs[i],
+                    static_cast<size_t>(detail::element_count(p.shapes[id])));
+    }
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        impl_->m().kernels[k]->run(p.node_io[k], impl_->pool);
+    }
+
+    std::vector<Tensor> outputs;
+    for (uint32_t id : g.outputs) {
+        const int8_t* begin = reinterpret_cast<const int8_t*>(p.arena.get() + p.offsets[id]);
+        outputs.push_back(Tensor{
+            p.shapes[id], std::vector<int8_t>(begin, begin + detail::element_count(p.shapes[id]))});
+    }
+    return outputs;
+}
+
+size_t Session::arena_bytes() const { return static_cast<size_t>(impl_->plan.arena_bytes); }
+size_t Session::arena_lower_bound() const { return static_cast<size_t>(impl_->plan.lower_bound); }
+int64_t Session::batch() const { return impl_->plan.batch; }
+const Model& Session::model() const { return *impl_->model; }
+
+void Session::quantize_input(size_t index, const float* x, size_t count, int8_t* q) const {
+    const std::vector<TensorInfo>& inputs = impl_->m().inputs;
+    if (index >= inputs.size()) {
+        throw Error("input index " + std::to_string(index) + " is out of range: the model has " +
+                    std::to_string(inputs.size()) + " inputs");
+    }
+    const float inv_scale = arith::inverse_scale(inputs[index].scale);
+    for (size_t i = 0; i < count; ++i) {
+        q[i] = arith::quantize(x[i], inv_scale, inputs[index].zero_point);
+    }
+}
+
+void Session::dequantize_output(size_t index, const int8_t* q, size_t count, float* x) const {
+    const std::vector<TensorInfo>& outputs = impl_->m().outputs;
+    if (index >= outputs.size()) {
+        throw Error("output index " + std::to_string(index) + " is out of range: the model has " +
+                    std::to_string(outputs.size()) + " outputs");
+    }
+    for (size_t i = 0; i < count; ++i) {
+        x[i] = arith::dequantize(q[i], outputs[index].scale, outputs[index].zero_point);
+    }
+}
+
+}  // namespace qtk

@@ -1,0 +1,87 @@
+#include "thread_pool.h"
+
+#include <algorithm>
+
+namespace qtk {
+namespace detail {
+
+ThreadPool::ThreadPool(int threads) {
+    for (int i = 1; i < threads; ++i) {
+        workers_.emplace_back([this] { worker_loop(); });
+    }
+}
+
+ThreadPool::~ThreadPool() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stopping_ = true;
+    }
+    work_ready_.notify_all();
+    for (std::thread& t : workers_) {
+        t.join();
+    }
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    if (n <= 0) {
+        return;
+    }
+    if (workers_.empty() || n == 1) {
+        fn(0, n);
+        return;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    fn_ = &fn;
+    n_ = n;
+    chunks_ = std::min<int64_t>(n, threads());
+    next_chunk_ = 0;
+    chunks_done_ = 0;
+    error_ = nullptr;
+    ++generation_;
+    work_ready_.notify_all();
+    run_chunks(lock);
+    work_done_.wait(lock, [this] { return chunks_done_ == chunks_; });
+    fn_ = nullptr;
+    if (error_) {
+        std::rethrow_exception(error_);
+    }
+}
+
+void ThreadPool::run_chunks(std::unique_lock<std::mutex>& lock) {
+    while (fn_ != nullptr && next_chunk_ < chunks_) {
+        const int64_t chunk = next_chunk_++;
+        const int64_t begin = n_ * chunk / chunks_;
+        const int64_t end = n_ * (chunk + 1) / chunks_;
+        const std::function<void(int64_t, int64_t)>& fn = *fn_;
+        lock.unlock();
+        std::exception_ptr error;
+        try {
+            fn(begin, end);
+        } catch (...) {
+            error = std::current_exception();
+        }
+        lock.lock();
+        if (error && !error_) {
+            error_ = error;
+        }
+        if (++chunks_done_ == chunks_) {
+            work_done_.notify_one();
+        }
+    }
+}
+
+void ThreadPool::worker_loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    uint64_t seen = generation_;
+    while (true) {
+        work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+        if (stopping_) {
+            return;
+        }
+        seen = generation_;
+        run_chunks(lock);
+    }
+}
+
+}  // namespace detail
+}  // namespace qtk

@@ -1,0 +1,54 @@
+// A persistent pool of worker threads for the kernels' outer loops.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace qtk {
+namespace detail {
+
+class ThreadPool {
+ public:
+    // threads >= 1: threads - 1 workers plus the calling thread; 1 runs everything inline.
+    explicit ThreadPool(int threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+    // Splits [0, n) into at most threads() contiguous ranges and calls fn(begin, end) once per
+    // range, the caller taking a share; returns when all are done and rethrows the first exception.
+    // Kernels compute each output element from its inputs alone, so the split never changes a byte.
+    // Not reentrant: fn must not call parallel_for.
+    void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+    void worker_loop();
+    // Runs chunks of the current job until none is left; called with lock held, returns with it
+    // held.
+    void run_chunks(std::unique_lock<std::mutex>& lock);
+
+    std::vector<std::thread> workers_;
+    std::mutex mutex_;
+    std::condition_variable work_ready_;
+    std::condition_variable work_done_;
+    bool stopping_ = false;
+    uint64_t generation_ = 0;  // bumped for each job, so workers see a new one exactly once
+
+    // The current job, guarded by mutex_.
+    const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+    int64_t n_ = 0;
+    int64_t chunks_ = 0;
+    int64_t next_chunk_ = 0;
+    int64_t chunks_done_ = 0;
+    std::exception_ptr error_;
+};
+
+}  // namespace detail
+}  // namespace qtk

@@ -1,0 +1,425 @@
+// Test-only .qmodel writer, following docs/qmodel_format.md field by field. The records are plain
+// structs so tests can break any of them before building (and patch header bytes after).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "crc32.h"
+
+namespace qtk_test {
+
+// Header field offsets.
+constexpr size_t kVersionField = 8;
+constexpr size_t kHeaderSizeField = 12;
+constexpr size_t kFileSizeField = 16;
+constexpr size_t kGraphOffsetField = 24;
+constexpr size_t kGraphSizeField = 32;
+constexpr size_t kBlobOffsetField = 40;
+constexpr size_t kBlobSizeField = 48;
+constexpr size_t kCrcField = 56;
+constexpr size_t kReservedField = 60;
+
+inline void put_u32(std::vector<uint8_t>& bytes, size_t offset, uint32_t v) {
+    for (int i = 0; i < 4; ++i) {
+        bytes[offset + i] = static_cast<uint8_t>(v >> (8 * i));
+    }
+}
+
+inline void put_u64(std::vector<uint8_t>& bytes, size_t offset, uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+        bytes[offset + i] = static_cast<uint8_t>(v >> (8 * i));
+    }
+}
+
+inline uint64_t get_u64(const std::vector<uint8_t>& bytes, size_t offset) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) {
+        v |= uint64_t{bytes[offset + i]} << (8 * i);
+    }
+    return v;
+}
+
+// Makes file_size and graph_crc32 agree with the bytes again (after a test edited them), where the
+// header is readable and the graph section lies inside the file.
+inline void refresh_header(std::vector<uint8_t>& bytes) {
+    if (bytes.size() < 64) {
+        return;
+    }
+    put_u64(bytes, kFileSizeField, bytes.size());
+    const uint64_t offset = get_u64(bytes, kGraphOffsetField);
+    const uint64_t size = get_u64(bytes, kGraphSizeField);
+    if (offset <= bytes.size() && size <= bytes.size() - offset) {
+        put_u32(bytes, kCrcField,
+                qtk::detail::crc32(bytes.data() + offset, static_cast<size_t>(size)));
+    }
+}
+
+// splitmix64: the same numbers on every platform, unlike <random>'s distributions.
+class Rng {
+ public:
+    explicit Rng(uint64_t seed) : state_(seed) {}
+    uint64_t next() {
+        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    int64_t uniform(int64_t lo, int64_t hi) {  // inclusive
+        return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo + 1));
+    }
+    std::vector<int8_t> int8s(size_t n, int lo = -128, int hi = 127) {
+        std::vector<int8_t> v(n);
+        for (int8_t& x : v) {
+            x = static_cast<int8_t>(uniform(lo, hi));
+        }
+        return v;
+    }
+
+ private:
+    uint64_t state_;
+};
+
+struct Requant {
+    int32_t multiplier;
+    int32_t shift;
+};
+
+// docs/quantization_spec.md section 2: (M, n) for a real multiplier m.
+inline Requant quantize_multiplier(double m) {
+    int e = 0;
+    const double f = std::frexp(m, &e);
+    int64_t mult = static_cast<int64_t>(std::nearbyint(f * 2147483648.0));
+    if (mult == (int64_t{1} << 31)) {
+        mult = int64_t{1} << 30;
+        ++e;
+    }
+    const int shift = 31 - e;
+    if (shift > 62) {
+        return {0, 1};
+    }
+    return {static_cast<int32_t>(mult), shift};
+}
+
+// Section 3: multipliers for a rescaled sum of inputs with scales `in` into scale `out`.
+inline std::pair<std::vector<int64_t>, int32_t> rescale_multipliers(const std::vector<double>& in,
+                                                                    double out) {
+    double largest = 0;
+    for (double s : in) {
+        largest = std::max(largest, s / out);
+    }
+    const int32_t shift = quantize_multiplier(largest).shift;
+    std::vector<int64_t> mults;
+    for (double s : in) {
+        mults.push_back(static_cast<int64_t>(std::nearbyint(s / out * std::ldexp(1.0, shift))));
+    }
+    return {mults, shift};
+}
+
+struct ValueSpec {
+    std::string name;
+    uint8_t dtype = 1;  // 1 int8, 2 int32, 3 float32
+    std::vector<int64_t> dims;
+    float scale = 1.0f;
+    int32_t zero_point = 0;
+    bool constant = false;
+    std::vector<uint8_t> data;  // constants: little-endian bytes
+    // Malformed files: write these instead of the computed data_offset / data_size.
+    bool override_data_offset = false;
+    uint64_t data_offset = 0;
+    bool override_data_size = false;
+    uint64_t data_size = 0;
+};
+
+struct AttrSpec {
+    AttrSpec(std::string k, std::vector<int64_t> values)
+        : key(std::move(k)), ints(std::move(values)) {}
+    std::string key;
+    uint8_t kind = 1;  // 1 i64 list, 2 f32 list
+    std::vector<int64_t> ints;
+    std::vector<float> floats;
+};
+
+struct NodeSpec {
+    std::string op;
+    std::string name;
+    std::vector<uint32_t> inputs;
+    std::vector<uint32_t> outputs;
+    std::vector<AttrSpec> attrs;
+};
+
+class ModelBuilder {
+ public:
+    std::string producer = "qtk-test 0.1";
+    std::vector<ValueSpec> values;
+    std::vector<uint32_t> inputs;
+    std::vector<uint32_t> outputs;
+    std::vector<NodeSpec> nodes;
+    std::vector<uint8_t> graph_trailer;  // appended after the last node (malformed files)
+
+    uint32_t activation(std::string name, std::vector<int64_t> dims, float scale,
+                        int32_t zero_point) {
+        ValueSpec v;
+        v.name = std::move(name);
+        v.dims = std::move(dims);
+        v.scale = scale;
+        v.zero_point = zero_point;
+        return add(std::move(v));
+    }
+
+    uint32_t weight(std::string name, std::vector<int64_t> dims, const std::vector<int8_t>& data) {
+        ValueSpec v;
+        v.name = std::move(name);
+        v.dims = std::move(dims);
+        v.constant = true;
+        v.data.assign(data.begin(), data.end());
+        return add(std::move(v));
+    }
+
+    uint32_t bias(std::string name, std::vector<int64_t> dims, const std::vector<int32_t>& data) {
+        ValueSpec v;
+        v.name = std::move(name);
+        v.dtype = 2;
+        v.dims = std::move(dims);
+        v.constant = true;
+        for (int32_t x : data) {
+            for (int i = 0; i < 4; ++i) {
+                v.data.push_back(static_cast<uint8_t>(static_cast<uint32_t>(x) >> (8 * i)));
+            }
+        }
+        return add(std::move(v));
+    }
+
+    void node(std::string op, std::string name, std::vector<uint32_t> in, std::vector<uint32_t> out,
+              std::vector<AttrSpec> attrs = {}) {
+        nodes.push_back(NodeSpec{std::move(op), std::move(name), std::move(in), std::move(out),
+                                 std::move(attrs)});
+    }
+
+    std::vector<uint8_t> build() const {
+        // Blob layout first: each constant at the next 64-byte boundary.
+        std::vector<uint64_t> offsets(values.size(), 0);
+        uint64_t blob_size = 0;
+        for (size_t i = 0; i < values.size(); ++i) {
+            if (!values[i].constant) {
+                continue;
+            }
+            offsets[i] = align64(blob_size);
+            blob_size = offsets[i] + values[i].data.size();
+        }
+
+        std::vector<uint8_t> g;
+        str(g, producer);
+        u32(g, static_cast<uint32_t>(values.size()));
+        for (size_t i = 0; i < values.size(); ++i) {
+            const ValueSpec& v = values[i];
+            str(g, v.name);
+            g.push_back(v.dtype);
+            g.push_back(static_cast<uint8_t>(v.dims.size()));
+            for (int64_t d : v.dims) {
+                u64(g, static_cast<uint64_t>(d));
+            }
+            uint32_t scale_bits;
+            std::memcpy(&scale_bits, &v.scale, 4);
+            u32(g, scale_bits);
+            u32(g, static_cast<uint32_t>(v.zero_point));
+            g.push_back(v.constant ? 1 : 0);
+            if (v.constant) {
+                u64(g, v.override_data_offset ? v.data_offset : offsets[i]);
+                u64(g, v.override_data_size ? v.data_size : v.data.size());
+            }
+        }
+        ids(g, inputs);
+        ids(g, outputs);
+        u32(g, static_cast<uint32_t>(nodes.size()));
+        for (const NodeSpec& n : nodes) {
+            str(g, n.op);
+            str(g, n.name);
+            ids(g, n.inputs);
+            ids(g, n.outputs);
+            u32(g, static_cast<uint32_t>(n.attrs.size()));
+            for (const AttrSpec& a : n.attrs) {
+                str(g, a.key);
+                g.push_back(a.kind);
+                if (a.kind == 2) {
+                    u32(g, static_cast<uint32_t>(a.floats.size()));
+                    for (float f : a.floats) {
+                        uint32_t bits;
+                        std::memcpy(&bits, &f, 4);
+                        u32(g, bits);
+                    }
+                } else {
+                    u32(g, static_cast<uint32_t>(a.ints.size()));
+                    for (int64_t x : a.ints) {
+                        u64(g, static_cast<uint64_t>(x));
+                    }
+                }
+            }
+        }
+        g.insert(g.end(), graph_trailer.begin(), graph_trailer.end());
+
+        const uint64_t blob_offset = align64(64 + g.size());
+        std::vector<uint8_t> file(blob_offset + blob_size, 0);
+        std::memcpy(file.data(), "QTKMODL\0", 8);
+        put_u32(file, kVersionField, 1);
+        put_u32(file, kHeaderSizeField, 64);
+        put_u64(file, kGraphOffsetField, 64);
+        put_u64(file, kGraphSizeField, g.size());
+        put_u64(file, kBlobOffsetField, blob_offset);
+        put_u64(file, kBlobSizeField, blob_size);
+        std::memcpy(file.data() + 64, g.data(), g.size());
+        for (size_t i = 0; i < values.size(); ++i) {
+            if (values[i].constant && !values[i].data.empty()) {
+                std::memcpy(file.data() + blob_offset + offsets[i], values[i].data.data(),
+                            values[i].data.size());
+            }
+        }
+        refresh_header(file);
+        return file;
+    }
+
+ private:
+    uint32_t add(ValueSpec v) {
+        values.push_back(std::move(v));
+        return static_cast<uint32_t>(values.size() - 1);
+    }
+    static uint64_t align64(uint64_t v) { return (v + 63) / 64 * 64; }
+    static void u32(std::vector<uint8_t>& out, uint32_t v) {
+        for (int i = 0; i < 4; ++i) {
+            out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+        }
+    }
+    static void u64(std::vector<uint8_t>& out, uint64_t v) {
+        for (int i = 0; i < 8; ++i) {
+            out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+        }
+    }
+    static void str(std::vector<uint8_t>& out, const std::string& s) {
+        u32(out, static_cast<uint32_t>(s.size()));
+        out.insert(out.end(), s.begin(), s.end());
+    }
+    static void ids(std::vector<uint8_t>& out, const std::vector<uint32_t>& v) {
+        u32(out, static_cast<uint32_t>(v.size()));
+        for (uint32_t id : v) {
+            u32(out, id);
+        }
+    }
+};
+
+// Per-channel requantization attributes for a conv or linear with input scale `sx`, weight scale
+// `sw` (every channel) and output scale `sy`.
+inline std::vector<AttrSpec> requant_attrs(size_t channels, double sx, double sw, double sy,
+                                           int64_t lo = -128, int64_t hi = 127) {
+    std::vector<int64_t> mults, shifts;
+    for (size_t c = 0; c < channels; ++c) {
+        // Vary the scale per channel a little so per-channel indexing is exercised.
+        const Requant r =
+            quantize_multiplier(sx * sw * (1.0 + 0.125 * static_cast<double>(c % 3)) / sy);
+        mults.push_back(r.multiplier);
+        shifts.push_back(r.shift);
+    }
+    return {AttrSpec("multiplier", mults), AttrSpec("shift", shifts), AttrSpec("clamp", {lo, hi})};
+}
+
+// Narrow-range random weights.
+inline std::vector<int8_t> random_weights(Rng& rng, size_t n) { return rng.int8s(n, -127, 127); }
+
+inline std::vector<int32_t> random_bias(Rng& rng, size_t n) {
+    std::vector<int32_t> b(n);
+    for (int32_t& x : b) {
+        x = static_cast<int32_t>(rng.uniform(-2000, 2000));
+    }
+    return b;
+}
+
+// Two graph inputs added with different scales (and a fused clamp): the smallest multi-input model.
+inline ModelBuilder add_model(int64_t lo = -128, int64_t hi = 127) {
+    ModelBuilder b;
+    const uint32_t x = b.activation("x", {1, 3, 4, 4}, 0.1f, 5);
+    const uint32_t y = b.activation("y", {1, 3, 4, 4}, 0.3f, -20);
+    const uint32_t sum = b.activation("sum", {1, 3, 4, 4}, 0.25f, 0);
+    const auto m = rescale_multipliers({0.1, 0.3}, 0.25);
+    b.node("add", "add", {x, y}, {sum},
+           {AttrSpec("multiplier", m.first), AttrSpec("shift", {m.second}),
+            AttrSpec("clamp", {lo, hi})});
+    b.inputs = {x, y};
+    b.outputs = {sum};
+    return b;
+}
+
+// A small model that uses every op, for the loader, fuzz and memory-plan tests:
+// x -> conv(relu) -> a -> clamp -> b; add(a, b) -> c; concat(c, a) -> d; max_pool(d) -> e;
+// avg_pool(d) -> f; add(e, f) -> g; grouped strided conv(g) -> h; global_avg_pool -> i;
+// flatten -> j; linear -> out. Outputs: out and e.
+inline ModelBuilder sample_model() {
+    ModelBuilder b;
+    Rng rng(42);
+    const uint32_t x = b.activation("x", {1, 2, 6, 6}, 0.05f, 3);
+    const uint32_t w1 = b.weight("conv1.weight", {4, 2, 3, 3}, random_weights(rng, 72));
+    const uint32_t b1 = b.bias("conv1.bias", {4}, random_bias(rng, 4));
+    const uint32_t a = b.activation("a", {1, 4, 6, 6}, 0.1f, -5);
+    std::vector<AttrSpec> conv1 = requant_attrs(4, 0.05, 0.01, 0.1, -5, 127);
+    conv1.insert(conv1.begin(), {AttrSpec("stride", {1, 1}), AttrSpec("padding", {1, 1}),
+                                 AttrSpec("dilation", {1, 1}), AttrSpec("groups", {1})});
+    b.node("conv2d", "conv1", {x, w1, b1}, {a}, conv1);
+
+    const uint32_t c_b = b.activation("b", {1, 4, 6, 6}, 0.1f, -5);
+    b.node("clamp", "relu6", {a}, {c_b}, {AttrSpec("clamp", {-5, 55})});
+
+    const uint32_t c = b.activation("c", {1, 4, 6, 6}, 0.15f, 0);
+    auto add1 = rescale_multipliers({0.1, 0.1}, 0.15);
+    b.node("add", "add1", {a, c_b}, {c},
+           {AttrSpec("multiplier", add1.first), AttrSpec("shift", {add1.second}),
+            AttrSpec("clamp", {-128, 127})});
+
+    const uint32_t d = b.activation("d", {1, 8, 6, 6}, 0.15f, 0);
+    const Requant same = {1 << 30, 30};
+    const Requant from_a = quantize_multiplier(0.1 / 0.15);
+    b.node("concat", "cat", {c, a}, {d},
+           {AttrSpec("axis", {1}), AttrSpec("multiplier", {same.multiplier, from_a.multiplier}),
+            AttrSpec("shift", {same.shift, from_a.shift})});
+
+    const uint32_t e = b.activation("e", {1, 8, 3, 3}, 0.15f, 0);
+    b.node("max_pool2d", "maxpool", {d}, {e},
+           {AttrSpec("kernel", {2, 2}), AttrSpec("stride", {2, 2}), AttrSpec("padding", {0, 0}),
+            AttrSpec("dilation", {1, 1})});
+    const uint32_t f = b.activation("f", {1, 8, 3, 3}, 0.15f, 0);
+    b.node("avg_pool2d", "avgpool", {d}, {f},
+           {AttrSpec("kernel", {3, 3}), AttrSpec("stride", {2, 2}), AttrSpec("padding", {1, 1}),
+            AttrSpec("count_include_pad", {0})});
+
+    const uint32_t g = b.activation("g", {1, 8, 3, 3}, 0.2f, 1);
+    auto add2 = rescale_multipliers({0.15, 0.15}, 0.2);
+    b.node("add", "add2", {e, f}, {g},
+           {AttrSpec("multiplier", add2.first), AttrSpec("shift", {add2.second}),
+            AttrSpec("clamp", {-128, 127})});
+
+    const uint32_t w2 = b.weight("conv2.weight", {8, 2, 2, 2}, random_weights(rng, 64));
+    const uint32_t b2 = b.bias("conv2.bias", {8}, random_bias(rng, 8));
+    const uint32_t h = b.activation("h", {1, 8, 2, 2}, 0.1f, 2);
+    std::vector<AttrSpec> conv2 = requant_attrs(8, 0.2, 0.01, 0.1);
+    conv2.insert(conv2.begin(), {AttrSpec("stride", {2, 2}), AttrSpec("padding", {1, 1}),
+                                 AttrSpec("dilation", {1, 1}), AttrSpec("groups", {4})});
+    b.node("conv2d", "conv2", {g, w2, b2}, {h}, conv2);
+
+    const uint32_t i = b.activation("i", {1, 8, 1, 1}, 0.1f, 2);
+    b.node("global_avg_pool2d", "gap", {h}, {i});
+    const uint32_t j = b.activation("j", {1, 8}, 0.1f, 2);
+    b.node("flatten", "flatten", {i}, {j});
+
+    const uint32_t w3 = b.weight("fc.weight", {3, 8}, random_weights(rng, 24));
+    const uint32_t b3 = b.bias("fc.bias", {3}, random_bias(rng, 3));
+    const uint32_t out = b.activation("out", {1, 3}, 0.3f, -1);
+    b.node("linear", "fc", {j, w3, b3}, {out}, requant_attrs(3, 0.1, 0.02, 0.3));
+
+    b.inputs = {x};
+    b.outputs = {out, e};
+    return b;
+}
+
+}  // namespace qtk_test

@@ -1,0 +1,446 @@
+// The loader against malformed variants of a valid builder model: each must throw qtk::Error whose
+// message names the problem (the expected substring). Plus the valid model's metadata, loading from
+// a file, and the CRC-32 known answer.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <limits>
+
+#include "check.h"
+#include "crc32.h"
+#include "model_builder.h"
+#include "qtk/runtime.h"
+
+using qtk_test::AttrSpec;
+using qtk_test::ModelBuilder;
+using qtk_test::NodeSpec;
+using qtk_test::ValueSpec;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+ValueSpec& value(ModelBuilder& b, const std::string& name) {
+    for (ValueSpec& v : b.values) {
+        if (v.name == name) {
+            return v;
+        }
+    }
+    throw std::logic_error("no value " + name);
+}
+
+uint32_t value_id(const ModelBuilder& b, const std::string& name) {
+    for (size_t i = 0; i < b.values.size(); ++i) {
+        if (b.values[i].name == name) {
+            return static_cast<uint32_t>(i);
+        }
+    }
+    throw std::logic_error("no value " + name);
+}
+
+NodeSpec& node(ModelBuilder& b, const std::string& name) {
+    for (NodeSpec& n : b.nodes) {
+        if (n.name == name) {
+            return n;
+        }
+    }
+    throw std::logic_error("no node " + name);
+}
+
+AttrSpec& attr(NodeSpec& n, const std::string& key) {
+    for (AttrSpec& a : n.attrs) {
+        if (a.key == key) {
+            return a;
+        }
+    }
+    throw std::logic_error("no attr " + key);
+}
+
+void remove_attr(NodeSpec& n, const std::string& key) {
+    for (size_t i = 0; i < n.attrs.size(); ++i) {
+        if (n.attrs[i].key == key) {
+            n.attrs.erase(n.attrs.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+    }
+}
+
+Bytes edited_model(const std::function<void(ModelBuilder&)>& edit) {
+    ModelBuilder b = qtk_test::sample_model();
+    edit(b);
+    return b.build();
+}
+
+// Edits the valid file's bytes; `refresh` then makes file_size and the CRC consistent again, so
+// the check under test is the one that fires.
+Bytes edited_bytes(const std::function<void(Bytes&)>& edit, bool refresh) {
+    Bytes bytes = qtk_test::sample_model().build();
+    edit(bytes);
+    if (refresh) {
+        qtk_test::refresh_header(bytes);
+    }
+    return bytes;
+}
+
+struct Variant {
+    std::string what;
+    Bytes bytes;
+    std::string expected;
+};
+
+std::vector<Variant> malformed_variants() {
+    using namespace qtk_test;
+    const Bytes valid = sample_model().build();
+    const uint64_t graph_size = get_u64(valid, kGraphSizeField);
+    const uint64_t blob_offset = get_u64(valid, kBlobOffsetField);
+    const size_t num_values_at = 64 + 4 + sample_model().producer.size();
+    std::vector<Variant> v;
+
+    // Header and sections.
+    v.push_back({"empty file", {}, "file is 0 bytes, shorter than the 64-byte header"});
+    v.push_back({"truncated header", Bytes(valid.begin(), valid.begin() + 40),
+                 "shorter than the 64-byte header"});
+    v.push_back(
+        {"truncated in the graph, stale file_size",
+         Bytes(valid.begin(), valid.begin() + 64 + static_cast<std::ptrdiff_t>(graph_size / 2)),
+         "does not match the real size"});
+    v.push_back(
+        {"truncated in the graph, file_size fixed",
+         edited_bytes([&](Bytes& b) { b.resize(64 + graph_size / 2); }, true),
+         "graph section [64, 64 + " + std::to_string(graph_size) + ") extends past the end"});
+    v.push_back({"truncated in the blob",
+                 edited_bytes([](Bytes& b) { b.resize(b.size() - 10); }, true), "blob section"});
+    v.push_back(
+        {"graph section cut short (consistent header)",
+         edited_bytes([&](Bytes& b) { put_u64(b, kGraphSizeField, graph_size - 30); }, true),
+         "graph section ends early"});
+    v.push_back({"bad magic", edited_bytes([](Bytes& b) { b[3] = 'X'; }, false), "bad magic"});
+    v.push_back({"bad version", edited_bytes([](Bytes& b) { put_u32(b, kVersionField, 2); }, false),
+                 "format_version 2 is not supported: this runtime reads version 1"});
+    v.push_back({"bad header_size",
+                 edited_bytes([](Bytes& b) { put_u32(b, kHeaderSizeField, 80); }, false),
+                 "header_size 80 must be 64"});
+    v.push_back({"file_size mismatch",
+                 edited_bytes([](Bytes& b) { b.resize(b.size() + 7); }, false),
+                 "does not match the real size"});
+    v.push_back({"reserved field set",
+                 edited_bytes([](Bytes& b) { put_u32(b, kReservedField, 7); }, false),
+                 "reserved header field is 7"});
+    v.push_back({"graph_offset inside the header",
+                 edited_bytes([](Bytes& b) { put_u64(b, kGraphOffsetField, 8); }, true),
+                 "graph_offset 8 overlaps"});
+    v.push_back(
+        {"graph_size out of range",
+         edited_bytes([](Bytes& b) { put_u64(b, kGraphSizeField, uint64_t{1} << 63); }, false),
+         "extends past the end"});
+    v.push_back({"blob_offset past the end, size wraps",
+                 edited_bytes([](Bytes& b) { put_u64(b, kBlobSizeField, ~uint64_t{0}); }, true),
+                 "blob section"});
+    v.push_back(
+        {"unaligned blob_offset",
+         edited_bytes([&](Bytes& b) { put_u64(b, kBlobOffsetField, blob_offset + 4); }, true),
+         "is not a multiple of 64"});
+    v.push_back({"blob over the header",
+                 edited_bytes([](Bytes& b) { put_u64(b, kBlobOffsetField, 0); }, true),
+                 "blob_offset 0 overlaps the 64-byte header"});
+    v.push_back({"overlapping sections",
+                 edited_bytes([](Bytes& b) { put_u64(b, kBlobOffsetField, 64); }, true),
+                 "overlap"});
+    v.push_back({"CRC mismatch", edited_bytes([](Bytes& b) { b[70] ^= 1; }, false),
+                 "does not match the graph section's CRC-32"});
+
+    // Graph section encoding.
+    v.push_back({"trailing bytes in the graph",
+                 edited_model([](ModelBuilder& b) { b.graph_trailer = {0, 0, 0}; }),
+                 "graph section has 3 trailing bytes after the last node"});
+    v.push_back({"num_values over the limit",
+                 edited_bytes([&](Bytes& b) { put_u32(b, num_values_at, 1u << 21); }, true),
+                 "num_values 2097152 exceeds the limit 1048576"});
+    v.push_back({"num_values larger than the section",
+                 edited_bytes([&](Bytes& b) { put_u32(b, num_values_at, 1000000); }, true),
+                 "num_values 1000000 needs at least"});
+    v.push_back({"string too long",
+                 edited_model([](ModelBuilder& b) { value(b, "a").name = std::string(5000, 'a'); }),
+                 "length 5000 exceeds 4096"});
+    v.push_back({"invalid UTF-8 name",
+                 edited_model([](ModelBuilder& b) { node(b, "conv1").name = "conv\xC0\x80"; }),
+                 "is not valid UTF-8"});
+    v.push_back({"node input id out of range",
+                 edited_model([](ModelBuilder& b) { node(b, "add1").inputs[1] = 999; }),
+                 "node 2 ('add1'): inputs[1] = 999 is not below num_values"});
+    v.push_back({"graph output id out of range",
+                 edited_model([](ModelBuilder& b) { b.outputs[0] = 500; }),
+                 "graph_outputs[0] = 500"});
+    v.push_back({"bad dtype code", edited_model([](ModelBuilder& b) { value(b, "a").dtype = 9; }),
+                 "value 3 ('a'): dtype 9 is not 1 (int8), 2 (int32) or 3 (float32)"});
+    v.push_back({"absurd rank", edited_model([](ModelBuilder& b) {
+                     value(b, "a").dims = std::vector<int64_t>(9, 1);
+                 }),
+                 "rank 9 exceeds 8"});
+    v.push_back({"zero dim", edited_model([](ModelBuilder& b) { value(b, "a").dims[2] = 0; }),
+                 "dims[2] = 0 is outside [1, 2^31)"});
+    v.push_back({"dim of 2^31",
+                 edited_model([](ModelBuilder& b) { value(b, "a").dims[1] = int64_t{1} << 31; }),
+                 "dims[1] = 2147483648 is outside [1, 2^31)"});
+    v.push_back({"dims product overflow", edited_model([](ModelBuilder& b) {
+                     value(b, "a").dims = {1, 1 << 30, 1 << 30, 1 << 30, 4};
+                 }),
+                 "has more than 2^31 - 1 elements"});
+    v.push_back({"has_data not 0/1",
+                 edited_bytes(
+                     [&](Bytes& b) {
+                         // value 0 ('x'): name(4 + 1) dtype rank dims(4 * 8) scale zp, then
+                         // has_data.
+                         b[num_values_at + 4 + 5 + 1 + 1 + 32 + 4 + 4] = 2;
+                     },
+                     true),
+                 "has_data 2 is not 0 or 1"});
+
+    // Value rules.
+    v.push_back({"scale 0", edited_model([](ModelBuilder& b) { value(b, "a").scale = 0.0f; }),
+                 "value 3 ('a'): scale 0.000000 must be finite and > 0"});
+    v.push_back({"scale NaN",
+                 edited_model([](ModelBuilder& b) { value(b, "x").scale = std::nanf(""); }),
+                 "must be finite and > 0"});
+    v.push_back({"scale negative",
+                 edited_model([](ModelBuilder& b) { value(b, "x").scale = -0.5f; }),
+                 "scale -0.500000 must be finite"});
+    v.push_back({"zero point out of range",
+                 edited_model([](ModelBuilder& b) { value(b, "c").zero_point = 200; }),
+                 "zero_point 200 is outside [-128, 127]"});
+    v.push_back({"unaligned data offset", edited_model([](ModelBuilder& b) {
+                     value(b, "conv1.weight").override_data_offset = true;
+                     value(b, "conv1.weight").data_offset = 65;
+                 }),
+                 "value 1 ('conv1.weight'): data_offset 65 is not a multiple of 64"});
+    v.push_back(
+        {"data outside the blob", edited_model([](ModelBuilder& b) {
+             value(b, "conv1.weight").override_data_offset = true;
+             value(b, "conv1.weight").data_offset = 4096;
+         }),
+         "value 1 ('conv1.weight'): data_offset 4096 + data_size 72 exceeds blob section size"});
+    v.push_back({"data_size not matching the shape", edited_model([](ModelBuilder& b) {
+                     value(b, "conv1.bias").override_data_size = true;
+                     value(b, "conv1.bias").data_size = 4;
+                 }),
+                 "data_size 4 does not match shape [4] of int32 (16 bytes)"});
+
+    // Graph rules.
+    v.push_back({"no graph inputs", edited_model([](ModelBuilder& b) { b.inputs.clear(); }),
+                 "the graph has no inputs"});
+    v.push_back({"graph input is a constant",
+                 edited_model([](ModelBuilder& b) { b.inputs = {value_id(b, "conv1.bias")}; }),
+                 "graph input 0 (value 2 ('conv1.bias')) is a constant"});
+    v.push_back({"graph input listed twice",
+                 edited_model([](ModelBuilder& b) { b.inputs = {0, 0}; }), "is listed twice"});
+    v.push_back({"activation produced twice", edited_model([](ModelBuilder& b) {
+                     node(b, "relu6").outputs = {value_id(b, "a")};
+                 }),
+                 "node 'relu6' (clamp): output value 3 ('a') is produced twice (already produced "
+                 "by node 'conv1' (conv2d))"});
+    v.push_back({"use before definition",
+                 edited_model([](ModelBuilder& b) { std::swap(b.nodes[0], b.nodes[1]); }),
+                 "node 'relu6' (clamp): input value 3 ('a') is used before it is defined"});
+    v.push_back({"constant as node output", edited_model([](ModelBuilder& b) {
+                     node(b, "relu6").outputs = {value_id(b, "fc.weight")};
+                 }),
+                 "output value 15 ('fc.weight') is a constant"});
+    v.push_back({"graph output never produced", edited_model([](ModelBuilder& b) {
+                     b.outputs[0] = b.activation("orphan", {1, 3}, 0.1f, 0);
+                 }),
+                 "graph output 0 (value 18 ('orphan')) is produced by no node"});
+
+    // Node rules (checked by the kernel factories).
+    v.push_back({"unknown op", edited_model([](ModelBuilder& b) { node(b, "conv1").op = "foo"; }),
+                 "node 'conv1' uses op 'foo' which this runtime does not know; re-export with a "
+                 "matching qtk version"});
+    v.push_back({"missing attribute",
+                 edited_model([](ModelBuilder& b) { remove_attr(node(b, "conv1"), "stride"); }),
+                 "node 'conv1' (conv2d): missing attribute 'stride'"});
+    v.push_back({"wrong attribute length",
+                 edited_model([](ModelBuilder& b) { attr(node(b, "conv1"), "stride").ints = {1}; }),
+                 "attribute 'stride' must have 2 values, got 1"});
+    v.push_back({"unknown attribute", edited_model([](ModelBuilder& b) {
+                     node(b, "maxpool").attrs.push_back(AttrSpec("ceil_mode", {1}));
+                 }),
+                 "node 'maxpool' (max_pool2d): unknown attribute 'ceil_mode'"});
+    v.push_back({"attribute twice", edited_model([](ModelBuilder& b) {
+                     node(b, "cat").attrs.push_back(AttrSpec("axis", {1}));
+                 }),
+                 "attribute 'axis' appears twice"});
+    v.push_back({"float attribute where ints are required", edited_model([](ModelBuilder& b) {
+                     AttrSpec& a = attr(node(b, "conv1"), "groups");
+                     a.kind = 2;
+                     a.floats = {1.0f};
+                 }),
+                 "attribute 'groups' must be an i64 list"});
+    v.push_back({"bad attribute kind code",
+                 edited_model([](ModelBuilder& b) { attr(node(b, "conv1"), "groups").kind = 7; }),
+                 "attr kind 7 of 'groups' is not 1 (i64) or 2 (f32)"});
+    v.push_back({"shift out of range",
+                 edited_model([](ModelBuilder& b) { attr(node(b, "fc"), "shift").ints[1] = 63; }),
+                 "attribute 'shift'[1] = 63 is outside [1, 62]"});
+    v.push_back({"negative multiplier", edited_model([](ModelBuilder& b) {
+                     attr(node(b, "add1"), "multiplier").ints[0] = -5;
+                 }),
+                 "attribute 'multiplier'[0] = -5 is outside [0, 2147483647]"});
+    v.push_back({"empty clamp", edited_model([](ModelBuilder& b) {
+                     attr(node(b, "relu6"), "clamp").ints = {10, 5};
+                 }),
+                 "is empty (lo > hi)"});
+    v.push_back({"weights of the wrong dtype", edited_model([](ModelBuilder& b) {
+                     ValueSpec& w = value(b, "conv1.weight");
+                     w.dtype = 2;
+                     w.data.resize(w.data.size() * 4);
+                 }),
+                 "node 'conv1' (conv2d): weight 'conv1.weight' must be int8, got int32"});
+    v.push_back({"weight that is an activation",
+                 edited_model([](ModelBuilder& b) { node(b, "fc").inputs[1] = value_id(b, "x"); }),
+                 "weight 'x' must be a constant"});
+    v.push_back({"bias of the wrong shape", edited_model([](ModelBuilder& b) {
+                     node(b, "conv2").inputs[2] = value_id(b, "conv1.bias");
+                 }),
+                 "bias 'conv1.bias' has shape [4], expected [8] (one per output channel of weight "
+                 "'conv2.weight' [8, 2, 2, 2])"});
+    v.push_back({"weights outside the narrow range",
+                 edited_model([](ModelBuilder& b) { value(b, "fc.weight").data[5] = 0x80; }),
+                 "weight 'fc.weight' holds -128 at element 5"});
+    v.push_back({"accumulator overflow", edited_model([](ModelBuilder& b) {
+                     for (int i = 0; i < 4; ++i) {
+                         value(b, "conv1.bias").data[i] = i == 3 ? 0x7f : 0xff;
+                     }
+                 }),
+                 "output channel 0 can overflow the int32 accumulator"});
+    v.push_back({"groups not dividing the channels",
+                 edited_model([](ModelBuilder& b) { attr(node(b, "conv2"), "groups").ints = {3}; }),
+                 "groups 3 does not divide the weight's 8 output channels"});
+    v.push_back({"channel mismatch", edited_model([](ModelBuilder& b) {
+                     ValueSpec& w = value(b, "conv1.weight");
+                     w.dims = {4, 3, 3, 3};
+                     w.data.resize(108, 1);
+                 }),
+                 "input has 2 channels, the weight expects 3"});
+    v.push_back({"output shape differs from the computed one",
+                 edited_model([](ModelBuilder& b) { value(b, "e").dims = {1, 8, 2, 2}; }),
+                 "node 'maxpool' (max_pool2d): output 'e' has shape [1, 8, 2, 2] in the file, but "
+                 "the op computes [1, 8, 3, 3]"});
+    v.push_back({"pool changing the quantization",
+                 edited_model([](ModelBuilder& b) { value(b, "e").zero_point = 1; }),
+                 "must keep its input's (scale, zero_point)"});
+    v.push_back({"pool padding over half the kernel", edited_model([](ModelBuilder& b) {
+                     attr(node(b, "avgpool"), "padding").ints = {2, 1};
+                 }),
+                 "padding 2 exceeds half the kernel extent 3"});
+    v.push_back({"concat axis 0",
+                 edited_model([](ModelBuilder& b) { attr(node(b, "cat"), "axis").ints = {0}; }),
+                 "attribute 'axis'[0] = 0 is outside [1, 3]"});
+    v.push_back(
+        {"node with an extra output", edited_model([](ModelBuilder& b) {
+             node(b, "relu6").outputs.push_back(b.activation("extra", {1, 4, 6, 6}, 0.1f, -5));
+         }),
+         "node 'relu6' (clamp): expects 1 outputs, got 2"});
+    v.push_back({"weight of rank 3",
+                 edited_model([](ModelBuilder& b) { value(b, "conv1.weight").dims = {4, 2, 9}; }),
+                 "weight 'conv1.weight' must have rank 4, got shape [4, 2, 9]"});
+    v.push_back({"linear feature mismatch", edited_model([](ModelBuilder& b) {
+                     ValueSpec& w = value(b, "fc.weight");
+                     w.dims = {3, 9};
+                     w.data.resize(27, 1);
+                 }),
+                 "node 'fc' (linear): input has 8 features, the weight expects 9"});
+    v.push_back({"concat inputs differing off the axis", edited_model([](ModelBuilder& b) {
+                     node(b, "cat").inputs[1] = value_id(b, "x");
+                     attr(node(b, "cat"), "axis").ints = {2};
+                 }),
+                 "input 1 has shape [1, 2, 6, 6], which differs from input 0's [1, 4, 6, 6] in a "
+                 "dim other than axis 2"});
+    {
+        ModelBuilder b = add_model();
+        b.values[b.inputs[1]].dims[0] = 2;
+        v.push_back({"graph inputs with different batches", b.build(),
+                     "graph input 1 (value 1 ('y')) has batch 2 but graph input 0 has batch 1"});
+    }
+    v.push_back({"add with a missing input",
+                 edited_model([](ModelBuilder& b) { node(b, "add1").inputs.pop_back(); }),
+                 "expects 2 inputs, got 1"});
+    return v;
+}
+
+void test_malformed() {
+    const std::vector<Variant> variants = malformed_variants();
+    CHECK(variants.size() >= 20);
+    for (const Variant& v : variants) {
+        bool threw = false;
+        std::string message;
+        try {
+            qtk::Model::from_bytes(v.bytes.data(), v.bytes.size());
+        } catch (const qtk::Error& e) {
+            threw = true;
+            message = e.what();
+        }
+        if (!threw) {
+            qtk_test::report_failure(__FILE__, __LINE__, v.what + ": loaded without error");
+        } else if (message.find(v.expected) == std::string::npos) {
+            qtk_test::report_failure(
+                __FILE__, __LINE__,
+                v.what + ": message '" + message + "' lacks '" + v.expected + "'");
+        }
+    }
+    std::printf("%zu malformed variants checked\n", variants.size());
+}
+
+void test_valid_model() {
+    const Bytes bytes = qtk_test::sample_model().build();
+    const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
+    CHECK(model->producer() == "qtk-test 0.1");
+    CHECK_EQ(model->node_count(), 11u);
+    const std::vector<std::string> ops = model->op_names();
+    CHECK(ops.front() == "conv2d" && ops.back() == "linear");
+    CHECK_EQ(model->inputs().size(), 1u);
+    CHECK(model->inputs()[0].name == "x");
+    CHECK(model->inputs()[0].shape == (qtk::Shape{1, 2, 6, 6}));
+    CHECK(model->inputs()[0].scale == 0.05f);
+    CHECK_EQ(model->inputs()[0].zero_point, 3);
+    CHECK_EQ(model->outputs().size(), 2u);
+    CHECK(model->outputs()[1].name == "e");
+}
+
+void test_load_from_file() {
+    const Bytes bytes = qtk_test::sample_model().build();
+    const char* path = "test_loader_model.qmodel";
+    {
+        std::ofstream out(path, std::ios::binary);
+        out.write(reinterpret_cast<const char*>(bytes.data()),
+                  static_cast<std::streamsize>(bytes.size()));
+    }
+    const auto model = qtk::Model::load(path);  // mapped
+    qtk::Session session(model);
+    const std::vector<int8_t> x(72, 1);
+    CHECK_EQ(session.run({x.data()}, {{1, 2, 6, 6}}).size(), 2u);
+    // An empty file cannot be mapped: it is read, then refused.
+    {
+        std::ofstream empty(path, std::ios::binary | std::ios::trunc);
+    }
+    CHECK_THROWS_WITH(qtk::Model::load(path),
+                      "model file 'test_loader_model.qmodel': qmodel: file is 0 bytes");
+    std::remove(path);
+    CHECK_THROWS_WITH(qtk::Model::load("/nonexistent/dir/m.qmodel"),
+                      "cannot open model file '/nonexistent/dir/m.qmodel'");
+    CHECK_THROWS_WITH(qtk::Model::load("."), "model file '.'");
+}
+
+void test_crc32_known_answer() {
+    const char* text = "123456789";
+    CHECK_EQ(qtk::detail::crc32(reinterpret_cast<const uint8_t*>(text), 9), 0xCBF43926u);
+    CHECK_EQ(qtk::detail::crc32(nullptr, 0), 0u);
+}
+
+}  // namespace
+
+int main() {
+    test_crc32_known_answer();
+    test_valid_model();
+    test_malformed();
+    test_load_from_file();
+    return qtk_test::check_report();
+}

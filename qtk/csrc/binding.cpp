@@ -1,0 +1,249 @@
+// qtk._C: the deploy runtime (deploy_runtime/include/qtk/runtime.h) for Python.
+//
+// Every qtk::Error becomes qtk._C.QtkError, a ValueError; bad arguments (wrong dtype, shape, count
+// or index) are QtkErrors naming the argument. Session.run releases the GIL while it computes.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "qtk/runtime.h"
+
+namespace py = pybind11;
+
+void bind_arith(py::module_& m);  // arith_binding.cpp
+
+namespace {
+
+std::string type_name(const py::handle& obj) {
+    return py::str(py::type::handle_of(obj).attr("__name__"));
+}
+
+// "float32 [1, 28, 28]" for an array, the type name for anything else.
+std::string describe(const py::handle& obj) {
+    if (!py::isinstance<py::array>(obj)) {
+        return type_name(obj);
+    }
+    const py::array a = py::reinterpret_borrow<py::array>(obj);
+    return std::string(py::str(a.dtype())) + " " +
+           qtk::to_string(qtk::Shape(a.shape(), a.shape() + a.ndim()));
+}
+
+qtk::Shape shape_of(const py::array& a) { return qtk::Shape(a.shape(), a.shape() + a.ndim()); }
+
+// An int8 array that owns `data`, without copying it.
+py::array_t<int8_t> to_numpy(qtk::Tensor&& t) {
+    auto* data = new std::vector<int8_t>(std::move(t.data));
+    py::capsule owner(data, [](void* p) { delete static_cast<std::vector<int8_t>*>(p); });
+    return py::array_t<int8_t>(t.shape, data->data(), owner);
+}
+
+template <typename T>
+py::array_t<T, py::array::c_style> c_contiguous(const py::handle& obj) {
+    return py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(obj);
+}
+
+py::list tensor_infos(const std::vector<qtk::TensorInfo>& infos) {
+    py::list out;
+    for (const qtk::TensorInfo& t : infos) {
+        py::dict d;
+        d["name"] = t.name;
+        d["shape"] = py::cast(t.shape);
+        d["scale"] = static_cast<double>(t.scale);
+        d["zero_point"] = t.zero_point;
+        out.append(d);
+    }
+    return out;
+}
+
+struct PyModel {
+    std::shared_ptr<const qtk::Model> model;
+
+    static PyModel from_bytes(const py::object& data) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
+            PyErr_Clear();
+            throw qtk::Error("Model.from_bytes: data must be a contiguous bytes-like object, got " +
+                             type_name(data));
+        }
+        try {
+            PyModel m{qtk::Model::from_bytes(view.buf, static_cast<size_t>(view.len))};
+            PyBuffer_Release(&view);
+            return m;
+        } catch (...) {
+            PyBuffer_Release(&view);
+            throw;
+        }
+    }
+
+    std::string repr() const {
+        std::string inputs;
+        for (const qtk::TensorInfo& t : model->inputs()) {
+            inputs += (inputs.empty() ? "'" : ", '") + t.name + "' " + qtk::to_string(t.shape);
+        }
+        return "<qtk._C.Model producer='" + model->producer() +
+               "' nodes=" + std::to_string(model->node_count()) + " inputs=[" + inputs + "]>";
+    }
+};
+
+class PySession {
+ public:
+    PySession(const PyModel& m, int threads) : session_(m.model, qtk::SessionOptions{threads}) {}
+
+    py::list run(const py::object& inputs) {
+        const std::vector<qtk::TensorInfo>& infos = session_.model().inputs();
+        if (!py::isinstance<py::sequence>(inputs) || py::isinstance<py::str>(inputs) ||
+            py::isinstance<py::array>(inputs)) {
+            throw qtk::Error("Session.run: inputs must be a list of int8 arrays, got " +
+                             type_name(inputs));
+        }
+        const py::sequence seq = py::reinterpret_borrow<py::sequence>(inputs);
+        if (seq.size() != infos.size()) {
+            std::string names;
+            for (const qtk::TensorInfo& t : infos) {
+                names += (names.empty() ? "'" : ", '") + t.name + "'";
+            }
+            throw qtk::Error("Session.run: the model has " + std::to_string(infos.size()) +
+                             " inputs (" + names + "), got " + std::to_string(seq.size()) +
+                             " arrays");
+        }
+        std::vector<py::array_t<int8_t, py::array::c_style>> arrays;  // keep the data alive
+        std::vector<const int8_t*> pointers;
+        std::vector<qtk::Shape> shapes;
+        for (size_t i = 0; i < infos.size(); ++i) {
+            const py::object obj = seq[i];
+            const qtk::Shape& want = infos[i].shape;
+            bool fits = py::isinstance<py::array_t<int8_t>>(obj);
+            if (fits) {
+                const qtk::Shape got = shape_of(py::reinterpret_borrow<py::array>(obj));
+                fits = got.size() == want.size() && got[0] >= 1;
+                for (size_t d = 1; fits && d < want.size(); ++d) {
+                    fits = got[d] == want[d];
+                }
+            }
+            if (!fits) {
+                throw qtk::Error("input " + std::to_string(i) + " ('" + infos[i].name +
+                                 "'): expected int8 array of shape " +
+                                 qtk::batch_shape_pattern(want) + " (any N >= 1), got " +
+                                 describe(obj));
+            }
+            arrays.push_back(c_contiguous<int8_t>(obj));  // copies only a non-contiguous array
+            pointers.push_back(arrays.back().data());
+            shapes.push_back(shape_of(arrays.back()));
+        }
+        std::vector<qtk::Tensor> outputs;
+        {
+            py::gil_scoped_release no_gil;
+            std::lock_guard<std::mutex> lock(
+                mutex_);  // one run at a time: the session has one arena
+            outputs = session_.run(pointers, shapes);
+        }
+        py::list result;
+        for (qtk::Tensor& t : outputs) {
+            result.append(to_numpy(std::move(t)));
+        }
+        return result;
+    }
+
+    py::array_t<int8_t> quantize_input(int64_t index, const py::object& x) {
+        check_index(index, session_.model().inputs().size(), "quantize_input", "input");
+        if (!py::isinstance<py::array_t<float>>(x)) {
+            throw qtk::Error("quantize_input: x must be a float32 array, got " + describe(x));
+        }
+        const auto in = c_contiguous<float>(x);
+        py::array_t<int8_t> out(shape_of(in));
+        session_.quantize_input(static_cast<size_t>(index), in.data(),
+                                static_cast<size_t>(in.size()), out.mutable_data());
+        return out;
+    }
+
+    py::array_t<float> dequantize_output(int64_t index, const py::object& q) {
+        check_index(index, session_.model().outputs().size(), "dequantize_output", "output");
+        if (!py::isinstance<py::array_t<int8_t>>(q)) {
+            throw qtk::Error("dequantize_output: q must be an int8 array, got " + describe(q));
+        }
+        const auto in = c_contiguous<int8_t>(q);
+        py::array_t<float> out(shape_of(in));
+        session_.dequantize_output(static_cast<size_t>(index), in.data(),
+                                   static_cast<size_t>(in.size()), out.mutable_data());
+        return out;
+    }
+
+    size_t arena_bytes() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return session_.arena_bytes();
+    }
+
+    size_t arena_lower_bound() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return session_.arena_lower_bound();
+    }
+
+ private:
+    static void check_index(int64_t index, size_t count, const char* fn, const char* what) {
+        if (index < 0 || static_cast<uint64_t>(index) >= count) {
+            throw qtk::Error(std::string(fn) + ": " + what + " index " + std::to_string(index) +
+                             " is out of range: the model has " + std::to_string(count) + " " +
+                             what + "s");
+        }
+    }
+
+    qtk::Session session_;
+    std::mutex mutex_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+    m.doc() = "qtk deploy runtime (C++), used by qtk.runtime";
+    py::register_exception<qtk::Error>(m, "QtkError", PyExc_ValueError);
+
+    py::class_<PyModel>(m, "Model",
+                        "A loaded, validated .qmodel; immutable and shareable between sessions.")
+        .def_static(
+            "load",
+            [](const py::object& path) {
+                const std::string p =
+                    py::module_::import("os").attr("fspath")(path).cast<std::string>();
+                return PyModel{qtk::Model::load(p)};
+            },
+            py::arg("path"),
+            "Loads (memory-maps) a .qmodel file (str or os.PathLike); QtkError names what is "
+            "wrong with a bad file.")
+        .def_static("from_bytes", &PyModel::from_bytes, py::arg("data"),
+                    "Loads a .qmodel from bytes (copied).")
+        .def_property_readonly(
+            "inputs", [](const PyModel& m) { return tensor_infos(m.model->inputs()); },
+            "Graph inputs: list of {'name', 'shape', 'scale', 'zero_point'}; shape[0] is the "
+            "example batch.")
+        .def_property_readonly(
+            "outputs", [](const PyModel& m) { return tensor_infos(m.model->outputs()); },
+            "Graph outputs, like inputs.")
+        .def_property_readonly("producer", [](const PyModel& m) { return m.model->producer(); })
+        .def_property_readonly(
+            "op_names", [](const PyModel& m) { return m.model->op_names(); },
+            "The nodes' ops in execution order.")
+        .def("__repr__", &PyModel::repr);
+
+    py::class_<PySession>(m, "Session",
+                          "Runs a Model on int8 arrays; owns the activation arena and threads.")
+        .def(py::init<const PyModel&, int>(), py::arg("model"), py::arg("threads") = 1)
+        .def("run", &PySession::run, py::arg("inputs"),
+             "Runs the model on a list of int8 arrays (one per graph input, any batch N >= 1) and "
+             "returns "
+             "the outputs as int8 arrays.")
+        .def("quantize_input", &PySession::quantize_input, py::arg("index"), py::arg("x"),
+             "float32 array -> int8 array with graph input `index`'s (scale, zero_point).")
+        .def("dequantize_output", &PySession::dequantize_output, py::arg("index"), py::arg("q"),
+             "int8 array -> float32 array with graph output `index`'s (scale, zero_point).")
+        .def_property_readonly("arena_bytes", &PySession::arena_bytes,
+                               "Arena size of the current memory plan.")
+        .def_property_readonly("arena_lower_bound", &PySession::arena_lower_bound,
+                               "Most bytes live at any one step of the current plan.");
+
+    py::module_ arith =
+        m.def_submodule("arith", "qtk/arithmetic.h elementwise over 1-D arrays (for tests).");
+    bind_arith(arith);
+}
