@@ -11,27 +11,33 @@ def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
-def _check_pool(module, where):
-    if getattr(module, "ceil_mode", False):
-        raise ValueError(f"{where}: {type(module).__name__}(ceil_mode=True) is not supported; "
-                         f"use ceil_mode=False (pad the input instead)")
-    if getattr(module, "return_indices", False):
-        raise ValueError(f"{where}: MaxPool2d(return_indices=True) is not supported")
-    if getattr(module, "divisor_override", None) is not None:
-        raise ValueError(f"{where}: AvgPool2d(divisor_override=...) is not supported")
-
-
-class QuantizedMaxPool2d(QuantizedModule):
-    SOURCE_TYPES = (nn.MaxPool2d,)
+class _WindowPool(QuantizedModule):
+    """Shared by max and average pooling: the window's geometry, read from the torch module."""
 
     @classmethod
     def from_module(cls, module, input_qparams, where=""):
-        _check_pool(module, where)
+        if module.ceil_mode:
+            raise ValueError(f"{where}: {type(module).__name__}(ceil_mode=True) is not supported; "
+                             f"use ceil_mode=False (pad the input instead)")
+        if getattr(module, "return_indices", False):
+            raise ValueError(f"{where}: MaxPool2d(return_indices=True) is not supported")
+        if getattr(module, "divisor_override", None) is not None:
+            raise ValueError(f"{where}: AvgPool2d(divisor_override=...) is not supported")
         layer = cls(input_qparams, input_qparams[0])
         layer.kernel_size = _pair(module.kernel_size)
         layer.stride = _pair(module.stride if module.stride is not None else module.kernel_size)
-        layer.padding, layer.dilation = _pair(module.padding), _pair(module.dilation)
+        layer.padding = _pair(module.padding)
+        layer.dilation = _pair(getattr(module, "dilation", 1))
+        layer.count_include_pad = bool(getattr(module, "count_include_pad", True))
         return layer
+
+    def _window_attrs(self):
+        return {"kernel": list(self.kernel_size), "stride": list(self.stride),
+                "padding": list(self.padding)}
+
+
+class QuantizedMaxPool2d(_WindowPool):
+    SOURCE_TYPES = (nn.MaxPool2d,)
 
     def forward(self, x):
         # int8 values are exact in float32; torch pads max pooling with -inf
@@ -40,24 +46,12 @@ class QuantizedMaxPool2d(QuantizedModule):
         return to_int8(y)
 
     def qmodel_op(self, input_shapes):
-        return QModelOp("max_pool2d", attrs={"kernel": list(self.kernel_size),
-                                             "stride": list(self.stride),
-                                             "padding": list(self.padding),
+        return QModelOp("max_pool2d", attrs={**self._window_attrs(),
                                              "dilation": list(self.dilation)})
 
 
-class QuantizedAvgPool2d(QuantizedModule):
+class QuantizedAvgPool2d(_WindowPool):
     SOURCE_TYPES = (nn.AvgPool2d,)
-
-    @classmethod
-    def from_module(cls, module, input_qparams, where=""):
-        _check_pool(module, where)
-        layer = cls(input_qparams, input_qparams[0])
-        layer.kernel_size = _pair(module.kernel_size)
-        layer.stride = _pair(module.stride if module.stride is not None else module.kernel_size)
-        layer.padding = _pair(module.padding)
-        layer.count_include_pad = bool(module.count_include_pad)
-        return layer
 
     def forward(self, x):
         z = self.input_qparams[0].zero_point
@@ -74,9 +68,7 @@ class QuantizedAvgPool2d(QuantizedModule):
         return to_int8(arithmetic.average(total, divisor, z))
 
     def qmodel_op(self, input_shapes):
-        return QModelOp("avg_pool2d", attrs={"kernel": list(self.kernel_size),
-                                             "stride": list(self.stride),
-                                             "padding": list(self.padding),
+        return QModelOp("avg_pool2d", attrs={**self._window_attrs(),
                                              "count_include_pad": [int(self.count_include_pad)]})
 
 
