@@ -8,7 +8,7 @@
 from . import arithmetic, modules, observers, fake_quant
 from .export.capture import UnsupportedOpError
 from .export.exporter import export
-from .qconfig import QConfig, default_ptq_qconfig, default_qat_qconfig, with_args
+from .qconfig import QConfig, QConfigMapping, default_ptq_qconfig, default_qat_qconfig, with_args
 from .quantize import convert, freeze_bn_stats, int8_outputs, prepare_ptq, quantize_qat
 from .version import __version__
 
@@ -25,6 +25,6 @@ def __getattr__(name):
 
 
 __all__ = ["quantize_qat", "prepare_ptq", "convert", "export", "freeze_bn_stats", "int8_outputs",
-           "QConfig", "default_qat_qconfig", "default_ptq_qconfig", "with_args", "runtime",
+           "QConfig", "QConfigMapping", "default_qat_qconfig", "default_ptq_qconfig", "with_args", "runtime",
            "QtkError", "UnsupportedOpError", "arithmetic", "modules", "observers", "fake_quant",
            "__version__"]

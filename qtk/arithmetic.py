@@ -153,3 +153,65 @@ def round_half_away_div(total, divisor):
 
 def average(total, divisor, zero_point):
     return clamp(round_half_away_div(total, divisor) + zero_point, INT8_MIN, INT8_MAX)
+
+
+# ---- spec 9 to 13: multiplication, tables, resize ---------------------------------------------
+
+def lookup_table(function, input_qparams, output_qparams):
+    """Spec 10: the 256-entry int8 table of ``function`` (evaluated by torch in float32)."""
+    q = torch.arange(INT8_MIN, INT8_MAX + 1)
+    x = dequantize(q, *input_qparams)
+    return quantize(function(x), *output_qparams).to(torch.int8)
+
+
+def apply_lookup_table(q, table):
+    return table[q.to(torch.int64) + 128]
+
+
+BILINEAR_WEIGHT_BITS = 10
+
+
+def resize_output_size(in_size, size, scale_factor):
+    """torch.nn.functional.interpolate's output size along one axis."""
+    if size is not None:
+        return int(size)
+    return int(math.floor(in_size * float(scale_factor)))
+
+
+def nearest_indices(in_size, out_size, scale_factor):
+    """Spec 12: the source index of each output position, by torch's own nearest rule."""
+    grid = torch.arange(in_size, dtype=torch.float64).reshape(1, 1, in_size)
+    kwargs = ({"scale_factor": float(scale_factor)} if scale_factor is not None
+              else {"size": out_size})
+    indices = torch.nn.functional.interpolate(grid, mode="nearest", **kwargs).reshape(-1)
+    return indices.to(torch.int64)
+
+
+def bilinear_taps(in_size, out_size, scale_factor, align_corners):
+    """Spec 12: (i0, i1, Q10 weight of i1) for each output position along one axis."""
+    out = torch.arange(out_size, dtype=torch.float64)
+    if align_corners:
+        scale = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+        source = out * scale
+    else:
+        scale = 1.0 / float(scale_factor) if scale_factor is not None else in_size / out_size
+        source = torch.clamp((out + 0.5) * scale - 0.5, min=0.0)
+    i0 = torch.clamp(torch.floor(source), max=in_size - 1)
+    i1 = torch.clamp(i0 + 1, max=in_size - 1)
+    weight = torch.round((source - i0) * 2**BILINEAR_WEIGHT_BITS)
+    return i0.to(torch.int64), i1.to(torch.int64), weight.to(torch.int64)
+
+
+def bilinear_accumulate(q, zero_point, taps_h, taps_w):
+    """Spec 12: sum over the four taps of wy * wx * (q - z), exact in int64."""
+    one = 2**BILINEAR_WEIGHT_BITS
+    centered = q.to(torch.int64) - zero_point
+    (h0, h1, wh), (w0, w1, ww) = taps_h, taps_w
+    rows = [(h0, one - wh), (h1, wh)]
+    cols = [(w0, one - ww), (w1, ww)]
+    acc = 0
+    for row_index, row_weight in rows:
+        picked_rows = centered[:, :, row_index, :]
+        for col_index, col_weight in cols:
+            acc = acc + picked_rows[:, :, :, col_index] * row_weight.reshape(-1, 1) * col_weight
+    return acc

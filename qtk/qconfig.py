@@ -1,7 +1,10 @@
 """QConfig: which fake quantizer (and observer) each activation and weight gets."""
 import dataclasses
+import fnmatch
 import functools
 from typing import Callable
+
+import torch
 
 from . import arithmetic
 from .fake_quant import FakeQuantize
@@ -49,3 +52,47 @@ default_ptq_qconfig = QConfig(
     weight=with_args(FakeQuantize, observer=with_args(PerChannelMinMaxObserver, **_WEIGHT_RANGE),
                      fake_quant_enabled=False),
 )
+
+
+class QConfigMapping:
+    """Which QConfig each module gets: by module path pattern, then by type, then a default.
+
+    ``None`` keeps a module in float; the runtime then runs it with float kernels between a
+    dequantize and a quantize (docs/quantization_spec.md section 15).
+
+    Args:
+        default: the QConfig of every module not matched below (``None``: float by default).
+        by_type: ``{module type: QConfig or None}``; a fused layer matches the type of its
+            first part too (a ConvBnReLU2d matches ``nn.Conv2d``).
+        by_name: ``{pattern: QConfig or None}``; ``fnmatch`` patterns over module paths such as
+            ``"layer4.*"``; a pattern that matches a module also covers everything inside it.
+            Earlier entries win.
+    """
+
+    def __init__(self, default=None, by_type=None, by_name=None):
+        self.default = default
+        self.by_type = dict(by_type or {})
+        self.by_name = dict(by_name or {})
+
+    def qconfig_for(self, path, module):
+        prefixes = [".".join(path.split(".")[:i]) for i in range(len(path.split(".")), 0, -1)]
+        for pattern, qconfig in self.by_name.items():
+            if any(fnmatch.fnmatchcase(prefix, pattern) for prefix in prefixes):
+                return qconfig
+        candidates = [module] + ([module[0]] if isinstance(module, torch.nn.Sequential) else [])
+        for candidate in candidates:
+            for cls in type(candidate).__mro__:
+                if cls in self.by_type:
+                    return self.by_type[cls]
+        return self.default
+
+
+def as_mapping(qconfig, default):
+    """A QConfig, a QConfigMapping or None (the default) -> a QConfigMapping."""
+    if qconfig is None:
+        return QConfigMapping(default)
+    if isinstance(qconfig, QConfig):
+        return QConfigMapping(qconfig)
+    if isinstance(qconfig, QConfigMapping):
+        return qconfig
+    raise TypeError(f"qconfig must be a qtk.QConfig or qtk.QConfigMapping, got {type(qconfig)}")

@@ -6,8 +6,9 @@ from torch import fx, nn
 
 from . import modules
 from .export.capture import UnsupportedOpError, capture, node_inputs, replace_submodule
+from .export.functional import TENSOR, TENSORS, classify, normalize, shape_op_kinds
 from .export.fusion import fuse
-from .qconfig import default_ptq_qconfig, default_qat_qconfig
+from .qconfig import as_mapping, default_ptq_qconfig, default_qat_qconfig
 
 
 def _lookup_by_type(table, module):
@@ -17,52 +18,73 @@ def _lookup_by_type(table, module):
     return None
 
 
-def _add_stubs(graph_module):
-    """Quantize every float input and dequantize every output, unless the model has its own stubs."""
-    graph = graph_module.graph
-    has_stubs = any(n.op == "call_module" and isinstance(graph_module.get_submodule(n.target),
-                                                         modules.QuantStub) for n in graph.nodes)
-    if has_stubs:
-        return
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    for i, placeholder in enumerate(placeholders):
-        name = f"quant_input_{i}"
-        graph_module.add_submodule(name, modules.QuantStub())
-        with graph.inserting_after(placeholder):
-            stub = graph.call_module(name, (placeholder,))
-        placeholder.replace_all_uses_with(stub, delete_user_cb=lambda user: user is not stub)
-    output = next(n for n in graph.nodes if n.op == "output")
-    counter = iter(range(1 << 30))
-
-    def dequantize(value):
-        name = f"dequant_output_{next(counter)}"
-        graph_module.add_submodule(name, modules.DequantStub())
-        with graph.inserting_before(output):
-            return graph.call_module(name, (value,))
-
-    output.args = fx.node.map_arg(output.args, dequantize)
-    graph_module.recompile()
+def _insert_stub(graph_module, producer, consumer, stub, stubs):
+    """Route ``producer`` -> ``consumer`` through a QAT ``stub`` (one per producer and kind)."""
+    key = (producer, type(stub))
+    if key not in stubs:
+        prefix = "quant" if isinstance(stub, modules.QATQuantStub) else "dequant"
+        name = f"{prefix}_{producer.name}"
+        graph_module.add_submodule(name, stub)
+        with graph_module.graph.inserting_after(producer):
+            stubs[key] = graph_module.graph.call_module(name, (producer,))
+    consumer.replace_input_with(producer, stubs[key])
 
 
-def _prepare(model, qconfig):
-    graph_module = fuse(capture(copy.deepcopy(model)))
-    _add_stubs(graph_module)
-    for node in graph_module.graph.nodes:
+def _prepare(model, qconfig, default):
+    """Capture, fuse, decide which parts are int8, put stubs on the borders, swap in QAT modules.
+
+    A module is int8 when it has a QAT form and its qconfig is not None; ops that only move or
+    clamp values (pooling, ReLU, reshapes, ...) follow their input. Graph inputs and outputs are
+    float, so the borders with them get stubs like any other border between float and int8.
+    """
+    mapping = as_mapping(qconfig, default)
+    graph_module = fuse(normalize(capture(copy.deepcopy(model))))
+    kinds = classify(graph_module)
+    int8, stubs = set(), {}
+    for node in list(graph_module.graph.nodes):
+        inputs = [n for n in node_inputs(node) if kinds.get(n) in (TENSOR, TENSORS)]
+        if node.op == "output":
+            for producer in [n for n in inputs if n in int8]:
+                _insert_stub(graph_module, producer, node, modules.QATDequantStub(), stubs)
+            continue
         if node.op != "call_module":
+            if node.op in ("call_function", "call_method") and inputs and inputs[0] in int8:
+                int8.add(node)  # shape ops follow their input
             continue
         module = graph_module.get_submodule(node.target)
-        qat_class = modules.FLOAT_TO_QAT.get(type(module))
-        if qat_class is not None:
-            replace_submodule(graph_module, node.target, qat_class.from_float(module, qconfig))
-        elif isinstance(module, modules.FOLD_ONLY):
+        module_qconfig = mapping.qconfig_for(node.target, module)
+        if isinstance(module, modules.QuantStub):  # the user's own borders
+            stub_qconfig = module_qconfig or mapping.default or default
+            replace_submodule(graph_module, node.target, modules.QATQuantStub(stub_qconfig))
+            int8.add(node)
+        elif isinstance(module, modules.DequantStub):
+            if inputs and inputs[0] in int8:
+                replace_submodule(graph_module, node.target, modules.QATDequantStub())
+            continue
+        elif type(module) in modules.FLOAT_TO_QAT and module_qconfig is not None:
+            for producer in [n for n in inputs if n not in int8]:
+                _insert_stub(graph_module, producer, node, modules.QATQuantStub(module_qconfig),
+                             stubs)
+            qat = modules.FLOAT_TO_QAT[type(module)].from_float(module, module_qconfig)
+            replace_submodule(graph_module, node.target, qat)
+            int8.add(node)
+        elif isinstance(module, modules.PASS_THROUGH):
+            if inputs and inputs[0] in int8:
+                int8.add(node)
+        elif module_qconfig is not None and isinstance(module, modules.FOLD_ONLY):
             raise UnsupportedOpError(
                 f"{node.target}: {type(module).__name__} does not directly follow a Conv2d whose "
                 f"output it alone uses, so it cannot be folded; qtk quantizes BatchNorm only by "
-                f"folding it into the preceding convolution")
-        elif not isinstance(module, modules.PASS_THROUGH):
+                f"folding it into the preceding convolution (or give it a qconfig of None)")
+        elif module_qconfig is not None and type(module) not in modules.FLOAT_TO_QAT:
             raise UnsupportedOpError(
                 f"{node.target}: {type(module).__name__} has no quantized form in qtk; replace it "
-                f"with a supported module (see docs/quantization_spec.md for the op list)")
+                f"with a supported module (docs/quantization_spec.md lists them) or keep it in "
+                f"float with a qconfig of None for {node.target!r}")
+        if node not in int8:  # a float op reads float values
+            for producer in [n for n in inputs if n in int8]:
+                _insert_stub(graph_module, producer, node, modules.QATDequantStub(), stubs)
+    graph_module.graph.lint()
     graph_module.recompile()
     return graph_module
 
@@ -76,10 +98,11 @@ def quantize_qat(model, qconfig=None):
 
     Args:
         model: a float ``nn.Module`` (it is copied, not changed).
-        qconfig: a :class:`qtk.QConfig`; default :data:`qtk.default_qat_qconfig`.
+        qconfig: a :class:`qtk.QConfig` for every module, or a :class:`qtk.QConfigMapping` per
+            module type or path (``None`` keeps a module float); default
+            :data:`qtk.default_qat_qconfig`.
     """
-    prepared = _prepare(model, qconfig or default_qat_qconfig)
-    return prepared.train(model.training)
+    return _prepare(model, qconfig, default_qat_qconfig).train(model.training)
 
 
 def prepare_ptq(model, qconfig=None):
@@ -88,9 +111,10 @@ def prepare_ptq(model, qconfig=None):
 
     Args:
         model: a trained float ``nn.Module`` (it is copied, not changed).
-        qconfig: a :class:`qtk.QConfig`; default :data:`qtk.default_ptq_qconfig`.
+        qconfig: a :class:`qtk.QConfig` or :class:`qtk.QConfigMapping`; default
+            :data:`qtk.default_ptq_qconfig`.
     """
-    return _prepare(model, qconfig or default_ptq_qconfig).eval()
+    return _prepare(model, qconfig, default_ptq_qconfig).eval()
 
 
 def freeze_bn_stats(model):
@@ -110,24 +134,30 @@ def convert(model):
     if not isinstance(model, fx.GraphModule):
         raise TypeError("convert() takes the model returned by qtk.quantize_qat or qtk.prepare_ptq")
     quantized = copy.deepcopy(model)
-    qparams = {}
+    qparams = {}  # node -> QParams of its int8 output; float outputs are absent
+    shape_ops = shape_op_kinds(quantized)
     for node in quantized.graph.nodes:
+        if node in shape_ops:  # moves bytes: its output keeps its input's qparams
+            qparams[node] = qparams.get(node.args[0])
+            continue
         if node.op != "call_module":
             continue
         module = quantized.get_submodule(node.target)
+        input_qparams = [qparams.get(n) for n in node_inputs(node)]
+        is_pass_through = (isinstance(module, modules.PASS_THROUGH) and input_qparams
+                           and input_qparams[0] is not None)
+        if not (isinstance(module, modules.QATModule) or is_pass_through):
+            continue  # stays float
         quantized_class = _lookup_by_type(modules.TO_QUANTIZED, module)
-        if quantized_class is None:
-            raise UnsupportedOpError(f"{node.target}: {type(module).__name__} cannot be converted")
-        inputs = node_inputs(node)
-        input_qparams = [qparams.get(n) for n in inputs]
         if quantized_class is not modules.QuantizedQuantStub and None in input_qparams:
             raise UnsupportedOpError(
                 f"{node.target}: {type(module).__name__} receives a float tensor; put a "
-                f"qtk.modules.QuantStub before it (or let qtk add stubs by having none)")
+                f"qtk.modules.QuantStub before it")
         with torch.no_grad():
             new_module = quantized_class.from_module(module, input_qparams, where=node.target)
         replace_submodule(quantized, node.target, new_module)
-        qparams[node] = new_module.output_qparams
+        if new_module.output_qparams is not None:
+            qparams[node] = new_module.output_qparams
     quantized.recompile()
     return quantized.eval()
 

@@ -53,7 +53,7 @@ class Session:
         if len(inputs) != len(self.inputs):
             raise QtkError(f"the model takes {len(self.inputs)} input(s), got {len(inputs)}")
         as_torch = any(isinstance(x, torch.Tensor) for x in inputs)
-        raw = [self._to_int8(i, x) for i, x in enumerate(inputs)]
+        raw = [self._graph_input(i, x) for i, x in enumerate(inputs)]
         results = self._session.run(raw)
         if output == "float":
             results = [self._session.dequantize_output(i, r) for i, r in enumerate(results)]
@@ -61,15 +61,23 @@ class Session:
             results = [torch.from_numpy(r) for r in results]
         return results[0] if len(results) == 1 else results
 
-    def _to_int8(self, index, x):
+    def _graph_input(self, index, x):
+        """What the graph takes: int8 inputs accept raw int8 or float (quantized here); float32
+        inputs (a model whose first part is float) take float."""
         if isinstance(x, torch.Tensor):
             x = x.detach().cpu().numpy()
         x = np.asarray(x)
+        info = self.inputs[index]
+        is_float = x.dtype in (np.float32, np.float64, np.float16)
+        if info.get("dtype", "int8") == "float32":
+            if not is_float:
+                raise QtkError(f"input {index} ({info['name']!r}): expected float data, got "
+                               f"{x.dtype}")
+            return np.ascontiguousarray(x, dtype=np.float32)
         if x.dtype == np.int8:
             return x
-        if x.dtype in (np.float32, np.float64, np.float16):
+        if is_float:
             return self._session.quantize_input(index, np.ascontiguousarray(x, dtype=np.float32))
-        info = self.inputs[index]
         raise QtkError(f"input {index} ({info['name']!r}): expected float32 or int8 data, got "
                        f"{x.dtype}")
 

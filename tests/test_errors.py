@@ -38,22 +38,34 @@ def test_wrong_input_count(session):
 
 
 def test_unknown_module_names_path_and_type():
-    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Sequential(nn.Sigmoid()))
-    with pytest.raises(qtk.UnsupportedOpError, match=r"1\.0: Sigmoid has no quantized form"):
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Sequential(nn.Tanh()))
+    with pytest.raises(qtk.UnsupportedOpError, match=r"1\.0: Tanh has no quantized form"):
         qtk.quantize_qat(model)
 
 
-def test_functional_call_names_the_call_and_the_way_out():
-    class Functional(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv = nn.Conv2d(1, 2, 3)
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3)
 
+    def forward(self, x):
+        return torch.tanh(self.conv(x))
+
+
+def test_unsupported_functional_call_names_op_path_and_way_out():
+    model = nn.Sequential(nn.Conv2d(1, 1, 1), _Block())
+    with pytest.raises(qtk.UnsupportedOpError,
+                       match=r"^1: 'tanh' .* no quantized form.*qconfig of None"):
+        qtk.quantize_qat(model)
+
+
+def test_scalar_arithmetic_is_explained():
+    class Scaled(nn.Module):
         def forward(self, x):
-            return torch.flatten(self.conv(x), 1)
+            return x * 0.5
 
-    with pytest.raises(qtk.UnsupportedOpError, match=r"'flatten'.*nn\.Flatten"):
-        qtk.quantize_qat(Functional())
+    with pytest.raises(qtk.UnsupportedOpError, match="Python constant"):
+        qtk.quantize_qat(Scaled())
 
 
 def test_batchnorm_without_conv_is_explained():

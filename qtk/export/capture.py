@@ -35,7 +35,8 @@ def module_path(node):
 
 
 def capture(model):
-    """Trace ``model`` into a :class:`torch.fx.GraphModule` of leaf-module calls."""
+    """Trace ``model`` into a :class:`torch.fx.GraphModule`: leaf-module calls, functional calls
+    and shape arithmetic (see :mod:`qtk.export.functional` for what happens to the latter)."""
     tracer = QtkTracer()
     try:
         graph = tracer.trace(model)
@@ -44,21 +45,7 @@ def capture(model):
             f"qtk could not capture {type(model).__name__}.forward() with torch.fx: {error}. "
             f"Data-dependent control flow cannot be traced; move it out of forward() or into a "
             f"leaf module") from error
-    name = type(model).__name__
-    graph_module = fx.GraphModule(tracer.root, graph, name)
-    check_module_calls_only(graph_module)
-    return graph_module
-
-
-def check_module_calls_only(graph_module):
-    """This version captures module calls; functional calls get a message with the way out."""
-    for node in graph_module.graph.nodes:
-        if node.op in ("call_function", "call_method"):
-            target = getattr(node.target, "__name__", str(node.target))
-            raise UnsupportedOpError(
-                f"{module_path(node)}: forward() calls {target!r} directly; this version of qtk "
-                f"quantizes module calls only. Use the module form instead (nn.Flatten, nn.ReLU, "
-                f"qtk.modules.Add for '+', qtk.modules.Concat for torch.cat)")
+    return fx.GraphModule(tracer.root, graph, type(model).__name__)
 
 
 def submodule_owner(graph_module, target):

@@ -1,10 +1,14 @@
 """qtk.export: a converted (Quantized) model -> .qmodel bytes the runtime reproduces exactly."""
-import torch
+import operator
+
 from torch import fx
 
 from .. import modules
 from ..version import __version__
-from .capture import UnsupportedOpError, node_inputs, run_recording
+from ..modules.base import QModelOp
+from .capture import UnsupportedOpError, module_path, node_inputs, run_recording
+from .float_ops import float_op
+from .functional import TENSORS, shape_op_kinds
 from .qmodel_writer import QModelWriter
 
 
@@ -34,61 +38,129 @@ def build_writer(model, example_inputs):
     """The export as a :class:`QModelWriter` not yet serialized (tests corrupt it on purpose)."""
     if not isinstance(model, fx.GraphModule):
         raise TypeError("export() takes the model returned by qtk.convert")
-    example_inputs = _as_tuple(example_inputs)
-    recorded = run_recording(model, example_inputs)
+    recorded = run_recording(model, _as_tuple(example_inputs))
     writer = QModelWriter(f"qtk {__version__}")
-    value_of = {}  # fx node -> value id
+    value_of = {}  # fx node -> value id (a list of ids for a node that yields several tensors)
+    shape_ops = shape_op_kinds(model)
 
     for node in model.graph.nodes:
         if node.op == "placeholder":
-            _check_only_quantized(model, node)
+            if not _feeds_only_quant_stubs(model, node):  # a float graph input
+                value_of[node] = writer.add_activation(node.name, recorded[node].shape, None)
+                writer.inputs.append(value_of[node])
         elif node.op == "call_module":
-            module = model.get_submodule(node.target)
-            _export_module(writer, value_of, recorded, node, module)
+            _export_module(writer, value_of, recorded, node, model.get_submodule(node.target))
+        elif node in shape_ops:
+            _export_shape_op(writer, value_of, recorded, node, shape_ops[node])
         elif node.op == "output":
             outputs = []
             fx.node.map_arg(node.args, outputs.append)
             writer.outputs = [value_of[_int8_source(model, n)] for n in outputs]
-        else:
-            raise UnsupportedOpError(f"{node.name}: cannot export a {node.op} node")
+        elif node.op == "get_attr":
+            raise UnsupportedOpError(f"{node.name}: cannot export a get_attr node")
     return writer
 
 
-def _check_only_quantized(model, placeholder):
-    for user in placeholder.users:
-        if not (user.op == "call_module"
-                and isinstance(model.get_submodule(user.target), modules.QuantizedQuantStub)):
-            raise UnsupportedOpError(
-                f"input {placeholder.name!r} is used by {user.name!r} without being quantized "
-                f"first; every model input must go through a QuantStub")
+def _is_call_of(model, node, module_type):
+    return node.op == "call_module" and isinstance(model.get_submodule(node.target), module_type)
+
+
+def _feeds_only_quant_stubs(model, placeholder):
+    """Such an input becomes an int8 graph input: the session quantizes it (spec 1)."""
+    return all(_is_call_of(model, user, modules.QuantizedQuantStub) for user in placeholder.users)
+
+
+def _only_output_reads(node):
+    return all(user.op == "output" for user in node.users)
 
 
 def _int8_source(model, node):
-    """The int8 value an output comes from: the input of its DequantStub, or itself."""
-    if node.op == "call_module" and isinstance(model.get_submodule(node.target),
-                                               modules.QuantizedDequantStub):
+    """An output read straight from a DequantStub is the stub's int8 input: the session
+    dequantizes it, or returns it raw when asked."""
+    if _is_call_of(model, node, modules.QuantizedDequantStub) and _only_output_reads(node):
         return node_inputs(node)[0]
     return node
 
 
 def _export_module(writer, value_of, recorded, node, module):
-    if not isinstance(module, modules.QuantizedModule):
-        raise UnsupportedOpError(f"{node.target}: {type(module).__name__} is not a Quantized "
-                                 f"module; call qtk.convert before qtk.export")
     inputs = node_inputs(node)
+    input_shapes = [tuple(recorded[n].shape) for n in inputs]
     if isinstance(module, modules.QuantizedQuantStub):
-        value_of[node] = writer.add_activation(inputs[0].name, recorded[node].shape,
-                                               module.output_qparams)
-        writer.inputs.append(value_of[node])
-        return
-    if isinstance(module, modules.QuantizedDequantStub):
-        return
-    op = module.qmodel_op([tuple(recorded[n].shape) for n in inputs])
+        if inputs[0].op == "placeholder" and inputs[0] not in value_of:
+            value_of[node] = writer.add_activation(inputs[0].name, recorded[node].shape,
+                                                   module.output_qparams)
+            writer.inputs.append(value_of[node])
+            return
+        op, output_qparams = QModelOp("quantize"), module.output_qparams
+    elif isinstance(module, modules.QuantizedDequantStub):
+        if _only_output_reads(node):
+            return
+        op, output_qparams = QModelOp("dequantize"), None
+    elif isinstance(module, modules.QuantizedModule):
+        op, output_qparams = module.qmodel_op(input_shapes), module.output_qparams
+    else:  # kept in float by its qconfig
+        op, output_qparams = float_op(module, input_shapes, node.target), None
     if op is None:  # identity: the output is the input's value
         value_of[node] = value_of[inputs[0]]
         return
     input_ids = [value_of[n] for n in inputs]
     input_ids += [writer.add_constant(f"{node.target}.{suffix}", tensor)
                   for suffix, tensor in op.constants]
-    value_of[node] = writer.add_activation(node.target, recorded[node].shape, module.output_qparams)
+    value_of[node] = writer.add_activation(node.target, recorded[node].shape, output_qparams)
     writer.add_node(op.op, node.target, input_ids, [value_of[node]], op.attrs)
+
+
+def _argument(node, position, name, default):
+    if name in node.kwargs:
+        return node.kwargs[name]
+    return node.args[position] if len(node.args) > position else default
+
+
+def _permutation(node, rank):
+    name = node.target if isinstance(node.target, str) else node.target.__name__
+    if name == "transpose":
+        first, second = (_argument(node, 1, "dim0", 0) % rank, _argument(node, 2, "dim1", 1) % rank)
+        perm = list(range(rank))
+        perm[first], perm[second] = second, first
+        return perm
+    dims = node.args[1:] if name == "permute" and isinstance(node.target, str) else node.args[1]
+    if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
+        dims = dims[0]
+    return [d % rank for d in dims]
+
+
+def _export_shape_op(writer, value_of, recorded, node, kind):
+    """Shape ops move bytes: reshape, permute and split nodes whose outputs keep the input's
+    qparams; contiguous and tuple indexing only rename a value."""
+    source = node.args[0]
+    name = node.target if isinstance(node.target, str) else node.target.__name__
+    if node.target is operator.getitem:
+        value_of[node] = value_of[source][node.args[1]]
+        return
+    if name == "contiguous":
+        value_of[node] = value_of[source]
+        return
+    in_shape = tuple(recorded[source].shape)
+    where = f"{module_path(node)} ({node.format_node()})"
+    if kind == TENSORS:
+        axis = _argument(node, 2, "dim", 0) % len(in_shape)
+        if axis == 0:
+            raise UnsupportedOpError(f"{where}: splitting the batch dimension is not supported")
+        outputs = [writer.add_like(f"{node.name}.{i}", tuple(t.shape), value_of[source])
+                   for i, t in enumerate(recorded[node])]
+        writer.add_node("split", node.name, [value_of[source]], outputs,
+                        {"axis": [axis], "sizes": [t.shape[axis] for t in recorded[node]]})
+        value_of[node] = outputs
+        return
+    out_shape = tuple(recorded[node].shape)
+    if name in ("transpose", "permute"):
+        op, attrs = "permute", {"perm": _permutation(node, len(in_shape))}
+        if attrs["perm"][0] != 0:
+            raise UnsupportedOpError(f"{where}: moving the batch dimension is not supported")
+    else:  # view, reshape, flatten
+        op, attrs = "reshape", {"shape": list(out_shape[1:])}
+        if out_shape[:1] != in_shape[:1]:
+            raise UnsupportedOpError(f"{where}: a reshape that merges or splits the batch "
+                                     f"dimension is not supported; keep dim 0 as the batch")
+    value_of[node] = writer.add_like(node.name, out_shape, value_of[source])
+    writer.add_node(op, node.name, [value_of[source]], [value_of[node]], attrs)

@@ -48,7 +48,15 @@ class QModelWriter:
         self.inputs, self.outputs = [], []
 
     def add_activation(self, name, shape, qparams):
+        """An int8 activation with ``qparams``, or a float32 one when ``qparams`` is None."""
+        if qparams is None:
+            return self._add(name, torch.float32, shape, 0.0, 0, None)
         return self._add(name, torch.int8, shape, qparams.scale, qparams.zero_point, None)
+
+    def add_like(self, name, shape, like):
+        """An activation with the dtype and qparams of value ``like`` (for ops that move bytes)."""
+        source = self.values[like]
+        return self._add(name, source["dtype"], shape, source["scale"], source["zero_point"], None)
 
     def add_constant(self, name, tensor):
         tensor = tensor.detach().contiguous().cpu()

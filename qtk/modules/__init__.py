@@ -5,22 +5,27 @@ are derived from each class's ``FLOAT_TYPES`` / ``SOURCE_TYPES``.
 """
 from torch import nn
 
+from .activation import QATTableFunction, QuantizedClamp, QuantizedLookupTable
 from .base import QATModule, QModelOp, QParams, QuantizedModule
 from .conv import (ConvBn2d, ConvBnReLU2d, ConvReLU2d, QATConv2d, QATConvBn2d, QuantizedConv2d)
-from .elementwise import (Add, AddReLU, Concat, QATAdd, QATConcat, QuantizedAdd, QuantizedClamp,
-                          QuantizedConcat)
+from .elementwise import (Add, AddReLU, Concat, Mul, QATAdd, QATConcat, QATMul, QuantizedAdd,
+                          QuantizedConcat, QuantizedMul)
 from .linear import LinearReLU, QATLinear, QuantizedLinear
-from .pooling import QuantizedAvgPool2d, QuantizedGlobalAvgPool2d, QuantizedMaxPool2d
+from .pooling import (QuantizedAvgPool2d, QuantizedGlobalAvgPool2d, QuantizedMaxPool2d,
+                      SpatialMean)
+from .resize import QATResizeBilinear, QuantizedPad, QuantizedResizeBilinear, QuantizedResizeNearest
 from .shape import QuantizedFlatten, QuantizedIdentity
 from .stubs import (DequantStub, QATDequantStub, QATQuantStub, QuantizedDequantStub,
                     QuantizedQuantStub, QuantStub)
 
-QAT_MODULES = [QATQuantStub, QATDequantStub, QATConv2d, QATConvBn2d, QATLinear, QATAdd, QATConcat]
+QAT_MODULES = [QATQuantStub, QATDequantStub, QATConv2d, QATConvBn2d, QATLinear, QATAdd, QATMul,
+               QATConcat, QATTableFunction, QATResizeBilinear]
 
 QUANTIZED_MODULES = [QuantizedQuantStub, QuantizedDequantStub, QuantizedConv2d, QuantizedLinear,
-                     QuantizedAdd, QuantizedConcat, QuantizedClamp, QuantizedMaxPool2d,
-                     QuantizedAvgPool2d, QuantizedGlobalAvgPool2d, QuantizedFlatten,
-                     QuantizedIdentity]
+                     QuantizedAdd, QuantizedMul, QuantizedConcat, QuantizedClamp,
+                     QuantizedLookupTable, QuantizedMaxPool2d, QuantizedAvgPool2d,
+                     QuantizedGlobalAvgPool2d, QuantizedFlatten, QuantizedIdentity,
+                     QuantizedResizeNearest, QuantizedResizeBilinear, QuantizedPad]
 
 
 def _type_map(classes, attribute):
@@ -37,5 +42,5 @@ PASS_THROUGH = tuple(t for t in TO_QUANTIZED if not issubclass(t, QATModule))
 FOLD_ONLY = (nn.BatchNorm2d,)
 
 __all__ = ["QuantStub", "DequantStub", "ConvBn2d", "ConvBnReLU2d", "ConvReLU2d", "LinearReLU",
-           "Add", "AddReLU", "Concat", "QParams", "QModelOp", "QATModule", "QuantizedModule",
+           "Add", "AddReLU", "Mul", "Concat", "SpatialMean", "QParams", "QModelOp", "QATModule", "QuantizedModule",
            "QAT_MODULES", "QUANTIZED_MODULES", "FLOAT_TO_QAT", "TO_QUANTIZED", "PASS_THROUGH"]

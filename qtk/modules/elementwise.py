@@ -1,10 +1,9 @@
-"""Add, concat and standalone activations: float, QAT and Quantized forms."""
+"""Add, multiply and concat: float, QAT and Quantized forms."""
 import torch
 from torch import nn
 
 from .. import arithmetic
-from .base import (QATModule, QModelOp, QuantizedModule, activation_kind, apply_activation,
-                   clamp_attr, to_int8)
+from .base import QATModule, QModelOp, QuantizedModule, apply_activation, clamp_attr, to_int8
 
 
 def _flatten_tensors(tensors):
@@ -32,6 +31,13 @@ class AddReLU(nn.Module):
 
     def forward(self, a, b):
         return apply_activation(a + b, "relu6" if self.six else "relu")
+
+
+class Mul(nn.Module):
+    """``a * b`` as a module (broadcasting like torch: squeeze-excitation's per-channel scale)."""
+
+    def forward(self, a, b):
+        return a * b
 
 
 class Concat(nn.Module):
@@ -65,6 +71,22 @@ class QATAdd(QATModule):
 
     def forward(self, a, b):
         return self.activation_post_process(apply_activation(a + b, self.activation))
+
+
+class QATMul(QATModule):
+    """Mul with a fake-quantized output."""
+    FLOAT_TYPES = (Mul,)
+
+    def __init__(self, qconfig):
+        super().__init__()
+        self.activation_post_process = qconfig.activation()
+
+    @classmethod
+    def from_float(cls, module, qconfig):
+        return cls(qconfig)
+
+    def forward(self, a, b):
+        return self.activation_post_process(a * b)
 
 
 class QATConcat(QATModule):
@@ -109,6 +131,29 @@ class QuantizedAdd(QuantizedModule):
                                       "clamp": clamp_attr(self.lo, self.hi)})
 
 
+class QuantizedMul(QuantizedModule):
+    """Product of two int8 tensors, requantized once (spec 9)."""
+    SOURCE_TYPES = (QATMul,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        layer = cls(input_qparams, module.output_qparams())
+        (s_a, _), (s_b, _) = input_qparams
+        layer.multiplier, layer.shift = arithmetic.quantize_multiplier(
+            float(s_a) * float(s_b) / float(layer.output_qparams.scale))
+        return layer
+
+    def forward(self, a, b):
+        (_, z_a), (_, z_b) = self.input_qparams
+        product = (a.to(torch.int64) - z_a) * (b.to(torch.int64) - z_b)
+        return to_int8(arithmetic.requantize(product, self.multiplier, self.shift,
+                                             self.output_qparams.zero_point))
+
+    def qmodel_op(self, input_shapes):
+        return QModelOp("mul", attrs={"multiplier": [self.multiplier], "shift": [self.shift],
+                                      "clamp": clamp_attr(arithmetic.INT8_MIN, arithmetic.INT8_MAX)})
+
+
 class QuantizedConcat(QuantizedModule):
     """Each input rescaled to the output's qparams on its own (spec 3), then concatenated."""
     SOURCE_TYPES = (QATConcat,)
@@ -135,20 +180,3 @@ class QuantizedConcat(QuantizedModule):
         axis = self.dim % len(input_shapes[0])
         return QModelOp("concat", attrs={"axis": [axis], "multiplier": list(self.multipliers),
                                          "shift": list(self.shifts)})
-
-
-class QuantizedClamp(QuantizedModule):
-    """Standalone ReLU / ReLU6 on int8 values: a clamp in the input's qparams (spec 5)."""
-    SOURCE_TYPES = (nn.ReLU, nn.ReLU6)
-
-    @classmethod
-    def from_module(cls, module, input_qparams, where=""):
-        layer = cls(input_qparams, input_qparams[0])
-        layer.lo, layer.hi = arithmetic.activation_bounds(activation_kind(module), *input_qparams[0])
-        return layer
-
-    def forward(self, x):
-        return torch.clamp(x, self.lo, self.hi)
-
-    def qmodel_op(self, input_shapes):
-        return QModelOp("clamp", attrs={"clamp": clamp_attr(self.lo, self.hi)})

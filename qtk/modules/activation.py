@@ -1,0 +1,72 @@
+"""Standalone activations: clamps that keep their input's qparams (ReLU, ReLU6, Hardtanh) and
+functions quantized by table (HardSwish, HardSigmoid, Sigmoid)."""
+import torch
+from torch import nn
+
+from .. import arithmetic
+from .base import QATModule, QModelOp, QuantizedModule, clamp_attr
+
+
+class QuantizedClamp(QuantizedModule):
+    """ReLU / ReLU6 / Hardtanh on int8 values: a clamp in the input's qparams (spec 5, 11)."""
+    SOURCE_TYPES = (nn.ReLU, nn.ReLU6, nn.Hardtanh)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        layer = cls(input_qparams, input_qparams[0])
+        if isinstance(module, nn.ReLU):
+            low, high = 0.0, None
+        else:  # ReLU6 is Hardtanh(0, 6)
+            low, high = module.min_val, module.max_val
+        layer.lo = max(arithmetic.INT8_MIN, arithmetic.quantize_scalar(low, *input_qparams[0]))
+        layer.hi = arithmetic.INT8_MAX if high is None else min(
+            arithmetic.INT8_MAX, arithmetic.quantize_scalar(high, *input_qparams[0]))
+        return layer
+
+    def forward(self, x):
+        return torch.clamp(x, self.lo, self.hi)
+
+    def qmodel_op(self, input_shapes):
+        return QModelOp("clamp", attrs={"clamp": clamp_attr(self.lo, self.hi)})
+
+
+TABLE_FUNCTIONS = (nn.Hardswish, nn.Hardsigmoid, nn.Sigmoid)
+
+
+class QATTableFunction(QATModule):
+    """HardSwish / HardSigmoid / Sigmoid in float with a fake-quantized output."""
+    FLOAT_TYPES = TABLE_FUNCTIONS
+
+    def __init__(self, function, qconfig):
+        super().__init__()
+        self.function = function
+        self.activation_post_process = qconfig.activation()
+
+    @classmethod
+    def from_float(cls, module, qconfig):
+        return cls(module, qconfig)
+
+    def forward(self, x):
+        return self.activation_post_process(self.function(x))
+
+
+class QuantizedLookupTable(QuantizedModule):
+    """Any one-input int8 function as a 256-entry table computed at convert time (spec 10)."""
+    SOURCE_TYPES = (QATTableFunction,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        layer = cls(input_qparams, module.output_qparams())
+        layer.register_buffer("table", arithmetic.lookup_table(module.function, input_qparams[0],
+                                                               layer.output_qparams))
+        layer.function_name = type(module.function).__name__
+        return layer
+
+    def forward(self, x):
+        return arithmetic.apply_lookup_table(x, self.table)
+
+    def qmodel_op(self, input_shapes):
+        return QModelOp("lut", [("table", self.table)])
+
+    def extra_repr(self):
+        return f"{self.function_name}, " + super().extra_repr()

@@ -1,0 +1,130 @@
+"""Resizing and padding: nearest resize and constant padding keep their input's qparams;
+bilinear resize requantizes its fixed-point interpolation (spec 12, 13)."""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import arithmetic
+from .base import QATModule, QModelOp, QuantizedModule, to_int8
+
+
+def _per_axis(value):
+    return (value, value) if value is None or isinstance(value, (int, float)) else tuple(value)
+
+
+def _check_upsample(module, where, modes):
+    if module.mode not in modes:
+        raise ValueError(f"{where}: interpolation mode {module.mode!r} is not supported; use "
+                         f"'nearest' or 'bilinear'")
+    if module.recompute_scale_factor:
+        raise ValueError(f"{where}: recompute_scale_factor=True is not supported")
+
+
+class _Resize(QuantizedModule):
+    """Output size and per-axis source positions, from the module and the input's size."""
+
+    def _set_geometry(self, module):
+        self.size = _per_axis(module.size)
+        self.scale_factor = _per_axis(module.scale_factor)
+
+    def _out_size(self, in_h, in_w):
+        return tuple(arithmetic.resize_output_size(n, s, f) for n, s, f in
+                     zip((in_h, in_w), self.size, self.scale_factor))
+
+
+class QuantizedResizeNearest(_Resize):
+    """Nearest resize: a gather by torch's own index rule (spec 12)."""
+    SOURCE_TYPES = (nn.Upsample,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        _check_upsample(module, where, ("nearest",))
+        layer = cls(input_qparams, input_qparams[0])
+        layer._set_geometry(module)
+        return layer
+
+    def _indices(self, in_h, in_w):
+        out_h, out_w = self._out_size(in_h, in_w)
+        return (arithmetic.nearest_indices(in_h, out_h, self.scale_factor[0]),
+                arithmetic.nearest_indices(in_w, out_w, self.scale_factor[1]))
+
+    def forward(self, x):
+        index_h, index_w = self._indices(x.shape[2], x.shape[3])
+        return x[:, :, index_h][:, :, :, index_w]
+
+    def qmodel_op(self, input_shapes):
+        index_h, index_w = self._indices(*input_shapes[0][2:])
+        return QModelOp("resize_nearest", attrs={"index_h": index_h.tolist(),
+                                                 "index_w": index_w.tolist()})
+
+
+class QATResizeBilinear(QATModule):
+    """Bilinear resize with a fake-quantized output. ``from_float`` leaves nearest resizing as
+    the float module: it moves values and keeps its input's quantization."""
+    FLOAT_TYPES = (nn.Upsample,)
+
+    def __init__(self, upsample, qconfig):
+        super().__init__()
+        self.upsample = upsample
+        self.activation_post_process = qconfig.activation()
+
+    @classmethod
+    def from_float(cls, module, qconfig):
+        if module.mode == "nearest":
+            return module
+        return cls(module, qconfig)
+
+    def forward(self, x):
+        return self.activation_post_process(self.upsample(x))
+
+
+class QuantizedResizeBilinear(_Resize):
+    """Bilinear resize with Q10 weights and one requantization (spec 12)."""
+    SOURCE_TYPES = (QATResizeBilinear,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        _check_upsample(module.upsample, where, ("bilinear",))
+        layer = cls(input_qparams, module.output_qparams())
+        layer._set_geometry(module.upsample)
+        layer.align_corners = bool(module.upsample.align_corners)
+        real = float(input_qparams[0].scale) / (float(layer.output_qparams.scale)
+                                                * 2**(2 * arithmetic.BILINEAR_WEIGHT_BITS))
+        layer.multiplier, layer.shift = arithmetic.quantize_multiplier(real)
+        return layer
+
+    def _taps(self, in_h, in_w):
+        out_h, out_w = self._out_size(in_h, in_w)
+        return (arithmetic.bilinear_taps(in_h, out_h, self.scale_factor[0], self.align_corners),
+                arithmetic.bilinear_taps(in_w, out_w, self.scale_factor[1], self.align_corners))
+
+    def forward(self, x):
+        taps_h, taps_w = self._taps(x.shape[2], x.shape[3])
+        acc = arithmetic.bilinear_accumulate(x, self.input_qparams[0].zero_point, taps_h, taps_w)
+        return to_int8(arithmetic.requantize(acc, self.multiplier, self.shift,
+                                             self.output_qparams.zero_point))
+
+    def qmodel_op(self, input_shapes):
+        (h0, h1, wh), (w0, w1, ww) = self._taps(*input_shapes[0][2:])
+        return QModelOp("resize_bilinear", attrs={
+            "h0": h0.tolist(), "h1": h1.tolist(), "h_weight": wh.tolist(),
+            "w0": w0.tolist(), "w1": w1.tolist(), "w_weight": ww.tolist(),
+            "multiplier": [self.multiplier], "shift": [self.shift]})
+
+
+class QuantizedPad(QuantizedModule):
+    """Constant padding of the last two dims with the quantized pad value (spec 13)."""
+    SOURCE_TYPES = (nn.ConstantPad2d,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        layer = cls(input_qparams, input_qparams[0])
+        layer.padding = tuple(module.padding)
+        layer.value_q = arithmetic.quantize_scalar(module.value, *input_qparams[0])
+        return layer
+
+    def forward(self, x):
+        return F.pad(x, self.padding, value=self.value_q)
+
+    def qmodel_op(self, input_shapes):
+        return QModelOp("pad", attrs={"pads": list(self.padding), "value": [self.value_q]})
