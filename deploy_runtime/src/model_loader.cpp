@@ -309,6 +309,9 @@ Value read_value(Reader& r, uint32_t id, const uint8_t* blob, uint64_t blob_size
     }
     v.constant = has_data == 1;
 
+    if (!v.constant && v.dtype == DType::kInt32) {
+        r.fail_field("dtype", "int32 is for constants only; an activation is int8 or float32");
+    }
     if (!v.constant && v.dtype == DType::kInt8) {
         if (!(std::isfinite(v.scale) && v.scale > 0.0f)) {
             r.fail_field("scale", std::to_string(v.scale) +
@@ -316,6 +319,17 @@ Value read_value(Reader& r, uint32_t id, const uint8_t* blob, uint64_t blob_size
         }
         if (v.zero_point < -128 || v.zero_point > 127) {
             r.fail_field("zero_point", std::to_string(v.zero_point) + " is outside [-128, 127]");
+        }
+    }
+    // A float32 activation is not quantized; nonzero parameters would mean a writer mixed up
+    // which values are float.
+    if (!v.constant && v.dtype == DType::kFloat32) {
+        if (v.scale != 0.0f) {
+            r.fail_field("scale", std::to_string(v.scale) + " must be 0 for a float32 activation");
+        }
+        if (v.zero_point != 0) {
+            r.fail_field("zero_point",
+                         std::to_string(v.zero_point) + " must be 0 for a float32 activation");
         }
     }
     if (v.constant) {
@@ -413,7 +427,8 @@ Graph read_graph(const uint8_t* file, const Header& h) {
 }
 
 // The rules that span records: ids refer to values of the right kind, every activation is defined
-// once and before its use, graph inputs and outputs are int8 activations.
+// once and before its use, graph inputs and outputs are activations (int8 or float32, as
+// read_value allows no other activation dtype).
 void check_graph(const Graph& g) {
     const size_t kNone = static_cast<size_t>(-1);
     std::vector<bool> defined(g.values.size(), false);
@@ -430,10 +445,7 @@ void check_graph(const Graph& g) {
         const std::string label =
             std::string(what) + " " + std::to_string(index) + " (" + value_label(id, v) + ")";
         if (v.constant) {
-            fail(label + " is a constant; it must be an int8 activation");
-        }
-        if (v.dtype != DType::kInt8) {
-            fail(label + " is " + dtype_name(v.dtype) + "; it must be int8");
+            fail(label + " is a constant; it must be an int8 or float32 activation");
         }
         if (v.shape.empty()) {
             fail(label + " has rank 0; it needs a batch dimension");

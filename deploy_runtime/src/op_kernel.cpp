@@ -1,5 +1,6 @@
 #include "op_kernel.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -35,39 +36,62 @@ void NodeView::expect_output_count(size_t count) const {
     }
 }
 
-void NodeView::expect_attrs(std::initializer_list<const char*> keys) const {
-    for (const char* key : keys) {
-        attr(key);
+void NodeView::expect_attrs(std::initializer_list<const char*> required,
+                            std::initializer_list<const char*> optional) const {
+    for (const char* key : required) {
+        if (!has_attr(key)) {
+            fail(std::string("missing attribute '") + key + "'");
+        }
     }
     for (const Attr& a : node_.attrs) {
         bool known = false;
-        for (const char* key : keys) {
-            known = known || a.key == key;
+        for (std::initializer_list<const char*> keys : {required, optional}) {
+            for (const char* key : keys) {
+                known = known || a.key == key;
+            }
         }
         if (!known) {
             fail("unknown attribute '" + a.key + "'");
         }
-        if (a.kind != AttrKind::kInts) {
-            fail("attribute '" + a.key + "' must be an i64 list");
-        }
     }
 }
 
-const Attr& NodeView::attr(const char* key) const {
+bool NodeView::has_attr(const char* key) const {
     for (const Attr& a : node_.attrs) {
         if (a.key == key) {
+            return true;
+        }
+    }
+    return false;
+}
+
+const Attr& NodeView::attr(const char* key, AttrKind kind) const {
+    for (const Attr& a : node_.attrs) {
+        if (a.key == key) {
+            if (a.kind != kind) {
+                fail("attribute '" + a.key + "' must be " +
+                     (kind == AttrKind::kInts ? "an i64" : "an f32") + " list");
+            }
             return a;
         }
     }
     fail(std::string("missing attribute '") + key + "'");
 }
 
-const Value& NodeView::activation_input(size_t index) const {
+DType NodeView::dtype() const {
+    if (node_.inputs.empty()) {
+        fail("expects at least 1 input, got 0");
+    }
+    return graph_.values[node_.inputs[0]].dtype;
+}
+
+const Value& NodeView::activation_input(size_t index, DType dtype) const {
     const Value& v = graph_.values[node_.inputs[index]];
-    if (v.constant || v.dtype != DType::kInt8) {
-        fail("input " + std::to_string(index) + " ('" + v.name +
-             "') must be an int8 activation, got " +
-             (v.constant ? "a constant " : "an activation ") + dtype_name(v.dtype));
+    if (v.constant || v.dtype != dtype) {
+        fail("input " + std::to_string(index) + " ('" + v.name + "') must be " +
+             (dtype == DType::kInt8 ? "an " : "a ") + dtype_name(dtype) + " activation, got " +
+             (v.dtype == DType::kInt8 ? "an " : "a ") + dtype_name(v.dtype) +
+             (v.constant ? " constant" : " activation"));
     }
     return v;
 }
@@ -89,11 +113,12 @@ const Value& NodeView::constant_input(size_t index, const char* role, DType dtyp
     return v;
 }
 
-const Value& NodeView::output(size_t index) const {
+const Value& NodeView::output(size_t index, DType dtype) const {
     // The loader has already refused constants as node outputs.
     const Value& v = graph_.values[node_.outputs[index]];
-    if (v.dtype != DType::kInt8) {
-        fail("output '" + v.name + "' must be int8, got " + dtype_name(v.dtype));
+    if (v.dtype != dtype) {
+        fail("output '" + v.name + "' must be " + dtype_name(dtype) + ", got " +
+             dtype_name(v.dtype));
     }
     return v;
 }
@@ -106,6 +131,16 @@ void NodeView::expect_same_quantization(const Value& input, const Value& output)
     }
 }
 
+DType NodeView::expect_data_movement(size_t outputs) const {
+    expect_input_count(1);
+    expect_output_count(outputs);
+    const Value& x = activation_input(0, dtype());
+    for (size_t i = 0; i < outputs; ++i) {
+        expect_same_quantization(x, output(i, x.dtype));
+    }
+    return x.dtype;
+}
+
 void NodeView::expect_bias_for(const Value& bias, const Value& weight) const {
     if (bias.shape != Shape{weight.shape[0]}) {
         fail("bias '" + bias.name + "' has shape " + to_string(bias.shape) + ", expected [" +
@@ -115,12 +150,17 @@ void NodeView::expect_bias_for(const Value& bias, const Value& weight) const {
 }
 
 std::vector<int64_t> NodeView::ints(const char* key, size_t count, int64_t lo, int64_t hi) const {
-    const Attr& a = attr(key);
+    const Attr& a = attr(key, AttrKind::kInts);
     if (a.ints.size() != count) {
         fail(std::string("attribute '") + key + "' must have " + std::to_string(count) +
              " values, got " + std::to_string(a.ints.size()));
     }
-    for (size_t i = 0; i < count; ++i) {
+    return int_list(key, lo, hi);
+}
+
+std::vector<int64_t> NodeView::int_list(const char* key, int64_t lo, int64_t hi) const {
+    const Attr& a = attr(key, AttrKind::kInts);
+    for (size_t i = 0; i < a.ints.size(); ++i) {
         if (a.ints[i] < lo || a.ints[i] > hi) {
             fail(std::string("attribute '") + key + "'[" + std::to_string(i) +
                  "] = " + std::to_string(a.ints[i]) + " is outside [" + std::to_string(lo) + ", " +
@@ -128,6 +168,20 @@ std::vector<int64_t> NodeView::ints(const char* key, size_t count, int64_t lo, i
         }
     }
     return a.ints;
+}
+
+std::vector<float> NodeView::floats(const char* key, size_t count) const {
+    const Attr& a = attr(key, AttrKind::kFloats);
+    if (a.floats.size() != count) {
+        fail(std::string("attribute '") + key + "' must have " + std::to_string(count) +
+             " values, got " + std::to_string(a.floats.size()));
+    }
+    for (size_t i = 0; i < count; ++i) {
+        if (std::isnan(a.floats[i])) {
+            fail(std::string("attribute '") + key + "'[" + std::to_string(i) + "] is NaN");
+        }
+    }
+    return a.floats;
 }
 
 int64_t NodeView::int_scalar(const char* key, int64_t lo, int64_t hi) const {
@@ -153,8 +207,26 @@ ClampRange NodeView::clamp(const char* key) const {
     return ClampRange{static_cast<int32_t>(v[0]), static_cast<int32_t>(v[1])};
 }
 
-std::vector<int32_t> int32_values(const Value& value) {
-    std::vector<int32_t> out(value.data_size / 4);
+FloatBounds NodeView::float_bounds(const char* key) const {
+    const std::vector<float> v = floats(key, 2);
+    if (v[0] > v[1]) {
+        fail(std::string("attribute '") + key + "' = [" + std::to_string(v[0]) + ", " +
+             std::to_string(v[1]) + "] is empty (lo > hi)");
+    }
+    return FloatBounds{v[0], v[1]};
+}
+
+FloatBounds NodeView::optional_float_bounds(const char* key) const {
+    return has_attr(key) ? float_bounds(key) : FloatBounds{};
+}
+
+namespace {
+
+// 4-byte little-endian values of any 4-byte type.
+template <typename T>
+std::vector<T> decode_le32(const Value& value) {
+    static_assert(sizeof(T) == 4, "4-byte values only");
+    std::vector<T> out(value.data_size / 4);
     for (size_t i = 0; i < out.size(); ++i) {
         const uint8_t* p = value.data + 4 * i;
         const uint32_t u =
@@ -164,12 +236,25 @@ std::vector<int32_t> int32_values(const Value& value) {
     return out;
 }
 
+}  // namespace
+
+std::vector<int32_t> int32_values(const Value& value) { return decode_le32<int32_t>(value); }
+std::vector<float> float32_values(const Value& value) { return decode_le32<float>(value); }
+
 int64_t element_count(const Shape& shape) {
     int64_t n = 1;
     for (int64_t d : shape) {
         n *= d;
     }
     return n;
+}
+
+std::vector<int64_t> row_major_strides(const Shape& shape) {
+    std::vector<int64_t> strides(shape.size(), 1);
+    for (size_t d = shape.size(); d-- > 1;) {
+        strides[d - 1] = strides[d] * shape[d];
+    }
+    return strides;
 }
 
 int64_t sliding_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t padding,

@@ -5,8 +5,11 @@
 // model's bytes). Kernels are immutable afterwards, so sessions share them.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -19,12 +22,22 @@ class ThreadPool;
 
 // Where one node reads and writes during a run: one pointer and shape per node input and output,
 // in the node's order. Constants point into the model, activations into the session's arena;
-// shapes are those of the current batch.
+// shapes are those of the current batch. The kernel knows each pointer's dtype (its factory
+// checked it) and reads it with input<T>() / output<T>().
 struct NodeIO {
-    std::vector<const int8_t*> inputs;
+    std::vector<const void*> inputs;
     std::vector<const Shape*> input_shapes;
-    std::vector<int8_t*> outputs;
+    std::vector<void*> outputs;
     std::vector<const Shape*> output_shapes;
+
+    template <typename T>
+    const T* input(size_t index) const {
+        return static_cast<const T*>(inputs[index]);
+    }
+    template <typename T>
+    T* output(size_t index) const {
+        return static_cast<T*>(outputs[index]);
+    }
 };
 
 class OpKernel {
@@ -55,6 +68,15 @@ struct ClampRange {
     int32_t hi;
 };
 
+// A float kernel's fused activation [lo, hi] (ReLU, ReLU6, Hardtanh); unbounded by default.
+// NaN passes through, as in torch.
+struct FloatBounds {
+    float lo = -std::numeric_limits<float>::infinity();
+    float hi = std::numeric_limits<float>::infinity();
+
+    float apply(float v) const { return std::min(std::max(v, lo), hi); }
+};
+
 // A node's inputs, outputs and attributes, checked against what the op requires.
 class NodeView {
  public:
@@ -66,37 +88,102 @@ class NodeView {
     void expect_input_count(size_t count) const;
     void expect_output_count(size_t count) const;
     size_t input_count() const { return node_.inputs.size(); }
-    // The attributes are exactly these keys, each an i64 list.
-    void expect_attrs(std::initializer_list<const char*> keys) const;
+    size_t output_count() const { return node_.outputs.size(); }
+    // The attributes are exactly the `required` keys plus any of the `optional` ones. Their kinds
+    // (i64 or f32 list) are checked where they are read.
+    void expect_attrs(std::initializer_list<const char*> required,
+                      std::initializer_list<const char*> optional = {}) const;
+    bool has_attr(const char* key) const;
 
-    const Value& activation_input(size_t index) const;  // an int8 activation
+    // The kernel's dtype: that of input 0, by which the registry chose the kernel.
+    DType dtype() const;
+    // An activation of this dtype; a mismatch is the error for mixed dtypes in one node.
+    const Value& activation_input(size_t index, DType dtype) const;
     // A constant of this dtype and rank; `role` names it in errors ("weight").
     const Value& constant_input(size_t index, const char* role, DType dtype, size_t rank) const;
-    const Value& output(size_t index) const;  // an int8 activation
+    const Value& output(size_t index, DType dtype) const;  // an activation of this dtype
     void expect_same_quantization(const Value& input, const Value& output) const;
-    // One int32 bias per output channel (dims[0]) of the weight.
+    // Data movement (spec 7, 12-14): one activation input and `outputs` outputs of its dtype, each
+    // carrying its (scale, zero_point). Returns that dtype; the kernel works on its element size.
+    DType expect_data_movement(size_t outputs) const;
+    // One bias per output channel (dims[0]) of the weight.
     void expect_bias_for(const Value& bias, const Value& weight) const;
 
     // Exactly `count` values, each in [lo, hi].
     std::vector<int64_t> ints(const char* key, size_t count, int64_t lo, int64_t hi) const;
+    // Any number of values (possibly none), each in [lo, hi].
+    std::vector<int64_t> int_list(const char* key, int64_t lo, int64_t hi) const;
     int64_t int_scalar(const char* key, int64_t lo, int64_t hi) const;
+    // Exactly `count` f32 values, none NaN.
+    std::vector<float> floats(const char* key, size_t count) const;
     // Requantization parameters (spec 2): multipliers in [0, 2^31), shifts in [1, 62].
     std::vector<int32_t> multipliers(const char* key, size_t count) const;
     std::vector<int32_t> shifts(const char* key, size_t count) const;
     // A fused activation's [lo, hi] with -128 <= lo <= hi <= 127.
     ClampRange clamp(const char* key) const;
+    // A float kernel's f32 [lo, hi] with lo <= hi.
+    FloatBounds float_bounds(const char* key) const;
+    // float_bounds(key) where the node has the attribute, unbounded otherwise.
+    FloatBounds optional_float_bounds(const char* key) const;
 
  private:
-    const Attr& attr(const char* key) const;
+    const Attr& attr(const char* key, AttrKind kind) const;
 
     const Graph& graph_;
     const Node& node_;
 };
 
-// The values of an int32 constant, decoded from little-endian.
+// The values of an int32 or float32 constant, decoded from little-endian.
 std::vector<int32_t> int32_values(const Value& value);
+std::vector<float> float32_values(const Value& value);
 
 int64_t element_count(const Shape& shape);
+// Row-major element strides of a tensor of this shape.
+std::vector<int64_t> row_major_strides(const Shape& shape);
+
+// A row-major walk over `shape` from flat position `start` that keeps, for each of K tensors, the
+// element offset of the current position given that tensor's strides per dim (stride 0 repeats a
+// broadcast dim; permuted strides read a permuted tensor). Lets a parallel_for range start
+// anywhere.
+template <size_t K>
+class StridedWalk {
+ public:
+    using Strides = std::array<std::vector<int64_t>, K>;
+
+    StridedWalk(const Shape& shape, const Strides& strides, int64_t start)
+        : shape_(shape), strides_(strides), index_(shape.size(), 0) {
+        for (size_t d = shape.size(); d-- > 0;) {
+            index_[d] = start % shape[d];
+            start /= shape[d];
+            for (size_t k = 0; k < K; ++k) {
+                offsets_[k] += index_[d] * strides[k][d];
+            }
+        }
+    }
+
+    int64_t offset(size_t k) const { return offsets_[k]; }
+
+    void next() {
+        for (size_t d = shape_.size(); d-- > 0;) {
+            for (size_t k = 0; k < K; ++k) {
+                offsets_[k] += strides_[k][d];
+            }
+            if (++index_[d] < shape_[d]) {
+                return;
+            }
+            for (size_t k = 0; k < K; ++k) {
+                offsets_[k] -= strides_[k][d] * shape_[d];
+            }
+            index_[d] = 0;
+        }
+    }
+
+ private:
+    const Shape& shape_;
+    const Strides& strides_;
+    std::vector<int64_t> index_;
+    std::array<int64_t, K> offsets_{};
+};
 
 // PyTorch's conv/pool output size (no ceil mode); <= 0 when the window does not fit.
 int64_t sliding_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t padding,

@@ -62,8 +62,13 @@ struct Session::Impl {
 
     const Model::Impl& m() const { return *model->impl_; }
     detail::ExecutionPlan make_plan(int64_t batch) const;
-    void check_inputs(const std::vector<const int8_t*>& inputs,
+    void check_inputs(const std::vector<const void*>& inputs,
                       const std::vector<Shape>& input_shapes) const;
+    // The bytes an activation takes at the current batch.
+    size_t activation_bytes(uint32_t id) const {
+        return static_cast<size_t>(detail::element_count(plan.shapes[id])) *
+               dtype_size(m().graph.values[id].dtype);
+    }
 };
 
 detail::ExecutionPlan Session::Impl::make_plan(int64_t batch) const {
@@ -110,8 +115,10 @@ detail::ExecutionPlan Session::Impl::make_plan(int64_t batch) const {
     std::vector<detail::TensorLifetime> lifetimes;
     auto add_tensor = [&](uint32_t id, size_t step) {
         tensor_of[id] = lifetimes.size();
-        lifetimes.push_back(
-            {static_cast<uint64_t>(bounded_element_count(p.shapes[id])), step, step});
+        // At most (2^31 - 1) * 4 bytes: no overflow.
+        const uint64_t bytes = static_cast<uint64_t>(bounded_element_count(p.shapes[id])) *
+                               dtype_size(g.values[id].dtype);
+        lifetimes.push_back({bytes, step, step});
     };
     for (uint32_t id : g.inputs) {
         add_tensor(id, 0);
@@ -151,19 +158,18 @@ detail::ExecutionPlan Session::Impl::make_plan(int64_t batch) const {
         detail::NodeIO& io = p.node_io[k];
         for (uint32_t id : g.nodes[k].inputs) {
             const detail::Value& v = g.values[id];
-            io.inputs.push_back(
-                reinterpret_cast<const int8_t*>(v.constant ? v.data : arena + p.offsets[id]));
+            io.inputs.push_back(v.constant ? v.data : arena + p.offsets[id]);
             io.input_shapes.push_back(&p.shapes[id]);
         }
         for (uint32_t id : g.nodes[k].outputs) {
-            io.outputs.push_back(reinterpret_cast<int8_t*>(arena + p.offsets[id]));
+            io.outputs.push_back(arena + p.offsets[id]);
             io.output_shapes.push_back(&p.shapes[id]);
         }
     }
     return p;
 }
 
-void Session::Impl::check_inputs(const std::vector<const int8_t*>& inputs,
+void Session::Impl::check_inputs(const std::vector<const void*>& inputs,
                                  const std::vector<Shape>& input_shapes) const {
     const std::vector<TensorInfo>& expected = m().inputs;
     if (inputs.size() != expected.size() || input_shapes.size() != expected.size()) {
@@ -180,7 +186,8 @@ void Session::Impl::check_inputs(const std::vector<const int8_t*>& inputs,
             fits = got[d] == want[d];
         }
         if (!fits) {
-            throw Error(label + ": expected int8 tensor of shape " + batch_shape_pattern(want) +
+            throw Error(label + ": expected " + dtype_name(expected[i].dtype) +
+                        " tensor of shape " + batch_shape_pattern(want) +
                         " (any N >= 1), got shape " + to_string(got));
         }
         if (got[0] != input_shapes[0][0]) {
@@ -203,7 +210,7 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options) {
 
 Session::~Session() = default;
 
-std::vector<Tensor> Session::run(const std::vector<const int8_t*>& inputs,
+std::vector<Tensor> Session::run(const std::vector<const void*>& inputs,
                                  const std::vector<Shape>& input_shapes) {
     impl_->check_inputs(inputs, input_shapes);
     if (input_shapes[0][0] != impl_->plan.batch) {
@@ -214,8 +221,7 @@ std::vector<Tensor> Session::run(const std::vector<const int8_t*>& inputs,
     detail::ExecutionPlan& p = impl_->plan;
     for (size_t i = 0; i < g.inputs.size(); ++i) {
         const uint32_t id = g.inputs[i];
-        std::memcpy(p.arena.get() + p.offsets[id], inputs[i],
-                    static_cast<size_t>(detail::element_count(p.shapes[id])));
+        std::memcpy(p.arena.get() + p.offsets[id], inputs[i], impl_->activation_bytes(id));
     }
     for (size_t k = 0; k < g.nodes.size(); ++k) {
         impl_->m().kernels[k]->run(p.node_io[k], impl_->pool);
@@ -223,9 +229,19 @@ std::vector<Tensor> Session::run(const std::vector<const int8_t*>& inputs,
 
     std::vector<Tensor> outputs;
     for (uint32_t id : g.outputs) {
-        const int8_t* begin = reinterpret_cast<const int8_t*>(p.arena.get() + p.offsets[id]);
-        outputs.push_back(Tensor{
-            p.shapes[id], std::vector<int8_t>(begin, begin + detail::element_count(p.shapes[id]))});
+        Tensor t;
+        t.shape = p.shapes[id];
+        t.dtype = g.values[id].dtype;
+        const uint8_t* bytes = p.arena.get() + p.offsets[id];
+        const size_t count = static_cast<size_t>(detail::element_count(t.shape));
+        if (t.dtype == DType::kFloat32) {
+            t.float_data.resize(count);
+            std::memcpy(t.float_data.data(), bytes, impl_->activation_bytes(id));
+        } else {
+            t.data.resize(count);
+            std::memcpy(t.data.data(), bytes, impl_->activation_bytes(id));
+        }
+        outputs.push_back(std::move(t));
     }
     return outputs;
 }
@@ -241,6 +257,11 @@ void Session::quantize_input(size_t index, const float* x, size_t count, int8_t*
         throw Error("input index " + std::to_string(index) + " is out of range: the model has " +
                     std::to_string(inputs.size()) + " inputs");
     }
+    if (inputs[index].dtype != DType::kInt8) {
+        throw Error("input " + std::to_string(index) + " is " + dtype_name(inputs[index].dtype) +
+                    "; pass float data directly (graph input '" + inputs[index].name +
+                    "' is not quantized)");
+    }
     const float inv_scale = arith::inverse_scale(inputs[index].scale);
     for (size_t i = 0; i < count; ++i) {
         q[i] = arith::quantize(x[i], inv_scale, inputs[index].zero_point);
@@ -252,6 +273,10 @@ void Session::dequantize_output(size_t index, const int8_t* q, size_t count, flo
     if (index >= outputs.size()) {
         throw Error("output index " + std::to_string(index) + " is out of range: the model has " +
                     std::to_string(outputs.size()) + " outputs");
+    }
+    if (outputs[index].dtype != DType::kInt8) {
+        throw Error("output " + std::to_string(index) + " is " + dtype_name(outputs[index].dtype) +
+                    "; it needs no dequantization (graph output '" + outputs[index].name + "')");
     }
     for (size_t i = 0; i < count; ++i) {
         x[i] = arith::dequantize(q[i], outputs[index].scale, outputs[index].zero_point);

@@ -30,8 +30,9 @@ Outcome fuzz_one(const uint8_t* data, size_t size) {
         const std::shared_ptr<const qtk::Model> model = qtk::Model::from_bytes(data, size);
         outcome = kLoaded;
         qtk::Session session(model, {1});
-        std::vector<std::vector<int8_t>> buffers;
-        std::vector<const int8_t*> inputs;
+        std::vector<std::vector<int8_t>> int8_buffers;
+        std::vector<std::vector<float>> float_buffers;
+        std::vector<const void*> inputs;
         std::vector<qtk::Shape> shapes;
         for (const qtk::TensorInfo& info : model->inputs()) {
             qtk::Shape shape = info.shape;
@@ -43,8 +44,13 @@ Outcome fuzz_one(const uint8_t* data, size_t size) {
             if (count > kMaxFuzzInputElements) {
                 return outcome;
             }
-            buffers.emplace_back(static_cast<size_t>(count), int8_t{-7});
-            inputs.push_back(buffers.back().data());
+            if (info.dtype == qtk::DType::kFloat32) {
+                float_buffers.emplace_back(static_cast<size_t>(count), -0.7f);
+                inputs.push_back(float_buffers.back().data());
+            } else {
+                int8_buffers.emplace_back(static_cast<size_t>(count), int8_t{-7});
+                inputs.push_back(int8_buffers.back().data());
+            }
             shapes.push_back(shape);
         }
         session.run(inputs, shapes);
@@ -167,11 +173,13 @@ void mutate(std::vector<uint8_t>& bytes, qtk_test::Rng& rng) {
 int main(int argc, char** argv) {
     const int iterations = argc > 1 ? std::atoi(argv[1]) : 20000;
     qtk_test::Rng rng(argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 20240601);
-    const std::vector<uint8_t> seeds[] = {qtk_test::sample_model().build(),
-                                          qtk_test::add_model().build()};
+    // The models that together use every op and both dtypes, and the smallest multi-input one.
+    const std::vector<uint8_t> seeds[] = {
+        qtk_test::sample_model().build(), qtk_test::int8_ops_model().build(),
+        qtk_test::mixed_model().build(), qtk_test::add_model().build()};
     int counts[kOutcomes] = {};
     for (int i = 0; i < iterations; ++i) {
-        std::vector<uint8_t> bytes = seeds[i % 4 == 3 ? 1 : 0];  // mostly the model with every op
+        std::vector<uint8_t> bytes = seeds[i % std::size(seeds)];
         const int edits = static_cast<int>(rng.uniform(1, 4));
         for (int e = 0; e < edits; ++e) {
             mutate(bytes, rng);

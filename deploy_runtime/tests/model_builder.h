@@ -80,6 +80,14 @@ class Rng {
         }
         return v;
     }
+    std::vector<float> floats(size_t n, double lo, double hi) {
+        std::vector<float> v(n);
+        for (float& x : v) {
+            x = static_cast<float>(lo +
+                                   (hi - lo) * std::ldexp(static_cast<double>(next() >> 11), -53));
+        }
+        return v;
+    }
 
  private:
     uint64_t state_;
@@ -145,6 +153,14 @@ struct AttrSpec {
     std::vector<float> floats;
 };
 
+// An f32-list attribute (a constructor overload would make {1, 2} ambiguous).
+inline AttrSpec float_attr(std::string key, std::vector<float> values) {
+    AttrSpec a(std::move(key), {});
+    a.kind = 2;
+    a.floats = std::move(values);
+    return a;
+}
+
 struct NodeSpec {
     std::string op;
     std::string name;
@@ -169,6 +185,34 @@ class ModelBuilder {
         v.dims = std::move(dims);
         v.scale = scale;
         v.zero_point = zero_point;
+        return add(std::move(v));
+    }
+
+    // A float32 activation: not quantized, so scale and zero point are 0.
+    uint32_t float_activation(std::string name, std::vector<int64_t> dims) {
+        ValueSpec v;
+        v.name = std::move(name);
+        v.dtype = 3;
+        v.dims = std::move(dims);
+        v.scale = 0.0f;
+        return add(std::move(v));
+    }
+
+    uint32_t float_constant(std::string name, std::vector<int64_t> dims,
+                            const std::vector<float>& data) {
+        ValueSpec v;
+        v.name = std::move(name);
+        v.dtype = 3;
+        v.dims = std::move(dims);
+        v.scale = 0.0f;
+        v.constant = true;
+        for (float x : data) {
+            uint32_t bits;
+            std::memcpy(&bits, &x, 4);
+            for (int i = 0; i < 4; ++i) {
+                v.data.push_back(static_cast<uint8_t>(bits >> (8 * i)));
+            }
+        }
         return add(std::move(v));
     }
 
@@ -419,6 +463,156 @@ inline ModelBuilder sample_model() {
 
     b.inputs = {x};
     b.outputs = {out, e};
+    return b;
+}
+
+// The int8 ops beyond sample_model, for the loader, fuzz and kernel tests:
+// x -> reshape [N,2,2,6,5] -> permute [0,2,1,3,4] -> reshape [N,4,6,5]: shuffled (channel
+// shuffle); global_avg_pool2d -> pooled; lut -> gate; mul(shuffled, gate) -> m (broadcast);
+// pad(m, value 7) -> padded; split(padded, axis 1, [1, 2, 1]) -> s0, s1, s2;
+// resize_nearest(s1) -> near; resize_bilinear(s0) -> bilinear; global_avg_pool2d(s2, keepdim 0)
+// -> g. Outputs: near, bilinear, g.
+inline ModelBuilder int8_ops_model() {
+    ModelBuilder b;
+    const uint32_t x = b.activation("x", {1, 4, 6, 5}, 0.1f, 3);
+    const uint32_t grouped = b.activation("grouped", {1, 2, 2, 6, 5}, 0.1f, 3);
+    b.node("reshape", "shuffle.view", {x}, {grouped}, {AttrSpec("shape", {2, 2, 6, 5})});
+    const uint32_t swapped = b.activation("swapped", {1, 2, 2, 6, 5}, 0.1f, 3);
+    b.node("permute", "shuffle.transpose", {grouped}, {swapped},
+           {AttrSpec("perm", {0, 2, 1, 3, 4})});
+    const uint32_t shuffled = b.activation("shuffled", {1, 4, 6, 5}, 0.1f, 3);
+    b.node("reshape", "shuffle.merge", {swapped}, {shuffled}, {AttrSpec("shape", {-1, 6, 5})});
+
+    const uint32_t pooled = b.activation("pooled", {1, 4, 1, 1}, 0.1f, 3);
+    b.node("global_avg_pool2d", "se.pool", {shuffled}, {pooled}, {AttrSpec("keepdim", {1})});
+    // A sigmoid table (spec 10) into (1/256, -128).
+    std::vector<int8_t> table(256);
+    for (int q = -128; q <= 127; ++q) {
+        const double real = 1.0 / (1.0 + std::exp(-0.1 * (q - 3)));
+        table[q + 128] = static_cast<int8_t>(
+            std::min(127.0, std::max(-128.0, std::nearbyint(real * 256.0) - 128.0)));
+    }
+    const uint32_t lut = b.weight("se.gate.table", {256}, table);
+    const uint32_t gate = b.activation("gate", {1, 4, 1, 1}, 1.0f / 256.0f, -128);
+    b.node("lut", "se.gate", {pooled, lut}, {gate});
+    const uint32_t m = b.activation("m", {1, 4, 6, 5}, 0.05f, -2);
+    const Requant mul = quantize_multiplier(0.1 * (1.0 / 256.0) / 0.05);
+    b.node("mul", "se.mul", {shuffled, gate}, {m},
+           {AttrSpec("multiplier", {mul.multiplier}), AttrSpec("shift", {mul.shift}),
+            AttrSpec("clamp", {-128, 127})});
+
+    const uint32_t padded = b.activation("padded", {1, 4, 9, 6}, 0.05f, -2);
+    b.node("pad", "pad", {m}, {padded}, {AttrSpec("pads", {1, 0, 2, 1}), AttrSpec("value", {7})});
+    const uint32_t s0 = b.activation("s0", {1, 1, 9, 6}, 0.05f, -2);
+    const uint32_t s1 = b.activation("s1", {1, 2, 9, 6}, 0.05f, -2);
+    const uint32_t s2 = b.activation("s2", {1, 1, 9, 6}, 0.05f, -2);
+    b.node("split", "split", {padded}, {s0, s1, s2},
+           {AttrSpec("axis", {1}), AttrSpec("sizes", {1, 2, 1})});
+
+    const uint32_t near = b.activation("near", {1, 2, 4, 3}, 0.05f, -2);
+    b.node("resize_nearest", "up.nearest", {s1}, {near},
+           {AttrSpec("index_h", {0, 0, 4, 8}), AttrSpec("index_w", {5, 3, 0})});
+    const uint32_t bilinear = b.activation("bilinear", {1, 1, 3, 4}, 0.04f, 1);
+    const Requant bl = quantize_multiplier(0.05 / (0.04 * 1048576.0));
+    b.node("resize_bilinear", "up.bilinear", {s0}, {bilinear},
+           {AttrSpec("h0", {0, 3, 7}), AttrSpec("h1", {1, 4, 8}),
+            AttrSpec("h_weight", {0, 512, 1024}), AttrSpec("w0", {0, 1, 3, 5}),
+            AttrSpec("w1", {1, 2, 4, 5}), AttrSpec("w_weight", {0, 1024, 333, 700}),
+            AttrSpec("multiplier", {bl.multiplier}), AttrSpec("shift", {bl.shift})});
+    const uint32_t g = b.activation("g", {1, 1}, 0.05f, -2);
+    b.node("global_avg_pool2d", "head.pool", {s2}, {g}, {AttrSpec("keepdim", {0})});
+
+    b.inputs = {x};
+    b.outputs = {near, bilinear, g};
+    return b;
+}
+
+// A mixed-precision model using every float32 kernel, quantize and dequantize:
+// x (float) -> quantize -> q -> int8 conv -> c -> dequantize -> f1;
+// y (float) -> grouped float conv (bounds) -> hardswish -> f3; add(f1, f3) -> f4;
+// sigmoid(global_avg_pool2d(f4)) -> gate; mul(f4, gate) -> f5; concat(f5, f1) -> f6;
+// hardsigmoid(clamp(f6)) -> f8; max_pool2d(f8) -> f9; avg_pool2d(f6) -> f10;
+// add(f9, f10, bounds) -> f11; reshape/permute/reshape (channel shuffle) -> f14; pad -> f15;
+// resize_nearest -> f16; split(axis 2) -> f17, f18; global_avg_pool2d(f18, keepdim 0) -> pooled;
+// flatten(f17) -> flat; linear (bounds) -> out. Outputs: out, pooled (float32), c (int8).
+// Quantize reads a graph input only, so the int8 part is exact against a naive interpreter.
+inline ModelBuilder mixed_model() {
+    ModelBuilder b;
+    Rng rng(99);
+    const uint32_t x = b.float_activation("x", {1, 3, 6, 6});
+    const uint32_t y = b.float_activation("y", {1, 4, 3, 3});
+    const uint32_t q = b.activation("q", {1, 3, 6, 6}, 0.05f, 10);
+    b.node("quantize", "quant", {x}, {q});
+    const uint32_t w1 = b.weight("conv.weight", {4, 3, 3, 3}, random_weights(rng, 108));
+    const uint32_t b1 = b.bias("conv.bias", {4}, random_bias(rng, 4));
+    const uint32_t c = b.activation("c", {1, 4, 3, 3}, 0.1f, -3);
+    std::vector<AttrSpec> conv = requant_attrs(4, 0.05, 0.01, 0.1);
+    conv.insert(conv.begin(), {AttrSpec("stride", {2, 2}), AttrSpec("padding", {1, 1}),
+                               AttrSpec("dilation", {1, 1}), AttrSpec("groups", {1})});
+    b.node("conv2d", "conv", {q, w1, b1}, {c}, conv);
+    const uint32_t f1 = b.float_activation("f1", {1, 4, 3, 3});
+    b.node("dequantize", "dequant", {c}, {f1});
+
+    const uint32_t w2 = b.float_constant("fconv.weight", {4, 2, 3, 1}, rng.floats(24, -1, 1));
+    const uint32_t b2 = b.float_constant("fconv.bias", {4}, rng.floats(4, -0.5, 0.5));
+    const uint32_t f2 = b.float_activation("f2", {1, 4, 3, 3});
+    b.node("conv2d", "fconv", {y, w2, b2}, {f2},
+           {AttrSpec("stride", {1, 1}), AttrSpec("padding", {1, 0}), AttrSpec("dilation", {1, 1}),
+            AttrSpec("groups", {2}), float_attr("bounds", {0.0f, 6.0f})});
+    const uint32_t f3 = b.float_activation("f3", {1, 4, 3, 3});
+    b.node("hardswish", "fconv.act", {f2}, {f3});
+    const uint32_t f4 = b.float_activation("f4", {1, 4, 3, 3});
+    b.node("add", "residual", {f1, f3}, {f4});
+
+    const uint32_t pooled4 = b.float_activation("pooled4", {1, 4, 1, 1});
+    b.node("global_avg_pool2d", "se.pool", {f4}, {pooled4});
+    const uint32_t gate = b.float_activation("gate", {1, 4, 1, 1});
+    b.node("sigmoid", "se.gate", {pooled4}, {gate});
+    const uint32_t f5 = b.float_activation("f5", {1, 4, 3, 3});
+    b.node("mul", "se.mul", {f4, gate}, {f5});
+    const uint32_t f6 = b.float_activation("f6", {1, 8, 3, 3});
+    b.node("concat", "cat", {f5, f1}, {f6}, {AttrSpec("axis", {1})});
+    const uint32_t f7 = b.float_activation("f7", {1, 8, 3, 3});
+    b.node("clamp", "hardtanh", {f6}, {f7}, {float_attr("bounds", {-1.0f, 3.0f})});
+    const uint32_t f8 = b.float_activation("f8", {1, 8, 3, 3});
+    b.node("hardsigmoid", "hsig", {f7}, {f8});
+    const uint32_t f9 = b.float_activation("f9", {1, 8, 2, 2});
+    b.node("max_pool2d", "maxpool", {f8}, {f9},
+           {AttrSpec("kernel", {2, 2}), AttrSpec("stride", {1, 1}), AttrSpec("padding", {0, 0}),
+            AttrSpec("dilation", {1, 1})});
+    const uint32_t f10 = b.float_activation("f10", {1, 8, 2, 2});
+    b.node("avg_pool2d", "avgpool", {f6}, {f10},
+           {AttrSpec("kernel", {3, 3}), AttrSpec("stride", {2, 2}), AttrSpec("padding", {1, 1}),
+            AttrSpec("count_include_pad", {1})});
+    const uint32_t f11 = b.float_activation("f11", {1, 8, 2, 2});
+    b.node("add", "add2", {f9, f10}, {f11}, {float_attr("bounds", {-0.5f, 2.0f})});
+
+    const uint32_t f12 = b.float_activation("f12", {1, 2, 4, 2, 2});
+    b.node("reshape", "shuffle.view", {f11}, {f12}, {AttrSpec("shape", {2, -1, 2, 2})});
+    const uint32_t f13 = b.float_activation("f13", {1, 4, 2, 2, 2});
+    b.node("permute", "shuffle.transpose", {f12}, {f13}, {AttrSpec("perm", {0, 2, 1, 3, 4})});
+    const uint32_t f14 = b.float_activation("f14", {1, 8, 2, 2});
+    b.node("reshape", "shuffle.merge", {f13}, {f14}, {AttrSpec("shape", {8, 2, 2})});
+    const uint32_t f15 = b.float_activation("f15", {1, 8, 4, 4});
+    b.node("pad", "pad", {f14}, {f15},
+           {AttrSpec("pads", {1, 1, 0, 2}), float_attr("value", {-0.5f})});
+    const uint32_t f16 = b.float_activation("f16", {1, 8, 5, 3});
+    b.node("resize_nearest", "up", {f15}, {f16},
+           {AttrSpec("index_h", {0, 1, 1, 3, 3}), AttrSpec("index_w", {0, 2, 3})});
+    const uint32_t f17 = b.float_activation("f17", {1, 8, 2, 3});
+    const uint32_t f18 = b.float_activation("f18", {1, 8, 3, 3});
+    b.node("split", "split", {f16}, {f17, f18}, {AttrSpec("axis", {2}), AttrSpec("sizes", {2, 3})});
+    const uint32_t pooled = b.float_activation("pooled", {1, 8});
+    b.node("global_avg_pool2d", "head.pool", {f18}, {pooled}, {AttrSpec("keepdim", {0})});
+    const uint32_t flat = b.float_activation("flat", {1, 48});
+    b.node("flatten", "flatten", {f17}, {flat});
+    const uint32_t w3 = b.float_constant("fc.weight", {5, 48}, rng.floats(240, -0.3, 0.3));
+    const uint32_t b3 = b.float_constant("fc.bias", {5}, rng.floats(5, -0.1, 0.1));
+    const uint32_t out = b.float_activation("out", {1, 5});
+    b.node("linear", "fc", {flat, w3, b3}, {out}, {float_attr("bounds", {-1.0f, 1.0f})});
+
+    b.inputs = {x, y};
+    b.outputs = {out, pooled, c};
     return b;
 }
 

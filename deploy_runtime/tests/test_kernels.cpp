@@ -1,8 +1,12 @@
 // Each reference kernel, run through Model and Session on small builder models, against a naive
 // interpreter of the same records written here (explicitly padded inputs, multi-index loops).
-// Also: 1 vs 2 threads give identical bytes, and batch 3 equals three batch-1 runs.
+// The interpreter holds every tensor as doubles: int8 values exactly (compared exactly), float32
+// values computed in double (compared within 1e-5 * (1 + |expected|)). Also: 1 vs 2 threads give
+// identical bytes, batch 3 equals three batch-1 runs, and hand-worked values pin the naive code.
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 
 #include "check.h"
@@ -11,8 +15,10 @@
 #include "qtk/runtime.h"
 #include "thread_pool.h"
 
+using qtk::DType;
 using qtk::Shape;
 using qtk_test::AttrSpec;
+using qtk_test::float_attr;
 using qtk_test::ModelBuilder;
 using qtk_test::NodeSpec;
 using qtk_test::Rng;
@@ -20,9 +26,12 @@ using qtk_test::ValueSpec;
 
 namespace {
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 struct Naive {
     Shape shape;
-    std::vector<int8_t> data;
+    DType dtype = DType::kInt8;
+    std::vector<double> v;  // row-major
 };
 
 int64_t count_of(const Shape& s) {
@@ -33,87 +42,153 @@ int64_t count_of(const Shape& s) {
     return n;
 }
 
-const std::vector<int64_t>& attr(const NodeSpec& node, const std::string& key) {
+std::vector<int64_t> unflatten(int64_t flat, const Shape& s) {
+    std::vector<int64_t> idx(s.size());
+    for (size_t d = s.size(); d-- > 0;) {
+        idx[d] = flat % s[d];
+        flat /= s[d];
+    }
+    return idx;
+}
+
+int64_t flatten_index(const std::vector<int64_t>& idx, const Shape& s) {
+    int64_t flat = 0;
+    for (size_t d = 0; d < s.size(); ++d) {
+        flat = flat * s[d] + idx[d];
+    }
+    return flat;
+}
+
+bool has_attr(const NodeSpec& node, const std::string& key) {
     for (const AttrSpec& a : node.attrs) {
         if (a.key == key) {
-            return a.ints;
+            return true;
         }
     }
-    static const std::vector<int64_t> kMissing;
+    return false;
+}
+
+const AttrSpec& attr_spec(const NodeSpec& node, const std::string& key) {
+    for (const AttrSpec& a : node.attrs) {
+        if (a.key == key) {
+            return a;
+        }
+    }
+    static const AttrSpec kMissing("", {});
     qtk_test::report_failure(__FILE__, __LINE__, "test model lacks attribute " + key);
     return kMissing;
 }
 
-std::vector<int32_t> int32_data(const ValueSpec& v) {
-    std::vector<int32_t> out(v.data.size() / 4);
-    for (size_t i = 0; i < out.size(); ++i) {
+const std::vector<int64_t>& attr(const NodeSpec& node, const std::string& key) {
+    return attr_spec(node, key).ints;
+}
+
+// A float kernel's optional bounds; unbounded without the attribute.
+std::pair<double, double> bounds_of(const NodeSpec& node) {
+    if (!has_attr(node, "bounds")) {
+        return {-kInf, kInf};
+    }
+    const std::vector<float>& b = attr_spec(node, "bounds").floats;
+    return {b[0], b[1]};
+}
+
+double bounded(const NodeSpec& node, double v) {
+    const auto b = bounds_of(node);
+    return std::min(std::max(v, b.first), b.second);
+}
+
+// A constant's values, decoded by dtype from its little-endian bytes.
+std::vector<double> constant_values(const ValueSpec& v) {
+    std::vector<double> out;
+    if (v.dtype == 1) {
+        for (uint8_t byte : v.data) {
+            out.push_back(static_cast<int8_t>(byte));
+        }
+        return out;
+    }
+    for (size_t i = 0; i + 4 <= v.data.size(); i += 4) {
         uint32_t u = 0;
         for (int b = 0; b < 4; ++b) {
-            u |= uint32_t{v.data[4 * i + b]} << (8 * b);
+            u |= uint32_t{v.data[i + b]} << (8 * b);
         }
-        out[i] = static_cast<int32_t>(u);
+        if (v.dtype == 2) {
+            out.push_back(static_cast<int32_t>(u));
+        } else {
+            float f;
+            std::memcpy(&f, &u, 4);
+            out.push_back(f);
+        }
     }
     return out;
 }
 
+int32_t i32(int64_t v) { return static_cast<int32_t>(v); }
+int8_t q8(double v) { return static_cast<int8_t>(v); }
+
 // [N, C, H, W] -> [N, C, H + 2 ph, W + 2 pw] with `fill` around.
-std::vector<int32_t> pad_planes(const Naive& x, int64_t ph, int64_t pw, int32_t fill) {
+std::vector<double> pad_planes(const Naive& x, int64_t ph, int64_t pw, double fill) {
     const int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2], w = x.shape[3];
     const int64_t hp = h + 2 * ph, wp = w + 2 * pw;
-    std::vector<int32_t> out(n * c * hp * wp, fill);
+    std::vector<double> out(n * c * hp * wp, fill);
     for (int64_t p = 0; p < n * c; ++p) {
         for (int64_t y = 0; y < h; ++y) {
             for (int64_t xx = 0; xx < w; ++xx) {
-                out[(p * hp + y + ph) * wp + xx + pw] = x.data[(p * h + y) * w + xx];
+                out[(p * hp + y + ph) * wp + xx + pw] = x.v[(p * h + y) * w + xx];
             }
         }
     }
     return out;
 }
 
+// Conv and linear: int8 requantizes the exact sum per channel (spec 4); float32 applies bounds.
+double finish_accumulator(const NodeSpec& node, const ValueSpec& y, double acc, int64_t channel) {
+    if (y.dtype == 3) {
+        return static_cast<float>(bounded(node, acc));
+    }
+    const auto& clamp = attr(node, "clamp");
+    return qtk::arith::requantize(static_cast<int32_t>(acc), i32(attr(node, "multiplier")[channel]),
+                                  i32(attr(node, "shift")[channel]), y.zero_point, i32(clamp[0]),
+                                  i32(clamp[1]));
+}
+
 Naive naive_conv(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
     const ValueSpec& xv = b.values[node.inputs[0]];
     const ValueSpec& wv = b.values[node.inputs[1]];
     const ValueSpec& yv = b.values[node.outputs[0]];
-    const std::vector<int32_t> bias = int32_data(b.values[node.inputs[2]]);
+    const std::vector<double> weight = constant_values(wv);
+    const std::vector<double> bias = constant_values(b.values[node.inputs[2]]);
     const auto& stride = attr(node, "stride");
     const auto& pad = attr(node, "padding");
     const auto& dil = attr(node, "dilation");
     const int64_t groups = attr(node, "groups")[0];
-    const auto& mult = attr(node, "multiplier");
-    const auto& shift = attr(node, "shift");
-    const auto& clamp = attr(node, "clamp");
     const int64_t n = x.shape[0], h = x.shape[2], w = x.shape[3];
     const int64_t o = wv.dims[0], cg = wv.dims[1], kh = wv.dims[2], kw = wv.dims[3];
     const int64_t hp = h + 2 * pad[0], wp = w + 2 * pad[1];
     const int64_t ho = (hp - dil[0] * (kh - 1) - 1) / stride[0] + 1;
     const int64_t wo = (wp - dil[1] * (kw - 1) - 1) / stride[1] + 1;
-    const std::vector<int32_t> padded = pad_planes(x, pad[0], pad[1], xv.zero_point);
-    Naive y{{n, o, ho, wo}, std::vector<int8_t>(n * o * ho * wo)};
+    // Padding holds the real value 0: z_x for int8, 0 for float32 (whose zero point is 0).
+    const std::vector<double> padded = pad_planes(x, pad[0], pad[1], xv.zero_point);
+    Naive y{{n, o, ho, wo}, x.dtype, std::vector<double>(n * o * ho * wo)};
     for (int64_t s = 0; s < n; ++s) {
         for (int64_t oc = 0; oc < o; ++oc) {
             for (int64_t oy = 0; oy < ho; ++oy) {
                 for (int64_t ox = 0; ox < wo; ++ox) {
                     const int64_t g = oc / (o / groups);
-                    int64_t acc = bias[oc];
+                    double acc = bias[oc];
                     for (int64_t ic = 0; ic < cg; ++ic) {
                         for (int64_t ky = 0; ky < kh; ++ky) {
                             for (int64_t kx = 0; kx < kw; ++kx) {
                                 const int64_t c = g * cg + ic;
-                                const int32_t xq = padded[((s * x.shape[1] + c) * hp +
-                                                           oy * stride[0] + ky * dil[0]) *
-                                                              wp +
-                                                          ox * stride[1] + kx * dil[1]];
-                                const int32_t wq = static_cast<int8_t>(
-                                    wv.data[((oc * cg + ic) * kh + ky) * kw + kx]);
-                                acc += (xq - xv.zero_point) * wq;
+                                const double xq = padded[((s * x.shape[1] + c) * hp +
+                                                          oy * stride[0] + ky * dil[0]) *
+                                                             wp +
+                                                         ox * stride[1] + kx * dil[1]];
+                                acc += (xq - xv.zero_point) *
+                                       weight[((oc * cg + ic) * kh + ky) * kw + kx];
                             }
                         }
                     }
-                    y.data[((s * o + oc) * ho + oy) * wo + ox] = qtk::arith::requantize(
-                        static_cast<int32_t>(acc), static_cast<int32_t>(mult[oc]),
-                        static_cast<int32_t>(shift[oc]), yv.zero_point,
-                        static_cast<int32_t>(clamp[0]), static_cast<int32_t>(clamp[1]));
+                    y.v[((s * o + oc) * ho + oy) * wo + ox] = finish_accumulator(node, yv, acc, oc);
                 }
             }
         }
@@ -123,94 +198,161 @@ Naive naive_conv(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
 
 Naive naive_linear(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
     const ValueSpec& wv = b.values[node.inputs[1]];
-    const std::vector<int32_t> bias = int32_data(b.values[node.inputs[2]]);
-    const int32_t zx = b.values[node.inputs[0]].zero_point,
-                  zy = b.values[node.outputs[0]].zero_point;
-    const auto& mult = attr(node, "multiplier");
-    const auto& shift = attr(node, "shift");
-    const auto& clamp = attr(node, "clamp");
+    const std::vector<double> weight = constant_values(wv);
+    const std::vector<double> bias = constant_values(b.values[node.inputs[2]]);
+    const int32_t zx = b.values[node.inputs[0]].zero_point;
     const int64_t n = x.shape[0], k = x.shape[1], o = wv.dims[0];
-    Naive y{{n, o}, std::vector<int8_t>(n * o)};
+    Naive y{{n, o}, x.dtype, std::vector<double>(n * o)};
     for (int64_t s = 0; s < n; ++s) {
         for (int64_t j = 0; j < o; ++j) {
-            int64_t acc = bias[j];
+            double acc = bias[j];
             for (int64_t i = 0; i < k; ++i) {
-                acc += (x.data[s * k + i] - zx) * int32_t{static_cast<int8_t>(wv.data[j * k + i])};
+                acc += (x.v[s * k + i] - zx) * weight[j * k + i];
             }
-            y.data[s * o + j] = qtk::arith::requantize(
-                static_cast<int32_t>(acc), static_cast<int32_t>(mult[j]),
-                static_cast<int32_t>(shift[j]), zy, static_cast<int32_t>(clamp[0]),
-                static_cast<int32_t>(clamp[1]));
+            y.v[s * o + j] = finish_accumulator(node, b.values[node.outputs[0]], acc, j);
         }
     }
     return y;
 }
 
-Naive naive_add(const ModelBuilder& b, const NodeSpec& node, const Naive& a, const Naive& c) {
-    const auto& mult = attr(node, "multiplier");
-    const int32_t shift = static_cast<int32_t>(attr(node, "shift")[0]);
-    const auto& clamp = attr(node, "clamp");
-    const int32_t za = b.values[node.inputs[0]].zero_point,
-                  zb = b.values[node.inputs[1]].zero_point;
-    Naive y{a.shape, std::vector<int8_t>(a.data.size())};
-    for (size_t i = 0; i < a.data.size(); ++i) {
-        const int64_t sum = (a.data[i] - za) * mult[0] + (c.data[i] - zb) * mult[1];
-        y.data[i] = qtk::arith::finish_rescaled_sum(
-            sum, shift, b.values[node.outputs[0]].zero_point, static_cast<int32_t>(clamp[0]),
-            static_cast<int32_t>(clamp[1]));
+// Torch's broadcasting for equal ranks: calls fn(i, ia, ib) for every output element.
+Naive naive_broadcast(const Naive& a, const Naive& c,
+                      const std::function<double(int64_t, int64_t)>& fn) {
+    Shape out(a.shape.size());
+    for (size_t d = 0; d < out.size(); ++d) {
+        out[d] = std::max(a.shape[d], c.shape[d]);
+    }
+    Naive y{out, a.dtype, std::vector<double>(count_of(out))};
+    for (int64_t i = 0; i < count_of(out); ++i) {
+        const std::vector<int64_t> idx = unflatten(i, out);
+        std::vector<int64_t> ia = idx, ib = idx;
+        for (size_t d = 0; d < out.size(); ++d) {
+            ia[d] = a.shape[d] == 1 ? 0 : idx[d];
+            ib[d] = c.shape[d] == 1 ? 0 : idx[d];
+        }
+        y.v[i] = fn(flatten_index(ia, a.shape), flatten_index(ib, c.shape));
     }
     return y;
 }
 
-Naive naive_clamp(const NodeSpec& node, const Naive& x) {
+Naive naive_add(const ModelBuilder& b, const NodeSpec& node, const Naive& a, const Naive& c) {
+    if (a.dtype == DType::kFloat32) {
+        return naive_broadcast(a, c, [&](int64_t ia, int64_t ib) {
+            return static_cast<float>(bounded(node, a.v[ia] + c.v[ib]));
+        });
+    }
+    const auto& mult = attr(node, "multiplier");
     const auto& clamp = attr(node, "clamp");
-    Naive y = x;
-    for (int8_t& v : y.data) {
-        v = static_cast<int8_t>(std::min<int64_t>(std::max<int64_t>(v, clamp[0]), clamp[1]));
+    const int32_t za = b.values[node.inputs[0]].zero_point,
+                  zb = b.values[node.inputs[1]].zero_point;
+    Naive y{a.shape, a.dtype, std::vector<double>(a.v.size())};
+    for (size_t i = 0; i < a.v.size(); ++i) {
+        const int64_t sum = static_cast<int64_t>(a.v[i] - za) * mult[0] +
+                            static_cast<int64_t>(c.v[i] - zb) * mult[1];
+        y.v[i] = qtk::arith::finish_rescaled_sum(sum, i32(attr(node, "shift")[0]),
+                                                 b.values[node.outputs[0]].zero_point,
+                                                 i32(clamp[0]), i32(clamp[1]));
     }
     return y;
+}
+
+Naive naive_mul(const ModelBuilder& b, const NodeSpec& node, const Naive& a, const Naive& c) {
+    if (a.dtype == DType::kFloat32) {
+        return naive_broadcast(a, c, [&](int64_t ia, int64_t ib) {
+            return static_cast<float>(bounded(node, a.v[ia] * c.v[ib]));
+        });
+    }
+    const int32_t za = b.values[node.inputs[0]].zero_point,
+                  zb = b.values[node.inputs[1]].zero_point;
+    const auto& clamp = attr(node, "clamp");
+    return naive_broadcast(a, c, [&](int64_t ia, int64_t ib) {
+        const double product = (a.v[ia] - za) * (c.v[ib] - zb);
+        return qtk::arith::requantize(static_cast<int32_t>(product),
+                                      i32(attr(node, "multiplier")[0]), i32(attr(node, "shift")[0]),
+                                      b.values[node.outputs[0]].zero_point, i32(clamp[0]),
+                                      i32(clamp[1]));
+    });
+}
+
+// Elementwise y = f(x) with the output's dtype.
+Naive naive_map(const Naive& x, DType dtype, const std::function<double(double)>& f) {
+    Naive y{x.shape, dtype, {}};
+    for (double v : x.v) {
+        y.v.push_back(f(v));
+    }
+    return y;
+}
+
+Naive naive_unary(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
+    const ValueSpec& xv = b.values[node.inputs[0]];
+    const ValueSpec& yv = b.values[node.outputs[0]];
+    const std::string& op = node.op;
+    if (op == "clamp" && x.dtype == DType::kInt8) {
+        const auto& clamp = attr(node, "clamp");
+        return naive_map(x, x.dtype, [&](double v) {
+            return std::min<double>(std::max<double>(v, clamp[0]), clamp[1]);
+        });
+    }
+    if (op == "lut") {
+        const std::vector<double> table = constant_values(b.values[node.inputs[1]]);
+        return naive_map(x, x.dtype, [&](double v) { return table[static_cast<size_t>(v + 128)]; });
+    }
+    if (op == "quantize") {
+        const float inv_scale = qtk::arith::inverse_scale(yv.scale);
+        return naive_map(x, DType::kInt8, [&](double v) {
+            return qtk::arith::quantize(static_cast<float>(v), inv_scale, yv.zero_point);
+        });
+    }
+    if (op == "dequantize") {
+        return naive_map(x, DType::kFloat32, [&](double v) {
+            return (v - xv.zero_point) * static_cast<double>(xv.scale);
+        });
+    }
+    // torch's float definitions
+    const std::map<std::string, std::function<double(double)>> functions = {
+        {"clamp", [&](double v) { return bounded(node, v); }},
+        {"hardswish", [](double v) { return v * std::min(std::max(v + 3, 0.0), 6.0) / 6; }},
+        {"hardsigmoid", [](double v) { return std::min(std::max(v + 3, 0.0), 6.0) / 6; }},
+        {"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }},
+    };
+    const auto& f = functions.at(op);
+    return naive_map(x, x.dtype, [&](double v) { return static_cast<float>(f(v)); });
 }
 
 // Walks every input element by multi-index and drops it at its place in the output.
 Naive naive_concat(const ModelBuilder& b, const NodeSpec& node, const std::vector<Naive>& in) {
     const size_t axis = static_cast<size_t>(attr(node, "axis")[0]);
-    const auto& mult = attr(node, "multiplier");
-    const auto& shift = attr(node, "shift");
-    Naive y{in[0].shape, {}};
+    Naive y{in[0].shape, in[0].dtype, {}};
     y.shape[axis] = 0;
     for (const Naive& t : in) {
         y.shape[axis] += t.shape[axis];
     }
-    y.data.resize(count_of(y.shape));
+    y.v.resize(count_of(y.shape));
     int64_t axis_offset = 0;
     for (size_t k = 0; k < in.size(); ++k) {
         const Shape& s = in[k].shape;
         for (int64_t flat = 0; flat < count_of(s); ++flat) {
-            std::vector<int64_t> idx(s.size());
-            int64_t rest = flat;
-            for (size_t d = s.size(); d-- > 0;) {
-                idx[d] = rest % s[d];
-                rest /= s[d];
-            }
+            std::vector<int64_t> idx = unflatten(flat, s);
             idx[axis] += axis_offset;
-            int64_t out_flat = 0;
-            for (size_t d = 0; d < s.size(); ++d) {
-                out_flat = out_flat * y.shape[d] + idx[d];
-            }
-            y.data[out_flat] =
-                qtk::arith::rescale(in[k].data[flat], b.values[node.inputs[k]].zero_point,
-                                    static_cast<int32_t>(mult[k]), static_cast<int32_t>(shift[k]),
-                                    b.values[node.outputs[0]].zero_point);
+            const double v = in[k].v[flat];
+            y.v[flatten_index(idx, y.shape)] =
+                y.dtype == DType::kFloat32
+                    ? v
+                    : qtk::arith::rescale(q8(v), b.values[node.inputs[k]].zero_point,
+                                          i32(attr(node, "multiplier")[k]),
+                                          i32(attr(node, "shift")[k]),
+                                          b.values[node.outputs[0]].zero_point);
         }
         axis_offset += s[axis];
     }
     return y;
 }
 
-// Max and average pooling over an explicitly padded input; `in_bounds` marks real elements.
+// Max and average pooling over an explicitly padded input; a sentinel marks padding.
 Naive naive_pool(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
     const bool is_max = node.op == "max_pool2d";
     const bool global = node.op == "global_avg_pool2d";
+    const bool is_float = x.dtype == DType::kFloat32;
     const int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2], w = x.shape[3];
     const std::vector<int64_t> kernel = global ? std::vector<int64_t>{h, w} : attr(node, "kernel");
     const std::vector<int64_t> stride = global ? std::vector<int64_t>{1, 1} : attr(node, "stride");
@@ -218,21 +360,22 @@ Naive naive_pool(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
     const std::vector<int64_t> dil = is_max ? attr(node, "dilation") : std::vector<int64_t>{1, 1};
     const bool include_pad = node.op == "avg_pool2d" && attr(node, "count_include_pad")[0] == 1;
     const int32_t z = b.values[node.inputs[0]].zero_point;
-    constexpr int32_t kPad = 1000;  // marks padding
-    const std::vector<int32_t> padded = pad_planes(x, pad[0], pad[1], kPad);
+    constexpr double kPad = 1000;  // no test value comes near it
+    const std::vector<double> padded = pad_planes(x, pad[0], pad[1], kPad);
     const int64_t hp = h + 2 * pad[0], wp = w + 2 * pad[1];
     const int64_t ho = (hp - dil[0] * (kernel[0] - 1) - 1) / stride[0] + 1;
     const int64_t wo = (wp - dil[1] * (kernel[1] - 1) - 1) / stride[1] + 1;
-    Naive y{{n, c, ho, wo}, std::vector<int8_t>(n * c * ho * wo)};
+    Naive y{{n, c, ho, wo}, x.dtype, std::vector<double>(n * c * ho * wo)};
     for (int64_t p = 0; p < n * c; ++p) {
         for (int64_t oy = 0; oy < ho; ++oy) {
             for (int64_t ox = 0; ox < wo; ++ox) {
-                int32_t best = -128;
-                int64_t sum = 0, count = 0;
+                double best = is_float ? -kInf : -128;
+                double sum = 0;  // of (q - z) for int8: exact
+                int64_t count = 0;
                 for (int64_t ky = 0; ky < kernel[0]; ++ky) {
                     for (int64_t kx = 0; kx < kernel[1]; ++kx) {
-                        const int32_t v = padded[(p * hp + oy * stride[0] + ky * dil[0]) * wp +
-                                                 ox * stride[1] + kx * dil[1]];
+                        const double v = padded[(p * hp + oy * stride[0] + ky * dil[0]) * wp +
+                                                ox * stride[1] + kx * dil[1]];
                         if (v == kPad) {
                             continue;
                         }
@@ -242,12 +385,185 @@ Naive naive_pool(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
                     }
                 }
                 const int64_t divisor = include_pad ? kernel[0] * kernel[1] : count;
-                y.data[(p * ho + oy) * wo + ox] =
-                    is_max ? static_cast<int8_t>(best) : qtk::arith::average(sum, divisor, z);
+                const double average =
+                    is_float ? static_cast<float>(sum / static_cast<double>(divisor))
+                             : qtk::arith::average(static_cast<int64_t>(sum), divisor, z);
+                y.v[(p * ho + oy) * wo + ox] = is_max ? best : average;
             }
         }
     }
+    if (global && has_attr(node, "keepdim") && attr(node, "keepdim")[0] == 0) {
+        y.shape = {n, c};
+    }
     return y;
+}
+
+// Output element i takes x.v[source[i]], or `fill` where source[i] < 0.
+Naive gather(const Naive& x, const Shape& shape, const std::vector<int64_t>& source,
+             double fill = 0) {
+    Naive y{shape, x.dtype, {}};
+    for (int64_t s : source) {
+        y.v.push_back(s < 0 ? fill : x.v[s]);
+    }
+    return y;
+}
+
+Naive naive_reshape(const NodeSpec& node, const Naive& x) {
+    Shape shape = {x.shape[0]};
+    if (node.op == "flatten") {
+        shape.push_back(count_of(x.shape) / x.shape[0]);
+    } else {
+        const auto& dims = attr(node, "shape");
+        int64_t known = 1;
+        for (int64_t d : dims) {
+            known *= d == -1 ? 1 : d;
+        }
+        for (int64_t d : dims) {
+            shape.push_back(d == -1 ? count_of(x.shape) / x.shape[0] / known : d);
+        }
+    }
+    return Naive{shape, x.dtype, x.v};
+}
+
+Naive naive_permute(const NodeSpec& node, const Naive& x) {
+    const auto& perm = attr(node, "perm");
+    Shape shape;
+    for (int64_t p : perm) {
+        shape.push_back(x.shape[p]);
+    }
+    std::vector<int64_t> source;
+    for (int64_t i = 0; i < count_of(shape); ++i) {
+        const std::vector<int64_t> out = unflatten(i, shape);
+        std::vector<int64_t> in(out.size());
+        for (size_t k = 0; k < perm.size(); ++k) {
+            in[perm[k]] = out[k];
+        }
+        source.push_back(flatten_index(in, x.shape));
+    }
+    return gather(x, shape, source);
+}
+
+std::vector<Naive> naive_split(const NodeSpec& node, const Naive& x) {
+    const size_t axis = static_cast<size_t>(attr(node, "axis")[0]);
+    std::vector<Naive> out;
+    int64_t start = 0;
+    for (int64_t size : attr(node, "sizes")) {
+        Shape shape = x.shape;
+        shape[axis] = size;
+        std::vector<int64_t> source;
+        for (int64_t i = 0; i < count_of(shape); ++i) {
+            std::vector<int64_t> idx = unflatten(i, shape);
+            idx[axis] += start;
+            source.push_back(flatten_index(idx, x.shape));
+        }
+        out.push_back(gather(x, shape, source));
+        start += size;
+    }
+    return out;
+}
+
+Naive naive_pad(const NodeSpec& node, const Naive& x) {
+    const auto& pads = attr(node, "pads");  // left, right, top, bottom
+    const AttrSpec& value = attr_spec(node, "value");
+    const double fill = value.kind == 2 ? value.floats[0] : static_cast<double>(value.ints[0]);
+    const Shape shape = {x.shape[0], x.shape[1], x.shape[2] + pads[2] + pads[3],
+                         x.shape[3] + pads[0] + pads[1]};
+    std::vector<int64_t> source;
+    for (int64_t i = 0; i < count_of(shape); ++i) {
+        std::vector<int64_t> idx = unflatten(i, shape);
+        idx[2] -= pads[2];
+        idx[3] -= pads[0];
+        const bool inside =
+            idx[2] >= 0 && idx[2] < x.shape[2] && idx[3] >= 0 && idx[3] < x.shape[3];
+        source.push_back(inside ? flatten_index(idx, x.shape) : -1);
+    }
+    return gather(x, shape, source, fill);
+}
+
+Naive naive_resize_nearest(const NodeSpec& node, const Naive& x) {
+    const auto& rows = attr(node, "index_h");
+    const auto& cols = attr(node, "index_w");
+    const Shape shape = {x.shape[0], x.shape[1], static_cast<int64_t>(rows.size()),
+                         static_cast<int64_t>(cols.size())};
+    std::vector<int64_t> source;
+    for (int64_t i = 0; i < count_of(shape); ++i) {
+        std::vector<int64_t> idx = unflatten(i, shape);
+        idx[2] = rows[idx[2]];
+        idx[3] = cols[idx[3]];
+        source.push_back(flatten_index(idx, x.shape));
+    }
+    return gather(x, shape, source);
+}
+
+// Spec 12: the four Q10-weighted neighbours, summed exactly, requantized once.
+Naive naive_resize_bilinear(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
+    const auto &h0 = attr(node, "h0"), &h1 = attr(node, "h1"), &hw = attr(node, "h_weight");
+    const auto &w0 = attr(node, "w0"), &w1 = attr(node, "w1"), &ww = attr(node, "w_weight");
+    const int32_t zx = b.values[node.inputs[0]].zero_point;
+    const Shape shape = {x.shape[0], x.shape[1], static_cast<int64_t>(h0.size()),
+                         static_cast<int64_t>(w0.size())};
+    Naive y{shape, x.dtype, {}};
+    for (int64_t i = 0; i < count_of(shape); ++i) {
+        const std::vector<int64_t> idx = unflatten(i, shape);
+        const int64_t oy = idx[2], ox = idx[3];
+        const int64_t rows[2] = {h0[oy], h1[oy]}, cols[2] = {w0[ox], w1[ox]};
+        const int64_t wy[2] = {1024 - hw[oy], hw[oy]}, wx[2] = {1024 - ww[ox], ww[ox]};
+        int64_t acc = 0;
+        for (int a = 0; a < 2; ++a) {
+            for (int c = 0; c < 2; ++c) {
+                const int64_t q = static_cast<int64_t>(
+                    x.v[flatten_index({idx[0], idx[1], rows[a], cols[c]}, x.shape)]);
+                acc += wy[a] * wx[c] * (q - zx);
+            }
+        }
+        y.v.push_back(qtk::arith::requantize(
+            static_cast<int32_t>(acc), i32(attr(node, "multiplier")[0]),
+            i32(attr(node, "shift")[0]), b.values[node.outputs[0]].zero_point, -128, 127));
+    }
+    return y;
+}
+
+std::vector<Naive> naive_node(const ModelBuilder& b, const NodeSpec& node,
+                              const std::vector<Naive>& in) {
+    const std::string& op = node.op;
+    const Naive& x = in[0];
+    if (op == "conv2d") {
+        return {naive_conv(b, node, x)};
+    }
+    if (op == "linear") {
+        return {naive_linear(b, node, x)};
+    }
+    if (op == "add") {
+        return {naive_add(b, node, x, in[1])};
+    }
+    if (op == "mul") {
+        return {naive_mul(b, node, x, in[1])};
+    }
+    if (op == "concat") {
+        return {naive_concat(b, node, in)};
+    }
+    if (op == "max_pool2d" || op == "avg_pool2d" || op == "global_avg_pool2d") {
+        return {naive_pool(b, node, x)};
+    }
+    if (op == "flatten" || op == "reshape") {
+        return {naive_reshape(node, x)};
+    }
+    if (op == "permute") {
+        return {naive_permute(node, x)};
+    }
+    if (op == "split") {
+        return naive_split(node, x);
+    }
+    if (op == "pad") {
+        return {naive_pad(node, x)};
+    }
+    if (op == "resize_nearest") {
+        return {naive_resize_nearest(node, x)};
+    }
+    if (op == "resize_bilinear") {
+        return {naive_resize_bilinear(b, node, x)};
+    }
+    return {naive_unary(b, node, x)};
 }
 
 std::vector<Naive> naive_run(const ModelBuilder& b, const std::vector<Naive>& inputs) {
@@ -256,28 +572,14 @@ std::vector<Naive> naive_run(const ModelBuilder& b, const std::vector<Naive>& in
         env[b.inputs[i]] = inputs[i];
     }
     for (const NodeSpec& node : b.nodes) {
-        const Naive& x = env[node.inputs[0]];
-        Naive y;
-        if (node.op == "conv2d") {
-            y = naive_conv(b, node, x);
-        } else if (node.op == "linear") {
-            y = naive_linear(b, node, x);
-        } else if (node.op == "add") {
-            y = naive_add(b, node, x, env[node.inputs[1]]);
-        } else if (node.op == "clamp") {
-            y = naive_clamp(node, x);
-        } else if (node.op == "flatten") {
-            y = Naive{{x.shape[0], count_of(x.shape) / x.shape[0]}, x.data};
-        } else if (node.op == "concat") {
-            std::vector<Naive> in;
-            for (uint32_t id : node.inputs) {
-                in.push_back(env[id]);
-            }
-            y = naive_concat(b, node, in);
-        } else {
-            y = naive_pool(b, node, x);
+        std::vector<Naive> in;
+        for (uint32_t id : node.inputs) {
+            in.push_back(env[id]);  // constants are read from the builder, not from here
         }
-        env[node.outputs[0]] = y;
+        const std::vector<Naive> out = naive_node(b, node, in);
+        for (size_t i = 0; i < out.size(); ++i) {
+            env[node.outputs[i]] = out[i];
+        }
     }
     std::vector<Naive> out;
     for (uint32_t id : b.outputs) {
@@ -286,14 +588,32 @@ std::vector<Naive> naive_run(const ModelBuilder& b, const std::vector<Naive>& in
     return out;
 }
 
-std::vector<qtk::Tensor> session_run(qtk::Session& session, const std::vector<Naive>& inputs) {
-    std::vector<const int8_t*> ptrs;
+std::vector<Naive> session_run(qtk::Session& session, const std::vector<Naive>& inputs) {
+    std::vector<std::vector<int8_t>> int8s(inputs.size());
+    std::vector<std::vector<float>> floats(inputs.size());
+    std::vector<const void*> ptrs;
     std::vector<Shape> shapes;
-    for (const Naive& t : inputs) {
-        ptrs.push_back(t.data.data());
-        shapes.push_back(t.shape);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        for (double v : inputs[i].v) {
+            if (inputs[i].dtype == DType::kFloat32) {
+                floats[i].push_back(static_cast<float>(v));
+            } else {
+                int8s[i].push_back(q8(v));
+            }
+        }
+        ptrs.push_back(inputs[i].dtype == DType::kFloat32
+                           ? static_cast<const void*>(floats[i].data())
+                           : int8s[i].data());
+        shapes.push_back(inputs[i].shape);
     }
-    return session.run(ptrs, shapes);
+    std::vector<Naive> out;
+    for (const qtk::Tensor& t : session.run(ptrs, shapes)) {
+        Naive n{t.shape, t.dtype, {}};
+        n.v.assign(t.data.begin(), t.data.end());
+        n.v.insert(n.v.end(), t.float_data.begin(), t.float_data.end());
+        out.push_back(n);
+    }
+    return out;
 }
 
 std::vector<Naive> random_inputs(const ModelBuilder& b, int64_t batch, Rng& rng) {
@@ -301,7 +621,16 @@ std::vector<Naive> random_inputs(const ModelBuilder& b, int64_t batch, Rng& rng)
     for (uint32_t id : b.inputs) {
         Shape s = b.values[id].dims;
         s[0] = batch;
-        in.push_back(Naive{s, rng.int8s(static_cast<size_t>(count_of(s)))});
+        const size_t n = static_cast<size_t>(count_of(s));
+        Naive t{s, static_cast<DType>(b.values[id].dtype), {}};
+        if (t.dtype == DType::kFloat32) {
+            const std::vector<float> v = rng.floats(n, -4, 4);
+            t.v.assign(v.begin(), v.end());
+        } else {
+            const std::vector<int8_t> v = rng.int8s(n);
+            t.v.assign(v.begin(), v.end());
+        }
+        in.push_back(t);
     }
     return in;
 }
@@ -311,7 +640,25 @@ Naive sample(const Naive& t, int64_t n) {
     const int64_t per = count_of(t.shape) / t.shape[0];
     Shape s = t.shape;
     s[0] = 1;
-    return Naive{s, std::vector<int8_t>(t.data.begin() + n * per, t.data.begin() + (n + 1) * per)};
+    return Naive{s, t.dtype,
+                 std::vector<double>(t.v.begin() + n * per, t.v.begin() + (n + 1) * per)};
+}
+
+// int8 exactly; float32 within 1e-5 * (1 + |expected|). An empty string when they agree.
+std::string compare(const Naive& got, const Naive& want) {
+    if (got.shape != want.shape || got.dtype != want.dtype) {
+        return "shape " + qtk::to_string(got.shape) + " " + qtk::dtype_name(got.dtype) +
+               ", expected " + qtk::to_string(want.shape) + " " + qtk::dtype_name(want.dtype);
+    }
+    for (size_t i = 0; i < got.v.size(); ++i) {
+        const double tolerance =
+            want.dtype == DType::kFloat32 ? 1e-5 * (1 + std::fabs(want.v[i])) : 0;
+        if (!(std::fabs(got.v[i] - want.v[i]) <= tolerance)) {
+            return "element " + std::to_string(i) + " is " + std::to_string(got.v[i]) +
+                   ", expected " + std::to_string(want.v[i]);
+        }
+    }
+    return "";
 }
 
 void check_model(const std::string& name, const ModelBuilder& b) {
@@ -330,33 +677,32 @@ void check_model(const std::string& name, const ModelBuilder& b) {
     for (int64_t batch : {int64_t{1}, int64_t{3}, int64_t{1}}) {
         const std::vector<Naive> inputs = random_inputs(b, batch, rng);
         const std::vector<Naive> expected = naive_run(b, inputs);
-        const std::vector<qtk::Tensor> got1 = session_run(one_thread, inputs);
-        const std::vector<qtk::Tensor> got2 = session_run(two_threads, inputs);
+        const std::vector<Naive> got1 = session_run(one_thread, inputs);
+        const std::vector<Naive> got2 = session_run(two_threads, inputs);
         CHECK(one_thread.arena_bytes() >= one_thread.arena_lower_bound());
         CHECK_EQ(got1.size(), expected.size());
         for (size_t i = 0; i < std::min(got1.size(), expected.size()); ++i) {
-            if (got1[i].shape != expected[i].shape || got1[i].data != expected[i].data) {
+            const std::string difference = compare(got1[i], expected[i]);
+            if (!difference.empty()) {
                 qtk_test::report_failure(__FILE__, __LINE__,
-                                         name + ": output " + std::to_string(i) +
-                                             " differs from the naive result (batch " +
-                                             std::to_string(batch) + ", shape " +
-                                             qtk::to_string(got1[i].shape) + ")");
+                                         name + ": output " + std::to_string(i) + " (batch " +
+                                             std::to_string(batch) +
+                                             ") differs from the naive result: " + difference);
             }
-            if (got2[i].data != got1[i].data) {
+            if (got2[i].v != got1[i].v) {
                 qtk_test::report_failure(__FILE__, __LINE__,
                                          name + ": 2 threads differ from 1 thread");
             }
         }
-        // Each sample of a batch equals that sample run alone.
+        // Each sample of a batch equals that sample run alone, to the bit.
         for (int64_t n = 0; batch > 1 && n < batch; ++n) {
             std::vector<Naive> single;
             for (const Naive& t : inputs) {
                 single.push_back(sample(t, n));
             }
-            const std::vector<qtk::Tensor> alone = session_run(one_thread, single);
+            const std::vector<Naive> alone = session_run(one_thread, single);
             for (size_t i = 0; i < got1.size(); ++i) {
-                const Naive part = sample(Naive{got1[i].shape, got1[i].data}, n);
-                if (part.data != alone[i].data) {
+                if (sample(got1[i], n).v != alone[i].v) {
                     qtk_test::report_failure(__FILE__, __LINE__,
                                              name + ": batch sample " + std::to_string(n) +
                                                  " differs from the batch-1 run");
@@ -551,6 +897,400 @@ void test_session_errors() {
                       "input 1 ('y'): batch 1 differs from input 0's batch 2");
 }
 
+ModelBuilder float_op_model(const std::string& op, Shape x_dims, Shape y_dims,
+                            std::vector<AttrSpec> attrs) {
+    ModelBuilder b;
+    const uint32_t x = b.float_activation("x", x_dims);
+    const uint32_t y = b.float_activation("y", y_dims);
+    b.node(op, op, {x}, {y}, std::move(attrs));
+    b.inputs = {x};
+    b.outputs = {y};
+    return b;
+}
+
+// Two graph inputs a, b into one binary op (int8 with the given requantization, or float32).
+ModelBuilder binary_model(const std::string& op, Shape a_dims, Shape b_dims, Shape y_dims,
+                          bool float32, std::vector<AttrSpec> attrs) {
+    ModelBuilder b;
+    const uint32_t a =
+        float32 ? b.float_activation("a", a_dims) : b.activation("a", a_dims, 0.1f, 5);
+    const uint32_t c =
+        float32 ? b.float_activation("b", b_dims) : b.activation("b", b_dims, 0.07f, -9);
+    const uint32_t y =
+        float32 ? b.float_activation("y", y_dims) : b.activation("y", y_dims, 0.3f, 2);
+    b.node(op, op, {a, c}, {y}, std::move(attrs));
+    b.inputs = {a, c};
+    b.outputs = {y};
+    return b;
+}
+
+std::vector<AttrSpec> mul_attrs(int64_t lo = -128, int64_t hi = 127) {
+    const qtk_test::Requant r = qtk_test::quantize_multiplier(0.1 * 0.07 / 0.3);
+    return {AttrSpec("multiplier", {r.multiplier}), AttrSpec("shift", {r.shift}),
+            AttrSpec("clamp", {lo, hi})};
+}
+
+void test_mul() {
+    check_model("mul, same shapes, clamp", binary_model("mul", {1, 2, 3, 3}, {1, 2, 3, 3},
+                                                        {1, 2, 3, 3}, false, mul_attrs(-10, 90)));
+    check_model("mul squeeze-excitation broadcast [N,C,H,W] * [N,C,1,1]",
+                binary_model("mul", {1, 5, 4, 3}, {1, 5, 1, 1}, {1, 5, 4, 3}, false, mul_attrs()));
+    check_model("mul broadcasting both ways, odd shape",
+                binary_model("mul", {1, 1, 7, 5}, {1, 3, 7, 1}, {1, 3, 7, 5}, false, mul_attrs()));
+    check_model("mul rank 2", binary_model("mul", {1, 9}, {1, 1}, {1, 9}, false, mul_attrs()));
+}
+
+void test_lut() {
+    ModelBuilder b;
+    Rng rng(3);
+    const uint32_t x = b.activation("x", {1, 3, 5, 7}, 0.05f, -3);
+    const uint32_t table = b.weight("act.table", {256}, rng.int8s(256));
+    const uint32_t y = b.activation("y", {1, 3, 5, 7}, 0.02f, 40);
+    b.node("lut", "act", {x, table}, {y});
+    b.inputs = {x};
+    b.outputs = {y};
+    check_model("lut, random table", b);
+}
+
+void test_data_movement() {
+    for (bool float32 : {false, true}) {
+        const std::string dtype = float32 ? " float32" : " int8";
+        auto model = [&](const std::string& op, Shape x, Shape y, std::vector<AttrSpec> attrs) {
+            return float32 ? float_op_model(op, x, y, std::move(attrs))
+                           : single_op_model(op, x, y, std::move(attrs), 0.05f, -3);
+        };
+        check_model("reshape with -1" + dtype,
+                    model("reshape", {1, 6, 2, 5}, {1, 3, 20}, {AttrSpec("shape", {3, -1})}));
+        check_model("reshape to rank 5" + dtype, model("reshape", {1, 12, 5}, {1, 2, 3, 2, 5},
+                                                       {AttrSpec("shape", {2, 3, 2, 5})}));
+        check_model("permute NCHW -> NHWC" + dtype,
+                    model("permute", {1, 3, 4, 5}, {1, 4, 5, 3}, {AttrSpec("perm", {0, 2, 3, 1})}));
+        check_model("permute rank 5" + dtype, model("permute", {1, 2, 3, 4, 5}, {1, 5, 3, 2, 4},
+                                                    {AttrSpec("perm", {0, 4, 2, 1, 3})}));
+        check_model("flatten" + dtype, model("flatten", {1, 3, 2, 5}, {1, 30}, {}));
+        check_model("pad with a nonzero value" + dtype,
+                    model("pad", {1, 2, 3, 4}, {1, 2, 7, 6},
+                          {AttrSpec("pads", {2, 0, 1, 3}),
+                           float32 ? float_attr("value", {-1.5f}) : AttrSpec("value", {-100})}));
+        check_model("pad right and bottom only" + dtype,
+                    model("pad", {1, 1, 2, 2}, {1, 1, 3, 5},
+                          {AttrSpec("pads", {0, 3, 0, 1}),
+                           float32 ? float_attr("value", {0.0f}) : AttrSpec("value", {-3})}));
+        check_model(
+            "resize_nearest 2x up" + dtype,
+            model("resize_nearest", {1, 2, 3, 2}, {1, 2, 6, 4},
+                  {AttrSpec("index_h", {0, 0, 1, 1, 2, 2}), AttrSpec("index_w", {0, 0, 1, 1})}));
+        check_model("resize_nearest odd down" + dtype,
+                    model("resize_nearest", {1, 3, 5, 7}, {1, 3, 2, 3},
+                          {AttrSpec("index_h", {1, 4}), AttrSpec("index_w", {0, 3, 6})}));
+
+        ModelBuilder b;
+        const auto activation = [&](const std::string& name, Shape dims) {
+            return float32 ? b.float_activation(name, dims) : b.activation(name, dims, 0.05f, -3);
+        };
+        const uint32_t x = activation("x", {1, 7, 3, 5});
+        const uint32_t s0 = activation("s0", {1, 2, 3, 5});
+        const uint32_t s1 = activation("s1", {1, 4, 3, 5});
+        const uint32_t s2 = activation("s2", {1, 1, 3, 5});
+        b.node("split", "split_c", {x}, {s0, s1, s2},
+               {AttrSpec("axis", {1}), AttrSpec("sizes", {2, 4, 1})});
+        const uint32_t w0 = activation("w0", {1, 4, 3, 1});
+        const uint32_t w1 = activation("w1", {1, 4, 3, 3});
+        const uint32_t w2 = activation("w2", {1, 4, 3, 1});
+        b.node("split", "split_w", {s1}, {w0, w1, w2},
+               {AttrSpec("axis", {3}), AttrSpec("sizes", {1, 3, 1})});
+        b.inputs = {x};
+        b.outputs = {s0, w0, w1, w2, s2};
+        check_model("split into 3 along channels and along width" + dtype, b);
+
+        // Channel shuffle (ShuffleNet): [N, C, H, W] -> [N, g, C/g, H, W] -> swap -> [N, C, H, W].
+        ModelBuilder shuffle;
+        const auto shuffle_activation = [&](const std::string& name, Shape dims) {
+            return float32 ? shuffle.float_activation(name, dims)
+                           : shuffle.activation(name, dims, 0.05f, -3);
+        };
+        const uint32_t in = shuffle_activation("x", {1, 6, 2, 3});
+        const uint32_t grouped = shuffle_activation("grouped", {1, 3, 2, 2, 3});
+        shuffle.node("reshape", "view", {in}, {grouped}, {AttrSpec("shape", {3, 2, 2, 3})});
+        const uint32_t swapped = shuffle_activation("swapped", {1, 2, 3, 2, 3});
+        shuffle.node("permute", "transpose", {grouped}, {swapped},
+                     {AttrSpec("perm", {0, 2, 1, 3, 4})});
+        const uint32_t out = shuffle_activation("out", {1, 6, 2, 3});
+        shuffle.node("reshape", "merge", {swapped}, {out}, {AttrSpec("shape", {-1, 2, 3})});
+        shuffle.inputs = {in};
+        shuffle.outputs = {out};
+        check_model("channel shuffle (reshape, permute of 5-D, reshape)" + dtype, shuffle);
+    }
+}
+
+void test_resize_bilinear() {
+    const qtk_test::Requant same = qtk_test::quantize_multiplier(1.0 / 1048576.0);
+    const qtk_test::Requant rescaled = qtk_test::quantize_multiplier(0.05 / (0.03 * 1048576.0));
+    // torch, align_corners=False, 3 -> 5 rows and 4 -> 7 columns, plus weights 0 and 1024.
+    check_model(
+        "resize_bilinear up, weights 0, 1024 and odd",
+        single_op_model(
+            "resize_bilinear", {1, 2, 3, 4}, {1, 2, 5, 7},
+            {AttrSpec("h0", {0, 0, 1, 1, 2}), AttrSpec("h1", {1, 1, 2, 2, 2}),
+             AttrSpec("h_weight", {0, 717, 307, 1024, 0}), AttrSpec("w0", {0, 0, 0, 1, 2, 2, 3}),
+             AttrSpec("w1", {1, 1, 1, 2, 3, 3, 3}),
+             AttrSpec("w_weight", {0, 293, 878, 439, 1, 1023, 0}),
+             AttrSpec("multiplier", {rescaled.multiplier}), AttrSpec("shift", {rescaled.shift})},
+            0.03f, 7));
+    check_model(
+        "resize_bilinear down, same scale",
+        single_op_model(
+            "resize_bilinear", {1, 3, 6, 5}, {1, 3, 2, 2},
+            {AttrSpec("h0", {1, 4}), AttrSpec("h1", {2, 5}), AttrSpec("h_weight", {512, 512}),
+             AttrSpec("w0", {0, 3}), AttrSpec("w1", {1, 4}), AttrSpec("w_weight", {640, 128}),
+             AttrSpec("multiplier", {same.multiplier}), AttrSpec("shift", {same.shift})}));
+}
+
+void test_global_avg_pool_keepdim() {
+    check_model("global_avg_pool2d keepdim 0", single_op_model("global_avg_pool2d", {1, 5, 3, 2},
+                                                               {1, 5}, {AttrSpec("keepdim", {0})}));
+    check_model("global_avg_pool2d keepdim 1",
+                single_op_model("global_avg_pool2d", {1, 5, 3, 2}, {1, 5, 1, 1},
+                                {AttrSpec("keepdim", {1})}));
+}
+
+void test_float_kernels() {
+    Rng rng(21);
+    const auto float_conv = [&](Shape x, Shape w, Shape y, std::vector<AttrSpec> attrs) {
+        ModelBuilder b;
+        const uint32_t xi = b.float_activation("x", x);
+        const uint32_t wi = b.float_constant("conv.weight", w, rng.floats(count_of(w), -1, 1));
+        const uint32_t bi = b.float_constant("conv.bias", {w[0]}, rng.floats(w[0], -1, 1));
+        const uint32_t yi = b.float_activation("y", y);
+        b.node("conv2d", "conv", {xi, wi, bi}, {yi}, std::move(attrs));
+        b.inputs = {xi};
+        b.outputs = {yi};
+        return b;
+    };
+    check_model("float conv 3x3 pad 1",
+                float_conv({1, 3, 5, 4}, {4, 3, 3, 3}, {1, 4, 5, 4},
+                           {AttrSpec("stride", {1, 1}), AttrSpec("padding", {1, 1}),
+                            AttrSpec("dilation", {1, 1}), AttrSpec("groups", {1})}));
+    check_model("float conv grouped, strided, dilated, ReLU6 bounds",
+                float_conv({1, 4, 9, 8}, {6, 2, 3, 2}, {1, 6, 5, 7},
+                           {AttrSpec("stride", {2, 1}), AttrSpec("padding", {2, 1}),
+                            AttrSpec("dilation", {2, 3}), AttrSpec("groups", {2}),
+                            float_attr("bounds", {0.0f, 6.0f})}));
+    check_model("float conv depthwise",
+                float_conv({1, 3, 5, 5}, {3, 1, 3, 3}, {1, 3, 2, 2},
+                           {AttrSpec("stride", {2, 2}), AttrSpec("padding", {0, 0}),
+                            AttrSpec("dilation", {1, 1}), AttrSpec("groups", {3}),
+                            float_attr("bounds", {-0.5f, 0.5f})}));
+
+    for (bool bounded : {false, true}) {
+        ModelBuilder b;
+        const uint32_t x = b.float_activation("x", {1, 13});
+        const uint32_t w = b.float_constant("fc.weight", {4, 13}, rng.floats(52, -1, 1));
+        const uint32_t bias = b.float_constant("fc.bias", {4}, rng.floats(4, -1, 1));
+        const uint32_t y = b.float_activation("y", {1, 4});
+        std::vector<AttrSpec> attrs;
+        if (bounded) {
+            attrs.push_back(float_attr("bounds", {0.0f, 1e30f}));
+        }
+        b.node("linear", "fc", {x, w, bias}, {y}, attrs);
+        b.inputs = {x};
+        b.outputs = {y};
+        check_model(std::string("float linear") + (bounded ? " with ReLU bounds" : ""), b);
+    }
+
+    for (const char* op : {"add", "mul"}) {
+        const std::string name = std::string("float ") + op;
+        check_model(name + " same shapes",
+                    binary_model(op, {1, 2, 3, 3}, {1, 2, 3, 3}, {1, 2, 3, 3}, true, {}));
+        check_model(name + " broadcast both ways, bounds",
+                    binary_model(op, {1, 1, 4, 5}, {1, 3, 4, 1}, {1, 3, 4, 5}, true,
+                                 {float_attr("bounds", {-2.0f, 3.0f})}));
+    }
+
+    ModelBuilder cat;
+    const uint32_t a = cat.float_activation("a", {1, 2, 3, 2});
+    const uint32_t c = cat.float_activation("b", {1, 3, 3, 2});
+    const uint32_t y = cat.float_activation("y", {1, 5, 3, 2});
+    cat.node("concat", "cat", {a, c}, {y}, {AttrSpec("axis", {1})});
+    const uint32_t z = cat.float_activation("z", {1, 5, 3, 4});
+    cat.node("concat", "cat_w", {y, y}, {z}, {AttrSpec("axis", {3})});
+    cat.inputs = {a, c};
+    cat.outputs = {z};
+    check_model("float concat along channels and width", cat);
+
+    check_model("float clamp", float_op_model("clamp", {1, 3, 4, 5}, {1, 3, 4, 5},
+                                              {float_attr("bounds", {-1.0f, 2.5f})}));
+    for (const char* op : {"hardswish", "hardsigmoid", "sigmoid"}) {
+        check_model(std::string("float ") + op, float_op_model(op, {1, 3, 4, 5}, {1, 3, 4, 5}, {}));
+    }
+    check_model("float max_pool2d 3x2 stride 2x1 pad 1 dilation 1x2",
+                float_op_model("max_pool2d", {1, 2, 7, 7}, {1, 2, 4, 7},
+                               {AttrSpec("kernel", {3, 2}), AttrSpec("stride", {2, 1}),
+                                AttrSpec("padding", {1, 1}), AttrSpec("dilation", {1, 2})}));
+    for (int64_t include_pad : {0, 1}) {
+        check_model(
+            "float avg_pool2d 3x3 stride 2 pad 1 count_include_pad " + std::to_string(include_pad),
+            float_op_model(
+                "avg_pool2d", {1, 3, 6, 5}, {1, 3, 3, 3},
+                {AttrSpec("kernel", {3, 3}), AttrSpec("stride", {2, 2}),
+                 AttrSpec("padding", {1, 1}), AttrSpec("count_include_pad", {include_pad})}));
+    }
+    check_model("float global_avg_pool2d",
+                float_op_model("global_avg_pool2d", {1, 4, 3, 5}, {1, 4, 1, 1}, {}));
+    check_model(
+        "float global_avg_pool2d keepdim 0",
+        float_op_model("global_avg_pool2d", {1, 4, 3, 5}, {1, 4}, {AttrSpec("keepdim", {0})}));
+}
+
+void test_quantize_dequantize() {
+    ModelBuilder b;
+    const uint32_t x = b.float_activation("x", {1, 2, 3, 4});
+    const uint32_t q = b.activation("q", {1, 2, 3, 4}, 0.03f, -17);
+    b.node("quantize", "quant", {x}, {q});
+    const uint32_t f = b.float_activation("f", {1, 2, 3, 4});
+    b.node("dequantize", "dequant", {q}, {f});
+    b.inputs = {x};
+    b.outputs = {q, f};
+    check_model("quantize then dequantize", b);
+}
+
+// One batch-1 run of a builder model on the given inputs.
+std::vector<Naive> run_once(const ModelBuilder& b, const std::vector<Naive>& inputs) {
+    const std::vector<uint8_t> bytes = b.build();
+    qtk::Session s(qtk::Model::from_bytes(bytes.data(), bytes.size()));
+    return session_run(s, inputs);
+}
+
+Naive int8_tensor(Shape shape, std::vector<double> v) { return Naive{shape, DType::kInt8, v}; }
+Naive float_tensor(Shape shape, std::vector<double> v) { return Naive{shape, DType::kFloat32, v}; }
+
+// Hand-worked values of the new ops, so the naive interpreter is itself pinned down.
+void test_hand_worked_new_ops() {
+    // mul: m = 0.5 * 0.25 / 0.125 = 1 (M = 2^30, n = 30); (2 - 0) * (5 - 1) = 8,
+    // (-3) * 4 = -12, (100) * 4 = 400 -> clamp 127.
+    {
+        ModelBuilder b;
+        const uint32_t a = b.activation("a", {1, 3}, 0.5f, 0);
+        const uint32_t c = b.activation("b", {1, 1}, 0.25f, 1);
+        const uint32_t y = b.activation("y", {1, 3}, 0.125f, 0);
+        b.node("mul", "mul", {a, c}, {y},
+               {AttrSpec("multiplier", {1 << 30}), AttrSpec("shift", {30}),
+                AttrSpec("clamp", {-128, 127})});
+        b.inputs = {a, c};
+        b.outputs = {y};
+        const auto out = run_once(b, {int8_tensor({1, 3}, {2, -3, 100}), int8_tensor({1, 1}, {5})});
+        CHECK(out[0].v == (std::vector<double>{8, -12, 127}));
+    }
+    // bilinear: q = [[0, 10], [20, 30]], z = 0, at (y 0.5, x 0.25): rows 2.5 and 22.5, mean
+    // 12.5 -> acc = 12.5 * 2^20, m = 2^-20 rounds half up to 13. Weights 1024 / 0 pick one
+    // neighbour exactly: (row 1, col 0) = 20.
+    {
+        ModelBuilder b = single_op_model(
+            "resize_bilinear", {1, 1, 2, 2}, {1, 1, 1, 2},
+            {AttrSpec("h0", {0}), AttrSpec("h1", {1}), AttrSpec("h_weight", {512}),
+             AttrSpec("w0", {0, 0}), AttrSpec("w1", {1, 1}), AttrSpec("w_weight", {256, 0}),
+             AttrSpec("multiplier", {1 << 30}), AttrSpec("shift", {50})},
+            0.05f, 0);
+        b.values[0].zero_point = 0;
+        CHECK(run_once(b, {int8_tensor({1, 1, 2, 2}, {0, 10, 20, 30})})[0].v ==
+              (std::vector<double>{13, 10}));
+        b.nodes[0].attrs[2] = AttrSpec("h_weight", {1024});
+        CHECK(run_once(b, {int8_tensor({1, 1, 2, 2}, {0, 10, 20, 30})})[0].v ==
+              (std::vector<double>{23, 20}));  // row 1: 20 * 0.75 + 30 * 0.25 = 22.5 -> 23
+    }
+    // pad [5] by left 1, bottom 1 with -7.
+    CHECK(run_once(single_op_model("pad", {1, 1, 1, 1}, {1, 1, 2, 2},
+                                   {AttrSpec("pads", {1, 0, 0, 1}), AttrSpec("value", {-7})}),
+                   {int8_tensor({1, 1, 1, 1}, {5})})[0]
+              .v == (std::vector<double>{-7, 5, -7, -7}));
+    // permute [1, 2, 3] -> [1, 3, 2]: transposes the 2x3 matrix 0..5.
+    CHECK(run_once(float_op_model("permute", {1, 2, 3}, {1, 3, 2}, {AttrSpec("perm", {0, 2, 1})}),
+                   {float_tensor({1, 2, 3}, {0, 1, 2, 3, 4, 5})})[0]
+              .v == (std::vector<double>{0, 3, 1, 4, 2, 5}));
+    // lut: table[q + 128] = q / 2 (rounded toward zero).
+    {
+        ModelBuilder b;
+        const uint32_t x = b.activation("x", {1, 3}, 0.1f, 0);
+        std::vector<int8_t> halves(256);
+        for (int q = -128; q < 128; ++q) {
+            halves[q + 128] = static_cast<int8_t>(q / 2);
+        }
+        const uint32_t t = b.weight("t", {256}, halves);
+        const uint32_t y = b.activation("y", {1, 3}, 0.2f, 0);
+        b.node("lut", "half", {x, t}, {y});
+        b.inputs = {x};
+        b.outputs = {y};
+        CHECK(run_once(b, {int8_tensor({1, 3}, {-128, 0, 127})})[0].v ==
+              (std::vector<double>{-64, 0, 63}));
+    }
+    // quantize with s = 0.5, z = 3: x / s = 0.5 -> 0, 1.5 -> 2, -0.5 -> 0, 2.5 -> 2 (ties to even),
+    // plus z; huge -> 127; NaN -> z. dequantize: (q - 3) * 0.5.
+    {
+        ModelBuilder b;
+        const uint32_t x = b.float_activation("x", {1, 6});
+        const uint32_t q = b.activation("q", {1, 6}, 0.5f, 3);
+        b.node("quantize", "quant", {x}, {q});
+        const uint32_t f = b.float_activation("f", {1, 6});
+        b.node("dequantize", "dequant", {q}, {f});
+        b.inputs = {x};
+        b.outputs = {q, f};
+        const auto out =
+            run_once(b, {float_tensor({1, 6}, {0.25, 0.75, -0.25, 1.25, 1e9, std::nan("")})});
+        CHECK(out[0].v == (std::vector<double>{3, 5, 3, 5, 127, 3}));
+        CHECK(out[1].v == (std::vector<double>{0, 1, 0, 1, 62, 0}));
+    }
+    // float max pooling propagates NaN like torch, wherever it lies in the window.
+    {
+        const ModelBuilder pool =
+            float_op_model("max_pool2d", {1, 2, 2, 2}, {1, 2, 1, 1},
+                           {AttrSpec("kernel", {2, 2}), AttrSpec("stride", {1, 1}),
+                            AttrSpec("padding", {0, 0}), AttrSpec("dilation", {1, 1})});
+        const double nan = std::nan("");
+        const Naive out =
+            run_once(pool, {float_tensor({1, 2, 2, 2}, {1, nan, 3, 2, nan, 5, 4, 0})})[0];
+        CHECK(std::isnan(out.v[0]) && std::isnan(out.v[1]));
+    }
+    // torch's hardswish, hardsigmoid and sigmoid at a few points.
+    const Naive points = float_tensor({1, 5}, {-4, -1, 0, 1, 4});
+    const std::map<std::string, std::vector<double>> expected = {
+        {"hardswish", {0, -1.0 / 3, 0, 2.0 / 3, 4}},
+        {"hardsigmoid", {0, 1.0 / 3, 0.5, 2.0 / 3, 1}},
+        {"sigmoid", {0.01798620996, 0.2689414214, 0.5, 0.7310585786, 0.98201379}},
+    };
+    for (const auto& e : expected) {
+        const Naive got = run_once(float_op_model(e.first, {1, 5}, {1, 5}, {}), {points})[0];
+        const std::string difference = compare(got, float_tensor({1, 5}, e.second));
+        if (!difference.empty()) {
+            qtk_test::report_failure(__FILE__, __LINE__, e.first + ": " + difference);
+        }
+    }
+}
+
+void test_float_session_edges() {
+    const std::vector<uint8_t> bytes = qtk_test::mixed_model().build();
+    const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
+    CHECK(model->inputs()[0].dtype == DType::kFloat32);
+    CHECK(model->outputs()[0].dtype == DType::kFloat32);
+    CHECK(model->outputs()[2].dtype == DType::kInt8);
+    qtk::Session s(model);
+    const std::vector<float> x(2 * 3 * 6 * 6, 0.5f), y(2 * 4 * 3 * 3, -0.5f);
+    CHECK_THROWS_WITH(s.run({x.data(), y.data()}, {{1, 3, 6, 6}, {1, 4, 3, 4}}),
+                      "input 1 ('y'): expected float32 tensor of shape [N, 4, 3, 3]");
+    const std::vector<qtk::Tensor> out = s.run({x.data(), y.data()}, {{2, 3, 6, 6}, {2, 4, 3, 3}});
+    CHECK(out[0].shape == (Shape{2, 5}) && out[0].float_data.size() == 10 && out[0].data.empty());
+    CHECK(out[2].shape == (Shape{2, 4, 3, 3}) && out[2].data.size() == 72 &&
+          out[2].float_data.empty());
+    int8_t q[1];
+    float f[1];
+    CHECK_THROWS_WITH(s.quantize_input(1, x.data(), 1, q),
+                      "input 1 is float32; pass float data directly");
+    CHECK_THROWS_WITH(s.dequantize_output(0, q, 1, f),
+                      "output 0 is float32; it needs no dequantization");
+    q[0] = -1;
+    s.dequantize_output(2, q, 1, f);  // the int8 output: (q - z) * s = (-1 + 3) * 0.1
+    CHECK(f[0] == 0.1f * 2);
+}
+
 // Every index is visited exactly once, for any split; an exception in a task reaches the caller.
 void test_thread_pool() {
     for (int threads : {1, 2, 3, 8}) {
@@ -586,7 +1326,18 @@ int main() {
     test_concat();
     test_pooling();
     test_hand_worked();
-    check_model("sample model (every op)", qtk_test::sample_model());
+    check_model("sample model (the first ops)", qtk_test::sample_model());
+    test_mul();
+    test_lut();
+    test_data_movement();
+    test_resize_bilinear();
+    test_global_avg_pool_keepdim();
+    test_float_kernels();
+    test_quantize_dequantize();
+    test_hand_worked_new_ops();
+    check_model("int8 ops model (the newer int8 ops)", qtk_test::int8_ops_model());
+    check_model("mixed-precision model (every float32 kernel)", qtk_test::mixed_model());
     test_session_errors();
+    test_float_session_edges();
     return qtk_test::check_report();
 }

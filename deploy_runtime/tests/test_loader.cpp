@@ -65,8 +65,9 @@ void remove_attr(NodeSpec& n, const std::string& key) {
     }
 }
 
-Bytes edited_model(const std::function<void(ModelBuilder&)>& edit) {
-    ModelBuilder b = qtk_test::sample_model();
+Bytes edited_model(const std::function<void(ModelBuilder&)>& edit,
+                   ModelBuilder (*seed)() = qtk_test::sample_model) {
+    ModelBuilder b = seed();
     edit(b);
     return b.build();
 }
@@ -363,6 +364,175 @@ std::vector<Variant> malformed_variants() {
     v.push_back({"add with a missing input",
                  edited_model([](ModelBuilder& b) { node(b, "add1").inputs.pop_back(); }),
                  "expects 2 inputs, got 1"});
+
+    // The newer int8 ops (int8_ops_model).
+    const auto int8_ops = [](const std::function<void(ModelBuilder&)>& edit) {
+        return edited_model(edit, qtk_test::int8_ops_model);
+    };
+    v.push_back({"perm that is not a permutation", int8_ops([](ModelBuilder& b) {
+                     attr(node(b, "shuffle.transpose"), "perm").ints = {0, 2, 2, 3, 4};
+                 }),
+                 "node 'shuffle.transpose' (permute): attribute 'perm' = [0, 2, 2, 3, 4] is not a "
+                 "permutation (2 appears twice)"});
+    v.push_back({"perm moving the batch", int8_ops([](ModelBuilder& b) {
+                     attr(node(b, "shuffle.transpose"), "perm").ints = {1, 0, 2, 3, 4};
+                 }),
+                 "must start with 0 (the batch stays dim 0)"});
+    v.push_back({"perm of the wrong length", int8_ops([](ModelBuilder& b) {
+                     attr(node(b, "shuffle.transpose"), "perm").ints = {0, 2, 1};
+                 }),
+                 "attribute 'perm' must have 5 values, got 3"});
+    v.push_back({"split sizes not summing to the dim", int8_ops([](ModelBuilder& b) {
+                     attr(node(b, "split"), "sizes").ints = {1, 2, 2};
+                 }),
+                 "node 'split' (split): sizes [1, 2, 2] sum to 5, but the input's dim 1 is 4"});
+    v.push_back({"split sizes not one per output",
+                 int8_ops([](ModelBuilder& b) { attr(node(b, "split"), "sizes").ints = {2, 2}; }),
+                 "attribute 'sizes' must have 3 values, got 2"});
+    v.push_back({"resize_nearest index past the height", int8_ops([](ModelBuilder& b) {
+                     attr(node(b, "up.nearest"), "index_h").ints = {0, 0, 4, 9};
+                 }),
+                 "node 'up.nearest' (resize_nearest): attribute 'index_h'[3] = 9 is outside [0, 9) "
+                 "(the input's height"});
+    v.push_back({"resize_nearest negative index", int8_ops([](ModelBuilder& b) {
+                     attr(node(b, "up.nearest"), "index_w").ints = {5, -1, 0};
+                 }),
+                 "attribute 'index_w'[1] = -1 is outside [0, 2147483647]"});
+    v.push_back({"bilinear weight over 1024", int8_ops([](ModelBuilder& b) {
+                     attr(node(b, "up.bilinear"), "h_weight").ints = {0, 1025, 1024};
+                 }),
+                 "node 'up.bilinear' (resize_bilinear): attribute 'h_weight'[1] = 1025 is outside "
+                 "[0, 1024]"});
+    v.push_back({"bilinear index past the width", int8_ops([](ModelBuilder& b) {
+                     attr(node(b, "up.bilinear"), "w1").ints = {1, 2, 4, 6};
+                 }),
+                 "attribute 'w1'[3] = 6 is outside [0, 6) (the input's width"});
+    v.push_back({"bilinear index lists of different lengths", int8_ops([](ModelBuilder& b) {
+                     attr(node(b, "up.bilinear"), "h1").ints = {1, 4};
+                 }),
+                 "attribute 'h1' must have 3 values, got 2"});
+    v.push_back({"lut table of the wrong size", int8_ops([](ModelBuilder& b) {
+                     value(b, "se.gate.table").dims = {255};
+                     value(b, "se.gate.table").data.resize(255);
+                 }),
+                 "node 'se.gate' (lut): table 'se.gate.table' must have shape [256]"});
+    v.push_back({"lut table of the wrong dtype", int8_ops([](ModelBuilder& b) {
+                     value(b, "se.gate.table").dtype = 3;
+                     value(b, "se.gate.table").data.resize(1024);
+                 }),
+                 "table 'se.gate.table' must be int8, got float32"});
+    v.push_back({"sigmoid of int8",
+                 int8_ops([](ModelBuilder& b) { node(b, "se.gate").op = "sigmoid"; }),
+                 "node 'se.gate' (sigmoid): op 'sigmoid' has no int8 kernel"});
+    v.push_back({"mul of shapes that do not broadcast", int8_ops([](ModelBuilder& b) {
+                     node(b, "se.mul").inputs[0] = value_id(b, "grouped");
+                 }),
+                 "inputs of shapes [1, 2, 2, 6, 5] and [1, 4, 1, 1] do not broadcast"});
+    v.push_back({"reshape with two -1", int8_ops([](ModelBuilder& b) {
+                     attr(node(b, "shuffle.view"), "shape").ints = {-1, -1, 6, 5};
+                 }),
+                 "node 'shuffle.view' (reshape): attribute 'shape' = [-1, -1, 6, 5] has more than "
+                 "one -1"});
+    v.push_back({"reshape to a different element count", int8_ops([](ModelBuilder& b) {
+                     attr(node(b, "shuffle.view"), "shape").ints = {2, 2, 6, 4};
+                 }),
+                 "does not fit the input's 120 elements per sample"});
+    v.push_back({"reshape with a zero dim", int8_ops([](ModelBuilder& b) {
+                     attr(node(b, "shuffle.view"), "shape").ints = {2, 0, 6, 5};
+                 }),
+                 "attribute 'shape'[1] is 0"});
+    v.push_back({"negative padding", int8_ops([](ModelBuilder& b) {
+                     attr(node(b, "pad"), "pads").ints = {1, -1, 2, 1};
+                 }),
+                 "attribute 'pads'[1] = -1 is outside [0, "});
+    v.push_back({"int8 pad value out of range",
+                 int8_ops([](ModelBuilder& b) { attr(node(b, "pad"), "value").ints = {200}; }),
+                 "attribute 'value'[0] = 200 is outside [-128, 127]"});
+    v.push_back({"keepdim not 0 or 1", int8_ops([](ModelBuilder& b) {
+                     attr(node(b, "head.pool"), "keepdim").ints = {2};
+                 }),
+                 "attribute 'keepdim'[0] = 2 is outside [0, 1]"});
+    for (const char* name : {"grouped", "swapped", "padded", "s1", "near", "g"}) {
+        v.push_back(
+            {std::string("pass-through op changing the quantization of ") + name,
+             int8_ops([&](ModelBuilder& b) { value(b, name).zero_point += 1; }),
+             std::string("output '") + name + "' must keep its input's (scale, zero_point)"});
+    }
+
+    // Float32 values and kernels (mixed_model).
+    const auto mixed = [](const std::function<void(ModelBuilder&)>& edit) {
+        return edited_model(edit, qtk_test::mixed_model);
+    };
+    v.push_back({"float activation with a nonzero scale",
+                 mixed([](ModelBuilder& b) { value(b, "f1").scale = 0.5f; }),
+                 "('f1'): scale 0.500000 must be 0 for a float32 activation"});
+    v.push_back({"float activation with a nonzero zero point",
+                 mixed([](ModelBuilder& b) { value(b, "f1").zero_point = 3; }),
+                 "('f1'): zero_point 3 must be 0 for a float32 activation"});
+    v.push_back({"int32 activation", mixed([](ModelBuilder& b) { value(b, "f1").dtype = 2; }),
+                 "('f1'): dtype int32 is for constants only"});
+    v.push_back({"add of int8 and float32",
+                 mixed([](ModelBuilder& b) { node(b, "residual").inputs[0] = value_id(b, "c"); }),
+                 "node 'residual' (add): input 1 ('f3') must be an int8 activation, got a float32 "
+                 "activation"});
+    v.push_back({"add of float32 and int8",
+                 mixed([](ModelBuilder& b) { node(b, "residual").inputs[1] = value_id(b, "c"); }),
+                 "node 'residual' (add): input 1 ('c') must be a float32 activation, got an int8 "
+                 "activation"});
+    v.push_back({"concat of float32 and int8",
+                 mixed([](ModelBuilder& b) { node(b, "cat").inputs[1] = value_id(b, "c"); }),
+                 "node 'cat' (concat): input 1 ('c') must be a float32 activation"});
+    v.push_back(
+        {"quantize of int8", mixed([](ModelBuilder& b) { node(b, "dequant").op = "quantize"; }),
+         "node 'dequant' (quantize): op 'quantize' has no int8 kernel (input 0 'c' is int8)"});
+    v.push_back({"dequantize of float32",
+                 mixed([](ModelBuilder& b) { node(b, "quant").op = "dequantize"; }),
+                 "node 'quant' (dequantize): op 'dequantize' has no float32 kernel"});
+    v.push_back({"quantize producing float32", mixed([](ModelBuilder& b) {
+                     ValueSpec& q = value(b, "q");
+                     q.dtype = 3;
+                     q.scale = 0.0f;
+                     q.zero_point = 0;
+                 }),
+                 "node 'quant' (quantize): output 'q' must be int8, got float32"});
+    v.push_back({"dequantize producing int8", mixed([](ModelBuilder& b) {
+                     ValueSpec& f = value(b, "f1");
+                     f.dtype = 1;
+                     f.scale = 0.1f;
+                 }),
+                 "node 'dequant' (dequantize): output 'f1' must be float32, got int8"});
+    v.push_back({"float conv with a quantization attribute", mixed([](ModelBuilder& b) {
+                     node(b, "fconv").attrs.push_back(AttrSpec("multiplier", {1 << 30}));
+                 }),
+                 "node 'fconv' (conv2d): unknown attribute 'multiplier'"});
+    v.push_back({"float conv with int8 weights", mixed([](ModelBuilder& b) {
+                     ValueSpec& w = value(b, "fconv.weight");
+                     w.dtype = 1;
+                     w.data.resize(24);
+                 }),
+                 "weight 'fconv.weight' must be float32, got int8"});
+    v.push_back({"float linear with an int32 bias",
+                 mixed([](ModelBuilder& b) { value(b, "fc.bias").dtype = 2; }),
+                 "node 'fc' (linear): bias 'fc.bias' must be float32, got int32"});
+    v.push_back({"empty float bounds", mixed([](ModelBuilder& b) {
+                     attr(node(b, "hardtanh"), "bounds").floats = {3.0f, -1.0f};
+                 }),
+                 "node 'hardtanh' (clamp): attribute 'bounds' = [3.000000, -1.000000] is empty"});
+    v.push_back({"NaN bound", mixed([](ModelBuilder& b) {
+                     attr(node(b, "fc"), "bounds").floats[0] = std::nanf("");
+                 }),
+                 "node 'fc' (linear): attribute 'bounds'[0] is NaN"});
+    v.push_back({"i64 bounds", mixed([](ModelBuilder& b) {
+                     attr(node(b, "hardtanh"), "bounds") = AttrSpec("bounds", {-1, 3});
+                 }),
+                 "attribute 'bounds' must be an f32 list"});
+    v.push_back({"float clamp without bounds",
+                 mixed([](ModelBuilder& b) { remove_attr(node(b, "hardtanh"), "bounds"); }),
+                 "node 'hardtanh' (clamp): missing attribute 'bounds'"});
+    v.push_back({"float pad with an i64 value", mixed([](ModelBuilder& b) {
+                     attr(node(b, "pad"), "value") = AttrSpec("value", {0});
+                 }),
+                 "node 'pad' (pad): attribute 'value' must be an f32 list"});
     return v;
 }
 
@@ -403,6 +573,15 @@ void test_valid_model() {
     CHECK_EQ(model->inputs()[0].zero_point, 3);
     CHECK_EQ(model->outputs().size(), 2u);
     CHECK(model->outputs()[1].name == "e");
+
+    const Bytes mixed_bytes = qtk_test::mixed_model().build();
+    const auto mixed = qtk::Model::from_bytes(mixed_bytes.data(), mixed_bytes.size());
+    CHECK(mixed->inputs()[1].name == "y");
+    CHECK(mixed->inputs()[1].dtype == qtk::DType::kFloat32);
+    CHECK(mixed->inputs()[1].scale == 0.0f);
+    CHECK(mixed->outputs()[0].dtype == qtk::DType::kFloat32);
+    CHECK(mixed->outputs()[2].dtype == qtk::DType::kInt8);
+    CHECK(mixed->op_names()[0] == "quantize");
 }
 
 void test_load_from_file() {

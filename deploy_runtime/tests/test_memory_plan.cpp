@@ -102,11 +102,33 @@ void test_session_plans() {
     CHECK(session.arena_bytes() > batch1);
 }
 
+// Float32 activations take 4 bytes per element: x -> clamp -> y -> quantize -> q.
+void test_float_element_sizes() {
+    qtk_test::ModelBuilder b;
+    const uint32_t x = b.float_activation("x", {1, 4, 4, 4});
+    const uint32_t y = b.float_activation("y", {1, 4, 4, 4});
+    b.node("clamp", "clamp", {x}, {y}, {qtk_test::float_attr("bounds", {-1.0f, 1.0f})});
+    const uint32_t q = b.activation("q", {1, 4, 4, 4}, 0.01f, 0);
+    b.node("quantize", "quant", {y}, {q});
+    b.inputs = {x};
+    b.outputs = {q};
+    const std::vector<uint8_t> bytes = b.build();
+    qtk::Session session(qtk::Model::from_bytes(bytes.data(), bytes.size()));
+    // clamp: x and y live, 256 bytes each; quantize: y (256) and q (64).
+    CHECK_EQ(session.arena_lower_bound(), 512u);
+    const std::vector<float> input(2 * 64, 3.0f);
+    const std::vector<qtk::Tensor> out = session.run({input.data()}, {{2, 4, 4, 4}});
+    CHECK_EQ(session.arena_lower_bound(), 1024u);
+    CHECK(session.arena_bytes() >= session.arena_lower_bound());
+    CHECK(out[0].data == std::vector<int8_t>(128, 100));  // clamped to 1.0, / 0.01
+}
+
 }  // namespace
 
 int main() {
     test_random_lifetimes();
     test_known_plans();
     test_session_plans();
+    test_float_element_sizes();
     return qtk_test::check_report();
 }

@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
     }
     const std::string dir = argv[1];
     const bool ok = write(dir + "/sample.qmodel", qtk_test::sample_model().build()) &&
+                    write(dir + "/int8_ops.qmodel", qtk_test::int8_ops_model().build()) &&
+                    write(dir + "/mixed.qmodel", qtk_test::mixed_model().build()) &&
                     write(dir + "/add.qmodel", qtk_test::add_model().build());
     return ok ? 0 : 1;
 }

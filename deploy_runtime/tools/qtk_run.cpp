@@ -1,4 +1,5 @@
-// qtk_run: loads a .qmodel, runs it on random int8 inputs and reports outputs, memory and latency.
+// qtk_run: loads a .qmodel, runs it on random inputs (int8, or float32 for a float graph input) and
+// reports outputs, memory and latency.
 //   qtk_run model.qmodel [--threads N] [--batch N] [--iters N]
 #include <algorithm>
 #include <chrono>
@@ -74,15 +75,35 @@ bool parse_args(int argc, char** argv, Options* o) {
     return !o->path.empty();
 }
 
-void print_tensor(const char* kind, const qtk::TensorInfo& info, const qtk::Shape& shape,
-                  const std::vector<int8_t>& data) {
-    std::printf("  %s '%s' %s scale %g zero_point %d:", kind, info.name.c_str(),
-                qtk::to_string(shape).c_str(), static_cast<double>(info.scale), info.zero_point);
-    const size_t shown = std::min<size_t>(data.size(), 16);
-    for (size_t i = 0; i < shown; ++i) {
-        std::printf(" %d", data[i]);
+// Random values of one graph input's dtype: int8 over its whole range, float32 in [-4, 4].
+struct InputBuffer {
+    std::vector<int8_t> int8;
+    std::vector<float> float32;
+    const void* data() const {
+        return float32.empty() ? static_cast<const void*>(int8.data()) : float32.data();
     }
-    std::printf("%s\n", data.size() > shown ? " ..." : "");
+};
+
+void print_tensor(const char* kind, const qtk::TensorInfo& info, const qtk::Shape& shape,
+                  const std::vector<int8_t>& int8, const std::vector<float>& float32) {
+    if (info.dtype == qtk::DType::kFloat32) {
+        std::printf("  %s '%s' %s float32:", kind, info.name.c_str(),
+                    qtk::to_string(shape).c_str());
+    } else {
+        std::printf("  %s '%s' %s scale %g zero_point %d:", kind, info.name.c_str(),
+                    qtk::to_string(shape).c_str(), static_cast<double>(info.scale),
+                    info.zero_point);
+    }
+    const size_t count = std::max(int8.size(), float32.size());
+    const size_t shown = std::min<size_t>(count, 16);
+    for (size_t i = 0; i < shown; ++i) {
+        if (float32.empty()) {
+            std::printf(" %d", int8[i]);
+        } else {
+            std::printf(" %g", static_cast<double>(float32[i]));
+        }
+    }
+    std::printf("%s\n", count > shown ? " ..." : "");
 }
 
 int run(const Options& o) {
@@ -95,8 +116,9 @@ int run(const Options& o) {
 
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int> byte(-128, 127);
-    std::vector<std::vector<int8_t>> buffers;
-    std::vector<const int8_t*> inputs;
+    std::uniform_real_distribution<float> real(-4.0f, 4.0f);
+    std::vector<InputBuffer> buffers;
+    std::vector<const void*> inputs;
     std::vector<qtk::Shape> shapes;
     for (const qtk::TensorInfo& info : model->inputs()) {
         qtk::Shape shape = info.shape;
@@ -108,14 +130,25 @@ int run(const Options& o) {
             }
             count *= d;
         }
-        buffers.emplace_back(static_cast<size_t>(count));
-        for (int8_t& v : buffers.back()) {
-            v = static_cast<int8_t>(byte(rng));
+        InputBuffer buffer;
+        if (info.dtype == qtk::DType::kFloat32) {
+            buffer.float32.resize(static_cast<size_t>(count));
+            for (float& v : buffer.float32) {
+                v = real(rng);
+            }
+        } else {
+            buffer.int8.resize(static_cast<size_t>(count));
+            for (int8_t& v : buffer.int8) {
+                v = static_cast<int8_t>(byte(rng));
+            }
         }
-        inputs.push_back(buffers.back().data());
+        buffers.push_back(std::move(buffer));
         shapes.push_back(shape);
     }
 
+    for (const InputBuffer& buffer : buffers) {
+        inputs.push_back(buffer.data());
+    }
     std::vector<qtk::Tensor> outputs =
         session.run(inputs, shapes);  // warm-up, and the outputs shown
     std::vector<double> us;
@@ -129,10 +162,11 @@ int run(const Options& o) {
     std::sort(us.begin(), us.end());
 
     for (size_t i = 0; i < inputs.size(); ++i) {
-        print_tensor("input", model->inputs()[i], shapes[i], buffers[i]);
+        print_tensor("input", model->inputs()[i], shapes[i], buffers[i].int8, buffers[i].float32);
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
-        print_tensor("output", model->outputs()[i], outputs[i].shape, outputs[i].data);
+        print_tensor("output", model->outputs()[i], outputs[i].shape, outputs[i].data,
+                     outputs[i].float_data);
     }
     std::printf("arena %zu bytes, lower bound %zu bytes (%.2fx)\n", session.arena_bytes(),
                 session.arena_lower_bound(),

@@ -33,11 +33,23 @@ std::string describe(const py::handle& obj) {
 
 qtk::Shape shape_of(const py::array& a) { return qtk::Shape(a.shape(), a.shape() + a.ndim()); }
 
-// An int8 array that owns `data`, without copying it.
-py::array_t<int8_t> to_numpy(qtk::Tensor&& t) {
-    auto* data = new std::vector<int8_t>(std::move(t.data));
-    py::capsule owner(data, [](void* p) { delete static_cast<std::vector<int8_t>*>(p); });
-    return py::array_t<int8_t>(t.shape, data->data(), owner);
+// An array that owns `values`, without copying them.
+template <typename T>
+py::array owning_array(const qtk::Shape& shape, std::vector<T>&& values) {
+    auto* data = new std::vector<T>(std::move(values));
+    py::capsule owner(data, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+    return py::array_t<T>(shape, data->data(), owner);
+}
+
+// An int8 or float32 array, by the output's dtype.
+py::array to_numpy(qtk::Tensor&& t) {
+    return t.dtype == qtk::DType::kFloat32 ? owning_array(t.shape, std::move(t.float_data))
+                                           : owning_array(t.shape, std::move(t.data));
+}
+
+bool has_dtype(const py::handle& obj, qtk::DType dtype) {
+    return dtype == qtk::DType::kFloat32 ? py::isinstance<py::array_t<float>>(obj)
+                                         : py::isinstance<py::array_t<int8_t>>(obj);
 }
 
 template <typename T>
@@ -50,6 +62,7 @@ py::list tensor_infos(const std::vector<qtk::TensorInfo>& infos) {
     for (const qtk::TensorInfo& t : infos) {
         py::dict d;
         d["name"] = t.name;
+        d["dtype"] = qtk::dtype_name(t.dtype);
         d["shape"] = py::cast(t.shape);
         d["scale"] = static_cast<double>(t.scale);
         d["zero_point"] = t.zero_point;
@@ -96,7 +109,7 @@ class PySession {
         const std::vector<qtk::TensorInfo>& infos = session_.model().inputs();
         if (!py::isinstance<py::sequence>(inputs) || py::isinstance<py::str>(inputs) ||
             py::isinstance<py::array>(inputs)) {
-            throw qtk::Error("Session.run: inputs must be a list of int8 arrays, got " +
+            throw qtk::Error("Session.run: inputs must be a list of arrays, got " +
                              type_name(inputs));
         }
         const py::sequence seq = py::reinterpret_borrow<py::sequence>(inputs);
@@ -109,13 +122,14 @@ class PySession {
                              " inputs (" + names + "), got " + std::to_string(seq.size()) +
                              " arrays");
         }
-        std::vector<py::array_t<int8_t, py::array::c_style>> arrays;  // keep the data alive
-        std::vector<const int8_t*> pointers;
+        std::vector<py::array> arrays;  // keep the data alive
+        std::vector<const void*> pointers;
         std::vector<qtk::Shape> shapes;
         for (size_t i = 0; i < infos.size(); ++i) {
             const py::object obj = seq[i];
             const qtk::Shape& want = infos[i].shape;
-            bool fits = py::isinstance<py::array_t<int8_t>>(obj);
+            const qtk::DType dtype = infos[i].dtype;
+            bool fits = has_dtype(obj, dtype);
             if (fits) {
                 const qtk::Shape got = shape_of(py::reinterpret_borrow<py::array>(obj));
                 fits = got.size() == want.size() && got[0] >= 1;
@@ -125,11 +139,16 @@ class PySession {
             }
             if (!fits) {
                 throw qtk::Error("input " + std::to_string(i) + " ('" + infos[i].name +
-                                 "'): expected int8 array of shape " +
+                                 "'): expected " + qtk::dtype_name(dtype) + " array of shape " +
                                  qtk::batch_shape_pattern(want) + " (any N >= 1), got " +
                                  describe(obj));
             }
-            arrays.push_back(c_contiguous<int8_t>(obj));  // copies only a non-contiguous array
+            // Copies only a non-contiguous array.
+            if (dtype == qtk::DType::kFloat32) {
+                arrays.push_back(c_contiguous<float>(obj));
+            } else {
+                arrays.push_back(c_contiguous<int8_t>(obj));
+            }
             pointers.push_back(arrays.back().data());
             shapes.push_back(shape_of(arrays.back()));
         }
@@ -161,6 +180,18 @@ class PySession {
 
     py::array_t<float> dequantize_output(int64_t index, const py::object& q) {
         check_index(index, session_.model().outputs().size(), "dequantize_output", "output");
+        // A float32 output is already float: a copy, so callers may dequantize every output.
+        if (session_.model().outputs()[static_cast<size_t>(index)].dtype == qtk::DType::kFloat32) {
+            if (!py::isinstance<py::array_t<float>>(q)) {
+                throw qtk::Error("dequantize_output: output " + std::to_string(index) +
+                                 " is float32, so q must be a float32 array, got " + describe(q));
+            }
+            const auto in = c_contiguous<float>(q);
+            py::array_t<float> out(shape_of(in));
+            std::memcpy(out.mutable_data(), in.data(),
+                        static_cast<size_t>(in.size()) * sizeof(float));
+            return out;
+        }
         if (!py::isinstance<py::array_t<int8_t>>(q)) {
             throw qtk::Error("dequantize_output: q must be an int8 array, got " + describe(q));
         }
@@ -216,8 +247,8 @@ PYBIND11_MODULE(_C, m) {
                     "Loads a .qmodel from bytes (copied).")
         .def_property_readonly(
             "inputs", [](const PyModel& m) { return tensor_infos(m.model->inputs()); },
-            "Graph inputs: list of {'name', 'shape', 'scale', 'zero_point'}; shape[0] is the "
-            "example batch.")
+            "Graph inputs: list of {'name', 'dtype', 'shape', 'scale', 'zero_point'}; dtype is "
+            "'int8' or 'float32' (scale and zero_point 0); shape[0] is the example batch.")
         .def_property_readonly(
             "outputs", [](const PyModel& m) { return tensor_infos(m.model->outputs()); },
             "Graph outputs, like inputs.")
@@ -228,16 +259,19 @@ PYBIND11_MODULE(_C, m) {
         .def("__repr__", &PyModel::repr);
 
     py::class_<PySession>(m, "Session",
-                          "Runs a Model on int8 arrays; owns the activation arena and threads.")
+                          "Runs a Model on int8 (and, for float32 graph inputs, float32) arrays; "
+                          "owns the activation arena and threads.")
         .def(py::init<const PyModel&, int>(), py::arg("model"), py::arg("threads") = 1)
         .def("run", &PySession::run, py::arg("inputs"),
-             "Runs the model on a list of int8 arrays (one per graph input, any batch N >= 1) and "
-             "returns "
-             "the outputs as int8 arrays.")
+             "Runs the model on a list of arrays, one per graph input in its dtype (int8, or "
+             "float32 for a float32 input; any batch N >= 1), and returns the outputs as int8 or "
+             "float32 arrays by their dtype.")
         .def("quantize_input", &PySession::quantize_input, py::arg("index"), py::arg("x"),
-             "float32 array -> int8 array with graph input `index`'s (scale, zero_point).")
+             "float32 array -> int8 array with graph input `index`'s (scale, zero_point); a "
+             "float32 input takes float data directly (QtkError).")
         .def("dequantize_output", &PySession::dequantize_output, py::arg("index"), py::arg("q"),
-             "int8 array -> float32 array with graph output `index`'s (scale, zero_point).")
+             "int8 array -> float32 array with graph output `index`'s (scale, zero_point); for a "
+             "float32 output, a copy of the float32 array.")
         .def_property_readonly("arena_bytes", &PySession::arena_bytes,
                                "Arena size of the current memory plan.")
         .def_property_readonly("arena_lower_bound", &PySession::arena_lower_bound,

@@ -1,5 +1,6 @@
 // The public C++ API of the qtk deploy runtime: load a .qmodel (docs/qmodel_format.md) and run it
-// on int8 tensors with the arithmetic of docs/quantization_spec.md.
+// on int8 tensors with the arithmetic of docs/quantization_spec.md; the float parts of a
+// mixed-precision model run in float32.
 //
 //   auto model = qtk::Model::load("m.qmodel");          // validates every byte it reads
 //   qtk::Session session(model, {/*threads=*/4});
@@ -44,16 +45,19 @@ constexpr int64_t kMaxTensorElements = (int64_t{1} << 31) - 1;
 
 struct TensorInfo {
     std::string name;
-    DType dtype;
+    DType dtype;  // int8 or float32 for graph inputs and outputs
     Shape shape;  // as in the file: for graph inputs and outputs dims[0] is the example batch
-    float scale;
+    float scale;  // int8 only; 0 for float32
     int32_t zero_point;
 };
 
-// An output of Session::run, owning its bytes (row-major).
+// An output of Session::run, owning its values (row-major): `data` for an int8 output,
+// `float_data` for a float32 one; the other stays empty.
 struct Tensor {
     Shape shape;
+    DType dtype = DType::kInt8;
     std::vector<int8_t> data;
+    std::vector<float> float_data;
 };
 
 class Session;
@@ -72,8 +76,8 @@ class Model {
     Model& operator=(const Model&) = delete;
 
     const std::string& producer() const;
-    const std::vector<TensorInfo>& inputs() const;   // graph inputs, int8
-    const std::vector<TensorInfo>& outputs() const;  // graph outputs, int8
+    const std::vector<TensorInfo>& inputs() const;   // graph inputs, int8 or float32
+    const std::vector<TensorInfo>& outputs() const;  // graph outputs, int8 or float32
     size_t node_count() const;
     std::vector<std::string> op_names() const;  // node ops in execution order
 
@@ -97,10 +101,11 @@ class Session {
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
-    // One pointer and shape per graph input, in the model's order. Every input has the same batch
-    // N >= 1 and the file's other dims; a new N re-plans memory. Results do not depend on the
-    // thread count or on N (each sample is computed alone).
-    std::vector<Tensor> run(const std::vector<const int8_t*>& inputs,
+    // One pointer and shape per graph input, in the model's order; each pointer holds values of
+    // that input's dtype (model().inputs()[i].dtype: int8_t or float). Every input has the same
+    // batch N >= 1 and the file's other dims; a new N re-plans memory. Results do not depend on
+    // the thread count or on N (each sample is computed alone).
+    std::vector<Tensor> run(const std::vector<const void*>& inputs,
                             const std::vector<Shape>& input_shapes);
 
     // Of the current plan: the arena's size, and the most bytes that are live at any one step
@@ -110,7 +115,8 @@ class Session {
     int64_t batch() const;
 
     // Float <-> int8 at the graph's edges with that input's or output's (scale, zero_point), by the
-    // rules of docs/quantization_spec.md section 1.
+    // rules of docs/quantization_spec.md section 1. Only for int8 inputs and outputs: a float32
+    // one takes and gives float data as it is (an Error says so).
     void quantize_input(size_t index, const float* x, size_t count, int8_t* q) const;
     void dequantize_output(size_t index, const int8_t* q, size_t count, float* x) const;
 

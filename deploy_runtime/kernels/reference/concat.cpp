@@ -1,5 +1,9 @@
-// concat, reference: docs/quantization_spec.md section 3, each input rescaled on its own to the
-// output's (scale, zero_point).
+// concat, reference:
+// - int8: docs/quantization_spec.md section 3, each input rescaled on its own to the output's
+//   (scale, zero_point);
+// - float32: a copy.
+#include <cstring>
+
 #include "op_kernel.h"
 #include "qtk/arithmetic.h"
 #include "thread_pool.h"
@@ -8,25 +12,19 @@ namespace qtk {
 namespace detail {
 namespace {
 
-class ConcatReference final : public OpKernel {
+class ConcatReference : public OpKernel {
  public:
-    explicit ConcatReference(const NodeView& node) : OpKernel(node.label()) {
-        if (node.input_count() < 1) {
-            node.fail("expects at least 1 input, got 0");
-        }
+    ConcatReference(const NodeView& node, DType dtype) : OpKernel(node.label()) {
         node.expect_output_count(1);
-        node.expect_attrs({"axis", "multiplier", "shift"});
-        const size_t rank = node.activation_input(0).shape.size();
+        const size_t rank = node.activation_input(0, dtype).shape.size();
         if (rank < 2) {
             node.fail("inputs must have rank >= 2 (axis 0 is the batch)");
         }
-        axis_ = static_cast<size_t>(node.int_scalar("axis", 1, static_cast<int64_t>(rank) - 1));
-        for (size_t i = 0; i < node.input_count(); ++i) {
-            input_zero_points_.push_back(node.activation_input(i).zero_point);
+        for (size_t i = 1; i < node.input_count(); ++i) {
+            node.activation_input(i, dtype);
         }
-        multiplier_ = node.multipliers("multiplier", node.input_count());
-        shift_ = node.shifts("shift", node.input_count());
-        output_zero_point_ = node.output(0).zero_point;
+        node.output(0, dtype);
+        axis_ = static_cast<size_t>(node.int_scalar("axis", 1, static_cast<int64_t>(rank) - 1));
     }
 
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
@@ -50,9 +48,13 @@ class ConcatReference final : public OpKernel {
         return {out};
     }
 
-    void run(const NodeIO& io, ThreadPool& pool) const override {
+ protected:
+    // Calls copy(i, x, y, count) for each input i and each block of the dims before the axis
+    // (batch included): x and y are that block's flat offsets into input i and into the output.
+    template <typename Copy>
+    void for_each_block(const NodeIO& io, ThreadPool& pool, const Copy& copy) const {
         const Shape& ys = *io.output_shapes[0];
-        int64_t outer = 1;  // the dims before axis, batch included
+        int64_t outer = 1;
         for (size_t d = 0; d < axis_; ++d) {
             outer *= ys[d];
         }
@@ -65,13 +67,9 @@ class ConcatReference final : public OpKernel {
 
         pool.parallel_for(outer, [&](int64_t begin, int64_t end) {
             for (int64_t o = begin; o < end; ++o) {
-                int8_t* y = io.outputs[0] + o * out_inner;
+                int64_t y = o * out_inner;
                 for (size_t i = 0; i < count; ++i) {
-                    const int8_t* x = io.inputs[i] + o * in_inner[i];
-                    for (int64_t k = 0; k < in_inner[i]; ++k) {
-                        y[k] = arith::rescale(x[k], input_zero_points_[i], multiplier_[i],
-                                              shift_[i], output_zero_point_);
-                    }
+                    copy(i, o * in_inner[i], y, in_inner[i]);
                     y += in_inner[i];
                 }
             }
@@ -80,14 +78,59 @@ class ConcatReference final : public OpKernel {
 
  private:
     size_t axis_;
+};
+
+class ConcatInt8Reference final : public ConcatReference {
+ public:
+    explicit ConcatInt8Reference(const NodeView& node) : ConcatReference(node, DType::kInt8) {
+        node.expect_attrs({"axis", "multiplier", "shift"});
+        for (size_t i = 0; i < node.input_count(); ++i) {
+            input_zero_points_.push_back(node.activation_input(i, DType::kInt8).zero_point);
+        }
+        multiplier_ = node.multipliers("multiplier", node.input_count());
+        shift_ = node.shifts("shift", node.input_count());
+        output_zero_point_ = node.output(0, DType::kInt8).zero_point;
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        int8_t* y = io.output<int8_t>(0);
+        for_each_block(io, pool, [&](size_t i, int64_t x_at, int64_t y_at, int64_t count) {
+            const int8_t* x = io.input<int8_t>(i) + x_at;
+            for (int64_t k = 0; k < count; ++k) {
+                y[y_at + k] = arith::rescale(x[k], input_zero_points_[i], multiplier_[i], shift_[i],
+                                             output_zero_point_);
+            }
+        });
+    }
+
+ private:
     std::vector<int32_t> input_zero_points_, multiplier_, shift_;
     int32_t output_zero_point_;
 };
 
+class ConcatFloat32Reference final : public ConcatReference {
+ public:
+    explicit ConcatFloat32Reference(const NodeView& node) : ConcatReference(node, DType::kFloat32) {
+        node.expect_attrs({"axis"});
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        float* y = io.output<float>(0);
+        for_each_block(io, pool, [&](size_t i, int64_t x_at, int64_t y_at, int64_t count) {
+            std::memcpy(y + y_at, io.input<float>(i) + x_at,
+                        static_cast<size_t>(count) * sizeof(float));
+        });
+    }
+};
+
 }  // namespace
 
-std::unique_ptr<OpKernel> make_concat_reference(const NodeView& node) {
-    return std::make_unique<ConcatReference>(node);
+std::unique_ptr<OpKernel> make_concat_int8_reference(const NodeView& node) {
+    return std::make_unique<ConcatInt8Reference>(node);
+}
+
+std::unique_ptr<OpKernel> make_concat_float32_reference(const NodeView& node) {
+    return std::make_unique<ConcatFloat32Reference>(node);
 }
 
 }  // namespace detail

@@ -1,5 +1,14 @@
-// add and clamp, reference: docs/quantization_spec.md sections 3 (rescaled sum) and 5 (activation
-// as a clamp on the int8 values).
+// Elementwise ops, reference.
+// - int8: add (docs/quantization_spec.md section 3, same shapes), mul (section 9, broadcast),
+//   clamp (section 5: a clamp on the int8 values, keeps (scale, zp)), lut (section 10: a stored
+//   256-entry table, own (scale, zp)).
+// - float32: add and mul (broadcast like int8 mul, optional bounds), clamp (bounds), and torch's
+//   hardswish, hardsigmoid and sigmoid.
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <functional>
+
 #include "op_kernel.h"
 #include "qtk/arithmetic.h"
 #include "thread_pool.h"
@@ -8,15 +17,15 @@ namespace qtk {
 namespace detail {
 namespace {
 
-class AddReference final : public OpKernel {
+class AddInt8Reference final : public OpKernel {
  public:
-    explicit AddReference(const NodeView& node) : OpKernel(node.label()) {
+    explicit AddInt8Reference(const NodeView& node) : OpKernel(node.label()) {
         node.expect_input_count(2);
         node.expect_output_count(1);
+        a_zero_point_ = node.activation_input(0, DType::kInt8).zero_point;
+        b_zero_point_ = node.activation_input(1, DType::kInt8).zero_point;
+        output_zero_point_ = node.output(0, DType::kInt8).zero_point;
         node.expect_attrs({"multiplier", "shift", "clamp"});
-        a_zero_point_ = node.activation_input(0).zero_point;
-        b_zero_point_ = node.activation_input(1).zero_point;
-        output_zero_point_ = node.output(0).zero_point;
         const std::vector<int32_t> multipliers = node.multipliers("multiplier", 2);
         a_multiplier_ = multipliers[0];
         b_multiplier_ = multipliers[1];
@@ -33,9 +42,9 @@ class AddReference final : public OpKernel {
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
-        const int8_t* a = io.inputs[0];
-        const int8_t* b = io.inputs[1];
-        int8_t* y = io.outputs[0];
+        const int8_t* a = io.input<int8_t>(0);
+        const int8_t* b = io.input<int8_t>(1);
+        int8_t* y = io.output<int8_t>(0);
         pool.parallel_for(element_count(*io.output_shapes[0]), [&](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; ++i) {
                 y[i] = arith::rescale_add(a[i], a_zero_point_, a_multiplier_, b[i], b_zero_point_,
@@ -51,13 +60,123 @@ class AddReference final : public OpKernel {
     ClampRange clamp_;
 };
 
-class ClampReference final : public OpKernel {
+// Two inputs of equal rank whose dims are equal or 1, torch's broadcasting for equal ranks
+// (squeeze-excitation: [N, C, H, W] * [N, C, 1, 1]).
+class BroadcastReference : public OpKernel {
  public:
-    explicit ClampReference(const NodeView& node) : OpKernel(node.label()) {
+    BroadcastReference(const NodeView& node, DType dtype) : OpKernel(node.label()) {
+        node.expect_input_count(2);
+        node.expect_output_count(1);
+        node.activation_input(0, dtype);
+        node.activation_input(1, dtype);
+        node.output(0, dtype);
+    }
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
+        const Shape& a = inputs[0];
+        const Shape& b = inputs[1];
+        bool fits = a.size() == b.size();
+        Shape out = a;
+        for (size_t d = 0; fits && d < a.size(); ++d) {
+            fits = a[d] == b[d] || a[d] == 1 || b[d] == 1;
+            out[d] = std::max(a[d], b[d]);
+        }
+        if (!fits) {
+            fail("inputs of shapes " + to_string(a) + " and " + to_string(b) +
+                 " do not broadcast (equal ranks, each dim equal or 1)");
+        }
+        return {out};
+    }
+
+ protected:
+    // Calls fn(i, ia, ib) for every output element i with the flat indices of its a and b.
+    template <typename Fn>
+    void for_each_pair(const NodeIO& io, ThreadPool& pool, const Fn& fn) const {
+        const Shape& ys = *io.output_shapes[0];
+        const StridedWalk<2>::Strides strides = {broadcast_strides(*io.input_shapes[0]),
+                                                 broadcast_strides(*io.input_shapes[1])};
+        pool.parallel_for(element_count(ys), [&](int64_t begin, int64_t end) {
+            StridedWalk<2> walk(ys, strides, begin);
+            for (int64_t i = begin; i < end; ++i, walk.next()) {
+                fn(i, walk.offset(0), walk.offset(1));
+            }
+        });
+    }
+
+ private:
+    // A dim of size 1 repeats: its stride is 0.
+    static std::vector<int64_t> broadcast_strides(const Shape& shape) {
+        std::vector<int64_t> strides = row_major_strides(shape);
+        for (size_t d = 0; d < shape.size(); ++d) {
+            if (shape[d] == 1) {
+                strides[d] = 0;
+            }
+        }
+        return strides;
+    }
+};
+
+class MulInt8Reference final : public BroadcastReference {
+ public:
+    explicit MulInt8Reference(const NodeView& node) : BroadcastReference(node, DType::kInt8) {
+        node.expect_attrs({"multiplier", "shift", "clamp"});
+        a_zero_point_ = node.activation_input(0, DType::kInt8).zero_point;
+        b_zero_point_ = node.activation_input(1, DType::kInt8).zero_point;
+        output_zero_point_ = node.output(0, DType::kInt8).zero_point;
+        multiplier_ = node.multipliers("multiplier", 1)[0];
+        shift_ = node.shifts("shift", 1)[0];
+        clamp_ = node.clamp("clamp");
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const int8_t* a = io.input<int8_t>(0);
+        const int8_t* b = io.input<int8_t>(1);
+        int8_t* y = io.output<int8_t>(0);
+        for_each_pair(io, pool, [&](int64_t i, int64_t ia, int64_t ib) {
+            // |product| <= 255 * 255: spec 2 applies unchanged.
+            const int32_t product =
+                (int32_t{a[ia]} - a_zero_point_) * (int32_t{b[ib]} - b_zero_point_);
+            y[i] = arith::requantize(product, multiplier_, shift_, output_zero_point_, clamp_.lo,
+                                     clamp_.hi);
+        });
+    }
+
+ private:
+    int32_t a_zero_point_, b_zero_point_, output_zero_point_;
+    int32_t multiplier_, shift_;
+    ClampRange clamp_;
+};
+
+template <typename Op>
+class BroadcastFloat32Reference final : public BroadcastReference {
+ public:
+    explicit BroadcastFloat32Reference(const NodeView& node)
+        : BroadcastReference(node, DType::kFloat32) {
+        node.expect_attrs({}, {"bounds"});
+        bounds_ = node.optional_float_bounds("bounds");
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const float* a = io.input<float>(0);
+        const float* b = io.input<float>(1);
+        float* y = io.output<float>(0);
+        for_each_pair(io, pool, [&](int64_t i, int64_t ia, int64_t ib) {
+            y[i] = bounds_.apply(Op()(a[ia], b[ib]));
+        });
+    }
+
+ private:
+    FloatBounds bounds_;
+};
+
+class ClampInt8Reference final : public OpKernel {
+ public:
+    explicit ClampInt8Reference(const NodeView& node) : OpKernel(node.label()) {
         node.expect_input_count(1);
         node.expect_output_count(1);
         node.expect_attrs({"clamp"});
-        node.expect_same_quantization(node.activation_input(0), node.output(0));
+        node.expect_same_quantization(node.activation_input(0, DType::kInt8),
+                                      node.output(0, DType::kInt8));
         clamp_ = node.clamp("clamp");
     }
 
@@ -66,8 +185,8 @@ class ClampReference final : public OpKernel {
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
-        const int8_t* x = io.inputs[0];
-        int8_t* y = io.outputs[0];
+        const int8_t* x = io.input<int8_t>(0);
+        int8_t* y = io.output<int8_t>(0);
         pool.parallel_for(element_count(*io.output_shapes[0]), [&](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; ++i) {
                 y[i] = static_cast<int8_t>(arith::clamp(x[i], clamp_.lo, clamp_.hi));
@@ -79,14 +198,123 @@ class ClampReference final : public OpKernel {
     ClampRange clamp_;
 };
 
-}  // namespace
+class LutInt8Reference final : public OpKernel {
+ public:
+    explicit LutInt8Reference(const NodeView& node) : OpKernel(node.label()) {
+        node.expect_input_count(2);
+        node.expect_output_count(1);
+        node.expect_attrs({});
+        node.activation_input(0, DType::kInt8);
+        const Value& table = node.constant_input(1, "table", DType::kInt8, 1);
+        if (table.shape != Shape{256}) {
+            node.fail("table '" + table.name + "' must have shape [256] (one entry per int8 " +
+                      "value), got " + to_string(table.shape));
+        }
+        node.output(0, DType::kInt8);
+        std::memcpy(table_.data(), table.data, table_.size());
+    }
 
-std::unique_ptr<OpKernel> make_add_reference(const NodeView& node) {
-    return std::make_unique<AddReference>(node);
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
+        return {inputs[0]};
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const int8_t* x = io.input<int8_t>(0);
+        int8_t* y = io.output<int8_t>(0);
+        pool.parallel_for(element_count(*io.output_shapes[0]), [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) {
+                y[i] = table_[static_cast<size_t>(int32_t{x[i]} + 128)];
+            }
+        });
+    }
+
+ private:
+    std::array<int8_t, 256> table_;  // table_[q + 128] = f(q), computed at convert time
+};
+
+// y = bounds(f(x)) elementwise in float32.
+class UnaryFloat32Reference final : public OpKernel {
+ public:
+    UnaryFloat32Reference(const NodeView& node, float (*function)(float), FloatBounds bounds)
+        : OpKernel(node.label()), function_(function), bounds_(bounds) {
+        node.expect_input_count(1);
+        node.expect_output_count(1);
+        node.activation_input(0, DType::kFloat32);
+        node.output(0, DType::kFloat32);
+    }
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
+        return {inputs[0]};
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const float* x = io.input<float>(0);
+        float* y = io.output<float>(0);
+        pool.parallel_for(element_count(*io.output_shapes[0]), [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) {
+                y[i] = bounds_.apply(function_(x[i]));
+            }
+        });
+    }
+
+ private:
+    float (*function_)(float);
+    FloatBounds bounds_;
+};
+
+// torch's definitions, in torch's order of operations.
+float identity(float x) { return x; }
+float relu6_of_x_plus_3(float x) { return std::min(std::max(x + 3.0f, 0.0f), 6.0f); }
+float hardswish(float x) { return x * relu6_of_x_plus_3(x) / 6.0f; }
+float hardsigmoid(float x) { return relu6_of_x_plus_3(x) / 6.0f; }
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+std::unique_ptr<OpKernel> make_function_float32(const NodeView& node, float (*function)(float)) {
+    node.expect_attrs({});
+    return std::make_unique<UnaryFloat32Reference>(node, function, FloatBounds{});
 }
 
-std::unique_ptr<OpKernel> make_clamp_reference(const NodeView& node) {
-    return std::make_unique<ClampReference>(node);
+}  // namespace
+
+std::unique_ptr<OpKernel> make_add_int8_reference(const NodeView& node) {
+    return std::make_unique<AddInt8Reference>(node);
+}
+
+std::unique_ptr<OpKernel> make_add_float32_reference(const NodeView& node) {
+    return std::make_unique<BroadcastFloat32Reference<std::plus<float>>>(node);
+}
+
+std::unique_ptr<OpKernel> make_mul_int8_reference(const NodeView& node) {
+    return std::make_unique<MulInt8Reference>(node);
+}
+
+std::unique_ptr<OpKernel> make_mul_float32_reference(const NodeView& node) {
+    return std::make_unique<BroadcastFloat32Reference<std::multiplies<float>>>(node);
+}
+
+std::unique_ptr<OpKernel> make_clamp_int8_reference(const NodeView& node) {
+    return std::make_unique<ClampInt8Reference>(node);
+}
+
+std::unique_ptr<OpKernel> make_clamp_float32_reference(const NodeView& node) {
+    node.expect_attrs({"bounds"});
+    return std::make_unique<UnaryFloat32Reference>(node, identity, node.float_bounds("bounds"));
+}
+
+std::unique_ptr<OpKernel> make_lut_int8_reference(const NodeView& node) {
+    return std::make_unique<LutInt8Reference>(node);
+}
+
+std::unique_ptr<OpKernel> make_hardswish_float32_reference(const NodeView& node) {
+    return make_function_float32(node, hardswish);
+}
+
+std::unique_ptr<OpKernel> make_hardsigmoid_float32_reference(const NodeView& node) {
+    return make_function_float32(node, hardsigmoid);
+}
+
+std::unique_ptr<OpKernel> make_sigmoid_float32_reference(const NodeView& node) {
+    return make_function_float32(node, sigmoid);
 }
 
 }  // namespace detail

@@ -1,5 +1,10 @@
-// max_pool2d, avg_pool2d and global_avg_pool2d, reference: docs/quantization_spec.md section 6.
-// Pooling keeps its input's (scale, zero_point); NCHW int8, no ceil mode.
+// max_pool2d, avg_pool2d and global_avg_pool2d, reference, NCHW, no ceil mode:
+// - int8: docs/quantization_spec.md section 6, keeping the input's (scale, zero_point);
+// - float32: the same windows and divisors in float32.
+// One implementation per op, parameterized by what a dtype does with window values.
+#include <cmath>
+#include <limits>
+
 #include "op_kernel.h"
 #include "qtk/arithmetic.h"
 #include "thread_pool.h"
@@ -33,12 +38,46 @@ Window read_window(const NodeView& node, bool has_dilation) {
                   padding[0], padding[1], dilation[0], dilation[1]};
 }
 
-// Common to the three pools: one int8 input [N, C, H, W] and one output with its (scale, zp).
-void check_pool_node(const NodeView& node) {
+// Common to the three pools: one input [N, C, H, W] and one output of `dtype` with the same
+// (scale, zp).
+void check_pool_node(const NodeView& node, DType dtype) {
     node.expect_input_count(1);
     node.expect_output_count(1);
-    node.expect_same_quantization(node.activation_input(0), node.output(0));
+    node.expect_same_quantization(node.activation_input(0, dtype), node.output(0, dtype));
 }
+
+// Spec 6: sums of (q - z) in int64, averages rounded half away from zero.
+struct Int8Pooling {
+    using Element = int8_t;
+    using Sum = int64_t;
+    static constexpr DType kDType = DType::kInt8;
+
+    explicit Int8Pooling(const NodeView& node)
+        : zero_point(node.activation_input(0, DType::kInt8).zero_point) {}
+    // Below every value, so padding never wins a max; a dilated window that misses the input
+    // entirely yields -infinity clamped to int8, i.e. -128.
+    static int8_t lowest() { return static_cast<int8_t>(arith::kInt8Min); }
+    static int8_t larger(int8_t best, int8_t q) { return std::max(best, q); }
+    Sum term(int8_t q) const { return int32_t{q} - zero_point; }
+    int8_t average(Sum sum, int64_t divisor) const {
+        return arith::average(sum, divisor, zero_point);
+    }
+
+    int32_t zero_point;
+};
+
+struct Float32Pooling {
+    using Element = float;
+    using Sum = float;
+    static constexpr DType kDType = DType::kFloat32;
+
+    explicit Float32Pooling(const NodeView&) {}
+    static float lowest() { return -std::numeric_limits<float>::infinity(); }
+    // torch's rule: a NaN in the window wins.
+    static float larger(float best, float x) { return x > best || std::isnan(x) ? x : best; }
+    Sum term(float x) const { return x; }
+    float average(Sum sum, int64_t divisor) const { return sum / static_cast<float>(divisor); }
+};
 
 class WindowPoolReference : public OpKernel {
  public:
@@ -61,9 +100,9 @@ class WindowPoolReference : public OpKernel {
     }
 
  protected:
-    // Calls reduce(plane_in, iy0, ix0) -> int8 for every output position of every (n, c) plane;
+    // Calls reduce(plane_in, iy0, ix0) -> T for every output position of every (n, c) plane;
     // (iy0, ix0) is the window's top-left corner in input coordinates (may be in the padding).
-    template <typename Reduce>
+    template <typename T, typename Reduce>
     void for_each_window(const NodeIO& io, ThreadPool& pool, const Reduce& reduce) const {
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
@@ -71,8 +110,8 @@ class WindowPoolReference : public OpKernel {
         const int64_t out_h = ys[2], out_w = ys[3];
         pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
             for (int64_t plane = begin; plane < end; ++plane) {
-                const int8_t* x = io.inputs[0] + plane * in_plane;
-                int8_t* y = io.outputs[0] + plane * out_h * out_w;
+                const T* x = io.input<T>(0) + plane * in_plane;
+                T* y = io.output<T>(0) + plane * out_h * out_w;
                 for (int64_t oy = 0; oy < out_h; ++oy) {
                     for (int64_t ox = 0; ox < out_w; ++ox) {
                         y[oy * out_w + ox] = reduce(x, oy * window_.stride_h - window_.pad_h,
@@ -86,20 +125,21 @@ class WindowPoolReference : public OpKernel {
     const Window window_;
 };
 
+template <typename Pooling>
 class MaxPool2dReference final : public WindowPoolReference {
  public:
+    using T = typename Pooling::Element;
+
     explicit MaxPool2dReference(const NodeView& node) : WindowPoolReference(node, true) {
-        check_pool_node(node);
+        check_pool_node(node, Pooling::kDType);
         node.expect_attrs({"kernel", "stride", "padding", "dilation"});
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const int64_t height = (*io.input_shapes[0])[2], width = (*io.input_shapes[0])[3];
         const Window& w = window_;
-        for_each_window(io, pool, [&](const int8_t* x, int64_t iy0, int64_t ix0) {
-            // Padding is -infinity: it never wins. A dilated window that misses the input
-            // entirely yields -infinity clamped to int8, i.e. -128.
-            int32_t best = arith::kInt8Min;
+        for_each_window<T>(io, pool, [&](const T* x, int64_t iy0, int64_t ix0) {
+            T best = Pooling::lowest();  // padding is -infinity: it never wins
             for (int64_t ky = 0; ky < w.kernel_h; ++ky) {
                 const int64_t iy = iy0 + ky * w.dilation_h;
                 if (iy < 0 || iy >= height) {
@@ -110,60 +150,67 @@ class MaxPool2dReference final : public WindowPoolReference {
                     if (ix < 0 || ix >= width) {
                         continue;
                     }
-                    best = std::max<int32_t>(best, x[iy * width + ix]);
+                    best = Pooling::larger(best, x[iy * width + ix]);
                 }
             }
-            return static_cast<int8_t>(best);
+            return best;
         });
     }
 };
 
+template <typename Pooling>
 class AvgPool2dReference final : public WindowPoolReference {
  public:
-    explicit AvgPool2dReference(const NodeView& node) : WindowPoolReference(node, false) {
-        check_pool_node(node);
+    using T = typename Pooling::Element;
+
+    explicit AvgPool2dReference(const NodeView& node)
+        : WindowPoolReference(node, false), pooling_(node) {
+        check_pool_node(node, Pooling::kDType);
         node.expect_attrs({"kernel", "stride", "padding", "count_include_pad"});
         count_include_pad_ = node.int_scalar("count_include_pad", 0, 1) == 1;
-        zero_point_ = node.activation_input(0).zero_point;
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const int64_t height = (*io.input_shapes[0])[2], width = (*io.input_shapes[0])[3];
         const Window& w = window_;
-        for_each_window(io, pool, [&](const int8_t* x, int64_t iy0, int64_t ix0) {
-            int64_t sum = 0;  // of (q - z) over the in-bounds elements; padding adds real 0
+        for_each_window<T>(io, pool, [&](const T* x, int64_t iy0, int64_t ix0) {
+            typename Pooling::Sum sum = 0;  // over the in-bounds elements; padding adds real 0
             int64_t count = 0;
             for (int64_t iy = std::max<int64_t>(iy0, 0); iy < std::min(iy0 + w.kernel_h, height);
                  ++iy) {
                 for (int64_t ix = std::max<int64_t>(ix0, 0); ix < std::min(ix0 + w.kernel_w, width);
                      ++ix) {
-                    sum += int32_t{x[iy * width + ix]} - zero_point_;
+                    sum += pooling_.term(x[iy * width + ix]);
                     ++count;
                 }
             }
             // count >= 1: read_window keeps padding within half the kernel.
-            return arith::average(sum, count_include_pad_ ? w.kernel_h * w.kernel_w : count,
-                                  zero_point_);
+            return pooling_.average(sum, count_include_pad_ ? w.kernel_h * w.kernel_w : count);
         });
     }
 
  private:
+    const Pooling pooling_;
     bool count_include_pad_;
-    int32_t zero_point_;
 };
 
+// The average pool with d = H * W over the whole plane; keepdim 0 drops the two unit dims.
+template <typename Pooling>
 class GlobalAvgPool2dReference final : public OpKernel {
  public:
-    explicit GlobalAvgPool2dReference(const NodeView& node) : OpKernel(node.label()) {
-        check_pool_node(node);
-        node.expect_attrs({});
-        zero_point_ = node.activation_input(0).zero_point;
+    using T = typename Pooling::Element;
+
+    explicit GlobalAvgPool2dReference(const NodeView& node)
+        : OpKernel(node.label()), pooling_(node) {
+        check_pool_node(node, Pooling::kDType);
+        node.expect_attrs({}, {"keepdim"});
+        keepdim_ = !node.has_attr("keepdim") || node.int_scalar("keepdim", 0, 1) == 1;
     }
 
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
         const Shape& x = inputs[0];
         expect_rank(x, 4, "input");
-        return {{x[0], x[1], 1, 1}};
+        return {keepdim_ ? Shape{x[0], x[1], 1, 1} : Shape{x[0], x[1]}};
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
@@ -171,32 +218,45 @@ class GlobalAvgPool2dReference final : public OpKernel {
         const int64_t plane_size = xs[2] * xs[3];
         pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
             for (int64_t plane = begin; plane < end; ++plane) {
-                const int8_t* x = io.inputs[0] + plane * plane_size;
-                int64_t sum = 0;
+                const T* x = io.input<T>(0) + plane * plane_size;
+                typename Pooling::Sum sum = 0;
                 for (int64_t i = 0; i < plane_size; ++i) {
-                    sum += int32_t{x[i]} - zero_point_;
+                    sum += pooling_.term(x[i]);
                 }
-                io.outputs[0][plane] = arith::average(sum, plane_size, zero_point_);
+                io.output<T>(0)[plane] = pooling_.average(sum, plane_size);
             }
         });
     }
 
  private:
-    int32_t zero_point_;
+    const Pooling pooling_;
+    bool keepdim_;
 };
 
 }  // namespace
 
-std::unique_ptr<OpKernel> make_max_pool2d_reference(const NodeView& node) {
-    return std::make_unique<MaxPool2dReference>(node);
+std::unique_ptr<OpKernel> make_max_pool2d_int8_reference(const NodeView& node) {
+    return std::make_unique<MaxPool2dReference<Int8Pooling>>(node);
 }
 
-std::unique_ptr<OpKernel> make_avg_pool2d_reference(const NodeView& node) {
-    return std::make_unique<AvgPool2dReference>(node);
+std::unique_ptr<OpKernel> make_max_pool2d_float32_reference(const NodeView& node) {
+    return std::make_unique<MaxPool2dReference<Float32Pooling>>(node);
 }
 
-std::unique_ptr<OpKernel> make_global_avg_pool2d_reference(const NodeView& node) {
-    return std::make_unique<GlobalAvgPool2dReference>(node);
+std::unique_ptr<OpKernel> make_avg_pool2d_int8_reference(const NodeView& node) {
+    return std::make_unique<AvgPool2dReference<Int8Pooling>>(node);
+}
+
+std::unique_ptr<OpKernel> make_avg_pool2d_float32_reference(const NodeView& node) {
+    return std::make_unique<AvgPool2dReference<Float32Pooling>>(node);
+}
+
+std::unique_ptr<OpKernel> make_global_avg_pool2d_int8_reference(const NodeView& node) {
+    return std::make_unique<GlobalAvgPool2dReference<Int8Pooling>>(node);
+}
+
+std::unique_ptr<OpKernel> make_global_avg_pool2d_float32_reference(const NodeView& node) {
+    return std::make_unique<GlobalAvgPool2dReference<Float32Pooling>>(node);
 }
 
 }  // namespace detail

@@ -1,19 +1,36 @@
-// flatten, reference: docs/quantization_spec.md section 7. Moves int8 bytes, keeps (scale, zp).
+// flatten, reshape, permute, split and pad, reference: docs/quantization_spec.md sections 7, 13
+// and 14. Pure data movement: the values and (scale, zero_point) stay as they are, so each op is
+// one implementation for every dtype, working on the element size. The batch stays dim 0.
 #include <cstring>
 
 #include "op_kernel.h"
+#include "thread_pool.h"
 
 namespace qtk {
 namespace detail {
 namespace {
 
-class FlattenReference final : public OpKernel {
+constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
+
+// Ops whose output holds the input's bytes in the same order: only the shape changes.
+class ReinterpretReference : public OpKernel {
  public:
-    explicit FlattenReference(const NodeView& node) : OpKernel(node.label()) {
-        node.expect_input_count(1);
-        node.expect_output_count(1);
+    explicit ReinterpretReference(const NodeView& node)
+        : OpKernel(node.label()), element_size_(dtype_size(node.expect_data_movement(1))) {}
+
+    void run(const NodeIO& io, ThreadPool&) const override {
+        std::memcpy(io.outputs[0], io.inputs[0],
+                    static_cast<size_t>(element_count(*io.input_shapes[0])) * element_size_);
+    }
+
+ private:
+    const size_t element_size_;
+};
+
+class FlattenReference final : public ReinterpretReference {
+ public:
+    explicit FlattenReference(const NodeView& node) : ReinterpretReference(node) {
         node.expect_attrs({});
-        node.expect_same_quantization(node.activation_input(0), node.output(0));
     }
 
     // [N, d1, d2, ...] -> [N, d1 * d2 * ...], flattening from dim 1 like torch.flatten(x, 1).
@@ -24,17 +41,256 @@ class FlattenReference final : public OpKernel {
         }
         return {{x[0], element_count(x) / x[0]}};
     }
+};
 
-    void run(const NodeIO& io, ThreadPool&) const override {
-        std::memcpy(io.outputs[0], io.inputs[0],
-                    static_cast<size_t>(element_count(*io.input_shapes[0])));
+// [N, ...] -> [N] + shape, where one entry of shape may be -1 (inferred, as in torch).
+class ReshapeReference final : public ReinterpretReference {
+ public:
+    explicit ReshapeReference(const NodeView& node) : ReinterpretReference(node) {
+        node.expect_attrs({"shape"});
+        shape_ = node.int_list("shape", -1, kMaxDim);
+        int inferred = 0;
+        for (size_t i = 0; i < shape_.size(); ++i) {
+            if (shape_[i] == 0) {
+                node.fail("attribute 'shape'[" + std::to_string(i) + "] is 0; dims are >= 1");
+            }
+            inferred += shape_[i] == -1 ? 1 : 0;
+        }
+        if (inferred > 1) {
+            node.fail("attribute 'shape' = " + to_string(shape_) + " has more than one -1");
+        }
     }
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
+        const Shape& x = inputs[0];  // rank >= 1: graph inputs have a batch, ops keep it
+        const int64_t per_sample = element_count(x) / x[0];
+        int64_t known = 1;  // the product of the given dims, kept <= per_sample (no overflow)
+        for (int64_t d : shape_) {
+            if (d != -1 && d > per_sample / known) {
+                fail("shape " + to_string(shape_) + " holds more than the input's " +
+                     std::to_string(per_sample) + " elements per sample (input " + to_string(x) +
+                     ")");
+            }
+            known *= d == -1 ? 1 : d;
+        }
+        Shape out = {x[0]};
+        for (int64_t d : shape_) {
+            out.push_back(d == -1 ? per_sample / known : d);
+        }
+        if (element_count(out) != element_count(x)) {
+            fail("shape " + to_string(shape_) + " does not fit the input's " +
+                 std::to_string(per_sample) + " elements per sample (input " + to_string(x) + ")");
+        }
+        return {out};
+    }
+
+ private:
+    Shape shape_;
+};
+
+// y[i_0, ..., i_r] = x at index i_k in dim perm[k]; perm[0] = 0 keeps the batch first.
+class PermuteReference final : public OpKernel {
+ public:
+    explicit PermuteReference(const NodeView& node)
+        : OpKernel(node.label()), element_size_(dtype_size(node.expect_data_movement(1))) {
+        node.expect_attrs({"perm"});
+        const int64_t rank =
+            static_cast<int64_t>(node.activation_input(0, node.dtype()).shape.size());
+        perm_ = node.ints("perm", static_cast<size_t>(rank), 0, rank - 1);
+        if (perm_.empty() || perm_[0] != 0) {
+            node.fail("attribute 'perm' = " + to_string(perm_) +
+                      " must start with 0 (the batch stays dim 0)");
+        }
+        std::vector<bool> seen(perm_.size(), false);
+        for (int64_t p : perm_) {
+            if (seen[static_cast<size_t>(p)]) {
+                node.fail("attribute 'perm' = " + to_string(perm_) + " is not a permutation (" +
+                          std::to_string(p) + " appears twice)");
+            }
+            seen[static_cast<size_t>(p)] = true;
+        }
+    }
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
+        const Shape& x = inputs[0];
+        expect_rank(x, perm_.size(), "input");
+        Shape out;
+        for (int64_t p : perm_) {
+            out.push_back(x[static_cast<size_t>(p)]);
+        }
+        return {out};
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Shape& ys = *io.output_shapes[0];
+        const std::vector<int64_t> x_strides = row_major_strides(*io.input_shapes[0]);
+        StridedWalk<1>::Strides strides;  // output dim k walks input dim perm[k]
+        for (int64_t p : perm_) {
+            strides[0].push_back(x_strides[static_cast<size_t>(p)]);
+        }
+        const uint8_t* x = io.input<uint8_t>(0);
+        uint8_t* y = io.output<uint8_t>(0);
+        const size_t size = element_size_;
+        pool.parallel_for(element_count(ys), [&](int64_t begin, int64_t end) {
+            StridedWalk<1> walk(ys, strides, begin);
+            for (int64_t i = begin; i < end; ++i, walk.next()) {
+                std::memcpy(y + i * size, x + walk.offset(0) * size, size);
+            }
+        });
+    }
+
+ private:
+    const size_t element_size_;
+    std::vector<int64_t> perm_;
+};
+
+// Consecutive slices of `axis` with the given sizes, one per output.
+class SplitReference final : public OpKernel {
+ public:
+    explicit SplitReference(const NodeView& node)
+        : OpKernel(node.label()),
+          element_size_(dtype_size(node.expect_data_movement(node.output_count()))) {
+        node.expect_attrs({"axis", "sizes"});
+        const size_t rank = node.activation_input(0, node.dtype()).shape.size();
+        if (rank < 2) {
+            node.fail("input must have rank >= 2 (axis 0 is the batch)");
+        }
+        axis_ = static_cast<size_t>(node.int_scalar("axis", 1, static_cast<int64_t>(rank) - 1));
+        sizes_ = node.ints("sizes", node.output_count(), 1, kMaxDim);
+    }
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
+        const Shape& x = inputs[0];
+        if (axis_ >= x.size()) {
+            fail("axis " + std::to_string(axis_) + " is beyond the input's rank");
+        }
+        int64_t total = 0;  // at most 2^20 outputs of sizes below 2^31: no overflow
+        std::vector<Shape> out;
+        for (int64_t size : sizes_) {
+            total += size;
+            out.push_back(x);
+            out.back()[axis_] = size;
+        }
+        if (total != x[axis_]) {
+            fail("sizes " + to_string(sizes_) + " sum to " + std::to_string(total) +
+                 ", but the input's dim " + std::to_string(axis_) + " is " +
+                 std::to_string(x[axis_]) + " (input " + to_string(x) + ")");
+        }
+        return out;
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Shape& xs = *io.input_shapes[0];
+        int64_t outer = 1;  // the dims before the axis, batch included
+        for (size_t d = 0; d < axis_; ++d) {
+            outer *= xs[d];
+        }
+        const int64_t inner = element_count(xs) / outer / xs[axis_];  // elements per axis step
+        const size_t size = element_size_;
+        pool.parallel_for(outer, [&](int64_t begin, int64_t end) {
+            for (int64_t o = begin; o < end; ++o) {
+                const uint8_t* x = io.input<uint8_t>(0) + o * xs[axis_] * inner * size;
+                for (size_t k = 0; k < sizes_.size(); ++k) {
+                    const int64_t block = sizes_[k] * inner;
+                    std::memcpy(io.output<uint8_t>(k) + o * block * size, x,
+                                static_cast<size_t>(block) * size);
+                    x += block * size;
+                }
+            }
+        });
+    }
+
+ private:
+    const size_t element_size_;
+    size_t axis_;
+    std::vector<int64_t> sizes_;
+};
+
+// Constant padding of the last two dims of NCHW; `value` is already in the tensor's dtype (an int8
+// value quantized at export, spec 13, or a float).
+class PadReference final : public OpKernel {
+ public:
+    explicit PadReference(const NodeView& node)
+        : OpKernel(node.label()), element_size_(dtype_size(node.expect_data_movement(1))) {
+        node.expect_attrs({"pads", "value"});
+        const std::vector<int64_t> pads = node.ints("pads", 4, 0, kMaxDim);
+        left_ = pads[0];
+        right_ = pads[1];
+        top_ = pads[2];
+        bottom_ = pads[3];
+        if (node.dtype() == DType::kInt8) {
+            value_[0] =
+                static_cast<uint8_t>(static_cast<int8_t>(node.int_scalar("value", -128, 127)));
+        } else {
+            const float value = node.floats("value", 1)[0];
+            std::memcpy(value_, &value, sizeof value);
+        }
+    }
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
+        const Shape& x = inputs[0];
+        expect_rank(x, 4, "input");
+        // Each term is below 2^31: no overflow; the loader and session bound the result.
+        return {{x[0], x[1], x[2] + top_ + bottom_, x[3] + left_ + right_}};
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Shape& xs = *io.input_shapes[0];
+        const Shape& ys = *io.output_shapes[0];
+        const int64_t height = xs[2], width = xs[3], out_h = ys[2], out_w = ys[3];
+        const size_t size = element_size_;
+        pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
+            for (int64_t plane = begin; plane < end; ++plane) {
+                const uint8_t* x = io.input<uint8_t>(0) + plane * height * width * size;
+                uint8_t* y = io.output<uint8_t>(0) + plane * out_h * out_w * size;
+                for (int64_t oy = 0; oy < out_h; ++oy) {
+                    uint8_t* row = y + oy * out_w * size;
+                    const int64_t iy = oy - top_;
+                    if (iy < 0 || iy >= height) {
+                        fill(row, out_w);
+                        continue;
+                    }
+                    fill(row, left_);
+                    std::memcpy(row + left_ * size, x + iy * width * size,
+                                static_cast<size_t>(width) * size);
+                    fill(row + (left_ + width) * size, right_);
+                }
+            }
+        });
+    }
+
+ private:
+    void fill(uint8_t* y, int64_t count) const {
+        for (int64_t i = 0; i < count; ++i) {
+            std::memcpy(y + i * element_size_, value_, element_size_);
+        }
+    }
+
+    const size_t element_size_;
+    int64_t left_, right_, top_, bottom_;
+    uint8_t value_[4] = {};  // one element of the tensor's dtype
 };
 
 }  // namespace
 
 std::unique_ptr<OpKernel> make_flatten_reference(const NodeView& node) {
     return std::make_unique<FlattenReference>(node);
+}
+
+std::unique_ptr<OpKernel> make_reshape_reference(const NodeView& node) {
+    return std::make_unique<ReshapeReference>(node);
+}
+
+std::unique_ptr<OpKernel> make_permute_reference(const NodeView& node) {
+    return std::make_unique<PermuteReference>(node);
+}
+
+std::unique_ptr<OpKernel> make_split_reference(const NodeView& node) {
+    return std::make_unique<SplitReference>(node);
+}
+
+std::unique_ptr<OpKernel> make_pad_reference(const NodeView& node) {
+    return std::make_unique<PadReference>(node);
 }
 
 }  // namespace detail
