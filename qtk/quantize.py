@@ -167,7 +167,10 @@ class int8_outputs:
     as ``session.run(x, output='int8')`` does."""
 
     def __init__(self, model):
-        self.stubs = [m for m in model.modules() if isinstance(m, modules.QuantizedDequantStub)]
+        output_stubs = [n for n in model.graph.nodes if n.op == "call_module"
+                        and isinstance(model.get_submodule(n.target), modules.QuantizedDequantStub)
+                        and all(user.op == "output" for user in n.users)]
+        self.stubs = [model.get_submodule(n.target) for n in output_stubs]
 
     def __enter__(self):
         for stub in self.stubs:

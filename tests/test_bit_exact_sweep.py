@@ -7,12 +7,14 @@ spatial sizes, batch 1 and larger, fused activations and folded BatchNorm.
 import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+import torch.nn.functional as F
 from torch import nn
 
 import qtk
 from conftest import assert_not_degenerate, calibrated, reference_and_runtime
 
-TAILS = ["none", "max_pool", "avg_pool", "add", "concat", "global_pool_linear", "relu6"]
+TAILS = ["none", "max_pool", "avg_pool", "add", "concat", "global_pool_linear", "relu6",
+         "squeeze_excite", "hardswish", "sigmoid", "nearest", "bilinear", "pad", "shuffle"]
 
 
 @st.composite
@@ -74,6 +76,12 @@ class SweepNet(nn.Module):
             self.linear = nn.Linear(c, 7)
         elif self.tail == "relu6":
             self.act = nn.ReLU6()
+        elif self.tail == "squeeze_excite":
+            self.excite = nn.Conv2d(c, c, 1)
+        self.groups = 3 if c % 3 == 0 else (2 if c % 2 == 0 else 1)
+        self.parts = min(c, 2)
+        self.scale = cfg["pool_kernel"]
+        self.align_corners = cfg["count_include_pad"]
 
     def forward(self, x):
         y = self.body(x)
@@ -85,6 +93,27 @@ class SweepNet(nn.Module):
             return self.linear(self.flatten(self.pool(y)))
         if self.tail == "relu6":
             return self.act(y)
+        if self.tail == "squeeze_excite":
+            return y * torch.sigmoid(self.excite(F.adaptive_avg_pool2d(y, 1)))
+        if self.tail == "hardswish":
+            return F.hardswish(y)
+        if self.tail == "sigmoid":
+            return torch.sigmoid(y)
+        if self.tail == "nearest":
+            return F.interpolate(y, scale_factor=self.scale, mode="nearest")
+        if self.tail == "bilinear":
+            return F.interpolate(y, scale_factor=self.scale, mode="bilinear",
+                                 align_corners=self.align_corners)
+        if self.tail == "pad":
+            return F.pad(y, (1, 0, 2, self.scale))
+        if self.tail == "shuffle":  # channel shuffle (torchvision's code), then split and rejoin
+            n, c, h, w = y.size()
+            y = y.view(n, self.groups, c // self.groups, h, w).transpose(1, 2).contiguous()
+            y = y.view(n, c, h, w)
+            if self.parts == 1:
+                return F.relu(y)
+            first, second = y.chunk(2, dim=1)
+            return torch.cat([F.relu(second), first], dim=1)
         return y
 
 
@@ -92,12 +121,13 @@ def _output_size(size, kernel, stride, padding, dilation):
     return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
-@settings(max_examples=220, deadline=None, derandomize=True,
+@settings(max_examples=260, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(configurations())
 def test_random_configurations_are_byte_identical(cfg):
     for size in (cfg["height"], cfg["width"]):
         assume(_output_size(size, cfg["kernel"], cfg["stride"], cfg["padding"], cfg["dilation"]) >= 2)
+    torch.manual_seed(0)  # each example reproducible on its own
     model = SweepNet(cfg).eval()
     shape = (cfg["batch"], cfg["c_in"], cfg["height"], cfg["width"])
     calibration = [torch.randn(shape) * cfg["input_scale"] for _ in range(2)]
@@ -106,5 +136,9 @@ def test_random_configurations_are_byte_identical(cfg):
     reference, runtime = reference_and_runtime(quantized, calibration[0], inputs, cfg["threads"])
     assert reference.dtype == runtime.dtype == torch.int8
     assert torch.equal(reference, runtime), f"runtime differs from the reference for {cfg}"
-    if reference.numel() >= 16:
+    # outputs whose float values spread over several quantization steps must not collapse
+    stub = next(m for m in quantized.modules() if isinstance(m, qtk.modules.QuantizedDequantStub))
+    with torch.no_grad():
+        spread = float(model(inputs).std()) / stub.input_qparams[0].scale
+    if reference.numel() >= 16 and spread > 4:
         assert_not_degenerate(reference)

@@ -1,0 +1,71 @@
+"""Real models unchanged: torchvision classifiers go through QAT -> convert -> export -> runtime
+byte-identical, at 224x224, batch 1 and 4, with outputs far from degenerate.
+
+Random weights make deep nets degenerate, so BatchNorm statistics are re-estimated on random data
+first (train-mode forward with momentum=None, a cumulative average) and the test asserts many
+distinct int8 output values.
+"""
+import pytest
+import torch
+import torchvision
+from torch import nn
+
+import qtk
+from conftest import assert_not_degenerate
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def reestimate_batchnorm(model, shape, batches=3):
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.reset_running_stats()
+            module.momentum = None
+    model.train()
+    with torch.no_grad():
+        for _ in range(batches):
+            model(torch.randn(shape))
+    return model.eval()
+
+
+def qat_convert(model, size, steps=2):
+    reestimate_batchnorm(model, (4, 3, size, size))
+    qat = qtk.quantize_qat(model).train()
+    optimizer = torch.optim.SGD(qat.parameters(), lr=1e-4, momentum=0.9)
+    for _ in range(steps):
+        logits = qat(torch.randn(2, 3, size, size))
+        loss = nn.functional.cross_entropy(logits, torch.randint(0, logits.shape[1], (2,)))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return qtk.convert(qat.eval())
+
+
+def check_byte_identical(quantized, size, batches):
+    session = qtk.runtime.load(qtk.export(quantized, torch.randn(1, 3, size, size)), threads=2)
+    compared = 0
+    for batch in batches:
+        x = torch.randn(batch, 3, size, size)
+        with qtk.int8_outputs(quantized), torch.no_grad():
+            reference = quantized(x)
+        runtime = session.run(x, output="int8")
+        assert torch.equal(reference, runtime), f"batch {batch}: runtime differs from reference"
+        assert_not_degenerate(reference, min_distinct=32)
+        compared += batch
+    return compared
+
+
+@pytest.mark.parametrize("name", ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small",
+                                  "shufflenet_v2_x1_0"])
+def test_torchvision_model_at_224_is_byte_identical(name):
+    torch.manual_seed(0)
+    quantized = qat_convert(getattr(torchvision.models, name)(), 224)
+    assert check_byte_identical(quantized, 224, batches=[1, 1, 1, 1, 4]) >= 8
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v3_large", "mnasnet0_5", "regnet_x_400mf"])
+def test_other_torchvision_models_need_no_model_specific_code(name):
+    """Any classifier built from supported ops works the same way (smaller input to stay fast)."""
+    torch.manual_seed(0)
+    quantized = qat_convert(getattr(torchvision.models, name)(num_classes=100), 96, steps=1)
+    check_byte_identical(quantized, 96, batches=[1, 3])
