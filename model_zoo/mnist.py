@@ -13,10 +13,10 @@ import time
 
 import torch
 from torch import nn
-from tqdm import tqdm
 
 import qtk
 from model_zoo.data import mnist_5k
+from model_zoo.training import accuracy, compare_deployed, train, train_qat
 
 
 class ResidualBlock(nn.Module):
@@ -47,36 +47,6 @@ def small_cnn():
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.1), nn.Linear(64, 10))
 
 
-def train(model, data, epochs, lr, desc, on_epoch=None):
-    images, labels = data
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    batch_size = 64
-    steps = epochs * ((len(labels) + batch_size - 1) // batch_size)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, lr, total_steps=steps)
-    generator = torch.Generator().manual_seed(1)
-    for epoch in range(epochs):
-        if on_epoch:
-            on_epoch(model, epoch)
-        model.train()
-        order = torch.randperm(len(labels), generator=generator)
-        batches = order.split(batch_size)
-        for batch in tqdm(batches, desc=f"{desc} epoch {epoch + 1}/{epochs}", leave=False):
-            loss = nn.functional.cross_entropy(model(images[batch]), labels[batch])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-    return model.eval()
-
-
-@torch.no_grad()
-def accuracy(predict, data):
-    images, labels = data
-    correct = sum(int((predict(x).argmax(1) == y).sum()) for x, y in
-                  zip(images.split(250), labels.split(250)))
-    return 100.0 * correct / len(labels)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=10)
@@ -91,12 +61,7 @@ def main(argv=None):
     float_model = train(small_cnn(), train_data, args.epochs, 3e-3, "float")
     float_acc = accuracy(float_model, test_data)
 
-    def freeze_late(model, epoch):  # the last QAT epoch trains with BatchNorm statistics frozen
-        if epoch == args.qat_epochs - 1:
-            qtk.freeze_bn_stats(model)
-
-    qat_model = train(qtk.quantize_qat(float_model), train_data, args.qat_epochs, 3e-4, "QAT",
-                      freeze_late)
+    qat_model = train_qat(float_model, train_data, args.qat_epochs, 3e-4)
     qat_acc = accuracy(qat_model, test_data)
 
     quantized = qtk.convert(qat_model)
@@ -105,13 +70,9 @@ def main(argv=None):
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     qtk.export(quantized, test_data[0][:1], args.out)
     session = qtk.runtime.load(args.out, threads=args.threads)
-    runtime_acc = accuracy(lambda x: session.run(x), test_data)
+    runtime_acc, identical = compare_deployed(quantized, session, test_data, batch_size=250)
 
     images = test_data[0]
-    with qtk.int8_outputs(quantized):
-        reference_int8 = quantized(images)
-    runtime_int8 = session.run(images, output="int8")
-    identical = int((reference_int8 == runtime_int8).all(dim=1).sum())
 
     latencies = []
     for image in images[:200].split(1):
