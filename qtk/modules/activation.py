@@ -38,9 +38,8 @@ class QATTableFunction(QATModule):
     FLOAT_TYPES = TABLE_FUNCTIONS
 
     def __init__(self, function, qconfig):
-        super().__init__()
+        super().__init__(qconfig)
         self.function = function
-        self.activation_post_process = qconfig.activation()
 
     @classmethod
     def from_float(cls, module, qconfig):

@@ -50,9 +50,19 @@ class QATModule(nn.Module):
     """A float module that fake-quantizes its output (and weight) for quantization-aware training.
 
     Subclasses list the float modules they replace in ``FLOAT_TYPES`` and build themselves from
-    one with ``from_float(module, qconfig)``.
+    one with ``from_float(module, qconfig)``; given a qconfig, this base creates the output's
+    fake quantizer.
     """
     FLOAT_TYPES: Tuple[type, ...] = ()
+
+    def __init__(self, qconfig=None):
+        super().__init__()
+        if qconfig is not None:
+            self.activation_post_process = qconfig.activation()
+
+    @classmethod
+    def from_float(cls, module, qconfig):
+        return cls(qconfig)
 
     def output_qparams(self):
         return per_tensor_qparams(self.activation_post_process)

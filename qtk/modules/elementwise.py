@@ -58,9 +58,8 @@ class QATAdd(QATModule):
     FLOAT_TYPES = (Add, AddReLU)
 
     def __init__(self, activation, qconfig):
-        super().__init__()
+        super().__init__(qconfig)
         self.activation = activation
-        self.activation_post_process = qconfig.activation()
 
     @classmethod
     def from_float(cls, module, qconfig):
@@ -77,14 +76,6 @@ class QATMul(QATModule):
     """Mul with a fake-quantized output."""
     FLOAT_TYPES = (Mul,)
 
-    def __init__(self, qconfig):
-        super().__init__()
-        self.activation_post_process = qconfig.activation()
-
-    @classmethod
-    def from_float(cls, module, qconfig):
-        return cls(qconfig)
-
     def forward(self, a, b):
         return self.activation_post_process(a * b)
 
@@ -94,9 +85,8 @@ class QATConcat(QATModule):
     FLOAT_TYPES = (Concat,)
 
     def __init__(self, dim, qconfig):
-        super().__init__()
+        super().__init__(qconfig)
         self.dim = dim
-        self.activation_post_process = qconfig.activation()
 
     @classmethod
     def from_float(cls, module, qconfig):

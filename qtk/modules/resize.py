@@ -64,9 +64,8 @@ class QATResizeBilinear(QATModule):
     FLOAT_TYPES = (nn.Upsample,)
 
     def __init__(self, upsample, qconfig):
-        super().__init__()
+        super().__init__(qconfig)
         self.upsample = upsample
-        self.activation_post_process = qconfig.activation()
 
     @classmethod
     def from_float(cls, module, qconfig):

@@ -24,14 +24,6 @@ class QATQuantStub(QATModule):
     """Fake-quantizes the model input; its observer sets the input's scale and zero point."""
     FLOAT_TYPES = (QuantStub,)
 
-    def __init__(self, qconfig):
-        super().__init__()
-        self.activation_post_process = qconfig.activation()
-
-    @classmethod
-    def from_float(cls, module, qconfig):
-        return cls(qconfig)
-
     def forward(self, x):
         return self.activation_post_process(x)
 
@@ -41,7 +33,7 @@ class QATDequantStub(QATModule):
 
     @classmethod
     def from_float(cls, module, qconfig):
-        return cls()
+        return cls()  # nothing to observe: the value keeps its producer's quantization
 
     def forward(self, x):
         return x
