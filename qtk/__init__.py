@@ -9,7 +9,7 @@ from . import arithmetic, modules, observers, fake_quant
 from .export.capture import UnsupportedOpError
 from .export.exporter import export
 from .qconfig import QConfig, QConfigMapping, default_ptq_qconfig, default_qat_qconfig, with_args
-from .quantize import convert, freeze_bn_stats, int8_outputs, prepare_ptq, quantize_qat
+from .quantize import calibrate, convert, freeze_bn_stats, int8_outputs, prepare_ptq, quantize_qat
 from .version import __version__
 
 
@@ -24,7 +24,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'qtk' has no attribute {name!r}")
 
 
-__all__ = ["quantize_qat", "prepare_ptq", "convert", "export", "freeze_bn_stats", "int8_outputs",
+__all__ = ["quantize_qat", "prepare_ptq", "calibrate", "convert", "export", "freeze_bn_stats", "int8_outputs",
            "QConfig", "QConfigMapping", "default_qat_qconfig", "default_ptq_qconfig", "with_args", "runtime",
            "QtkError", "UnsupportedOpError", "arithmetic", "modules", "observers", "fake_quant",
            "__version__"]

@@ -1,13 +1,17 @@
 """prepare (QAT and PTQ) and convert: the float -> QAT -> Quantized steps of the data flow."""
 import copy
+import itertools
 
 import torch
 from torch import fx, nn
+from tqdm import tqdm
 
 from . import modules
 from .export.capture import UnsupportedOpError, capture, node_inputs, replace_submodule
 from .export.functional import TENSOR, TENSORS, classify, normalize, shape_op_kinds
 from .export.fusion import fuse
+from .fake_quant import FakeQuantize
+from .observers import HistogramObserver, MinMaxObserver
 from .qconfig import as_mapping, default_ptq_qconfig, default_qat_qconfig
 
 
@@ -115,6 +119,41 @@ def prepare_ptq(model, qconfig=None):
             :data:`qtk.default_ptq_qconfig`.
     """
     return _prepare(model, qconfig, default_ptq_qconfig).eval()
+
+
+CALIBRATION_METHODS = ("minmax", "percentile", "mse", "kl")
+
+
+def calibrate(model, data, num_batches=None, method=None):
+    """Run calibration batches through a model from :func:`prepare_ptq`, with a progress bar.
+
+    Args:
+        model: the prepared model.
+        data: an iterable of input tensors, or of ``(input, ...)`` tuples (a DataLoader).
+        num_batches: stop after this many batches (default: all of ``data``).
+        method: how activation ranges are chosen: ``"minmax"``, or a histogram rule
+            (``"percentile"``, ``"mse"``, ``"kl"``; see :class:`qtk.observers.HistogramObserver`).
+            ``None`` keeps the observers of the model's qconfig.
+    Returns:
+        the model, ready for :func:`convert`.
+    """
+    if method is not None:
+        if method not in CALIBRATION_METHODS:
+            raise ValueError(f"unknown calibration method {method!r}; choose one of "
+                             f"{CALIBRATION_METHODS}")
+        for module in model.modules():
+            if isinstance(module, FakeQuantize) and module.ch_axis is None:
+                old = module.observer
+                kwargs = dict(qmin=old.qmin, qmax=old.qmax, symmetric=old.symmetric)
+                module.observer = (MinMaxObserver(**kwargs) if method == "minmax"
+                                   else HistogramObserver(method=method, **kwargs))
+    model.eval()
+    total = num_batches if num_batches is not None else (len(data) if hasattr(data, "__len__")
+                                                         else None)
+    with torch.no_grad():
+        for batch in tqdm(itertools.islice(data, num_batches), total=total, desc="calibrating"):
+            model(batch[0] if isinstance(batch, (tuple, list)) else batch)
+    return model
 
 
 def freeze_bn_stats(model):

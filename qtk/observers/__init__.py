@@ -5,14 +5,16 @@ Contract (two methods): ``forward(x)`` updates the statistics and returns ``x`` 
 observer with :func:`register_observer` and look it up by name with :func:`get_observer`.
 """
 from ..registry import Registry
+from .histogram import HistogramObserver
 from .minmax import (MinMaxObserver, MovingAverageMinMaxObserver, Observer,
                      PerChannelMinMaxObserver, qparams_from_range)
 
 _observers = Registry("observer")
 register_observer, get_observer = _observers.register, _observers.get
 
-for _cls in (MinMaxObserver, MovingAverageMinMaxObserver, PerChannelMinMaxObserver):
+for _cls in (MinMaxObserver, MovingAverageMinMaxObserver, PerChannelMinMaxObserver,
+             HistogramObserver):
     register_observer(_cls.__name__, _cls)
 
-__all__ = ["Observer", "MinMaxObserver", "MovingAverageMinMaxObserver", "PerChannelMinMaxObserver",
+__all__ = ["Observer", "HistogramObserver", "MinMaxObserver", "MovingAverageMinMaxObserver", "PerChannelMinMaxObserver",
            "qparams_from_range", "register_observer", "get_observer"]

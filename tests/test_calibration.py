@@ -1,0 +1,53 @@
+"""PTQ calibration: histogram observers choose tighter ranges than min/max on data with outliers,
+and every calibration method deploys byte-identical."""
+import pytest
+import torch
+from torch import nn
+
+import qtk
+from qtk.observers import HistogramObserver, MinMaxObserver, get_observer
+
+
+def _outlier_data():
+    torch.manual_seed(0)
+    return torch.cat([torch.randn(20000), torch.tensor([25.0, -18.0])])
+
+
+@pytest.mark.parametrize("method", ["percentile", "mse", "kl"])
+def test_histogram_rules_clip_outliers(method):
+    data = _outlier_data()
+    histogram = HistogramObserver(method=method)
+    histogram(data[:10000])
+    histogram(data[10000:] * 1.2)  # a later, wider batch re-bins the histogram
+    minmax = MinMaxObserver()
+    minmax(data[:10000])
+    minmax(data[10000:] * 1.2)
+    scale, zero_point = histogram.calculate_qparams()
+    assert float(scale) < float(minmax.calculate_qparams()[0])
+    assert -128 <= int(zero_point) <= 127
+
+
+def test_histogram_observer_is_registered():
+    assert get_observer("HistogramObserver") is HistogramObserver
+    with pytest.raises(ValueError, match="unknown histogram method"):
+        HistogramObserver(method="magic")
+
+
+@pytest.mark.parametrize("method", ["minmax", "percentile", "mse", "kl"])
+def test_calibrate_then_deploy_is_byte_identical(method):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Conv2d(8, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten()).eval()
+    loader = [(torch.randn(4, 3, 8, 8), torch.zeros(4)) for _ in range(5)]
+    prepared = qtk.calibrate(qtk.prepare_ptq(model), loader, num_batches=3, method=method)
+    quantized = qtk.convert(prepared)
+    session = qtk.runtime.load(qtk.export(quantized, torch.randn(1, 3, 8, 8)))
+    x = torch.randn(6, 3, 8, 8)
+    with qtk.int8_outputs(quantized):
+        assert torch.equal(quantized(x), session.run(x, output="int8"))
+
+
+def test_unknown_calibration_method_is_named():
+    prepared = qtk.prepare_ptq(nn.Sequential(nn.Conv2d(1, 1, 1)).eval())
+    with pytest.raises(ValueError, match="unknown calibration method 'best'"):
+        qtk.calibrate(prepared, [torch.randn(1, 1, 2, 2)], method="best")
