@@ -96,3 +96,25 @@ def as_mapping(qconfig, default):
     if isinstance(qconfig, QConfigMapping):
         return qconfig
     raise TypeError(f"qconfig must be a qtk.QConfig or qtk.QConfigMapping, got {type(qconfig)}")
+
+
+def weight_bits_qconfig(bits, base=None):
+    """``base`` (default: int8 QAT) with ``bits``-bit symmetric narrow-range per-channel weights,
+    e.g. ``weight_bits_qconfig(4)`` for w4a8. Weights are stored as int8 and run in the int8
+    kernels, so the deployed model stays byte-identical."""
+    if not 2 <= bits <= 8:
+        raise ValueError(f"weight bit width must be in [2, 8], got {bits}")
+    base = base or default_qat_qconfig
+    limit = 2 ** (bits - 1) - 1
+    observer = with_args(PerChannelMinMaxObserver, averaging_constant=1.0, qmin=-limit,
+                         qmax=limit, symmetric=True)
+    return QConfig(activation=base.activation, weight=with_args(FakeQuantize, observer=observer))
+
+
+# Named presets. Activation bit widths below 8 need the runtime to quantize inputs to their
+# range, which it does not do yet.
+PRESETS = {
+    "int8_qat": default_qat_qconfig,
+    "int8_ptq": default_ptq_qconfig,
+    "w4a8_qat": weight_bits_qconfig(4),
+}

@@ -5,10 +5,13 @@ Register a new fake quantizer with :func:`register_fake_quant` and look it up by
 """
 from ..registry import Registry
 from .fake_quantize import FakeQuantize
+from .learned import LSQFakeQuantize, PACTFakeQuantize, TQTFakeQuantize
 
 _fake_quantizers = Registry("fake quantizer")
 register_fake_quant, get_fake_quant = _fake_quantizers.register, _fake_quantizers.get
 
-register_fake_quant("FakeQuantize", FakeQuantize)
+for _cls in (FakeQuantize, LSQFakeQuantize, PACTFakeQuantize, TQTFakeQuantize):
+    register_fake_quant(_cls.__name__, _cls)
 
-__all__ = ["FakeQuantize", "register_fake_quant", "get_fake_quant"]
+__all__ = ["FakeQuantize", "LSQFakeQuantize", "PACTFakeQuantize", "TQTFakeQuantize",
+           "register_fake_quant", "get_fake_quant"]
