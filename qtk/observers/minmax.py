@@ -1,5 +1,6 @@
 """Range observers: running min/max, its moving average, and the per-channel form."""
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from .. import arithmetic
@@ -26,6 +27,10 @@ def qparams_from_range(min_val, max_val, qmin, qmax, symmetric):
         zero_point = qmin - torch.round(min_val / scale).to(torch.int64)
         zero_point = torch.clamp(zero_point, qmin, qmax)
     return scale, zero_point
+
+
+def _distributed():
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
 class Observer(nn.Module):
@@ -60,9 +65,15 @@ class Observer(nn.Module):
 
     def _batch_range(self, x):
         if self.ch_axis is None:
-            return torch.aminmax(x)
-        flat = x.transpose(0, self.ch_axis).reshape(x.shape[self.ch_axis], -1)
-        return torch.aminmax(flat, dim=1)
+            x_min, x_max = torch.aminmax(x)
+        else:
+            flat = x.transpose(0, self.ch_axis).reshape(x.shape[self.ch_axis], -1)
+            x_min, x_max = torch.aminmax(flat, dim=1)
+        if self.training and _distributed():
+            # DDP: every rank sees the global batch's range, so statistics stay identical
+            dist.all_reduce(x_min, op=dist.ReduceOp.MIN)
+            dist.all_reduce(x_max, op=dist.ReduceOp.MAX)
+        return x_min, x_max
 
     @torch.no_grad()
     def forward(self, x):
