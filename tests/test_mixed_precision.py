@@ -65,9 +65,12 @@ def test_float_input_stem():
     session = qtk.runtime.load(qtk.export(quantized, torch.randn(1, 3, 10, 10)))
     assert session.inputs[0]["dtype"] == "float32"
     x = torch.randn(2, 3, 10, 10)
-    with torch.no_grad():
-        reference = quantized(x)
-    assert session.run(x).shape == reference.shape
+    with qtk.int8_outputs(quantized), torch.no_grad():
+        reference = quantized(x).to(torch.int32)
+    runtime = session.run(x, output="int8").to(torch.int32)
+    # the float stem's rounding may move a quantized value by one step (spec 15)
+    assert (reference - runtime).abs().max() <= 2
+    assert (reference == runtime).float().mean() >= 0.9
 
 
 def test_float_op_without_runtime_kernel_fails_export_with_a_way_out():
