@@ -131,13 +131,14 @@ def linear_accumulate(x_q, x_zp, w_q, bias_q):
 
 # ---- spec 5: activations as clamps --------------------------------------------------------------
 
-def activation_bounds(activation, scale, zero_point):
-    """(lo, hi) int8 bounds for None, 'relu' or 'relu6' on an output with (scale, zero_point)."""
-    lo, hi = INT8_MIN, INT8_MAX
+def activation_bounds(activation, qparams):
+    """(lo, hi) clamp bounds for None, 'relu' or 'relu6' on an output with ``qparams`` (scale,
+    zero_point, qmin, qmax): the activation's range intersected with the output's integer range."""
+    scale, zero_point, lo, hi = qparams
     if activation in ("relu", "relu6"):
-        lo = max(INT8_MIN, int(zero_point))
+        lo = max(lo, int(zero_point))
     if activation == "relu6":
-        hi = min(INT8_MAX, quantize_scalar(6.0, scale, zero_point))
+        hi = min(hi, quantize_scalar(6.0, scale, zero_point))
     if activation not in (None, "relu", "relu6"):
         raise ValueError(f"unknown fused activation {activation!r}")
     return lo, hi
@@ -160,7 +161,7 @@ def average(total, divisor, zero_point):
 def lookup_table(function, input_qparams, output_qparams):
     """Spec 10: the 256-entry int8 table of ``function`` (evaluated by torch in float32)."""
     q = torch.arange(INT8_MIN, INT8_MAX + 1)
-    x = dequantize(q, *input_qparams)
+    x = dequantize(q, input_qparams.scale, input_qparams.zero_point)
     return quantize(function(x), *output_qparams).to(torch.int8)
 
 

@@ -98,23 +98,43 @@ def as_mapping(qconfig, default):
     raise TypeError(f"qconfig must be a qtk.QConfig or qtk.QConfigMapping, got {type(qconfig)}")
 
 
-def weight_bits_qconfig(bits, base=None):
-    """``base`` (default: int8 QAT) with ``bits``-bit symmetric narrow-range per-channel weights,
-    e.g. ``weight_bits_qconfig(4)`` for w4a8. Weights are stored as int8 and run in the int8
-    kernels, so the deployed model stays byte-identical."""
+def integer_range(bits, signed=True, narrow=False):
+    """[qmin, qmax] of a ``bits``-bit integer: signed or unsigned, narrow range dropping the most
+    negative (signed) or the lowest (unsigned) value, so the range is symmetric about its middle."""
     if not 2 <= bits <= 8:
-        raise ValueError(f"weight bit width must be in [2, 8], got {bits}")
+        raise ValueError(f"bit width must be in [2, 8], got {bits}")
+    qmin, qmax = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2 ** bits - 1)
+    return qmin + int(narrow), qmax
+
+
+def with_range(fake_quant_factory, qmin, qmax):
+    """A fake quantizer factory (``with_args(SomeFakeQuantize, observer=...)``) whose observer
+    targets [qmin, qmax] instead."""
+    observer = getattr(fake_quant_factory, "keywords", {}).get("observer")
+    if observer is None:
+        raise TypeError("with_range needs a factory made by with_args(FakeQuantizeClass, "
+                        "observer=...)")
+    return functools.partial(fake_quant_factory, observer=with_args(observer, qmin=qmin, qmax=qmax))
+
+
+def bits_qconfig(weight_bits=8, activation_bits=8, base=None, signed_activations=True):
+    """``base`` (default: int8 QAT) at other bit widths, e.g. ``bits_qconfig(4, 4)`` for w4a4.
+
+    Weights are symmetric narrow range per channel ([-7, 7] at 4 bits); activations keep base's
+    quantizer and observer with a ``activation_bits``-bit range. Sub-8-bit values live in int8
+    containers (weights are packed in the .qmodel) and run in the int8 kernels, clamped to their
+    range, so the deployed model stays byte-identical (spec 16)."""
     base = base or default_qat_qconfig
-    limit = 2 ** (bits - 1) - 1
-    observer = with_args(PerChannelMinMaxObserver, averaging_constant=1.0, qmin=-limit,
-                         qmax=limit, symmetric=True)
-    return QConfig(activation=base.activation, weight=with_args(FakeQuantize, observer=observer))
+    return QConfig(activation=with_range(base.activation,
+                                         *integer_range(activation_bits, signed_activations)),
+                   weight=with_range(base.weight, *integer_range(weight_bits, narrow=True)))
 
 
-# Named presets. Activation bit widths below 8 need the runtime to quantize inputs to their
-# range, which it does not do yet.
+# Named presets: int8 QAT and PTQ, and the usual low-bit QAT mixes.
 PRESETS = {
     "int8_qat": default_qat_qconfig,
     "int8_ptq": default_ptq_qconfig,
-    "w4a8_qat": weight_bits_qconfig(4),
+    "w4a8_qat": bits_qconfig(4, 8),
+    "w4a4_qat": bits_qconfig(4, 4),
+    "w2a2_qat": bits_qconfig(2, 2),
 }

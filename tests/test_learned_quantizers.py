@@ -77,22 +77,3 @@ def test_learned_quantizers_are_registered():
     assert get_fake_quant("LSQFakeQuantize") is LSQFakeQuantize
     assert get_fake_quant("PACTFakeQuantize") is PACTFakeQuantize
     assert get_fake_quant("TQTFakeQuantize") is TQTFakeQuantize
-
-
-@pytest.mark.parametrize("bits", [2, 4, 6])
-def test_low_bit_weights_deploy_byte_identical(bits):
-    from qtk.qconfig import weight_bits_qconfig
-
-    torch.manual_seed(0)
-    qat = qtk.quantize_qat(_model(), weight_bits_qconfig(bits)).train()
-    for _ in range(2):
-        qat(torch.randn(8, 3, 8, 8))
-    quantized = qtk.convert(qat.eval())
-    limit = 2 ** (bits - 1) - 1
-    weights = [m.weight_q for m in quantized.modules() if hasattr(m, "weight_q")]
-    assert all(int(w.abs().max()) <= limit for w in weights)
-    assert any(int(w.abs().max()) == limit for w in weights)
-    session = qtk.runtime.load(qtk.export(quantized, torch.randn(1, 3, 8, 8)))
-    x = torch.randn(4, 3, 8, 8)
-    with qtk.int8_outputs(quantized):
-        assert torch.equal(quantized(x), session.run(x, output="int8"))

@@ -131,6 +131,8 @@ GRAPH_CASES = {
     "NaN scale": (lambda w: _set(w.values[0], "scale", float("nan")), "scale"),
     "zero point out of range": (lambda w: _set(w.values[0], "zero_point", 300), "zero_point"),
     "no outputs": (lambda w: _set(w, "outputs", []), "output"),
+    "packed activation": (lambda w: _set(w.values[0], "packed_bits", 4), "constants only"),
+    "packed bias": (lambda w: _set(_value(w, "0.bias"), "packed_bits", 4), "bias"),
     "pooling changes qparams": (
         lambda w: _set(w.values[w.nodes[1]["outputs"][0]], "zero_point",
                        w.values[w.nodes[1]["outputs"][0]]["zero_point"] + 1), "zero_point"),

@@ -43,6 +43,8 @@ struct Node {
 struct Graph {
     std::string producer;
     std::vector<Value> values;
+    // Sub-8-bit constants widened to int8 at load; their values point here, not into the file.
+    std::vector<std::shared_ptr<const std::vector<int8_t>>> unpacked_constants;
     std::vector<uint32_t> inputs;
     std::vector<uint32_t> outputs;
     std::vector<Node> nodes;  // in execution order

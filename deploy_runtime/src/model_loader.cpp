@@ -269,17 +269,38 @@ std::string value_label(uint32_t id, const Value& v) {
     return "value " + std::to_string(id) + " ('" + v.name + "')";
 }
 
-Value read_value(Reader& r, uint32_t id, const uint8_t* blob, uint64_t blob_size) {
+// Storage codes 4 and 5: signed 4- and 2-bit constants packed low bits first, widened to int8.
+constexpr uint8_t kPackedInt4 = 4, kPackedInt2 = 5;
+
+int packed_bits(uint8_t storage) {
+    return storage == kPackedInt4 ? 4 : storage == kPackedInt2 ? 2 : 0;
+}
+
+std::shared_ptr<const std::vector<int8_t>> unpack(const uint8_t* data, int64_t elements, int bits) {
+    auto values = std::make_shared<std::vector<int8_t>>(static_cast<size_t>(elements));
+    const int per_byte = 8 / bits;
+    const int sign_shift = 8 - bits;  // moves the field's sign bit to bit 7
+    for (int64_t i = 0; i < elements; ++i) {
+        const uint8_t field = static_cast<uint8_t>(data[i / per_byte] >> ((i % per_byte) * bits));
+        (*values)[static_cast<size_t>(i)] =
+            static_cast<int8_t>(static_cast<int8_t>(field << sign_shift) >> sign_shift);
+    }
+    return values;
+}
+
+Value read_value(Reader& r, uint32_t id, const uint8_t* blob, uint64_t blob_size, Graph& g) {
     Value v;
     r.set_context("value " + std::to_string(id));
     v.name = r.str("name");
     r.set_context(value_label(id, v));
 
     const uint8_t dtype = r.u8("dtype");
-    if (dtype < 1 || dtype > 3) {
-        r.fail_field("dtype", std::to_string(dtype) + " is not 1 (int8), 2 (int32) or 3 (float32)");
+    if (dtype < 1 || dtype > 5) {
+        r.fail_field("dtype", std::to_string(dtype) +
+                                  " is not 1 (int8), 2 (int32), 3 (float32), 4 (int4) or 5 (int2)");
     }
-    v.dtype = static_cast<DType>(dtype);
+    const int bits = packed_bits(dtype);
+    v.dtype = bits > 0 ? DType::kInt8 : static_cast<DType>(dtype);
 
     const uint8_t rank = r.u8("rank");
     if (rank > kMaxRank) {
@@ -308,6 +329,9 @@ Value read_value(Reader& r, uint32_t id, const uint8_t* blob, uint64_t blob_size
         r.fail_field("has_data", std::to_string(has_data) + " is not 0 or 1");
     }
     v.constant = has_data == 1;
+    if (bits > 0 && !v.constant) {
+        r.fail_field("dtype", "int" + std::to_string(bits) + " is for constants only");
+    }
 
     if (!v.constant && v.dtype == DType::kInt32) {
         r.fail_field("dtype", "int32 is for constants only; an activation is int8 or float32");
@@ -338,10 +362,13 @@ Value read_value(Reader& r, uint32_t id, const uint8_t* blob, uint64_t blob_size
         if (offset % kBlobAlignment != 0) {
             r.fail_field("data_offset", std::to_string(offset) + " is not a multiple of 64");
         }
-        const uint64_t expected = static_cast<uint64_t>(elements) * dtype_size(v.dtype);
+        const uint64_t expected =
+            bits > 0 ? (static_cast<uint64_t>(elements) * bits + 7) / 8
+                     : static_cast<uint64_t>(elements) * dtype_size(v.dtype);
+        const std::string stored = bits > 0 ? "int" + std::to_string(bits) : dtype_name(v.dtype);
         if (size != expected) {
             r.fail_field("data_size", std::to_string(size) + " does not match shape " +
-                                          to_string(v.shape) + " of " + dtype_name(v.dtype) + " (" +
+                                          to_string(v.shape) + " of " + stored + " (" +
                                           std::to_string(expected) + " bytes)");
         }
         if (!section_inside(offset, size, blob_size)) {
@@ -350,6 +377,11 @@ Value read_value(Reader& r, uint32_t id, const uint8_t* blob, uint64_t blob_size
         }
         v.data = blob + offset;
         v.data_size = static_cast<size_t>(size);
+        if (bits > 0) {
+            g.unpacked_constants.push_back(unpack(v.data, elements, bits));
+            v.data = reinterpret_cast<const uint8_t*>(g.unpacked_constants.back()->data());
+            v.data_size = static_cast<size_t>(elements);
+        }
     }
     return v;
 }
@@ -409,7 +441,7 @@ Graph read_graph(const uint8_t* file, const Header& h) {
     const uint32_t num_values = r.count("num_values", kMaxValues, 15);
     g.values.reserve(num_values);
     for (uint32_t i = 0; i < num_values; ++i) {
-        g.values.push_back(read_value(r, i, blob, h.blob_size));
+        g.values.push_back(read_value(r, i, blob, h.blob_size, g));
     }
     r.set_context("graph");
     g.inputs = r.ids("graph_inputs", num_values);

@@ -90,6 +90,7 @@ def _export_module(writer, value_of, recorded, node, module):
             value_of[node] = writer.add_activation(inputs[0].name, recorded[node].shape,
                                                    module.output_qparams)
             writer.inputs.append(value_of[node])
+            _clamp_to_range(writer, value_of, recorded, node, "quantize")
             return
         op, output_qparams = QModelOp("quantize"), module.output_qparams
     elif isinstance(module, modules.QuantizedDequantStub):
@@ -104,10 +105,30 @@ def _export_module(writer, value_of, recorded, node, module):
         value_of[node] = value_of[inputs[0]]
         return
     input_ids = [value_of[n] for n in inputs]
-    input_ids += [writer.add_constant(f"{node.target}.{suffix}", tensor)
+    input_ids += [writer.add_constant(f"{node.target}.{suffix}", tensor,
+                                      op.constant_bits.get(suffix, 8))
                   for suffix, tensor in op.constants]
     value_of[node] = writer.add_activation(node.target, recorded[node].shape, output_qparams)
     writer.add_node(op.op, node.target, input_ids, [value_of[node]], op.attrs)
+    _clamp_to_range(writer, value_of, recorded, node, op.op)
+
+
+# Ops that compute new int8 values but have no clamp attribute of their own (the session's input
+# quantization counts as "quantize"). Every other op either clamps (conv2d, linear, add, mul, clamp,
+# lut's table) or keeps its input's values and range (pooling, pad, shape ops).
+_UNCLAMPED_OPS = ("quantize", "concat", "resize_bilinear")
+
+
+def _clamp_to_range(writer, value_of, recorded, node, op):
+    """A sub-8-bit output of an unclamped op gets a clamp node to its [qmin, qmax] (spec 16)."""
+    value = writer.values[value_of[node]]
+    qparams = value["qparams"]
+    if op not in _UNCLAMPED_OPS or qparams is None or not qparams.narrow:
+        return
+    clamped = writer.add_like(f"{value['name']}.range", recorded[node].shape, value_of[node])
+    writer.add_node("clamp", f"{value['name']}.range", [value_of[node]], [clamped],
+                    {"clamp": [qparams.qmin, qparams.qmax]})
+    value_of[node] = clamped
 
 
 def _argument(node, position, name, default):

@@ -11,7 +11,22 @@ HEADER_SIZE = 64
 ALIGNMENT = 64
 
 DTYPE_CODES = {torch.int8: 1, torch.int32: 2, torch.float32: 3}
+PACKED_CODES = {4: 4, 2: 5}  # storage bits -> code: signed, packed low bits first
 ATTR_INTS, ATTR_FLOATS = 1, 2
+
+
+def storage_bits(qmin, qmax):
+    """The packed width that holds signed integers in [qmin, qmax]: 2, 4 or 8 bits."""
+    return next(bits for bits in (2, 4, 8) if -(2 ** (bits - 1)) <= qmin and qmax < 2 ** (bits - 1))
+
+
+def pack_signed(values, bits):
+    """int8 tensor -> bytes with 8 // bits two's-complement fields per byte, low bits first."""
+    per_byte = 8 // bits
+    fields = values.reshape(-1).to(torch.int64) & ((1 << bits) - 1)
+    fields = torch.nn.functional.pad(fields, (0, (-fields.numel()) % per_byte))
+    shifts = torch.arange(per_byte, dtype=torch.int64) * bits
+    return (fields.reshape(-1, per_byte) << shifts).sum(dim=1).to(torch.uint8).numpy().tobytes()
 
 
 def _align(n):
@@ -50,23 +65,31 @@ class QModelWriter:
     def add_activation(self, name, shape, qparams):
         """An int8 activation with ``qparams``, or a float32 one when ``qparams`` is None."""
         if qparams is None:
-            return self._add(name, torch.float32, shape, 0.0, 0, None)
-        return self._add(name, torch.int8, shape, qparams.scale, qparams.zero_point, None)
+            return self._add(name, torch.float32, shape, None, None)
+        return self._add(name, torch.int8, shape, qparams, None)
 
     def add_like(self, name, shape, like):
         """An activation with the dtype and qparams of value ``like`` (for ops that move bytes)."""
         source = self.values[like]
-        return self._add(name, source["dtype"], shape, source["scale"], source["zero_point"], None)
+        return self._add(name, source["dtype"], shape, source["qparams"], None)
 
-    def add_constant(self, name, tensor):
+    def add_constant(self, name, tensor, bits=8):
+        """A constant; an int8 one with ``bits`` 2 or 4 is stored packed (the runtime widens it)."""
         tensor = tensor.detach().contiguous().cpu()
         if tensor.dtype not in DTYPE_CODES:
             raise TypeError(f"{name}: cannot store dtype {tensor.dtype} in a .qmodel")
-        return self._add(name, tensor.dtype, tuple(tensor.shape), 0.0, 0, tensor)
+        index = self._add(name, tensor.dtype, tuple(tensor.shape), None, tensor)
+        if bits in PACKED_CODES and tensor.dtype == torch.int8:
+            self.values[index]["packed_bits"] = bits
+        return index
 
-    def _add(self, name, dtype, shape, scale, zero_point, data):
+    def _add(self, name, dtype, shape, qparams, data):
+        """``qparams``: an int8 activation's QParams (its range is the writer's business only:
+        the file stores scale and zero point, and clamps enforce the range)."""
+        scale, zero_point = (qparams.scale, qparams.zero_point) if qparams else (0.0, 0)
         self.values.append(dict(name=name, dtype=dtype, shape=[int(d) for d in shape],
-                                scale=float(scale), zero_point=int(zero_point), data=data))
+                                scale=float(scale), zero_point=int(zero_point), qparams=qparams,
+                                data=data))
         return len(self.values) - 1
 
     def add_node(self, op, name, inputs, outputs, attrs):
@@ -79,7 +102,7 @@ class QModelWriter:
             if value["data"] is not None:
                 blob.extend(b"\0" * (_align(len(blob)) - len(blob)))
                 offsets[index] = len(blob)
-                blob.extend(value["data"].numpy().tobytes())
+                blob.extend(self._data_bytes(value))
         graph = self._encode_graph(offsets)
         graph_offset = HEADER_SIZE
         blob_offset = _align(graph_offset + len(graph))
@@ -91,20 +114,27 @@ class QModelWriter:
         padding = b"\0" * (blob_offset - graph_offset - len(graph))
         return header + graph + padding + bytes(blob)
 
+    @staticmethod
+    def _data_bytes(value):
+        if "packed_bits" in value:
+            return pack_signed(value["data"], value["packed_bits"])
+        return value["data"].numpy().tobytes()
+
     def _encode_graph(self, offsets):
         enc = _Encoder()
         enc.string(self.producer)
         enc.pack("I", len(self.values))
         for index, value in enumerate(self.values):
             enc.string(value["name"])
-            enc.pack("BB", DTYPE_CODES[value["dtype"]], len(value["shape"]))
+            code = (PACKED_CODES[value["packed_bits"]] if "packed_bits" in value
+                    else DTYPE_CODES[value["dtype"]])
+            enc.pack("BB", code, len(value["shape"]))
             enc.pack(f"{len(value['shape'])}q", *value["shape"])
             enc.pack("fi", value["scale"], value["zero_point"])
             if value["data"] is None:
                 enc.pack("B", 0)
             else:
-                nbytes = value["data"].numel() * value["data"].element_size()
-                enc.pack("BQQ", 1, offsets[index], nbytes)
+                enc.pack("BQQ", 1, offsets[index], len(self._data_bytes(value)))
         enc.ids(self.inputs)
         enc.ids(self.outputs)
         enc.pack("I", len(self.nodes))

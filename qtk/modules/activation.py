@@ -18,9 +18,9 @@ class QuantizedClamp(QuantizedModule):
             low, high = 0.0, None
         else:  # ReLU6 is Hardtanh(0, 6)
             low, high = module.min_val, module.max_val
-        layer.lo = max(arithmetic.INT8_MIN, arithmetic.quantize_scalar(low, *input_qparams[0]))
-        layer.hi = arithmetic.INT8_MAX if high is None else min(
-            arithmetic.INT8_MAX, arithmetic.quantize_scalar(high, *input_qparams[0]))
+        qparams = input_qparams[0]  # quantize_scalar clamps to its integer range
+        layer.lo = arithmetic.quantize_scalar(low, *qparams)
+        layer.hi = qparams.qmax if high is None else arithmetic.quantize_scalar(high, *qparams)
         return layer
 
     def forward(self, x):

@@ -6,17 +6,31 @@ import torch
 from torch import nn
 
 from .. import arithmetic
+from ..export.qmodel_writer import storage_bits
 
 
 class QParams(NamedTuple):
-    """Per-tensor quantization parameters of an int8 activation."""
+    """Per-tensor quantization parameters of an activation stored as int8: its scale, zero point
+    and integer range, which is narrower than [-128, 127] for sub-8-bit activations (spec 16)."""
     scale: float
     zero_point: int
+    qmin: int = arithmetic.INT8_MIN
+    qmax: int = arithmetic.INT8_MAX
+
+    @property
+    def narrow(self):
+        return (self.qmin, self.qmax) != (arithmetic.INT8_MIN, arithmetic.INT8_MAX)
 
 
 def per_tensor_qparams(fake_quant):
+    """The output qparams a fake quantizer deploys as. An unsigned range such as [0, 255] moves
+    down by 128 into the int8 container: (q - z) and so every real value stay the same."""
     scale, zero_point = fake_quant.calculate_qparams()
-    return QParams(float(scale.reshape(())), int(zero_point.reshape(())))
+    qmin, qmax, zero_point = fake_quant.qmin, fake_quant.qmax, int(zero_point.reshape(()))
+    if qmax - qmin > arithmetic.INT8_MAX - arithmetic.INT8_MIN:
+        raise ValueError(f"activation range [{qmin}, {qmax}] is wider than 8 bits")
+    offset = max(0, qmax - arithmetic.INT8_MAX)
+    return QParams(float(scale.reshape(())), zero_point - offset, qmin - offset, qmax - offset)
 
 
 def activation_kind(module):
@@ -44,6 +58,7 @@ class QModelOp:
     op: str
     constants: List[Tuple[str, torch.Tensor]] = dataclasses.field(default_factory=list)
     attrs: Dict[str, list] = dataclasses.field(default_factory=dict)
+    constant_bits: Dict[str, int] = dataclasses.field(default_factory=dict)  # packed storage
 
 
 class QATModule(nn.Module):
@@ -108,7 +123,7 @@ class QuantizedWeightLayer(QuantizedModule):
     def __init__(self, weight, bias, weight_fake_quant, input_qparams, output_qparams, activation,
                  where):
         super().__init__(input_qparams, output_qparams)
-        (s_x, z_x), (s_y, z_y) = input_qparams[0], output_qparams
+        s_x = input_qparams[0].scale
         with torch.no_grad():
             weight_fake_quant.observer(weight)  # qparams of the final weight, not the last step's
         w_scale, _ = weight_fake_quant.calculate_qparams()
@@ -118,20 +133,24 @@ class QuantizedWeightLayer(QuantizedModule):
             bias = torch.zeros(weight.shape[0])
         bias_q = arithmetic.quantize_bias(bias, s_x, w_scale)
         arithmetic.check_accumulator_range(bias_q, weight[0].numel(), where)
-        multiplier, shift = requant_multipliers(s_x, w_scale, s_y)
+        multiplier, shift = requant_multipliers(s_x, w_scale, output_qparams.scale)
         self.register_buffer("weight_q", w_q.to(torch.int8))
         self.register_buffer("bias_q", bias_q.to(torch.int32))
         self.register_buffer("multiplier", multiplier)
         self.register_buffer("shift", shift)
         self.register_buffer("weight_scale", w_scale)
+        self.weight_bits = storage_bits(weight_fake_quant.qmin, weight_fake_quant.qmax)
         self.activation = activation
-        self.lo, self.hi = arithmetic.activation_bounds(activation, s_y, z_y)
+        self.lo, self.hi = arithmetic.activation_bounds(activation, output_qparams)
 
     def _requantize(self, acc, channel_shape):
         m, n = self.multiplier.reshape(channel_shape), self.shift.reshape(channel_shape)
         return to_int8(arithmetic.requantize(acc, m, n, self.output_qparams.zero_point, self.lo,
                                              self.hi))
 
-    def _weight_attrs(self):
-        return {"multiplier": self.multiplier.tolist(), "shift": self.shift.tolist(),
-                "clamp": clamp_attr(self.lo, self.hi)}
+    def _weight_op(self, op, attrs):
+        """The node: weight (packed below 8 bits) and bias, with requantization attributes."""
+        attrs = {**attrs, "multiplier": self.multiplier.tolist(), "shift": self.shift.tolist(),
+                 "clamp": clamp_attr(self.lo, self.hi)}
+        return QModelOp(op, [("weight", self.weight_q), ("bias", self.bias_q)], attrs,
+                        {"weight": self.weight_bits})

@@ -4,7 +4,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import arithmetic
-from .base import (QATModule, QModelOp, QuantizedWeightLayer, activation_kind, apply_activation)
+from .base import QATModule, QuantizedWeightLayer, activation_kind, apply_activation
 
 
 # ---- float: fused containers that quantize as one layer ----------------------------------------
@@ -152,8 +152,8 @@ class QuantizedConv2d(QuantizedWeightLayer):
 
     def qmodel_op(self, input_shapes):
         attrs = {"stride": list(self.stride), "padding": list(self.padding),
-                 "dilation": list(self.dilation), "groups": [self.groups], **self._weight_attrs()}
-        return QModelOp("conv2d", [("weight", self.weight_q), ("bias", self.bias_q)], attrs)
+                 "dilation": list(self.dilation), "groups": [self.groups]}
+        return self._weight_op("conv2d", attrs)
 
     def extra_repr(self):
         return (f"{tuple(self.weight_q.shape)}, stride={self.stride}, padding={self.padding}, "

@@ -105,10 +105,10 @@ class QuantizedAdd(QuantizedModule):
     @classmethod
     def from_module(cls, module, input_qparams, where=""):
         layer = cls(input_qparams, module.output_qparams())
-        s_y, z_y = layer.output_qparams
+        s_y = layer.output_qparams.scale
         layer.multipliers, layer.shift = arithmetic.shared_shift_multipliers(
             [float(q.scale) / float(s_y) for q in input_qparams])
-        layer.lo, layer.hi = arithmetic.activation_bounds(module.activation, s_y, z_y)
+        layer.lo, layer.hi = arithmetic.activation_bounds(module.activation, layer.output_qparams)
         return layer
 
     def forward(self, a, b):
@@ -128,20 +128,20 @@ class QuantizedMul(QuantizedModule):
     @classmethod
     def from_module(cls, module, input_qparams, where=""):
         layer = cls(input_qparams, module.output_qparams())
-        (s_a, _), (s_b, _) = input_qparams
+        s_a, s_b = input_qparams[0].scale, input_qparams[1].scale
         layer.multiplier, layer.shift = arithmetic.quantize_multiplier(
             float(s_a) * float(s_b) / float(layer.output_qparams.scale))
         return layer
 
     def forward(self, a, b):
-        (_, z_a), (_, z_b) = self.input_qparams
+        z_a, z_b = self.input_qparams[0].zero_point, self.input_qparams[1].zero_point
         product = (a.to(torch.int64) - z_a) * (b.to(torch.int64) - z_b)
-        return to_int8(arithmetic.requantize(product, self.multiplier, self.shift,
-                                             self.output_qparams.zero_point))
+        _, z_y, lo, hi = self.output_qparams
+        return to_int8(arithmetic.requantize(product, self.multiplier, self.shift, z_y, lo, hi))
 
     def qmodel_op(self, input_shapes):
         return QModelOp("mul", attrs={"multiplier": [self.multiplier], "shift": [self.shift],
-                                      "clamp": clamp_attr(arithmetic.INT8_MIN, arithmetic.INT8_MAX)})
+                                      "clamp": clamp_attr(*self.output_qparams[2:])})
 
 
 class QuantizedConcat(QuantizedModule):
@@ -160,8 +160,8 @@ class QuantizedConcat(QuantizedModule):
         return layer
 
     def forward(self, *tensors):
-        z_y = self.output_qparams.zero_point
-        parts = [arithmetic.rescaled_sum([(x, q.zero_point, m)], n, z_y)
+        _, z_y, lo, hi = self.output_qparams
+        parts = [arithmetic.rescaled_sum([(x, q.zero_point, m)], n, z_y, lo, hi)
                  for x, q, m, n in zip(_flatten_tensors(tensors), self.input_qparams,
                                        self.multipliers, self.shifts)]
         return to_int8(torch.cat(parts, self.dim))

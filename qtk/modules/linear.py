@@ -3,7 +3,7 @@ import torch
 from torch import nn
 
 from .. import arithmetic
-from .base import QATModule, QModelOp, QuantizedWeightLayer, activation_kind, apply_activation
+from .base import QATModule, QuantizedWeightLayer, activation_kind, apply_activation
 
 
 class LinearReLU(nn.Sequential):
@@ -62,5 +62,4 @@ class QuantizedLinear(QuantizedWeightLayer):
         return self._requantize(acc, (1, -1))
 
     def qmodel_op(self, input_shapes):
-        return QModelOp("linear", [("weight", self.weight_q), ("bias", self.bias_q)],
-                        self._weight_attrs())
+        return self._weight_op("linear", {})

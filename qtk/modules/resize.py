@@ -100,8 +100,8 @@ class QuantizedResizeBilinear(_Resize):
     def forward(self, x):
         taps_h, taps_w = self._taps(x.shape[2], x.shape[3])
         acc = arithmetic.bilinear_accumulate(x, self.input_qparams[0].zero_point, taps_h, taps_w)
-        return to_int8(arithmetic.requantize(acc, self.multiplier, self.shift,
-                                             self.output_qparams.zero_point))
+        _, z_y, lo, hi = self.output_qparams
+        return to_int8(arithmetic.requantize(acc, self.multiplier, self.shift, z_y, lo, hi))
 
     def qmodel_op(self, input_shapes):
         (h0, h1, wh), (w0, w1, ww) = self._taps(*input_shapes[0][2:])

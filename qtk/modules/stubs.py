@@ -48,8 +48,7 @@ class QuantizedQuantStub(QuantizedModule):
         return cls([], module.output_qparams())
 
     def forward(self, x):
-        scale, zero_point = self.output_qparams
-        return to_int8(arithmetic.quantize(x, scale, zero_point))
+        return to_int8(arithmetic.quantize(x, *self.output_qparams))
 
 
 class QuantizedDequantStub(QuantizedModule):
@@ -68,5 +67,5 @@ class QuantizedDequantStub(QuantizedModule):
     def forward(self, x):
         if self.emit_int8:
             return x
-        scale, zero_point = self.input_qparams[0]
-        return arithmetic.dequantize(x, scale, zero_point)
+        return arithmetic.dequantize(x, self.input_qparams[0].scale,
+                                     self.input_qparams[0].zero_point)
