@@ -6,7 +6,7 @@ import torch
 from torch import fx, nn
 from tqdm import tqdm
 
-from . import modules
+from . import arithmetic, modules
 from .export.capture import UnsupportedOpError, capture, node_inputs, replace_submodule
 from .export.functional import TENSOR, TENSORS, classify, normalize, shape_op_kinds
 from .export.fusion import fuse
@@ -124,7 +124,7 @@ def prepare_ptq(model, qconfig=None):
 CALIBRATION_METHODS = ("minmax", "percentile", "mse", "kl")
 
 
-def calibrate(model, data, num_batches=None, method=None):
+def calibrate(model, data, num_batches=None, method=None, bias_correction=False):
     """Run calibration batches through a model from :func:`prepare_ptq`, with a progress bar.
 
     Args:
@@ -134,6 +134,9 @@ def calibrate(model, data, num_batches=None, method=None):
         method: how activation ranges are chosen: ``"minmax"``, or a histogram rule
             (``"percentile"``, ``"mse"``, ``"kl"``; see :class:`qtk.observers.HistogramObserver`).
             ``None`` keeps the observers of the model's qconfig.
+        bias_correction: after calibration, add to each conv/linear bias the mean output error
+            its weight quantization causes on the calibration inputs (Nagel et al. 2019, "Data-
+            Free Quantization", empirical bias correction).
     Returns:
         the model, ready for :func:`convert`.
     """
@@ -150,10 +153,58 @@ def calibrate(model, data, num_batches=None, method=None):
     model.eval()
     total = num_batches if num_batches is not None else (len(data) if hasattr(data, "__len__")
                                                          else None)
+    input_means = _InputMeans(model) if bias_correction else None
     with torch.no_grad():
         for batch in tqdm(itertools.islice(data, num_batches), total=total, desc="calibrating"):
             model(batch[0] if isinstance(batch, (tuple, list)) else batch)
+    if input_means is not None:
+        input_means.correct_biases()
     return model
+
+
+class _InputMeans:
+    """Per-channel means of every conv/linear layer's input over the calibration batches."""
+
+    def __init__(self, model):
+        self.sums, self.counts = {}, {}
+        self.hooks = [m.register_forward_pre_hook(self._record) for m in model.modules()
+                      if isinstance(m, (modules.QATConv2d, modules.QATLinear))]
+
+    def _record(self, module, inputs):
+        x = inputs[0].detach().to(torch.float64)
+        channels = x.movedim(1 if x.dim() == 4 else -1, -1).reshape(-1, x.shape[1 if x.dim() == 4
+                                                                                else -1])
+        self.sums[module] = self.sums.get(module, 0) + channels.sum(0)
+        self.counts[module] = self.counts.get(module, 0) + channels.shape[0]
+
+    @torch.no_grad()
+    def correct_biases(self):
+        for hook in self.hooks:
+            hook.remove()
+        for module, total in self.sums.items():
+            _correct_bias(module, (total / self.counts[module]).to(torch.float32))
+
+
+def _correct_bias(module, input_mean):
+    """bias += (W - Q(W)) E[x]: the quantized layer's mean output then matches the float one."""
+    conv = isinstance(module, modules.QATConv2d)
+    weight = module.folded_weight_and_bias()[0] if conv else module.weight
+    fake_quant = module.weight_fake_quant
+    fake_quant.observer(weight)
+    scale, zero_point = fake_quant.calculate_qparams()
+    q = arithmetic.quantize(weight, scale, zero_point, fake_quant.qmin, fake_quant.qmax, axis=0)
+    error = weight - arithmetic.dequantize(q, scale.reshape([-1] + [1] * (weight.dim() - 1)), 0)
+    if conv:  # the input channels each output channel's group reads
+        groups, out_channels = module.groups, weight.shape[0]
+        group_of = torch.arange(out_channels) // (out_channels // groups)
+        per_group = input_mean.reshape(groups, -1)[group_of]  # [O, C / groups]
+        delta = (error.sum((2, 3)) * per_group).sum(1)
+    else:
+        delta = error @ input_mean
+    target = module.bn if isinstance(module, modules.QATConvBn2d) else module
+    if target.bias is None:
+        target.bias = nn.Parameter(torch.zeros_like(delta))
+    target.bias.add_(delta)
 
 
 def freeze_bn_stats(model):

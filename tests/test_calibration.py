@@ -51,3 +51,21 @@ def test_unknown_calibration_method_is_named():
     prepared = qtk.prepare_ptq(nn.Sequential(nn.Conv2d(1, 1, 1)).eval())
     with pytest.raises(ValueError, match="unknown calibration method 'best'"):
         qtk.calibrate(prepared, [torch.randn(1, 1, 2, 2)], method="best")
+
+
+def test_bias_correction_removes_the_mean_output_error_of_coarse_weights():
+    torch.manual_seed(0)
+    for groups in (1, 2):
+        model = nn.Sequential(nn.Conv2d(4, 8, 3, groups=groups), nn.BatchNorm2d(8), nn.ReLU(),
+                              nn.Flatten(), nn.Linear(8 * 36, 5)).eval()
+        model[1].running_mean.uniform_(-1, 1)
+        data = [torch.randn(64, 4, 8, 8) + torch.arange(4.0).reshape(1, 4, 1, 1)
+                for _ in range(4)]
+        x = torch.cat(data)
+        errors = []
+        for correct in (False, True):
+            prepared = qtk.prepare_ptq(model, qtk.bits_qconfig(3, 8, qtk.default_ptq_qconfig))
+            quantized = qtk.convert(qtk.calibrate(prepared, data, bias_correction=correct))
+            with torch.no_grad():
+                errors.append(abs(float((quantized(x) - model(x)).mean())))
+        assert errors[1] < errors[0] / 5, errors
