@@ -69,3 +69,19 @@ def compare_deployed(quantized, session, data, batch_size=100, desc="runtime"):
         identical += int((reference_int8 == runtime_int8).flatten(1).all(dim=1).sum())
         correct += int((runtime_int8.argmax(1) == y).sum())
     return 100.0 * correct / len(labels), identical
+
+
+@torch.no_grad()
+def reestimate_batchnorm(model, shape, batches=3):
+    """BatchNorm statistics of a randomly initialized ``model`` re-estimated on random data of
+    ``shape`` (train-mode forwards, cumulative average): without this, deep nets with random
+    weights have near-zero activations and degenerate int8 outputs. Returns it in eval mode."""
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.reset_running_stats()
+            module.momentum = None
+    model.train()
+    for _ in range(batches):
+        model(torch.randn(shape))
+    return model.eval()
+

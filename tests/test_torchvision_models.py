@@ -12,20 +12,9 @@ from torch import nn
 
 import qtk
 from conftest import assert_not_degenerate
+from model_zoo.training import reestimate_batchnorm
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
-def reestimate_batchnorm(model, shape, batches=3):
-    for module in model.modules():
-        if isinstance(module, nn.BatchNorm2d):
-            module.reset_running_stats()
-            module.momentum = None
-    model.train()
-    with torch.no_grad():
-        for _ in range(batches):
-            model(torch.randn(shape))
-    return model.eval()
 
 
 def qat_convert(model, size, steps=2):

@@ -1,0 +1,274 @@
+"""qtk against the peers, side by side in one process: latency of torchvision models at batch 1.
+
+    python -m benchmarks.peers [--models resnet18 mobilenet_v2 shufflenet_v2_x1_0]
+                               [--threads 1 2] [--runs 50] [--json benchmarks/results/peers.json]
+
+Engines: qtk int8 (its default kernel choice), PyTorch fp32 and int8 (FX graph mode PTQ, 'x86'
+backend), ONNX Runtime fp32 and int8 (static QDQ, per-channel weights) and OpenVINO fp32 and int8
+(NNCF PTQ). Every model has random weights with BatchNorm statistics re-estimated on random data
+(so activations are not degenerate), and every int8 engine calibrates on the same random batches.
+Peers that are not installed are reported as missing, not silently dropped.
+
+Timing: each engine warms up, then the engines take turns one run at a time (interleaved), so
+drift on a shared machine hits all of them alike; the table shows the median and the ratio to
+qtk int8. Peak RSS is measured per engine in a fresh child process that imports only that engine,
+loads its deployable file (.qmodel, .onnx, OpenVINO IR) and runs it.
+"""
+import argparse
+import copy
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torchvision
+
+import qtk
+from model_zoo.training import reestimate_batchnorm
+
+SIZE = 224
+CALIBRATION_BATCHES = 8
+
+
+def _inputs(count, seed):
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(1, 3, SIZE, SIZE, generator=generator) for _ in range(count)]
+
+
+def float_model(name):
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(weights=None)
+    return reestimate_batchnorm(model, (8, 3, SIZE, SIZE))
+
+
+# ---- engines: build(float model, calibration inputs, workdir, threads) -> (run(x), file) -----------
+
+def qtk_int8(model, calibration, workdir, threads):
+    prepared = qtk.prepare_ptq(model)
+    qtk.calibrate(prepared, calibration)
+    path = os.path.join(workdir, "model.qmodel")
+    qtk.export(qtk.convert(prepared), calibration[0], path)
+    session = qtk.runtime.load(path, threads=threads)
+    return (lambda x: session.run(x)), path
+
+
+def torch_fp32(model, calibration, workdir, threads):
+    model = copy.deepcopy(model).eval()
+
+    def run(x):
+        torch.set_num_threads(threads)
+        with torch.no_grad():
+            return model(x)
+    return run, None
+
+
+def torch_int8(model, calibration, workdir, threads):
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    torch.backends.quantized.engine = "x86"
+    prepared = prepare_fx(copy.deepcopy(model).eval(), get_default_qconfig_mapping("x86"),
+                          (calibration[0],))
+    with torch.no_grad():
+        for x in calibration:
+            prepared(x)
+    return torch_fp32(convert_fx(prepared), calibration, workdir, threads)
+
+
+def _onnx_file(model, calibration, workdir):
+    path = os.path.join(workdir, "model.onnx")
+    if not os.path.exists(path):
+        torch.onnx.export(copy.deepcopy(model).eval(), (calibration[0],), path, dynamo=False,
+                          input_names=["x"], output_names=["y"], opset_version=17)
+    return path
+
+
+def _ort_session(path, threads):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return lambda x: session.run(None, {"x": x.numpy()})[0]
+
+
+def onnxruntime_fp32(model, calibration, workdir, threads):
+    path = _onnx_file(model, calibration, workdir)
+    return _ort_session(path, threads), path
+
+
+def onnxruntime_int8(model, calibration, workdir, threads):
+    from onnxruntime import quantization as ortq
+
+    class Reader(ortq.CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": x.numpy()} for x in calibration])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    path = os.path.join(workdir, "model.int8.onnx")
+    if not os.path.exists(path):
+        ortq.quantize_static(_onnx_file(model, calibration, workdir), path, Reader(),
+                             quant_format=ortq.QuantFormat.QDQ, per_channel=True,
+                             activation_type=ortq.QuantType.QUInt8,
+                             weight_type=ortq.QuantType.QInt8)
+    return _ort_session(path, threads), path
+
+
+def _openvino_compiled(ov_model, threads):
+    import openvino as ov
+
+    compiled = ov.Core().compile_model(ov_model, "CPU", {"INFERENCE_NUM_THREADS": threads,
+                                                         "PERFORMANCE_HINT": "LATENCY"})
+    request = compiled.create_infer_request()
+    return lambda x: request.infer({0: x.numpy()})[0]
+
+
+def _openvino_ir(model, calibration, workdir, int8):
+    import openvino as ov
+
+    path = os.path.join(workdir, "model.int8.xml" if int8 else "model.xml")
+    if not os.path.exists(path):
+        ov_model = ov.convert_model(copy.deepcopy(model).eval(), example_input=calibration[0])
+        if int8:
+            import nncf
+
+            ov_model = nncf.quantize(ov_model, nncf.Dataset([x.numpy() for x in calibration]),
+                                     subset_size=len(calibration))
+        ov.save_model(ov_model, path)
+    return path
+
+
+def openvino_fp32(model, calibration, workdir, threads):
+    path = _openvino_ir(model, calibration, workdir, int8=False)
+    return _openvino_compiled(path, threads), path
+
+
+def openvino_int8(model, calibration, workdir, threads):
+    path = _openvino_ir(model, calibration, workdir, int8=True)
+    return _openvino_compiled(path, threads), path
+
+
+ENGINES = {
+    "qtk int8": (qtk_int8, None),
+    "PyTorch fp32": (torch_fp32, None),
+    "PyTorch int8": (torch_int8, None),
+    "ONNX Runtime fp32": (onnxruntime_fp32, "onnxruntime"),
+    "ONNX Runtime int8": (onnxruntime_int8, "onnxruntime"),
+    "OpenVINO fp32": (openvino_fp32, "openvino"),
+    "OpenVINO int8": (openvino_int8, "nncf"),
+}
+
+
+# ---- timing ----------------------------------------------------------------------------------------
+
+def time_interleaved(runs, inputs, count, warmup):
+    """{engine: [seconds]}: after ``warmup`` runs each, the engines take turns ``count`` times."""
+    for run in runs.values():
+        for x in inputs[:warmup]:
+            run(x)
+    times = {name: [] for name in runs}
+    for i in range(count):
+        x = inputs[i % len(inputs)]
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run(x)
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+# ---- peak RSS in a child process ------------------------------------------------------------------
+
+def peak_rss(engine, path, threads):
+    """Peak resident bytes of a child process that only loads and runs ``path``."""
+    child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peak_rss_child.py")
+    out = subprocess.run([sys.executable, child, engine, path, str(threads)], capture_output=True,
+                         text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"peak RSS child for {engine} failed:\n{out.stderr}")
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+# ---- report ----------------------------------------------------------------------------------------
+
+def table(results, threads):
+    lines = [f"\n{threads} thread(s): median ms (ratio to qtk int8; < 1 means faster than qtk)"]
+    names = list(next(iter(results.values()))["engines"])
+    header = f"{'model':<20}" + "".join(f"{n:>22}" for n in names)
+    lines += [header, "-" * len(header)]
+    for model, result in results.items():
+        engines = result["engines"]
+        base = engines["qtk int8"].get(f"median_ms_{threads}t")
+        cells = []
+        for name in names:
+            ms = engines[name].get(f"median_ms_{threads}t")
+            cells.append(f"{'missing' if ms is None else f'{ms:.2f} ({ms / base:.2f}x)':>22}")
+        lines.append(f"{model:<20}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+",
+                        default=["resnet18", "mobilenet_v2", "shufflenet_v2_x1_0"])
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES))
+    parser.add_argument("--json", default="benchmarks/results/peers.json")
+    args = parser.parse_args(argv)
+
+    calibration = _inputs(CALIBRATION_BATCHES, seed=1)
+    inputs = _inputs(max(args.warmup, 8), seed=2)
+    results = {}
+    for model_name in args.models:
+        model = float_model(model_name)
+        engines = {}
+        with tempfile.TemporaryDirectory() as workdir:
+            for threads in args.threads:
+                runs, files = {}, {}
+                for name in args.engines:
+                    build, requirement = ENGINES[name]
+                    if requirement and importlib.util.find_spec(requirement) is None:
+                        engines.setdefault(name, {"missing": f"pip install {requirement}"})
+                        continue
+                    os.makedirs(os.path.join(workdir, name), exist_ok=True)
+                    runs[name], files[name] = build(model, calibration,
+                                                    os.path.join(workdir, name), threads)
+                times = time_interleaved(runs, inputs, args.runs, args.warmup)
+                for name, samples in times.items():
+                    entry = engines.setdefault(name, {})
+                    entry[f"median_ms_{threads}t"] = 1e3 * statistics.median(samples)
+                    entry[f"runs_{threads}t"] = len(samples)
+                    if files[name] and threads == args.threads[-1]:
+                        entry["peak_rss_mib"] = peak_rss(name, files[name], threads) / 2**20
+        results[model_name] = {"engines": engines}
+        print(f"{model_name}: done", flush=True)
+
+    report = {"machine": {"cpu": platform.processor() or platform.machine(),
+                          "cores": os.cpu_count(), "python": platform.python_version(),
+                          "torch": torch.__version__, "qtk": qtk.__version__},
+              "settings": vars(args), "results": results}
+    os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(report, f, indent=2)
+    for threads in args.threads:
+        print(table(results, threads))
+    print("\npeak RSS (MiB, child process that loads and runs the deployable file):")
+    for model_name, result in results.items():
+        cells = [f"{n}: {e['peak_rss_mib']:.0f}" for n, e in result["engines"].items()
+                 if "peak_rss_mib" in e]
+        print(f"  {model_name}: " + ", ".join(cells))
+    print(f"\nJSON: {args.json}")
+
+
+if __name__ == "__main__":
+    main()
