@@ -65,12 +65,12 @@ def main(argv=None):
     qat_acc = accuracy(qat_model, test_data)
 
     quantized = qtk.convert(qat_model)
-    quantized_acc = accuracy(quantized, test_data)
 
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     qtk.export(quantized, test_data[0][:1], args.out)
     session = qtk.runtime.load(args.out, threads=args.threads)
-    runtime_acc, identical = compare_deployed(quantized, session, test_data, batch_size=250)
+    runtime_acc, identical, quantized_acc = compare_deployed(quantized, session, test_data,
+                                                             batch_size=250)
 
     images = test_data[0]
 

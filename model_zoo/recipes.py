@@ -83,14 +83,13 @@ def run_recipe(name, width, args, train_data, test_data):
         result.qat_acc = accuracy(qat_model, test_data)
         step = "qtk.convert"
         quantized = qtk.convert(qat_model)
-        result.quantized_acc = accuracy(quantized, test_data)
         step = "qtk.export"
         path = os.path.join(args.out_dir, f"{name}.qmodel")
         qtk.export(quantized, test_data[0][:1], path)
         result.qmodel_kib = os.path.getsize(path) / 1024
         step = "qtk.runtime"
         session = qtk.runtime.load(path, threads=args.threads)
-        result.deployed_acc, result.identical = compare_deployed(
+        result.deployed_acc, result.identical, result.quantized_acc = compare_deployed(
             quantized, session, test_data, batch_size=100, desc=f"{name} runtime")
     except Exception as error:  # record where the pipeline stopped; the other models still run
         message = " ".join(str(error).split())

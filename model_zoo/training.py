@@ -1,6 +1,8 @@
 """The training and evaluation steps every recipe shares (the MNIST demo and the zoo recipes):
 float training, QAT fine-tuning, accuracy, and the deployed model checked against the reference.
 """
+from typing import NamedTuple
+
 import torch
 from torch import nn
 from tqdm import tqdm
@@ -51,16 +53,19 @@ def accuracy(predict, data, batch_size=250):
     return 100.0 * correct / len(labels)
 
 
+class Deployed(NamedTuple):
+    accuracy: float  # the runtime's, percent
+    identical: int  # samples whose int8 outputs are the same bytes in runtime and reference
+    reference_accuracy: float  # the Quantized reference's, percent
+
+
 @torch.no_grad()
 def compare_deployed(quantized, session, data, batch_size=100, desc="runtime"):
-    """Run ``data`` through the runtime ``session`` and the Quantized reference in batches.
-
-    Returns ``(runtime accuracy in percent, number of samples whose int8 outputs are
-    byte-identical between the reference and the runtime)``. The runtime runs once per batch:
-    its int8 logits give the accuracy (dequantizing is monotonic, so the argmax is the same).
-    """
+    """Run ``data`` through the runtime ``session`` and the Quantized reference in batches; returns
+    a :class:`Deployed`. Accuracies come from the int8 logits (dequantizing is monotonic, so the
+    argmax is the same), so each model runs once per batch."""
     images, labels = data
-    correct = identical = 0
+    correct = reference_correct = identical = 0
     batches = list(zip(images.split(batch_size), labels.split(batch_size)))
     for x, y in tqdm(batches, desc=desc, leave=False):
         runtime_int8 = session.run(x, output="int8")
@@ -68,7 +73,9 @@ def compare_deployed(quantized, session, data, batch_size=100, desc="runtime"):
             reference_int8 = quantized(x)
         identical += int((reference_int8 == runtime_int8).flatten(1).all(dim=1).sum())
         correct += int((runtime_int8.argmax(1) == y).sum())
-    return 100.0 * correct / len(labels), identical
+        reference_correct += int((reference_int8.argmax(1) == y).sum())
+    return Deployed(100.0 * correct / len(labels), identical,
+                    100.0 * reference_correct / len(labels))
 
 
 @torch.no_grad()

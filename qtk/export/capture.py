@@ -5,7 +5,7 @@ names, which the QAT model, error messages and the exported node names all use. 
 qtk knows (float, fused, QAT or Quantized) is a leaf; containers are traced through.
 """
 import torch
-from torch import fx, nn
+from torch import fx
 
 from .. import modules
 

@@ -2,7 +2,6 @@
 import struct
 import zlib
 
-import numpy as np
 import torch
 
 MAGIC = b"QTKMODL\0"

@@ -1,6 +1,5 @@
 """Convolution trio: float fused containers, QAT (with BatchNorm folding), Quantized."""
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .. import arithmetic

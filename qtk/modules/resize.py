@@ -1,6 +1,5 @@
 """Resizing and padding: nearest resize and constant padding keep their input's qparams;
 bilinear resize requantizes its fixed-point interpolation (spec 12, 13)."""
-import torch
 import torch.nn.functional as F
 from torch import nn
 

@@ -1,5 +1,4 @@
 """Where float becomes int8 and back: QuantStub / DequantStub trios."""
-import torch
 from torch import nn
 
 from .. import arithmetic
