@@ -1,5 +1,9 @@
 #include "op_registry.h"
 
+#include <cstdlib>
+#include <iterator>
+#include <string>
+
 namespace qtk {
 namespace detail {
 
@@ -7,7 +11,6 @@ using KernelFactory = std::unique_ptr<OpKernel> (*)(const NodeView& node);
 
 // Kernel factories, defined in kernels/reference/<family>.cpp. The dtype in a name is that of the
 // node's first input; factories without one serve both dtypes (pure data movement).
-std::unique_ptr<OpKernel> make_conv2d_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_conv2d_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_linear_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_linear_float32_reference(const NodeView& node);
@@ -39,7 +42,42 @@ std::unique_ptr<OpKernel> make_split_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_pad_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_resize_nearest_reference(const NodeView& node);
 
+// int8 conv2d algorithms, defined beside their kernels: kernels/reference/conv2d.cpp and
+// kernels/x86/conv2d_int8_gemm.cpp (built where the compiler targets x86-64 and takes the ISA's
+// flags; CMakeLists.txt defines QTK_X86_<ISA> for each).
+extern const Conv2dAlgo kConv2dInt8Reference;
+extern const Conv2dAlgo kConv2dInt8Gemm8x32c4Avx512Vnni;
+extern const Conv2dAlgo kConv2dInt8Gemm4x16c4AvxVnni;
+extern const Conv2dAlgo kConv2dInt8Gemm2x16c4Avx2;
+
 namespace {
+
+// The one hand-edited list of int8 conv2d algorithms, in preference order.
+const Conv2dAlgo* const kConv2dInt8Algos[] = {
+#if QTK_X86_AVX512_VNNI
+    &kConv2dInt8Gemm8x32c4Avx512Vnni,
+#endif
+#if QTK_X86_AVX_VNNI
+    &kConv2dInt8Gemm4x16c4AvxVnni,
+#endif
+#if QTK_X86_AVX2
+    &kConv2dInt8Gemm2x16c4Avx2,
+#endif
+    &kConv2dInt8Reference,
+};
+
+// Picks the algorithm when the model loads: QTK_ISA and QTK_CONV_ALGO are read for each layer, so
+// a process (a test) can load the same model under several settings.
+std::unique_ptr<OpKernel> make_conv2d_int8(const NodeView& node) {
+    const Conv2dParams params = read_conv2d_params(node, DType::kInt8, DType::kInt32);
+    const Conv2dAlgo* algo = nullptr;
+    try {
+        algo = &choose_conv2d_int8_algo(params, isa_cap(), std::getenv("QTK_CONV_ALGO"));
+    } catch (const Error& e) {
+        node.fail(e.what());
+    }
+    return algo->make(node);
+}
 
 struct OpEntry {
     const char* op;
@@ -51,7 +89,7 @@ struct OpEntry {
 // of docs/qmodel_format.md. Adding an op: write its kernel file, declare its factories above, add
 // its line here.
 constexpr OpEntry kOps[] = {
-    {"conv2d", make_conv2d_int8_reference, make_conv2d_float32_reference},
+    {"conv2d", make_conv2d_int8, make_conv2d_float32_reference},
     {"linear", make_linear_int8_reference, make_linear_float32_reference},
     {"add", make_add_int8_reference, make_add_float32_reference},
     {"mul", make_mul_int8_reference, make_mul_float32_reference},
@@ -77,6 +115,41 @@ constexpr OpEntry kOps[] = {
 };
 
 }  // namespace
+
+const std::vector<const Conv2dAlgo*>& conv2d_int8_algos() {
+    static const std::vector<const Conv2dAlgo*> algos(std::begin(kConv2dInt8Algos),
+                                                      std::end(kConv2dInt8Algos));
+    return algos;
+}
+
+const Conv2dAlgo& choose_conv2d_int8_algo(const Conv2dParams& params, IsaLevel cap,
+                                          const char* pinned) {
+    if (pinned == nullptr || *pinned == '\0') {
+        for (const Conv2dAlgo* algo : kConv2dInt8Algos) {
+            if (algo->usable(params, cap)) {
+                return *algo;
+            }
+        }
+        throw Error("no int8 conv2d algorithm is usable");  // the reference always is
+    }
+    std::string names;
+    for (const Conv2dAlgo* algo : kConv2dInt8Algos) {
+        if (std::string(pinned) != algo->name) {
+            names += std::string(names.empty() ? "" : ", ") + algo->name;
+            continue;
+        }
+        if (algo->usable(params, cap)) {
+            return *algo;
+        }
+        throw Error(std::string("QTK_CONV_ALGO=") + pinned + " is not usable here: " +
+                    (!cpu_supports(algo->isa) ? std::string("this CPU lacks ") + isa_name(algo->isa)
+                     : algo->isa > cap ? std::string("QTK_ISA=") + isa_name(cap) + " excludes " +
+                                             isa_name(algo->isa)
+                                       : std::string("it does not fit this layer")));
+    }
+    throw Error(std::string("QTK_CONV_ALGO=") + pinned +
+                " names no int8 conv2d algorithm built here; use one of: " + names);
+}
 
 std::unique_ptr<OpKernel> create_kernel(const Graph& graph, const Node& node) {
     for (const OpEntry& entry : kOps) {

@@ -173,7 +173,13 @@ std::vector<Variant> malformed_variants() {
                  edited_model([](ModelBuilder& b) { b.outputs[0] = 500; }),
                  "graph_outputs[0] = 500"});
     v.push_back({"bad dtype code", edited_model([](ModelBuilder& b) { value(b, "a").dtype = 9; }),
-                 "value 3 ('a'): dtype 9 is not 1 (int8), 2 (int32) or 3 (float32)"});
+                 "value 3 ('a'): dtype 9 is not 1 (int8), 2 (int32), 3 (float32), 4 (int4) or "
+                 "5 (int2)"});
+    v.push_back({"packed activation", edited_model([](ModelBuilder& b) { value(b, "a").dtype = 4; }),
+                 "value 3 ('a'): dtype int4 is for constants only"});
+    v.push_back({"packed weight of int8 size",
+                 edited_model([](ModelBuilder& b) { value(b, "conv1.weight").dtype = 5; }),
+                 "data_size 72 does not match shape [4, 2, 3, 3] of int2 (18 bytes)"});
     v.push_back({"absurd rank", edited_model([](ModelBuilder& b) {
                      value(b, "a").dims = std::vector<int64_t>(9, 1);
                  }),

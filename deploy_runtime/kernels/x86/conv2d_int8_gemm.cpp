@@ -1,0 +1,283 @@
+// conv2d int8 as im2col + GEMM on x86, NCHW, any stride, padding, dilation and groups
+// (docs/quantization_spec.md section 4). The GEMM micro-kernels are per ISA (int8_gemm.h); this
+// file, built with the baseline flags, packs their operands, cuts the work and requantizes.
+//
+// Exact by construction. The micro-kernels multiply u = x ^ 0x80 = x + 128 (as uint8) by the int8
+// weights, and sum (x - z) w = sum u w - (128 + z) sum w, so one constant per output channel,
+// bias - (128 + z) sum w (computed at load), turns their sums into the spec's accumulator.
+// |sum u w| <= K * 255 * 127 < 2^31 (check_accumulator_range), so no int32 step overflows.
+// Padding holds x = z, whose u = z + 128 the constant cancels: it adds nothing, as in the
+// reference. Integer sums do not depend on their order, so neither the blocking nor the threads
+// change a byte.
+//
+// Work: the output pixels of each (sample, group) plane are cut into blocks whose packed
+// activations fit kBlockBytes (L2). A block is one thread-pool task: it packs its activations once
+// (im2col and the micro-kernel's layout in one pass), then runs every output-channel tile of the
+// group over them, requantizing each tile as it comes out.
+#include <emmintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "aligned_buffer.h"
+#include "conv2d.h"
+#include "int8_gemm.h"
+#include "thread_pool.h"
+
+namespace qtk {
+namespace detail {
+namespace {
+
+constexpr int64_t kBlockBytes = 256 * 1024;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// How one run cuts a plane of output pixels; depends on shapes and thread count, never on data.
+struct Blocking {
+    int64_t tile_bytes;  // one packed tile of nr pixels: quads * nr * 4
+    int64_t tiles_per_block;
+    int64_t blocks_per_plane;  // the last block may be shorter
+
+    // Workspace of one thread: the micro-kernel's output tile, the packed block and, unless the
+    // conv is pointwise, the four im2col rows of one quad.
+    size_t c_bytes(const Int8GemmUkernel& u) const { return size_t(u.mr) * u.nr * 4; }
+    size_t bytes_per_thread(const Conv2dParams& p, const Int8GemmUkernel& u) const {
+        const int64_t block_pixels = tiles_per_block * u.nr;
+        return c_bytes(u) + size_t(tiles_per_block * tile_bytes) +
+               (p.pointwise() ? 0 : size_t(4 * block_pixels));
+    }
+};
+
+// Blocks of at most kBlockBytes (one tile at least), and enough of them that `planes` planes give
+// every thread a task where the pixels allow.
+Blocking make_blocking(const Conv2dParams& p, const Int8GemmUkernel& u, int64_t plane_pixels,
+                       int64_t planes, int threads) {
+    Blocking b;
+    b.tile_bytes = ceil_div(p.products_per_output(), 4) * u.nr * 4;
+    const int64_t plane_tiles = ceil_div(plane_pixels, u.nr);
+    const int64_t max_tiles = std::max<int64_t>(1, kBlockBytes / b.tile_bytes);
+    const int64_t blocks = std::max(ceil_div(plane_tiles, max_tiles),
+                                    std::min(plane_tiles, ceil_div(threads, planes)));
+    b.tiles_per_block = ceil_div(plane_tiles, blocks);
+    b.blocks_per_plane = ceil_div(plane_tiles, b.tiles_per_block);
+    return b;
+}
+
+// Per thread, for any thread count: more threads only make blocks smaller. What the algorithm
+// descriptor reports, and what run() allocates.
+size_t workspace_bytes(const Conv2dParams& p, const Int8GemmUkernel& u, int64_t plane_pixels) {
+    return make_blocking(p, u, plane_pixels, 1, 1).bytes_per_thread(p, u);
+}
+
+// Row k = (ic, ky, kx) of the im2col matrix over output pixels [begin, begin + count): the input
+// value tap (ky, kx) reads for each pixel, or z where it reads padding.
+void im2col_row(const int8_t* plane, int64_t height, int64_t width, int64_t out_w,
+                const Conv2dParams& p, int64_t ky, int64_t kx, int64_t begin, int64_t count,
+                int8_t z, int8_t* out) {
+    for (int64_t pixel = begin, end = begin + count; pixel < end;) {
+        const int64_t oy = pixel / out_w, ox = pixel % out_w;
+        const int64_t len = std::min(out_w - ox, end - pixel);
+        const int64_t iy = oy * p.stride_h - p.pad_h + ky * p.dilation_h;
+        if (iy < 0 || iy >= height) {
+            std::memset(out, z, size_t(len));
+        } else {
+            // Input column ix0 + i * stride_w lies in [0, width) for i in [lo, hi).
+            const int8_t* row = plane + iy * width;
+            const int64_t ix0 = ox * p.stride_w - p.pad_w + kx * p.dilation_w;
+            const int64_t lo = std::min(len, ix0 < 0 ? ceil_div(-ix0, p.stride_w) : 0);
+            const int64_t hi =
+                std::max(lo, std::min(len, ix0 < width ? ceil_div(width - ix0, p.stride_w) : 0));
+            std::memset(out, z, size_t(lo));
+            if (p.stride_w == 1) {
+                if (hi > lo) {  // else row + ix0 + lo may lie outside the row
+                    std::memcpy(out + lo, row + ix0 + lo, size_t(hi - lo));
+                }
+            } else {
+                for (int64_t i = lo; i < hi; ++i) {
+                    out[i] = row[ix0 + i * p.stride_w];
+                }
+            }
+            std::memset(out + hi, z, size_t(len - hi));
+        }
+        out += len;
+        pixel += len;
+    }
+}
+
+// One quad of the packed block: pixel i goes to dst + (i / nr) * tile_bytes + (i % nr) * 4 as the
+// 4 bytes rows[0..3][i] ^ 0x80. Pixels from `count` up to the end of the last tile get defined
+// filler; the micro-kernel sums them too and the epilogue drops them.
+void pack_quad(const int8_t* const rows[4], int64_t count, int nr, int64_t tile_bytes,
+               uint8_t* dst) {
+    const __m128i vflip = _mm_set1_epi8(-128);
+    const int64_t padded = ceil_div(count, nr) * nr;
+    for (int64_t i = 0; i < padded; i += 16) {
+        __m128i vrow[4];
+        for (int j = 0; j < 4; ++j) {
+            if (i + 16 <= count) {
+                vrow[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + i));
+            } else {
+                int8_t tail[16] = {};
+                std::memcpy(tail, rows[j] + i, size_t(std::max<int64_t>(0, count - i)));
+                vrow[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tail));
+            }
+        }
+        const __m128i v01lo = _mm_unpacklo_epi8(vrow[0], vrow[1]);
+        const __m128i v01hi = _mm_unpackhi_epi8(vrow[0], vrow[1]);
+        const __m128i v23lo = _mm_unpacklo_epi8(vrow[2], vrow[3]);
+        const __m128i v23hi = _mm_unpackhi_epi8(vrow[2], vrow[3]);
+        __m128i* out = reinterpret_cast<__m128i*>(dst + (i / nr) * tile_bytes + (i % nr) * 4);
+        _mm_storeu_si128(out + 0, _mm_xor_si128(_mm_unpacklo_epi16(v01lo, v23lo), vflip));
+        _mm_storeu_si128(out + 1, _mm_xor_si128(_mm_unpackhi_epi16(v01lo, v23lo), vflip));
+        _mm_storeu_si128(out + 2, _mm_xor_si128(_mm_unpacklo_epi16(v01hi, v23hi), vflip));
+        _mm_storeu_si128(out + 3, _mm_xor_si128(_mm_unpackhi_epi16(v01hi, v23hi), vflip));
+    }
+}
+
+class Conv2dInt8Gemm final : public Conv2dKernel {
+ public:
+    Conv2dInt8Gemm(const NodeView& node, const Int8GemmUkernel& ukernel)
+        : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
+          ukernel_(ukernel),
+          constants_(node, params_),
+          quads_(ceil_div(params_.products_per_output(), 4)),
+          oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
+        pack_weights();
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Shape& xs = *io.input_shapes[0];
+        const Shape& ys = *io.output_shapes[0];
+        const int64_t planes = xs[0] * params_.groups;
+        const int64_t plane_pixels = ys[2] * ys[3];
+        const Blocking b = make_blocking(params_, ukernel_, plane_pixels, planes, pool.threads());
+        const size_t bytes = workspace_bytes(params_, ukernel_, plane_pixels);
+        pool.parallel_for(planes * b.blocks_per_plane, [&](int64_t begin, int64_t end) {
+            const AlignedBytes workspace = allocate_aligned(bytes, "conv2d workspace");
+            for (int64_t task = begin; task < end; ++task) {
+                run_block(io, b, task, workspace.get());
+            }
+        });
+    }
+
+ private:
+    // Weights [O, K] -> per group, per tile of mr output channels, [quads][mr][4] with zeros past
+    // K and past the group's channels; and the per-channel constant of the header comment.
+    void pack_weights() {
+        const int64_t k_count = params_.products_per_output();
+        const int64_t per_group = params_.out_per_group();
+        const int mr = ukernel_.mr;
+        packed_weights_.assign(size_t(params_.groups * oc_tiles_ * quads_ * mr * 4), 0);
+        acc_init_.resize(size_t(params_.out_channels));
+        for (int64_t oc = 0; oc < params_.out_channels; ++oc) {
+            const int64_t group = oc / per_group, in_group = oc % per_group;
+            int8_t* dst = packed_weights_.data() +
+                          ((group * oc_tiles_ + in_group / mr) * quads_ * mr + in_group % mr) * 4;
+            const int8_t* w = constants_.weight + oc * k_count;
+            int64_t sum = 0;
+            for (int64_t k = 0; k < k_count; ++k) {
+                dst[(k / 4) * mr * 4 + k % 4] = w[k];
+                sum += w[k];
+            }
+            // In int32: |bias| + 255 * 127 * K < 2^31 (check_accumulator_range).
+            acc_init_[oc] = static_cast<int32_t>(constants_.bias[oc] -
+                                                 (128 + constants_.input_zero_point) * sum);
+        }
+    }
+
+    void run_block(const NodeIO& io, const Blocking& b, int64_t task, uint8_t* workspace) const {
+        const Conv2dParams& p = params_;
+        const Shape& xs = *io.input_shapes[0];
+        const Shape& ys = *io.output_shapes[0];
+        const int64_t height = xs[2], width = xs[3], out_w = ys[3];
+        const int64_t plane_pixels = ys[2] * out_w;
+        const int64_t plane = task / b.blocks_per_plane;
+        const int64_t n = plane / p.groups, group = plane % p.groups;
+        const int64_t begin = task % b.blocks_per_plane * b.tiles_per_block * ukernel_.nr;
+        const int64_t count = std::min(plane_pixels - begin, b.tiles_per_block * ukernel_.nr);
+
+        int32_t* c = reinterpret_cast<int32_t*>(workspace);
+        uint8_t* packed = workspace + b.c_bytes(ukernel_);
+        int8_t* im2col = reinterpret_cast<int8_t*>(packed + b.tiles_per_block * b.tile_bytes);
+        const int8_t* x =
+            io.input<int8_t>(0) + (n * xs[1] + group * p.group_in_channels) * height * width;
+        const int64_t taps = p.kernel_h * p.kernel_w;
+        const int64_t k_count = p.products_per_output();
+        for (int64_t q = 0; q < quads_; ++q) {
+            const int8_t* rows[4];
+            for (int64_t j = 0, k = 4 * q; j < 4; ++j, ++k) {
+                if (k >= k_count) {
+                    rows[j] = rows[j - 1];  // its weights are 0: any bytes will do
+                } else if (p.pointwise()) {
+                    rows[j] = x + k * height * width + begin;
+                } else {
+                    int8_t* row = im2col + j * b.tiles_per_block * ukernel_.nr;
+                    im2col_row(x + k / taps * height * width, height, width, out_w, p,
+                               k % taps / p.kernel_w, k % p.kernel_w, begin, count,
+                               static_cast<int8_t>(constants_.input_zero_point), row);
+                    rows[j] = row;
+                }
+            }
+            pack_quad(rows, count, ukernel_.nr, b.tile_bytes, packed + q * ukernel_.nr * 4);
+        }
+
+        int8_t* y = io.output<int8_t>(0);
+        const int64_t per_group = p.out_per_group();
+        for (int64_t t = 0; t < oc_tiles_; ++t) {
+            const int8_t* w =
+                packed_weights_.data() + (group * oc_tiles_ + t) * quads_ * ukernel_.mr * 4;
+            const int64_t oc0 = group * per_group + t * ukernel_.mr;
+            const int64_t tile_rows = std::min<int64_t>(ukernel_.mr, per_group - t * ukernel_.mr);
+            for (int64_t first = 0; first < count; first += ukernel_.nr) {
+                ukernel_.run(quads_, w, packed + first / ukernel_.nr * b.tile_bytes, c);
+                const int64_t cols = std::min<int64_t>(ukernel_.nr, count - first);
+                for (int64_t r = 0; r < tile_rows; ++r) {
+                    const int64_t oc = oc0 + r;
+                    int8_t* y_row = y + (n * p.out_channels + oc) * plane_pixels + begin + first;
+                    const int32_t* c_row = c + r * ukernel_.nr;
+                    for (int64_t j = 0; j < cols; ++j) {
+                        y_row[j] = constants_.requantize(oc, c_row[j] + acc_init_[oc]);
+                    }
+                }
+            }
+        }
+    }
+
+    const Int8GemmUkernel& ukernel_;
+    const Conv2dInt8Constants constants_;
+    const int64_t quads_;     // ceil(K / 4)
+    const int64_t oc_tiles_;  // tiles of mr output channels per group
+    std::vector<int8_t> packed_weights_;
+    std::vector<int32_t> acc_init_;  // per output channel: bias - (128 + z) * sum(w)
+};
+
+template <const Int8GemmUkernel& kUkernel>
+std::unique_ptr<OpKernel> make(const NodeView& node) {
+    return std::make_unique<Conv2dInt8Gemm>(node, kUkernel);
+}
+
+template <const Int8GemmUkernel& kUkernel>
+size_t workspace(const Conv2dParams& p, int64_t plane_pixels) {
+    return workspace_bytes(p, kUkernel, plane_pixels);
+}
+
+}  // namespace
+
+#if QTK_X86_AVX512_VNNI
+extern const Conv2dAlgo kConv2dInt8Gemm8x32c4Avx512Vnni = {
+    "conv2d_int8_gemm_8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, fits_any_conv2d,
+    workspace<kInt8Gemm8x32c4Avx512Vnni>, make<kInt8Gemm8x32c4Avx512Vnni>};
+#endif
+#if QTK_X86_AVX_VNNI
+extern const Conv2dAlgo kConv2dInt8Gemm4x16c4AvxVnni = {
+    "conv2d_int8_gemm_4x16c4_avx_vnni", IsaLevel::kAvxVnni, fits_any_conv2d,
+    workspace<kInt8Gemm4x16c4AvxVnni>, make<kInt8Gemm4x16c4AvxVnni>};
+#endif
+#if QTK_X86_AVX2
+extern const Conv2dAlgo kConv2dInt8Gemm2x16c4Avx2 = {
+    "conv2d_int8_gemm_2x16c4_avx2", IsaLevel::kAvx2, fits_any_conv2d,
+    workspace<kInt8Gemm2x16c4Avx2>, make<kInt8Gemm2x16c4Avx2>};
+#endif
+
+}  // namespace detail
+}  // namespace qtk

@@ -1,0 +1,44 @@
+// int8 GEMM micro-kernel, 8 output channels x 32 pixels, AVX-512 VNNI (int8_gemm.h). vpdpbusd
+// multiplies 4 uint8 activations by 4 int8 weights and adds the 4 products to an int32 lane without
+// saturation, so the sum is exact.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "int8_gemm.h"
+
+namespace qtk {
+namespace detail {
+namespace {
+
+void int8_gemm_8x32c4_avx512_vnni(int64_t quads, const int8_t* a, const uint8_t* b, int32_t* c) {
+    __m512i vacc[8][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) {
+        vacc[r][0] = vacc[r][1] = _mm512_setzero_si512();
+    }
+    for (int64_t q = 0; q < quads; ++q, a += 8 * 4, b += 32 * 4) {
+        const __m512i vb0 = _mm512_loadu_si512(b);
+        const __m512i vb1 = _mm512_loadu_si512(b + 64);
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r) {
+            int32_t w;
+            std::memcpy(&w, a + 4 * r, 4);
+            const __m512i vw = _mm512_set1_epi32(w);
+            vacc[r][0] = _mm512_dpbusd_epi32(vacc[r][0], vb0, vw);
+            vacc[r][1] = _mm512_dpbusd_epi32(vacc[r][1], vb1, vw);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) {
+        _mm512_storeu_si512(c + 32 * r, vacc[r][0]);
+        _mm512_storeu_si512(c + 32 * r + 16, vacc[r][1]);
+    }
+}
+
+}  // namespace
+
+extern const Int8GemmUkernel kInt8Gemm8x32c4Avx512Vnni = {8, 32, int8_gemm_8x32c4_avx512_vnni};
+
+}  // namespace detail
+}  // namespace qtk

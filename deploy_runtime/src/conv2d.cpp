@@ -1,0 +1,81 @@
+#include "conv2d.h"
+
+namespace qtk {
+namespace detail {
+
+namespace {
+constexpr int64_t kMaxAttr = (int64_t{1} << 31) - 1;
+}  // namespace
+
+Conv2dParams read_conv2d_params(const NodeView& node, DType dtype, DType bias_dtype) {
+    node.expect_input_count(3);
+    node.expect_output_count(1);
+    node.activation_input(0, dtype);
+    const Value& weight = node.constant_input(1, "weight", dtype, 4);
+    node.expect_bias_for(node.constant_input(2, "bias", bias_dtype, 1), weight);
+    node.output(0, dtype);
+    const std::vector<int64_t> stride = node.ints("stride", 2, 1, kMaxAttr);
+    const std::vector<int64_t> padding = node.ints("padding", 2, 0, kMaxAttr);
+    const std::vector<int64_t> dilation = node.ints("dilation", 2, 1, kMaxAttr);
+    Conv2dParams p;
+    p.out_channels = weight.shape[0];
+    p.group_in_channels = weight.shape[1];
+    p.kernel_h = weight.shape[2];
+    p.kernel_w = weight.shape[3];
+    p.stride_h = stride[0];
+    p.stride_w = stride[1];
+    p.pad_h = padding[0];
+    p.pad_w = padding[1];
+    p.dilation_h = dilation[0];
+    p.dilation_w = dilation[1];
+    p.groups = node.int_scalar("groups", 1, kMaxAttr);
+    if (p.out_channels % p.groups != 0) {
+        node.fail("groups " + std::to_string(p.groups) + " does not divide the weight's " +
+                  std::to_string(p.out_channels) + " output channels");
+    }
+    return p;
+}
+
+Conv2dInt8Constants::Conv2dInt8Constants(const NodeView& node, const Conv2dParams& params) {
+    node.expect_attrs({"stride", "padding", "dilation", "groups", "multiplier", "shift", "clamp"});
+    const Value& x = node.activation_input(0, DType::kInt8);
+    const Value& w = node.constant_input(1, "weight", DType::kInt8, 4);
+    const Value& b = node.constant_input(2, "bias", DType::kInt32, 1);
+    const Value& y = node.output(0, DType::kInt8);
+    multiplier = node.multipliers("multiplier", static_cast<size_t>(params.out_channels));
+    shift = node.shifts("shift", static_cast<size_t>(params.out_channels));
+    clamp = node.clamp("clamp");
+
+    weight = reinterpret_cast<const int8_t*>(w.data);
+    bias = int32_values(b);
+    check_narrow_range_weights(node, w);
+    check_accumulator_range(node, bias, params.products_per_output());
+    input_zero_point = x.zero_point;
+    output_zero_point = y.zero_point;
+}
+
+std::vector<Shape> Conv2dKernel::infer_shapes(const std::vector<Shape>& inputs) const {
+    const Conv2dParams& p = params_;
+    const Shape& x = inputs[0];
+    expect_rank(x, 4, "input");
+    if (x[1] != p.group_in_channels * p.groups) {
+        fail("input has " + std::to_string(x[1]) + " channels, the weight expects " +
+             std::to_string(p.group_in_channels * p.groups) + " (" +
+             std::to_string(p.group_in_channels) + " per group x " + std::to_string(p.groups) +
+             " groups)");
+    }
+    const int64_t out_h = sliding_output_size(x[2], p.kernel_h, p.stride_h, p.pad_h, p.dilation_h);
+    const int64_t out_w = sliding_output_size(x[3], p.kernel_w, p.stride_w, p.pad_w, p.dilation_w);
+    if (out_h < 1 || out_w < 1) {
+        fail("input " + to_string(x) + " is smaller than the dilated kernel " +
+             std::to_string(p.kernel_h) + "x" + std::to_string(p.kernel_w) + " with padding");
+    }
+    return {{x[0], p.out_channels, out_h, out_w}};
+}
+
+bool fits_any_conv2d(const Conv2dParams&) { return true; }
+
+size_t no_conv2d_workspace(const Conv2dParams&, int64_t) { return 0; }
+
+}  // namespace detail
+}  // namespace qtk

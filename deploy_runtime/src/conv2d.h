@@ -1,0 +1,82 @@
+// What every conv2d kernel shares, whichever algorithm computes it: the node's checked geometry and
+// int8 constants, the output shapes, and the descriptor by which the registry picks an algorithm
+// (the list is in op_registry.cpp).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "cpu_features.h"
+#include "op_kernel.h"
+#include "qtk/arithmetic.h"
+
+namespace qtk {
+namespace detail {
+
+// PyTorch's conv2d geometry: weight [O, C/groups, kh, kw], any stride, padding, dilation, groups.
+struct Conv2dParams {
+    int64_t out_channels, group_in_channels, kernel_h, kernel_w;
+    int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups;
+
+    int64_t products_per_output() const { return group_in_channels * kernel_h * kernel_w; }
+    int64_t out_per_group() const { return out_channels / groups; }
+    // 1x1, stride 1, no padding: each input channel plane is one row of the GEMM operand as is.
+    bool pointwise() const {
+        return kernel_h == 1 && kernel_w == 1 && stride_h == 1 && stride_w == 1 && pad_h == 0 &&
+               pad_w == 0;
+    }
+};
+
+// Checks x, weight, bias [O] and y (activations and weight of `dtype`) and reads the window
+// attributes; errors name the node.
+Conv2dParams read_conv2d_params(const NodeView& node, DType dtype, DType bias_dtype);
+
+// The checked constants and requantization of an int8 conv2d node (spec 4).
+struct Conv2dInt8Constants {
+    Conv2dInt8Constants(const NodeView& node, const Conv2dParams& params);
+
+    int8_t requantize(int64_t oc, int32_t acc) const {
+        return arith::requantize(acc, multiplier[oc], shift[oc], output_zero_point, clamp.lo,
+                                 clamp.hi);
+    }
+
+    const int8_t* weight;  // [O, C/groups, kh, kw], narrow range, owned by the model
+    std::vector<int32_t> bias, multiplier, shift;
+    ClampRange clamp;
+    int32_t input_zero_point, output_zero_point;
+};
+
+// The base of every conv2d kernel: the output shapes of spec 4 for an NCHW input.
+class Conv2dKernel : public OpKernel {
+ public:
+    Conv2dKernel(const NodeView& node, const Conv2dParams& params)
+        : OpKernel(node.label()), params_(params) {}
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+    const Conv2dParams params_;
+};
+
+// One way of computing an int8 conv2d. The registry lists them fastest first, the reference last,
+// and takes the first usable one unless QTK_CONV_ALGO names another; every algorithm gives the
+// reference's bytes, so the choice (and later a per-layer Fast-Run timing) only changes the time.
+struct Conv2dAlgo {
+    const char* name;  // dtype, op, method, tile and ISA: "conv2d_int8_gemm_8x32c4_avx512_vnni"
+    IsaLevel isa;      // the instructions it needs
+    bool (*fits)(const Conv2dParams& params);  // the geometries it computes
+    // Scratch bytes one thread needs for output planes of `plane_pixels` pixels.
+    size_t (*workspace_bytes)(const Conv2dParams& params, int64_t plane_pixels);
+    std::unique_ptr<OpKernel> (*make)(const NodeView& node);
+
+    bool usable(const Conv2dParams& params, IsaLevel cap) const {
+        return isa <= cap && cpu_supports(isa) && fits(params);
+    }
+};
+
+bool fits_any_conv2d(const Conv2dParams& params);
+size_t no_conv2d_workspace(const Conv2dParams& params, int64_t plane_pixels);
+
+}  // namespace detail
+}  // namespace qtk

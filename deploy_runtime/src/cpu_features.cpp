@@ -1,0 +1,130 @@
+#include "cpu_features.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "qtk/runtime.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define QTK_X86_64 1
+#if defined(_MSC_VER)
+#include <immintrin.h>
+#include <intrin.h>
+#else
+#include <cpuid.h>
+#endif
+#endif
+
+namespace qtk {
+namespace detail {
+namespace {
+
+#if defined(QTK_X86_64)
+struct Cpuid {
+    uint32_t eax, ebx, ecx, edx;
+};
+
+Cpuid cpuid(uint32_t leaf, uint32_t subleaf) {
+#if defined(_MSC_VER)
+    int r[4];
+    __cpuidex(r, static_cast<int>(leaf), static_cast<int>(subleaf));
+    return {static_cast<uint32_t>(r[0]), static_cast<uint32_t>(r[1]), static_cast<uint32_t>(r[2]),
+            static_cast<uint32_t>(r[3])};
+#else
+    Cpuid r{};
+    __cpuid_count(leaf, subleaf, r.eax, r.ebx, r.ecx, r.edx);
+    return r;
+#endif
+}
+
+// XCR0: which register states the OS saves on a context switch. Only called when OSXSAVE is set.
+uint64_t xgetbv0() {
+#if defined(_MSC_VER)
+    return _xgetbv(0);
+#else
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (uint64_t{hi} << 32) | lo;
+#endif
+}
+
+bool bit(uint32_t word, int index) { return ((word >> index) & 1u) != 0; }
+
+struct Support {
+    bool avx2 = false, avx_vnni = false, avx512_vnni = false;
+};
+
+Support detect() {
+    Support s;
+    const uint32_t max_leaf = cpuid(0, 0).eax;
+    const Cpuid leaf1 = cpuid(1, 0);
+    if (max_leaf < 7 || !bit(leaf1.ecx, 27) /* OSXSAVE */ || !bit(leaf1.ecx, 28) /* AVX */) {
+        return s;
+    }
+    const uint64_t xcr0 = xgetbv0();
+    const bool ymm_state = (xcr0 & 0x6) == 0x6;    // XMM and YMM
+    const bool zmm_state = (xcr0 & 0xe6) == 0xe6;  // plus opmask, ZMM_Hi256, Hi16_ZMM
+    const Cpuid leaf7 = cpuid(7, 0);
+    const Cpuid leaf7_1 = cpuid(7, 1);
+    s.avx2 = ymm_state && bit(leaf7.ebx, 5) && bit(leaf1.ecx, 12) /* FMA */;
+    s.avx_vnni = s.avx2 && bit(leaf7_1.eax, 4);
+    s.avx512_vnni = s.avx2 && zmm_state && bit(leaf7.ebx, 16) /* F */ &&
+                    bit(leaf7.ebx, 30) /* BW */ && bit(leaf7.ebx, 31) /* VL */ &&
+                    bit(leaf7.ecx, 11) /* VNNI */;
+    return s;
+}
+#endif
+
+}  // namespace
+
+const char* isa_name(IsaLevel level) {
+    switch (level) {
+        case IsaLevel::kScalar:
+            return "scalar";
+        case IsaLevel::kAvx2:
+            return "avx2";
+        case IsaLevel::kAvxVnni:
+            return "avx_vnni";
+        case IsaLevel::kAvx512Vnni:
+            return "avx512_vnni";
+    }
+    return "?";
+}
+
+bool cpu_supports(IsaLevel level) {
+#if defined(QTK_X86_64)
+    static const Support s = detect();
+    switch (level) {
+        case IsaLevel::kScalar:
+            return true;
+        case IsaLevel::kAvx2:
+            return s.avx2;
+        case IsaLevel::kAvxVnni:
+            return s.avx_vnni;
+        case IsaLevel::kAvx512Vnni:
+            return s.avx512_vnni;
+    }
+    return false;
+#else
+    return level == IsaLevel::kScalar;
+#endif
+}
+
+IsaLevel isa_cap() {
+    const char* value = std::getenv("QTK_ISA");
+    if (value == nullptr || *value == '\0') {
+        return IsaLevel::kAvx512Vnni;
+    }
+    std::string valid;
+    for (IsaLevel level : kIsaLevels) {
+        if (std::string(value) == isa_name(level)) {
+            return level;
+        }
+        valid += std::string(valid.empty() ? "" : ", ") + isa_name(level);
+    }
+    throw Error("QTK_ISA='" + std::string(value) + "' is not an ISA level; use one of: " + valid);
+}
+
+}  // namespace detail
+}  // namespace qtk

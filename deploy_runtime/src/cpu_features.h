@@ -1,0 +1,28 @@
+// Which x86 instruction set levels this CPU and its OS can run, and the cap QTK_ISA puts on them.
+// Kernel choice (op_registry.cpp) asks here; kernels never probe the CPU themselves.
+#pragma once
+
+namespace qtk {
+namespace detail {
+
+// Ordered: a cap at one level allows every lower one. A CPU may lack a level below one it has
+// (Ice Lake and Zen 4 run AVX-512 VNNI but not the VEX-encoded AVX-VNNI), so "usable" is always
+// cpu_supports(level) && level <= cap, never a comparison with the highest level found.
+enum class IsaLevel { kScalar, kAvx2, kAvxVnni, kAvx512Vnni };
+
+constexpr IsaLevel kIsaLevels[] = {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvxVnni,
+                                   IsaLevel::kAvx512Vnni};
+
+const char* isa_name(IsaLevel level);  // "scalar", "avx2", "avx_vnni", "avx512_vnni"
+
+// cpuid plus xgetbv (the OS must save the ymm / zmm state): avx2 needs AVX2 and FMA, avx_vnni
+// adds AVX-VNNI, avx512_vnni needs AVX-512 F, BW, VL and VNNI. Detected once; always true for
+// kScalar and false for the others on non-x86 targets.
+bool cpu_supports(IsaLevel level);
+
+// The highest level QTK_ISA allows, read at each call (so a test can change it between model
+// loads): unset or empty means no cap. Throws Error naming the valid values for anything else.
+IsaLevel isa_cap();
+
+}  // namespace detail
+}  // namespace qtk

@@ -1,0 +1,410 @@
+// Every int8 conv2d algorithm against the reference, byte for byte, at every ISA level this CPU
+// runs (levels it lacks are reported as skipped): the GEMM micro-kernels alone against a scalar
+// sum, then whole convolutions through Model and Session (QTK_CONV_ALGO pins each algorithm) over
+// shapes around the tile and block edges, batch 1 and 3, 1 and 2 threads, random and extreme
+// values. Also the QTK_ISA cap, QTK_CONV_ALGO's errors and the registry's default choice.
+#include <cmath>
+#include <cstdlib>
+
+#include "check.h"
+#include "cpu_features.h"
+#include "model_builder.h"
+#include "op_registry.h"
+#include "qtk/runtime.h"
+
+#if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
+#include "../kernels/x86/int8_gemm.h"
+#endif
+
+namespace qtk {
+namespace detail {
+extern const Conv2dAlgo kConv2dInt8Reference;  // kernels/reference/conv2d.cpp
+#if QTK_X86_AVX512_VNNI && QTK_X86_AVX_VNNI
+extern const Int8GemmUkernel kInt8Gemm4x16c4AvxVnniAsEvex;  // int8_gemm_avx_vnni_as_evex.cpp
+#endif
+}  // namespace detail
+}  // namespace qtk
+
+using qtk::Shape;
+using qtk::detail::Conv2dAlgo;
+using qtk::detail::Conv2dParams;
+using qtk::detail::cpu_supports;
+using qtk::detail::isa_name;
+using qtk::detail::IsaLevel;
+using qtk_test::AttrSpec;
+using qtk_test::ModelBuilder;
+using qtk_test::Rng;
+
+namespace {
+
+void set_env(const char* key, const char* value) {
+    if (value == nullptr) {
+        unsetenv(key);
+    } else {
+        setenv(key, value, 1);
+    }
+}
+
+#if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
+// c = a . b by the contract of int8_gemm.h, for every micro-kernel this CPU runs, over quad counts
+// around the unrolling, with random and extreme values.
+void test_ukernels() {
+    using qtk::detail::Int8GemmUkernel;
+    struct Entry {
+        const char* name;
+        IsaLevel isa;
+        const Int8GemmUkernel* ukernel;
+    };
+    const Entry entries[] = {
+#if QTK_X86_AVX2
+        {"2x16c4_avx2", IsaLevel::kAvx2, &qtk::detail::kInt8Gemm2x16c4Avx2},
+#endif
+#if QTK_X86_AVX_VNNI
+        {"4x16c4_avx_vnni", IsaLevel::kAvxVnni, &qtk::detail::kInt8Gemm4x16c4AvxVnni},
+#endif
+#if QTK_X86_AVX512_VNNI && QTK_X86_AVX_VNNI
+        {"4x16c4_avx_vnni as EVEX", IsaLevel::kAvx512Vnni,
+         &qtk::detail::kInt8Gemm4x16c4AvxVnniAsEvex},
+#endif
+#if QTK_X86_AVX512_VNNI
+        {"8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, &qtk::detail::kInt8Gemm8x32c4Avx512Vnni},
+#endif
+    };
+    Rng rng(7);
+    for (const Entry& e : entries) {
+        if (!cpu_supports(e.isa)) {
+            std::printf("micro-kernel %s: skipped, this CPU lacks %s\n", e.name, isa_name(e.isa));
+            continue;
+        }
+        const Int8GemmUkernel& u = *e.ukernel;
+        for (int64_t quads : {1, 2, 3, 7, 16, 145}) {
+            for (int fill = 0; fill < 3; ++fill) {  // random, then the two extremes
+                std::vector<int8_t> a(size_t(quads * u.mr * 4));
+                std::vector<uint8_t> b(size_t(quads * u.nr * 4));
+                for (int8_t& v : a) {
+                    v = static_cast<int8_t>(fill == 0   ? rng.uniform(-127, 127)
+                                            : fill == 1 ? 127
+                                                        : -127);
+                }
+                for (uint8_t& v : b) {
+                    v = static_cast<uint8_t>(fill == 0 ? rng.uniform(0, 255) : 255);
+                }
+                std::vector<int32_t> c(size_t(u.mr * u.nr), 0x5a5a5a5a);
+                u.run(quads, a.data(), b.data(), c.data());
+                for (int r = 0; r < u.mr; ++r) {
+                    for (int j = 0; j < u.nr; ++j) {
+                        int64_t sum = 0;
+                        for (int64_t k = 0; k < quads * 4; ++k) {
+                            sum += int64_t{a[size_t((k / 4 * u.mr + r) * 4 + k % 4)]} *
+                                   b[size_t((k / 4 * u.nr + j) * 4 + k % 4)];
+                        }
+                        if (c[size_t(r * u.nr + j)] != sum) {
+                            qtk_test::report_failure(
+                                __FILE__, __LINE__,
+                                std::string(e.name) + " quads " + std::to_string(quads) + " c[" +
+                                    std::to_string(r) + "][" + std::to_string(j) + "] is " +
+                                    std::to_string(c[size_t(r * u.nr + j)]) + ", expected " +
+                                    std::to_string(sum));
+                        }
+                    }
+                }
+            }
+        }
+        std::printf("micro-kernel %s: checked\n", e.name);
+    }
+}
+#endif
+
+enum class Fill { kRandom, kLowest, kHighest };  // activations all -128 / all 127, weights +-127
+
+struct ConvCase {
+    int64_t in = 4, out = 4, height = 5, width = 7;
+    int64_t kh = 3, kw = 3, sh = 1, sw = 1, ph = 1, pw = 1, dh = 1, dw = 1, groups = 1;
+    Fill fill = Fill::kRandom;
+
+    int64_t out_h() const { return (height + 2 * ph - dh * (kh - 1) - 1) / sh + 1; }
+    int64_t out_w() const { return (width + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
+    bool valid() const {
+        return height + 2 * ph >= dh * (kh - 1) + 1 && width + 2 * pw >= dw * (kw - 1) + 1;
+    }
+    std::string describe() const {
+        return std::to_string(in) + "->" + std::to_string(out) + " " + std::to_string(height) +
+               "x" + std::to_string(width) + " k" + std::to_string(kh) + "x" + std::to_string(kw) +
+               " s" + std::to_string(sh) + "," + std::to_string(sw) + " p" + std::to_string(ph) +
+               "," + std::to_string(pw) + " d" + std::to_string(dh) + "," + std::to_string(dw) +
+               " g" + std::to_string(groups) +
+               (fill == Fill::kRandom   ? ""
+                : fill == Fill::kLowest ? " all -128"
+                                        : " all 127");
+    }
+};
+
+struct BuiltCase {
+    std::vector<uint8_t> bytes;
+    std::vector<int8_t> x;  // batch 3
+    Shape x_shape;          // batch 3
+};
+
+// One conv2d node with random zero points, per-channel requantization aimed at the accumulator's
+// typical size (so outputs spread over the int8 range), and sometimes a ReLU clamp. Extreme cases
+// take extreme weights and the largest bias the accumulator check allows.
+BuiltCase build(const ConvCase& cc, uint64_t seed) {
+    Rng rng(seed);
+    const int64_t per_group = cc.in / cc.groups;
+    const int64_t k_count = per_group * cc.kh * cc.kw;
+    const size_t weight_count = size_t(cc.out * k_count);
+    std::vector<int8_t> weights = qtk_test::random_weights(rng, weight_count);
+    std::vector<int32_t> bias = qtk_test::random_bias(rng, size_t(cc.out));
+    double typical = std::sqrt(double(k_count)) * 75 * 73;
+    if (cc.fill != Fill::kRandom) {
+        const int64_t largest_bias = (int64_t{1} << 31) - 1 - k_count * 255 * 127;
+        for (size_t i = 0; i < weights.size(); ++i) {
+            weights[i] = static_cast<int8_t>(rng.uniform(0, 3) == 0 ? -127 : 127);
+        }
+        for (int32_t& v : bias) {
+            v = static_cast<int32_t>(rng.uniform(0, 1) == 0 ? -largest_bias : largest_bias);
+        }
+        typical = double(int64_t{1} << 31);
+    }
+    const int32_t zx = static_cast<int32_t>(rng.uniform(-128, 127));
+    const int32_t zy = static_cast<int32_t>(rng.uniform(-128, 127));
+    const bool relu = rng.uniform(0, 2) == 0;
+
+    ModelBuilder b;
+    const uint32_t x = b.activation("x", {1, cc.in, cc.height, cc.width}, 0.05f, zx);
+    const uint32_t w = b.weight("conv.weight", {cc.out, per_group, cc.kh, cc.kw}, weights);
+    const uint32_t bi = b.bias("conv.bias", {cc.out}, bias);
+    const uint32_t y = b.activation("y", {1, cc.out, cc.out_h(), cc.out_w()}, 0.1f, zy);
+    std::vector<AttrSpec> attrs =
+        qtk_test::requant_attrs(size_t(cc.out), 1.0, 90.0 / typical, 1.0, relu ? zy : -128, 127);
+    attrs.insert(attrs.begin(),
+                 {AttrSpec("stride", {cc.sh, cc.sw}), AttrSpec("padding", {cc.ph, cc.pw}),
+                  AttrSpec("dilation", {cc.dh, cc.dw}), AttrSpec("groups", {cc.groups})});
+    b.node("conv2d", "conv", {x, w, bi}, {y}, attrs);
+    b.inputs = {x};
+    b.outputs = {y};
+
+    BuiltCase built{b.build(), {}, {3, cc.in, cc.height, cc.width}};
+    const size_t x_count = size_t(3 * cc.in * cc.height * cc.width);
+    built.x = cc.fill == Fill::kRandom   ? rng.int8s(x_count)
+              : cc.fill == Fill::kLowest ? std::vector<int8_t>(x_count, -128)
+                                         : std::vector<int8_t>(x_count, 127);
+    return built;
+}
+
+// Loads the model under QTK_CONV_ALGO=algo and runs `batch` samples of the case's input.
+std::vector<int8_t> run(const BuiltCase& c, const char* algo, int threads, int64_t batch) {
+    set_env("QTK_CONV_ALGO", algo);
+    const auto model = qtk::Model::from_bytes(c.bytes.data(), c.bytes.size());
+    qtk::Session session(model, {threads});
+    Shape shape = c.x_shape;
+    shape[0] = batch;
+    return session.run({c.x.data()}, {shape})[0].data;
+}
+
+// The algorithms other than the reference that this CPU runs.
+std::vector<const Conv2dAlgo*> fast_algos() {
+    std::vector<const Conv2dAlgo*> algos;
+    for (const Conv2dAlgo* algo : qtk::detail::conv2d_int8_algos()) {
+        if (algo == &qtk::detail::kConv2dInt8Reference) {
+            continue;
+        }
+        if (!cpu_supports(algo->isa)) {
+            std::printf("%s: skipped, this CPU lacks %s\n", algo->name, isa_name(algo->isa));
+            continue;
+        }
+        algos.push_back(algo);
+    }
+    return algos;
+}
+
+int g_cases = 0;
+
+// Each fast algorithm, 1 and 2 threads, batch 3 and 1, against the reference's batch-3 bytes.
+void check_case(const ConvCase& cc, const std::vector<const Conv2dAlgo*>& algos) {
+    if (!cc.valid()) {
+        return;
+    }
+    ++g_cases;
+    const BuiltCase c = build(cc, 1000 + uint64_t(g_cases));
+    const std::vector<int8_t> want = run(c, "conv2d_int8_reference", 1, 3);
+    const std::vector<int8_t> want_first(want.begin(), want.begin() + want.size() / 3);
+    for (const Conv2dAlgo* algo : algos) {
+        for (int threads : {1, 2}) {
+            for (int64_t batch : {3, 1}) {
+                if (run(c, algo->name, threads, batch) != (batch == 3 ? want : want_first)) {
+                    qtk_test::report_failure(__FILE__, __LINE__,
+                                             std::string(algo->name) + " differs from the " +
+                                                 "reference on " + cc.describe() + ", threads " +
+                                                 std::to_string(threads) + ", batch " +
+                                                 std::to_string(batch));
+                }
+            }
+        }
+    }
+}
+
+void test_against_reference() {
+    const std::vector<const Conv2dAlgo*> algos = fast_algos();
+    const int64_t channels[] = {1, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 64, 65};
+
+    // Channel counts either side of the tile widths (mr 2/4/8, quads of 4 k).
+    for (int64_t in : channels) {
+        for (int64_t out : channels) {
+            ConvCase cc;
+            cc.in = in;
+            cc.out = out;
+            check_case(cc, algos);
+        }
+    }
+
+    // Geometry: kernel x stride x padding x dilation x groups x spatial size.
+    const int64_t kernels[][2] = {{1, 1}, {3, 3}, {5, 5}, {1, 3}};
+    const int64_t sizes[][2] = {{1, 1}, {5, 7}, {13, 11}};
+    for (const auto& k : kernels) {
+        for (int64_t stride : {1, 2}) {
+            for (int64_t pad : {0, 1, 2}) {
+                for (int64_t dilation : {1, 2}) {
+                    for (int groups_kind = 0; groups_kind < 4; ++groups_kind) {
+                        for (const auto& size : sizes) {
+                            ConvCase cc;
+                            cc.kh = k[0];
+                            cc.kw = k[1];
+                            cc.sh = cc.sw = stride;
+                            cc.ph = cc.pw = pad;
+                            cc.dh = cc.dw = dilation;
+                            cc.height = size[0];
+                            cc.width = size[1];
+                            // groups 1, 2, depthwise, depthwise with channel multiplier 2
+                            const int64_t in[] = {5, 6, 8, 3}, out[] = {7, 10, 8, 6},
+                                          groups[] = {1, 2, 8, 3};
+                            cc.in = in[groups_kind];
+                            cc.out = out[groups_kind];
+                            cc.groups = groups[groups_kind];
+                            check_case(cc, algos);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // Pixel counts either side of nr (16, 32) and planes cut into several blocks (large K).
+    for (const auto& hw : {std::pair<int64_t, int64_t>{4, 4}, {4, 8}, {3, 11}, {5, 13}, {2, 17}}) {
+        for (int64_t kernel : {1, 3}) {
+            ConvCase cc;
+            cc.height = hw.first;
+            cc.width = hw.second;
+            cc.kh = cc.kw = kernel;
+            cc.ph = cc.pw = kernel / 2;
+            cc.in = 9;
+            cc.out = 17;
+            check_case(cc, algos);
+        }
+    }
+    ConvCase multi_block_3x3;  // K 576: 448 pixels per block at nr 32
+    multi_block_3x3.in = 64;
+    multi_block_3x3.out = 9;
+    multi_block_3x3.height = multi_block_3x3.width = 23;
+    check_case(multi_block_3x3, algos);
+    ConvCase multi_block_1x1;  // K 1024 pointwise: 256 pixels per block at nr 32
+    multi_block_1x1.in = 1024;
+    multi_block_1x1.out = 9;
+    multi_block_1x1.height = multi_block_1x1.width = 20;
+    multi_block_1x1.kh = multi_block_1x1.kw = 1;
+    multi_block_1x1.ph = multi_block_1x1.pw = 0;
+    check_case(multi_block_1x1, algos);
+
+    // Extremes: activations at -128 or 127 (zero points random), weights at +-127, bias at the
+    // accumulator bound; K up to 54000, near the int32 limit K * 255 * 127 < 2^31.
+    for (Fill fill : {Fill::kLowest, Fill::kHighest}) {
+        for (int64_t in : {5, 64, 6000}) {
+            ConvCase cc;
+            cc.in = in;
+            cc.out = 3;
+            cc.height = in == 6000 ? 3 : 6;
+            cc.width = in == 6000 ? 3 : 5;
+            cc.fill = fill;
+            check_case(cc, algos);
+        }
+    }
+    std::printf("%d conv cases x %zu algorithms checked against the reference\n", g_cases,
+                algos.size());
+}
+
+// QTK_ISA at each level (a cap the CPU lacks still allows the levels below it): the default choice
+// is the first usable algorithm at or below the cap, and it gives the reference's bytes.
+void test_isa_cap() {
+    ConvCase cc;
+    cc.in = 17;
+    cc.out = 33;
+    const BuiltCase c = build(cc, 5);
+    const std::vector<int8_t> want = run(c, "conv2d_int8_reference", 1, 3);
+    const Conv2dParams params = {33, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+    for (IsaLevel level : qtk::detail::kIsaLevels) {
+        set_env("QTK_ISA", isa_name(level));
+        CHECK(qtk::detail::isa_cap() == level);
+        const Conv2dAlgo& chosen = qtk::detail::choose_conv2d_int8_algo(params, level, nullptr);
+        CHECK(chosen.isa <= level && cpu_supports(chosen.isa));
+        for (const Conv2dAlgo* algo : qtk::detail::conv2d_int8_algos()) {
+            if (algo == &chosen) {
+                break;
+            }
+            CHECK(!algo->usable(params, level));  // nothing earlier in the list was usable
+        }
+        CHECK(run(c, nullptr, 2, 3) == want);
+        std::printf("QTK_ISA=%s: chose %s\n", isa_name(level), chosen.name);
+    }
+    set_env("QTK_ISA", nullptr);
+    CHECK(qtk::detail::isa_cap() == IsaLevel::kAvx512Vnni);
+}
+
+void test_errors() {
+    ConvCase cc;
+    const BuiltCase c = build(cc, 6);
+    set_env("QTK_ISA", "avx3");
+    CHECK_THROWS_WITH(run(c, nullptr, 1, 1),
+                      "node 'conv' (conv2d): QTK_ISA='avx3' is not an ISA level; use one of: "
+                      "scalar, avx2, avx_vnni, avx512_vnni");
+    set_env("QTK_ISA", nullptr);
+    CHECK_THROWS_WITH(run(c, "winograd", 1, 1),
+                      "node 'conv' (conv2d): QTK_CONV_ALGO=winograd names no int8 conv2d "
+                      "algorithm built here; use one of: ");
+    CHECK_THROWS_WITH(run(c, "winograd", 1, 1), "conv2d_int8_reference");
+
+    const Conv2dParams params = {4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+    for (const Conv2dAlgo* algo : qtk::detail::conv2d_int8_algos()) {
+        if (!cpu_supports(algo->isa)) {
+            CHECK_THROWS_WITH(
+                qtk::detail::choose_conv2d_int8_algo(params, IsaLevel::kAvx512Vnni, algo->name),
+                "is not usable here: this CPU lacks " + std::string(isa_name(algo->isa)));
+            continue;
+        }
+        // Scratch for a 5x7 plane: none for the reference, one packed tile or more for a GEMM.
+        const size_t workspace = algo->workspace_bytes(params, 35);
+        CHECK(algo == &qtk::detail::kConv2dInt8Reference ? workspace == 0 : workspace >= 16 * 36);
+        CHECK(&qtk::detail::choose_conv2d_int8_algo(params, IsaLevel::kAvx512Vnni, algo->name) ==
+              algo);
+        if (algo->isa != IsaLevel::kScalar) {
+            CHECK_THROWS_WITH(
+                qtk::detail::choose_conv2d_int8_algo(params, IsaLevel::kScalar, algo->name),
+                "is not usable here: QTK_ISA=scalar excludes " + std::string(isa_name(algo->isa)));
+        }
+    }
+    set_env("QTK_CONV_ALGO", nullptr);
+}
+
+}  // namespace
+
+int main() {
+    for (IsaLevel level : qtk::detail::kIsaLevels) {
+        std::printf("%s: %s\n", isa_name(level), cpu_supports(level) ? "yes" : "no");
+    }
+#if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
+    test_ukernels();
+#endif
+    test_errors();
+    test_isa_cap();
+    test_against_reference();
+    return qtk_test::check_report();
+}
