@@ -34,6 +34,11 @@ class Session:
         return self.model.outputs
 
     @property
+    def algorithms(self):
+        """The algorithm serving each node, in execution order."""
+        return self.model.algorithms
+
+    @property
     def arena_bytes(self):
         return self._session.arena_bytes
 
@@ -82,14 +87,24 @@ class Session:
                        f"{x.dtype}")
 
 
-def load(model, threads=1):
+def load(model, threads=1, fast_run=None, fast_run_cache=None):
     """Load a ``.qmodel`` from a path or from ``bytes`` and open a :class:`Session` on it.
 
     The file is validated completely before anything runs; a malformed file raises
     :class:`QtkError` naming what is wrong.
+
+    Args:
+        threads: the session's worker threads (results are identical for every count).
+        fast_run: ``None`` takes each layer's first usable algorithm; ``"search"`` times every
+            candidate of each layer on this machine with ``threads`` threads and keeps the
+            fastest, recording it in ``fast_run_cache``; ``"use"`` takes the cache's choices
+            without timing. Every algorithm gives the same bytes.
+        fast_run_cache: the Fast-Run cache file (keyed by layer, threads, CPU and qtk version).
     """
+    options = dict(fast_run=fast_run or "off", fast_run_cache=os.fspath(fast_run_cache or ""),
+                   fast_run_threads=threads)
     if isinstance(model, (bytes, bytearray, memoryview)):
-        loaded = _C.Model.from_bytes(bytes(model))
+        loaded = _C.Model.from_bytes(bytes(model), **options)
     else:
-        loaded = _C.Model.load(os.fspath(model))
+        loaded = _C.Model.load(os.fspath(model), **options)
     return Session(loaded, threads)

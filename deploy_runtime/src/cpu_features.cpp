@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "qtk/runtime.h"
@@ -108,6 +109,26 @@ bool cpu_supports(IsaLevel level) {
     return false;
 #else
     return level == IsaLevel::kScalar;
+#endif
+}
+
+std::string cpu_name() {
+#if defined(QTK_X86_64)
+    if (cpuid(0x80000000u, 0).eax < 0x80000004u) {
+        return "x86-64";
+    }
+    char brand[49] = {};
+    for (uint32_t i = 0; i < 3; ++i) {
+        const Cpuid r = cpuid(0x80000002u + i, 0);
+        const uint32_t words[4] = {r.eax, r.ebx, r.ecx, r.edx};
+        std::memcpy(brand + 16 * i, words, sizeof words);
+    }
+    std::string name(brand);
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    return name;
+#else
+    return "non-x86";
 #endif
 }
 

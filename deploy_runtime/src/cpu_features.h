@@ -2,6 +2,8 @@
 // Kernel choice (op_registry.cpp) asks here; kernels never probe the CPU themselves.
 #pragma once
 
+#include <string>
+
 namespace qtk {
 namespace detail {
 
@@ -19,6 +21,9 @@ const char* isa_name(IsaLevel level);  // "scalar", "avx2", "avx_vnni", "avx512_
 // adds AVX-VNNI, avx512_vnni needs AVX-512 F, BW, VL and VNNI. Detected once; always true for
 // kScalar and false for the others on non-x86 targets.
 bool cpu_supports(IsaLevel level);
+
+// The CPU's brand string ("AMD EPYC 9R14 96-Core Processor"), which keys Fast-Run caches.
+std::string cpu_name();
 
 // The highest level QTK_ISA allows, read at each call (so a test can change it between model
 // loads): unset or empty means no cap. Throws Error naming the valid values for anything else.

@@ -58,6 +58,7 @@ struct Model::Impl {
     std::shared_ptr<const uint8_t> bytes;  // the whole file; constants point into it
     detail::Graph graph;
     std::vector<std::unique_ptr<detail::OpKernel>> kernels;  // one per node
+    std::vector<std::string> algorithms;                      // the one serving each node
     std::vector<TensorInfo> inputs;
     std::vector<TensorInfo> outputs;
 

@@ -11,6 +11,7 @@
 
 #include "aligned_buffer.h"
 #include "crc32.h"
+#include "fast_run.h"
 #include "graph.h"
 #include "op_kernel.h"
 #include "op_registry.h"
@@ -535,12 +536,11 @@ void check_graph(const Graph& g) {
 
 // Creates each node's kernel (which checks its attributes and constants) and checks that the
 // output shapes the file records are the ones the op computes from the file's input shapes.
-std::vector<std::unique_ptr<OpKernel>> create_kernels(const Graph& g) {
-    std::vector<std::unique_ptr<OpKernel>> kernels;
-    kernels.reserve(g.nodes.size());
+void create_kernels(const Graph& g, const KernelPicker& pick, Model::Impl& impl) {
     std::vector<Shape> input_shapes;
     for (const Node& n : g.nodes) {
-        std::unique_ptr<OpKernel> kernel = create_kernel(g, n);
+        CreatedKernel created = create_kernel(g, n, pick);
+        const std::unique_ptr<OpKernel>& kernel = created.kernel;
         input_shapes.clear();
         for (uint32_t id : n.inputs) {
             input_shapes.push_back(g.values[id].shape);
@@ -554,25 +554,36 @@ std::vector<std::unique_ptr<OpKernel>> create_kernels(const Graph& g) {
                             to_string(computed[i]));
             }
         }
-        kernels.push_back(std::move(kernel));
+        impl.kernels.push_back(std::move(created.kernel));
+        impl.algorithms.push_back(std::move(created.algorithm));
     }
-    return kernels;
 }
 
 TensorInfo tensor_info(const Value& v) {
     return TensorInfo{v.name, v.dtype, v.shape, v.scale, v.zero_point};
 }
 
-std::unique_ptr<Model::Impl> parse_model(std::shared_ptr<const uint8_t> bytes, size_t size) {
+std::unique_ptr<Model::Impl> parse_model(std::shared_ptr<const uint8_t> bytes, size_t size,
+                                         const LoadOptions& options) {
     auto impl = std::make_unique<Model::Impl>();
     const Header header = read_header(bytes.get(), size);
     impl->graph = read_graph(bytes.get(), header);
     check_graph(impl->graph);
+    if (options.fast_run_threads < 1) {
+        throw Error("LoadOptions.fast_run_threads must be >= 1, got " +
+                    std::to_string(options.fast_run_threads));
+    }
+    FastRunCache cache(options.fast_run == FastRun::kOff ? "" : options.fast_run_cache);
+    const KernelPicker pick = options.fast_run == FastRun::kOff
+                                  ? KernelPicker()
+                                  : fast_run_picker(options.fast_run, cache,
+                                                    options.fast_run_threads);
     try {
-        impl->kernels = create_kernels(impl->graph);
+        create_kernels(impl->graph, pick, *impl);
     } catch (const Error& e) {
         fail(e.what());  // node errors name the node; the prefix says they come from the file
     }
+    cache.save();
     for (uint32_t id : impl->graph.inputs) {
         impl->inputs.push_back(tensor_info(impl->graph.values[id]));
     }
@@ -641,7 +652,7 @@ std::shared_ptr<const uint8_t> map_file(const std::string& path, size_t* size) {
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
 
-std::shared_ptr<const Model> Model::load(const std::string& path) {
+std::shared_ptr<const Model> Model::load(const std::string& path, const LoadOptions& options) {
     size_t size = 0;
     std::shared_ptr<const uint8_t> bytes;
 #ifdef QTK_HAVE_MMAP
@@ -651,24 +662,28 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
         bytes = detail::read_file(path, &size);
     }
     try {
-        return std::shared_ptr<const Model>(new Model(detail::parse_model(std::move(bytes), size)));
+        return std::shared_ptr<const Model>(
+            new Model(detail::parse_model(std::move(bytes), size, options)));
     } catch (const Error& e) {
         throw Error("model file '" + path + "': " + e.what());
     }
 }
 
-std::shared_ptr<const Model> Model::from_bytes(const void* data, size_t size) {
+std::shared_ptr<const Model> Model::from_bytes(const void* data, size_t size,
+                                               const LoadOptions& options) {
     if (data == nullptr && size > 0) {
         throw Error("Model::from_bytes: data is null");
     }
     return std::shared_ptr<const Model>(
-        new Model(detail::parse_model(detail::copy_aligned(data, size), size)));
+        new Model(detail::parse_model(detail::copy_aligned(data, size), size, options)));
 }
 
 const std::string& Model::producer() const { return impl_->graph.producer; }
 const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
 const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
 size_t Model::node_count() const { return impl_->graph.nodes.size(); }
+
+std::vector<std::string> Model::algorithms() const { return impl_->algorithms; }
 
 std::vector<std::string> Model::op_names() const {
     std::vector<std::string> names;

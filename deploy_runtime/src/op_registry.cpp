@@ -66,18 +66,33 @@ const Conv2dAlgo* const kConv2dInt8Algos[] = {
     &kConv2dInt8Reference,
 };
 
-// Picks the algorithm when the model loads: QTK_ISA and QTK_CONV_ALGO are read for each layer, so
-// a process (a test) can load the same model under several settings.
-std::unique_ptr<OpKernel> make_conv2d_int8(const NodeView& node) {
+// The candidates when the model loads: QTK_ISA and QTK_CONV_ALGO are read for each layer, so a
+// process (a test) can load the same model under several settings.
+std::vector<KernelCandidate> conv2d_int8_candidates(const NodeView& node) {
     const Conv2dParams params = read_conv2d_params(node, DType::kInt8, DType::kInt32);
-    const Conv2dAlgo* algo = nullptr;
+    std::vector<const Conv2dAlgo*> algos;
     try {
-        algo = &choose_conv2d_int8_algo(params, isa_cap(), std::getenv("QTK_CONV_ALGO"));
+        algos = usable_conv2d_int8_algos(params, isa_cap(), std::getenv("QTK_CONV_ALGO"));
     } catch (const Error& e) {
         node.fail(e.what());
     }
-    return algo->make(node);
+    std::vector<KernelCandidate> candidates;
+    for (const Conv2dAlgo* algo : algos) {
+        candidates.push_back({algo->name, [algo, node] { return algo->make(node); }});
+    }
+    return candidates;
 }
+
+// Ops with several algorithms for one dtype; every other op has one kernel per dtype (kOps).
+struct MultiAlgorithmOp {
+    const char* op;
+    DType dtype;
+    std::vector<KernelCandidate> (*candidates)(const NodeView& node);
+};
+
+const MultiAlgorithmOp kMultiAlgorithmOps[] = {
+    {"conv2d", DType::kInt8, conv2d_int8_candidates},
+};
 
 struct OpEntry {
     const char* op;
@@ -89,7 +104,7 @@ struct OpEntry {
 // of docs/qmodel_format.md. Adding an op: write its kernel file, declare its factories above, add
 // its line here.
 constexpr OpEntry kOps[] = {
-    {"conv2d", make_conv2d_int8, make_conv2d_float32_reference},
+    {"conv2d", nullptr, make_conv2d_float32_reference},  // int8: kMultiAlgorithmOps
     {"linear", make_linear_int8_reference, make_linear_float32_reference},
     {"add", make_add_int8_reference, make_add_float32_reference},
     {"mul", make_mul_int8_reference, make_mul_float32_reference},
@@ -122,15 +137,16 @@ const std::vector<const Conv2dAlgo*>& conv2d_int8_algos() {
     return algos;
 }
 
-const Conv2dAlgo& choose_conv2d_int8_algo(const Conv2dParams& params, IsaLevel cap,
-                                          const char* pinned) {
+std::vector<const Conv2dAlgo*> usable_conv2d_int8_algos(const Conv2dParams& params, IsaLevel cap,
+                                                        const char* pinned) {
     if (pinned == nullptr || *pinned == '\0') {
+        std::vector<const Conv2dAlgo*> usable;
         for (const Conv2dAlgo* algo : kConv2dInt8Algos) {
             if (algo->usable(params, cap)) {
-                return *algo;
+                usable.push_back(algo);
             }
         }
-        throw Error("no int8 conv2d algorithm is usable");  // the reference always is
+        return usable;  // never empty: the reference is always usable
     }
     std::string names;
     for (const Conv2dAlgo* algo : kConv2dInt8Algos) {
@@ -139,7 +155,7 @@ const Conv2dAlgo& choose_conv2d_int8_algo(const Conv2dParams& params, IsaLevel c
             continue;
         }
         if (algo->usable(params, cap)) {
-            return *algo;
+            return {algo};
         }
         throw Error(std::string("QTK_CONV_ALGO=") + pinned + " is not usable here: " +
                     (!cpu_supports(algo->isa) ? std::string("this CPU lacks ") + isa_name(algo->isa)
@@ -151,13 +167,26 @@ const Conv2dAlgo& choose_conv2d_int8_algo(const Conv2dParams& params, IsaLevel c
                 " names no int8 conv2d algorithm built here; use one of: " + names);
 }
 
-std::unique_ptr<OpKernel> create_kernel(const Graph& graph, const Node& node) {
+const Conv2dAlgo& choose_conv2d_int8_algo(const Conv2dParams& params, IsaLevel cap,
+                                          const char* pinned) {
+    return *usable_conv2d_int8_algos(params, cap, pinned).front();
+}
+
+CreatedKernel create_kernel(const Graph& graph, const Node& node, const KernelPicker& pick) {
     for (const OpEntry& entry : kOps) {
         if (node.op != entry.op) {
             continue;
         }
         const NodeView view(graph, node);
         const DType dtype = view.dtype();
+        for (const MultiAlgorithmOp& multi : kMultiAlgorithmOps) {
+            if (node.op == multi.op && dtype == multi.dtype) {
+                const std::vector<KernelCandidate> candidates = multi.candidates(view);
+                const size_t chosen =
+                    candidates.size() > 1 && pick ? pick(graph, node, candidates) : 0;
+                return {candidates.at(chosen).make(), candidates[chosen].algorithm};
+            }
+        }
         const KernelFactory make = dtype == DType::kInt8      ? entry.int8
                                    : dtype == DType::kFloat32 ? entry.float32
                                                               : nullptr;
@@ -165,7 +194,7 @@ std::unique_ptr<OpKernel> create_kernel(const Graph& graph, const Node& node) {
             view.fail("op '" + node.op + "' has no " + dtype_name(dtype) + " kernel (input 0 '" +
                       graph.values[node.inputs[0]].name + "' is " + dtype_name(dtype) + ")");
         }
-        return make(view);
+        return {make(view), "reference"};
     }
     throw Error("node '" + node.name + "' uses op '" + node.op +
                 "' which this runtime does not know; re-export with a matching qtk version");

@@ -1,7 +1,9 @@
 // Maps a node's op name to the kernel that runs it.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "conv2d.h"
@@ -14,15 +16,32 @@ namespace detail {
 // The kernel for the node's op and the dtype of its first input. Throws Error naming the node and
 // the op when this runtime does not know the op, has no kernel for that dtype, or when the
 // kernel's factory refuses the node.
-std::unique_ptr<OpKernel> create_kernel(const Graph& graph, const Node& node);
+//
+// Where several algorithms could compute the node (int8 conv2d), they are its candidates in
+// preference order and `pick` (Fast-Run, fast_run.h) chooses one; without it the first wins.
+struct KernelCandidate {
+    const char* algorithm;
+    std::function<std::unique_ptr<OpKernel>()> make;
+};
+using KernelPicker = std::function<size_t(const Graph& graph, const Node& node,
+                                          const std::vector<KernelCandidate>& candidates)>;
+struct CreatedKernel {
+    std::unique_ptr<OpKernel> kernel;
+    std::string algorithm;  // the candidate's name, or "reference" for an op with one kernel
+};
+CreatedKernel create_kernel(const Graph& graph, const Node& node,
+                            const KernelPicker& pick = nullptr);
 
 // The int8 conv2d algorithms in preference order: fastest first, the reference last.
 const std::vector<const Conv2dAlgo*>& conv2d_int8_algos();
 
-// The algorithm for a layer: the first usable under `cap`; or, where `pinned` is non-empty (the
-// value of QTK_CONV_ALGO), the algorithm of that name. Throws Error when no algorithm has that
-// name or when it is not usable (the CPU lacks its ISA, the cap excludes it, or it does not fit
-// the layer).
+// The algorithms that may serve a layer, in preference order: every one usable under `cap`; or,
+// where `pinned` is non-empty (the value of QTK_CONV_ALGO), the algorithm of that name alone.
+// Throws Error when no algorithm has that name or when it is not usable (the CPU lacks its ISA,
+// the cap excludes it, or it does not fit the layer).
+std::vector<const Conv2dAlgo*> usable_conv2d_int8_algos(const Conv2dParams& params, IsaLevel cap,
+                                                        const char* pinned);
+// The first of them: the default choice.
 const Conv2dAlgo& choose_conv2d_int8_algo(const Conv2dParams& params, IsaLevel cap,
                                           const char* pinned);
 

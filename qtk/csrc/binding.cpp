@@ -74,7 +74,7 @@ py::list tensor_infos(const std::vector<qtk::TensorInfo>& infos) {
 struct PyModel {
     std::shared_ptr<const qtk::Model> model;
 
-    static PyModel from_bytes(const py::object& data) {
+    static PyModel from_bytes(const py::object& data, const qtk::LoadOptions& options) {
         Py_buffer view;
         if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
             PyErr_Clear();
@@ -82,7 +82,7 @@ struct PyModel {
                              type_name(data));
         }
         try {
-            PyModel m{qtk::Model::from_bytes(view.buf, static_cast<size_t>(view.len))};
+            PyModel m{qtk::Model::from_bytes(view.buf, static_cast<size_t>(view.len), options)};
             PyBuffer_Release(&view);
             return m;
         } catch (...) {
@@ -225,26 +225,52 @@ class PySession {
     std::mutex mutex_;
 };
 
+// fast_run: "off", "use" or "search" (see qtk::FastRun).
+qtk::LoadOptions load_options(const std::string& fast_run, const std::string& cache, int threads) {
+    qtk::LoadOptions options;
+    options.fast_run = fast_run == "off"      ? qtk::FastRun::kOff
+                       : fast_run == "use"    ? qtk::FastRun::kUse
+                       : fast_run == "search" ? qtk::FastRun::kSearch
+                                              : throw qtk::Error("fast_run must be 'off', 'use' or "
+                                                                 "'search', got '" + fast_run + "'");
+    options.fast_run_cache = cache;
+    options.fast_run_threads = threads;
+    return options;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
     m.doc() = "qtk deploy runtime (C++), used by qtk.runtime";
+    m.attr("version") = qtk::kVersion;
     py::register_exception<qtk::Error>(m, "QtkError", PyExc_ValueError);
 
     py::class_<PyModel>(m, "Model",
                         "A loaded, validated .qmodel; immutable and shareable between sessions.")
         .def_static(
             "load",
-            [](const py::object& path) {
+            [](const py::object& path, const std::string& fast_run, const std::string& cache,
+               int threads) {
                 const std::string p =
                     py::module_::import("os").attr("fspath")(path).cast<std::string>();
-                return PyModel{qtk::Model::load(p)};
+                return PyModel{qtk::Model::load(p, load_options(fast_run, cache, threads))};
             },
-            py::arg("path"),
+            py::arg("path"), py::arg("fast_run") = "off", py::arg("fast_run_cache") = "",
+            py::arg("fast_run_threads") = 1,
             "Loads (memory-maps) a .qmodel file (str or os.PathLike); QtkError names what is "
-            "wrong with a bad file.")
-        .def_static("from_bytes", &PyModel::from_bytes, py::arg("data"),
-                    "Loads a .qmodel from bytes (copied).")
+            "wrong with a bad file. fast_run 'use' or 'search' chooses each layer's algorithm by "
+            "Fast-Run with the cache file fast_run_cache, timing with fast_run_threads.")
+        .def_static(
+            "from_bytes",
+            [](const py::object& data, const std::string& fast_run, const std::string& cache,
+               int threads) {
+                return PyModel::from_bytes(data, load_options(fast_run, cache, threads));
+            },
+            py::arg("data"), py::arg("fast_run") = "off", py::arg("fast_run_cache") = "",
+            py::arg("fast_run_threads") = 1, "Loads a .qmodel from bytes (copied); as load().")
+        .def_property_readonly(
+            "algorithms", [](const PyModel& m) { return m.model->algorithms(); },
+            "The algorithm serving each node, in execution order ('reference' for ops with one).")
         .def_property_readonly(
             "inputs", [](const PyModel& m) { return tensor_infos(m.model->inputs()); },
             "Graph inputs: list of {'name', 'dtype', 'shape', 'scale', 'zero_point'}; dtype is "

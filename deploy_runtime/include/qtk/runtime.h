@@ -62,14 +62,34 @@ struct Tensor {
 
 class Session;
 
+// The runtime's version; it keys Fast-Run caches (a new version may time kernels differently).
+constexpr const char* kVersion = "0.1.0";
+
+// How each layer's algorithm is chosen where several compute it (each gives the same bytes).
+enum class FastRun {
+    kOff,     // the first usable in preference order (QTK_CONV_ALGO may pin one by name)
+    kUse,     // the cache's winner where it has the layer, else as kOff; nothing is timed
+    kSearch,  // like kUse, but layers the cache lacks are timed on this machine and recorded
+};
+
+struct LoadOptions {
+    FastRun fast_run = FastRun::kOff;
+    // Fast-Run cache file: lines keyed by layer signature, CPU and qtk version. Read when it
+    // exists; kSearch rewrites it when it learned something. Empty: an in-memory search only.
+    std::string fast_run_cache;
+    int fast_run_threads = 1;  // time with the thread count the sessions will use
+};
+
 class Model {
  public:
     // Maps the file (POSIX mmap, weights used in place; the file must not change while the
     // model lives) or, where that is not possible, reads it into a 64-byte aligned buffer.
     // Errors start with "model file '<path>': ".
-    static std::shared_ptr<const Model> load(const std::string& path);
+    static std::shared_ptr<const Model> load(const std::string& path,
+                                             const LoadOptions& options = {});
     // Copies the bytes into a 64-byte aligned buffer, so the caller's buffer may go away.
-    static std::shared_ptr<const Model> from_bytes(const void* data, size_t size);
+    static std::shared_ptr<const Model> from_bytes(const void* data, size_t size,
+                                                   const LoadOptions& options = {});
 
     ~Model();
     Model(const Model&) = delete;
@@ -80,6 +100,8 @@ class Model {
     const std::vector<TensorInfo>& outputs() const;  // graph outputs, int8 or float32
     size_t node_count() const;
     std::vector<std::string> op_names() const;  // node ops in execution order
+    // The algorithm serving each node, in execution order ("reference" where an op has one).
+    std::vector<std::string> algorithms() const;
 
     struct Impl;  // internal: the graph, its kernels and the bytes they point into
 
