@@ -69,7 +69,12 @@ class HistogramObserver(Observer):
             last = int(torch.searchsorted(cumulative, torch.tensor(1 - tail, dtype=torch.float64)))
             return float(centers[first]), float(centers[min(last, self.bins - 1)])
         cost = self._mse if self.method == "mse" else self._kl
-        fractions = torch.linspace(1.0, 1.0 / self.candidates, self.candidates)
+        smallest = 1.0 / self.candidates
+        if self.method == "kl":
+            # KL compares bins with levels: a range narrower than one bin per level makes every
+            # level a single bin (no error seen inside the range), so KL would clip ever harder
+            smallest = max(smallest, (self.qmax - self.qmin + 1) / self.bins)
+        fractions = torch.linspace(1.0, smallest, self.candidates)
         best = min(fractions.tolist(), key=lambda f: cost(centers, counts, lo * f, hi * f))
         return lo * best, hi * best
 
@@ -84,15 +89,24 @@ class HistogramObserver(Observer):
         return float((counts * (centers - restored) ** 2).sum())
 
     def _kl(self, centers, counts, lo, hi):
-        """KL(P || Q): P the distribution clipped to [lo, hi], Q its quantized version with each
-        level's mass spread evenly over the bins that map to it."""
-        _, levels = self._fake_quantize(centers, lo, hi)
-        p = counts / counts.sum()
+        """KL(P || Q) as in TensorRT's calibrator: P is the histogram inside [lo, hi] with the mass
+        outside folded into its edge bins; Q quantizes the inside alone, each level's mass spread
+        over its non-empty bins. Clipped mass appears in P but not in Q, so it costs."""
+        inside = (centers >= lo) & (centers <= hi)
+        if int(inside.sum()) == 0:
+            return float("inf")
+        first, last = int(inside.nonzero()[0]), int(inside.nonzero()[-1])
+        window = counts[first:last + 1]
+        p = window.clone()
+        p[0] += counts[:first].sum()
+        p[-1] += counts[last + 1:].sum()
+        _, levels = self._fake_quantize(centers[first:last + 1], lo, hi)
+        index = (levels - self.qmin).long()
         level_mass = torch.zeros(self.qmax - self.qmin + 1, dtype=torch.float64)
         level_bins = torch.zeros_like(level_mass)
-        index = (levels - self.qmin).long()
-        level_mass.index_add_(0, index, p)
-        level_bins.index_add_(0, index, (p > 0).double())
-        q = level_mass[index] / level_bins[index].clamp(min=1)
+        level_mass.index_add_(0, index, window)
+        level_bins.index_add_(0, index, (window > 0).double())
+        q = torch.where(window > 0, level_mass[index] / level_bins[index].clamp(min=1), 0.0)
+        p, q = p / p.sum(), q / q.sum().clamp(min=1e-300)
         used = p > 0
         return float((p[used] * torch.log(p[used] / q[used].clamp(min=1e-12))).sum())
