@@ -4,6 +4,8 @@
 #include <iterator>
 #include <string>
 
+#include "linear.h"
+
 namespace qtk {
 namespace detail {
 
@@ -12,7 +14,6 @@ using KernelFactory = std::unique_ptr<OpKernel> (*)(const NodeView& node);
 // Kernel factories, defined in kernels/reference/<family>.cpp. The dtype in a name is that of the
 // node's first input; factories without one serve both dtypes (pure data movement).
 std::unique_ptr<OpKernel> make_conv2d_float32_reference(const NodeView& node);
-std::unique_ptr<OpKernel> make_linear_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_linear_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_add_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_add_float32_reference(const NodeView& node);
@@ -43,17 +44,31 @@ std::unique_ptr<OpKernel> make_pad_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_resize_nearest_reference(const NodeView& node);
 
 // int8 conv2d algorithms, defined beside their kernels: kernels/reference/conv2d.cpp and
-// kernels/x86/conv2d_int8_gemm.cpp (built where the compiler targets x86-64 and takes the ISA's
-// flags; CMakeLists.txt defines QTK_X86_<ISA> for each).
+// kernels/x86/conv2d_int8_{depthwise,gemm}.cpp (built where the compiler targets x86-64 and takes
+// the ISA's flags; CMakeLists.txt defines QTK_X86_<ISA> for each).
 extern const Conv2dAlgo kConv2dInt8Reference;
+extern const Conv2dAlgo kConv2dInt8DepthwiseW16Avx512Vnni;
+extern const Conv2dAlgo kConv2dInt8DepthwiseW8Avx2;
 extern const Conv2dAlgo kConv2dInt8Gemm8x32c4Avx512Vnni;
 extern const Conv2dAlgo kConv2dInt8Gemm4x16c4AvxVnni;
 extern const Conv2dAlgo kConv2dInt8Gemm2x16c4Avx2;
+
+// int8 linear algorithms: kernels/reference/linear.cpp and kernels/x86/linear_int8_gemv.cpp.
+extern const LinearAlgo kLinearInt8Reference;
+extern const LinearAlgo kLinearInt8Gemv64c4Avx512Vnni;
+extern const LinearAlgo kLinearInt8Gemv32c2Avx2;
 
 namespace {
 
 // The one hand-edited list of int8 conv2d algorithms, in preference order.
 const Conv2dAlgo* const kConv2dInt8Algos[] = {
+// Depthwise only: before every GEMM, which wastes most of its tile on one channel per group.
+#if QTK_X86_AVX512_VNNI
+    &kConv2dInt8DepthwiseW16Avx512Vnni,
+#endif
+#if QTK_X86_AVX2
+    &kConv2dInt8DepthwiseW8Avx2,
+#endif
 #if QTK_X86_AVX512_VNNI
     &kConv2dInt8Gemm8x32c4Avx512Vnni,
 #endif
@@ -83,6 +98,34 @@ std::vector<KernelCandidate> conv2d_int8_candidates(const NodeView& node) {
     return candidates;
 }
 
+// The one hand-edited list of int8 linear algorithms, in preference order. All fit every layer.
+const LinearAlgo* const kLinearInt8Algos[] = {
+#if QTK_X86_AVX512_VNNI
+    &kLinearInt8Gemv64c4Avx512Vnni,
+#endif
+#if QTK_X86_AVX2
+    &kLinearInt8Gemv32c2Avx2,
+#endif
+    &kLinearInt8Reference,
+};
+
+// The candidates: every algorithm QTK_ISA (read at each load) allows on this CPU.
+std::vector<KernelCandidate> linear_int8_candidates(const NodeView& node) {
+    IsaLevel cap = IsaLevel::kScalar;
+    try {
+        cap = isa_cap();
+    } catch (const Error& e) {
+        node.fail(e.what());
+    }
+    std::vector<KernelCandidate> candidates;
+    for (const LinearAlgo* algo : kLinearInt8Algos) {
+        if (algo->usable(cap)) {
+            candidates.push_back({algo->name, [algo, node] { return algo->make(node); }});
+        }
+    }
+    return candidates;  // never empty: the reference is always usable
+}
+
 // Ops with several algorithms for one dtype; every other op has one kernel per dtype (kOps).
 struct MultiAlgorithmOp {
     const char* op;
@@ -92,6 +135,7 @@ struct MultiAlgorithmOp {
 
 const MultiAlgorithmOp kMultiAlgorithmOps[] = {
     {"conv2d", DType::kInt8, conv2d_int8_candidates},
+    {"linear", DType::kInt8, linear_int8_candidates},
 };
 
 struct OpEntry {
@@ -105,7 +149,7 @@ struct OpEntry {
 // its line here.
 constexpr OpEntry kOps[] = {
     {"conv2d", nullptr, make_conv2d_float32_reference},  // int8: kMultiAlgorithmOps
-    {"linear", make_linear_int8_reference, make_linear_float32_reference},
+    {"linear", nullptr, make_linear_float32_reference},  // int8: kMultiAlgorithmOps
     {"add", make_add_int8_reference, make_add_float32_reference},
     {"mul", make_mul_int8_reference, make_mul_float32_reference},
     {"clamp", make_clamp_int8_reference, make_clamp_float32_reference},
@@ -154,14 +198,17 @@ std::vector<const Conv2dAlgo*> usable_conv2d_int8_algos(const Conv2dParams& para
             names += std::string(names.empty() ? "" : ", ") + algo->name;
             continue;
         }
-        if (algo->usable(params, cap)) {
-            return {algo};
+        if (!cpu_supports(algo->isa) || algo->isa > cap) {
+            throw Error(std::string("QTK_CONV_ALGO=") + pinned + " is not usable here: " +
+                        (!cpu_supports(algo->isa)
+                             ? std::string("this CPU lacks ") + isa_name(algo->isa)
+                             : std::string("QTK_ISA=") + isa_name(cap) + " excludes " +
+                                   isa_name(algo->isa)));
         }
-        throw Error(std::string("QTK_CONV_ALGO=") + pinned + " is not usable here: " +
-                    (!cpu_supports(algo->isa) ? std::string("this CPU lacks ") + isa_name(algo->isa)
-                     : algo->isa > cap ? std::string("QTK_ISA=") + isa_name(cap) + " excludes " +
-                                             isa_name(algo->isa)
-                                       : std::string("it does not fit this layer")));
+        // A pin serves the layers it fits (a depthwise kernel, the depthwise layers); the others
+        // keep their usual choice, so one model can be run with each algorithm pinned in turn.
+        return algo->fits(params) ? std::vector<const Conv2dAlgo*>{algo}
+                                  : usable_conv2d_int8_algos(params, cap, nullptr);
     }
     throw Error(std::string("QTK_CONV_ALGO=") + pinned +
                 " names no int8 conv2d algorithm built here; use one of: " + names);

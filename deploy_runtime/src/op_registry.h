@@ -36,9 +36,9 @@ CreatedKernel create_kernel(const Graph& graph, const Node& node,
 const std::vector<const Conv2dAlgo*>& conv2d_int8_algos();
 
 // The algorithms that may serve a layer, in preference order: every one usable under `cap`; or,
-// where `pinned` is non-empty (the value of QTK_CONV_ALGO), the algorithm of that name alone.
-// Throws Error when no algorithm has that name or when it is not usable (the CPU lacks its ISA,
-// the cap excludes it, or it does not fit the layer).
+// where `pinned` is non-empty (the value of QTK_CONV_ALGO), the algorithm of that name alone if it
+// fits the layer (else the unpinned list). Throws Error when no algorithm has that name, or when
+// the CPU lacks its ISA or the cap excludes it.
 std::vector<const Conv2dAlgo*> usable_conv2d_int8_algos(const Conv2dParams& params, IsaLevel cap,
                                                         const char* pinned);
 // The first of them: the default choice.

@@ -1,10 +1,14 @@
 // Every int8 conv2d algorithm against the reference, byte for byte, at every ISA level this CPU
 // runs (levels it lacks are reported as skipped): the GEMM micro-kernels alone against a scalar
-// sum, then whole convolutions through Model and Session (QTK_CONV_ALGO pins each algorithm) over
-// shapes around the tile and block edges, batch 1 and 3, 1 and 2 threads, random and extreme
-// values. Also the QTK_ISA cap, QTK_CONV_ALGO's errors and the registry's default choice.
+// sum and the requantization epilogues against arith::requantize, then whole convolutions through
+// Model and Session (QTK_CONV_ALGO pins each algorithm) over shapes around the tile and block
+// edges, batch 1 and 3, 1 and 2 threads, random and extreme values, and a depthwise sweep for the
+// depthwise algorithms. Also the QTK_ISA cap, QTK_CONV_ALGO's errors and the registry's default
+// choice.
 #include <cmath>
 #include <cstdlib>
+#include <limits>
+#include <map>
 
 #include "check.h"
 #include "cpu_features.h"
@@ -14,6 +18,7 @@
 
 #if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
 #include "../kernels/x86/int8_gemm.h"
+#include "../kernels/x86/int8_requantize.h"
 #endif
 
 namespace qtk {
@@ -113,6 +118,102 @@ void test_ukernels() {
         std::printf("micro-kernel %s: checked\n", e.name);
     }
 }
+
+// A value in [lo, hi]: a third of the time an edge (lo, hi, their neighbours, -1, 0, 1 where they
+// lie inside), else uniform or small.
+int64_t draw(Rng& rng, int64_t lo, int64_t hi) {
+    const int64_t edges[] = {lo, lo + 1, hi - 1, hi, -1, 0, 1};
+    switch (rng.uniform(0, 2)) {
+        case 0:
+            return std::min(hi, std::max(lo, edges[rng.uniform(0, 6)]));
+        case 1:
+            return rng.uniform(lo, hi);
+        default:
+            return std::min(hi, std::max(lo, rng.uniform(-300000, 300000)));
+    }
+}
+
+// Each requantization epilogue this CPU runs, both forms, against arith::requantize on the sum
+// acc + offset: counts around the vector widths, every argument at its extremes (acc at the int32
+// limits, M = 0 and 2^31 - 1, shifts 1 to 62, clamps down to one value) and at random.
+void test_requantize() {
+    using qtk::detail::Int8Output;
+    using qtk::detail::Int8RequantizeUkernel;
+    struct Entry {
+        const char* name;
+        IsaLevel isa;
+        const Int8RequantizeUkernel* ukernel;
+    };
+    const Entry entries[] = {
+#if QTK_X86_AVX2
+        {"requantize_avx2", IsaLevel::kAvx2, &qtk::detail::kInt8RequantizeAvx2},
+#endif
+#if QTK_X86_AVX512_VNNI
+        {"requantize_avx512", IsaLevel::kAvx512Vnni, &qtk::detail::kInt8RequantizeAvx512},
+#endif
+    };
+    constexpr int64_t kMin = std::numeric_limits<int32_t>::min();
+    constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+    const int32_t shifts[] = {1, 2, 30, 31, 32, 33, 61, 62};
+    Rng rng(11);
+    for (const Entry& e : entries) {
+        if (!cpu_supports(e.isa)) {
+            std::printf("epilogue %s: skipped, this CPU lacks %s\n", e.name, isa_name(e.isa));
+            continue;
+        }
+        for (int trial = 0; trial < 4000; ++trial) {
+            const size_t count = size_t(trial % 67 + 1);
+            const int32_t zero_point = static_cast<int32_t>(draw(rng, -128, 127));
+            const int32_t lo = static_cast<int32_t>(draw(rng, -128, 127));
+            const Int8Output out = {zero_point, lo, static_cast<int32_t>(draw(rng, lo, 127))};
+            // Per value; the one-channel form takes those of value 0.
+            std::vector<int32_t> acc(count), offset(count), multiplier(count), shift(count);
+            std::vector<int32_t> total(count);  // acc + offset: the accumulator of spec 4
+            for (size_t i = 0; i < count; ++i) {
+                offset[i] = static_cast<int32_t>(draw(rng, kMin, kMax));
+                multiplier[i] = static_cast<int32_t>(draw(rng, 0, kMax));
+                shift[i] = rng.uniform(0, 1) == 0 ? shifts[rng.uniform(0, 7)]
+                                                  : static_cast<int32_t>(rng.uniform(1, 62));
+            }
+            for (bool per_channel : {false, true}) {
+                std::vector<int8_t> want(count), got(count + 1, 0x55);
+                for (size_t i = 0; i < count; ++i) {
+                    const size_t c = per_channel ? i : 0;
+                    // acc + offset in int32, as the contract requires.
+                    total[i] = static_cast<int32_t>(
+                        draw(rng, kMin + std::max<int64_t>(offset[c], 0),
+                             kMax + std::min<int64_t>(offset[c], 0)));
+                    acc[i] = static_cast<int32_t>(int64_t{total[i]} - offset[c]);
+                    want[i] = qtk::arith::requantize(total[i], multiplier[c], shift[c],
+                                                     out.zero_point, out.lo, out.hi);
+                }
+                if (per_channel) {
+                    e.ukernel->channels(acc.data(), int64_t(count), offset.data(),
+                                        multiplier.data(), shift.data(), out, got.data());
+                } else {
+                    e.ukernel->channel(acc.data(), int64_t(count), offset[0], multiplier[0],
+                                       shift[0], out, got.data());
+                }
+                for (size_t i = 0; i < count; ++i) {
+                    const size_t c = per_channel ? i : 0;
+                    if (got[i] != want[i]) {
+                        qtk_test::report_failure(
+                            __FILE__, __LINE__,
+                            std::string(e.name) + (per_channel ? " channels" : " channel") +
+                                ": acc " + std::to_string(total[i]) + " M " +
+                                std::to_string(multiplier[c]) + " n " + std::to_string(shift[c]) +
+                                " z " + std::to_string(out.zero_point) + " [" +
+                                std::to_string(out.lo) + ", " + std::to_string(out.hi) +
+                                "] gives " + std::to_string(got[i]) + ", expected " +
+                                std::to_string(want[i]));
+                    }
+                }
+                CHECK(got[count] == 0x55);  // nothing written past count
+            }
+        }
+        std::printf("epilogue %s: checked\n", e.name);
+    }
+}
 #endif
 
 enum class Fill { kRandom, kLowest, kHighest };  // activations all -128 / all 127, weights +-127
@@ -126,6 +227,9 @@ struct ConvCase {
     int64_t out_w() const { return (width + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
     bool valid() const {
         return height + 2 * ph >= dh * (kh - 1) + 1 && width + 2 * pw >= dw * (kw - 1) + 1;
+    }
+    Conv2dParams params() const {
+        return {out, in / groups, kh, kw, sh, sw, ph, pw, dh, dw, groups};
     }
     std::string describe() const {
         return std::to_string(in) + "->" + std::to_string(out) + " " + std::to_string(height) +
@@ -219,8 +323,10 @@ std::vector<const Conv2dAlgo*> fast_algos() {
 }
 
 int g_cases = 0;
+std::map<std::string, int> g_algo_cases;  // cases each fast algorithm was checked on
 
-// Each fast algorithm, 1 and 2 threads, batch 3 and 1, against the reference's batch-3 bytes.
+// Each fast algorithm that fits, 1 and 2 threads, batch 3 and 1, against the reference's batch-3
+// bytes.
 void check_case(const ConvCase& cc, const std::vector<const Conv2dAlgo*>& algos) {
     if (!cc.valid()) {
         return;
@@ -230,6 +336,10 @@ void check_case(const ConvCase& cc, const std::vector<const Conv2dAlgo*>& algos)
     const std::vector<int8_t> want = run(c, "conv2d_int8_reference", 1, 3);
     const std::vector<int8_t> want_first(want.begin(), want.begin() + want.size() / 3);
     for (const Conv2dAlgo* algo : algos) {
+        if (!algo->fits(cc.params())) {
+            continue;
+        }
+        ++g_algo_cases[algo->name];
         for (int threads : {1, 2}) {
             for (int64_t batch : {3, 1}) {
                 if (run(c, algo->name, threads, batch) != (batch == 3 ? want : want_first)) {
@@ -328,32 +438,87 @@ void test_against_reference() {
             check_case(cc, algos);
         }
     }
-    std::printf("%d conv cases x %zu algorithms checked against the reference\n", g_cases,
-                algos.size());
+
+    // Depthwise (channel multiplier 1): kernel 3 and 5, stride 1 and 2, padding 0 to 2 (some
+    // unequal), output widths either side of the vector widths (8, 16) and of 32 and 64, channel
+    // counts odd and even up to 65, a quarter each all -128 and all 127.
+    const int64_t dw_channels[] = {1, 2, 3, 5, 8, 16, 17, 32, 33, 64, 65};
+    const int64_t dw_widths[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65};
+    const Fill dw_fills[] = {Fill::kRandom, Fill::kRandom, Fill::kLowest, Fill::kHighest};
+    int index = 0;
+    for (int64_t kernel : {3, 5}) {
+        for (int64_t stride : {1, 2}) {
+            for (int64_t pad : {0, 1, 2}) {
+                for (int64_t width : dw_widths) {
+                    ConvCase cc;
+                    cc.kh = cc.kw = kernel;
+                    cc.sh = cc.sw = stride;
+                    cc.ph = pad;
+                    cc.pw = index % 5 == 4 ? (pad + 1) % 3 : pad;
+                    cc.width = width;
+                    cc.height = std::max<int64_t>(1, kernel - 2 * pad + index % 4);
+                    cc.in = cc.out = cc.groups = dw_channels[index % 11];
+                    cc.fill = dw_fills[index % 4];
+                    check_case(cc, algos);
+                    ++index;
+                }
+            }
+        }
+    }
+    // Whole planes of mobilenet's sizes: 57x57 and 56x56 (odd and even output widths).
+    for (int64_t kernel : {3, 5}) {
+        for (int64_t stride : {1, 2}) {
+            ConvCase cc;
+            cc.kh = cc.kw = kernel;
+            cc.sh = cc.sw = stride;
+            cc.ph = cc.pw = kernel / 2;
+            cc.height = cc.width = 56 + stride % 2;
+            cc.in = cc.out = cc.groups = 7;
+            check_case(cc, algos);
+        }
+    }
+
+    std::printf("%d conv cases checked against the reference:", g_cases);
+    for (const auto& entry : g_algo_cases) {
+        std::printf(" %s %d,", entry.first.c_str(), entry.second);
+    }
+    std::printf("\n");
 }
 
 // QTK_ISA at each level (a cap the CPU lacks still allows the levels below it): the default choice
-// is the first usable algorithm at or below the cap, and it gives the reference's bytes.
+// is the first usable algorithm at or below the cap, and it gives the reference's bytes; for a
+// depthwise layer too, where a depthwise algorithm serves wherever the CPU runs AVX2.
 void test_isa_cap() {
-    ConvCase cc;
-    cc.in = 17;
-    cc.out = 33;
-    const BuiltCase c = build(cc, 5);
-    const std::vector<int8_t> want = run(c, "conv2d_int8_reference", 1, 3);
-    const Conv2dParams params = {33, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1};
-    for (IsaLevel level : qtk::detail::kIsaLevels) {
-        set_env("QTK_ISA", isa_name(level));
-        CHECK(qtk::detail::isa_cap() == level);
-        const Conv2dAlgo& chosen = qtk::detail::choose_conv2d_int8_algo(params, level, nullptr);
-        CHECK(chosen.isa <= level && cpu_supports(chosen.isa));
-        for (const Conv2dAlgo* algo : qtk::detail::conv2d_int8_algos()) {
-            if (algo == &chosen) {
-                break;
+    ConvCase dense;
+    dense.in = 17;
+    dense.out = 33;
+    ConvCase depthwise = dense;
+    depthwise.in = depthwise.groups = 33;
+    depthwise.sh = depthwise.sw = 2;
+    for (const ConvCase& cc : {dense, depthwise}) {
+        const BuiltCase c = build(cc, 5);
+        const std::vector<int8_t> want = run(c, "conv2d_int8_reference", 1, 3);
+        for (IsaLevel level : qtk::detail::kIsaLevels) {
+            set_env("QTK_ISA", isa_name(level));
+            CHECK(qtk::detail::isa_cap() == level);
+            const Conv2dAlgo& chosen =
+                qtk::detail::choose_conv2d_int8_algo(cc.params(), level, nullptr);
+            CHECK(chosen.isa <= level && cpu_supports(chosen.isa));
+            for (const Conv2dAlgo* algo : qtk::detail::conv2d_int8_algos()) {
+                if (algo == &chosen) {
+                    break;
+                }
+                CHECK(!algo->usable(cc.params(), level));  // nothing earlier was usable
             }
-            CHECK(!algo->usable(params, level));  // nothing earlier in the list was usable
+#if QTK_X86_AVX2
+            const bool dw = std::string(chosen.name).find("depthwise") != std::string::npos;
+            CHECK(dw == (cc.groups > 1 && level >= IsaLevel::kAvx2 &&
+                         cpu_supports(IsaLevel::kAvx2)));
+#endif
+            CHECK(run(c, nullptr, 2, 3) == want);
+            std::printf("QTK_ISA=%s, %s: chose %s\n", isa_name(level),
+                        cc.groups > 1 ? "depthwise" : "dense", chosen.name);
         }
-        CHECK(run(c, nullptr, 2, 3) == want);
-        std::printf("QTK_ISA=%s: chose %s\n", isa_name(level), chosen.name);
     }
     set_env("QTK_ISA", nullptr);
     CHECK(qtk::detail::isa_cap() == IsaLevel::kAvx512Vnni);
@@ -380,6 +545,12 @@ void test_errors() {
                 "is not usable here: this CPU lacks " + std::string(isa_name(algo->isa)));
             continue;
         }
+        if (!algo->fits(params)) {  // depthwise only: the layer keeps its usual choice
+            CHECK(&qtk::detail::choose_conv2d_int8_algo(params, IsaLevel::kAvx512Vnni,
+                                                        algo->name) ==
+                  &qtk::detail::choose_conv2d_int8_algo(params, IsaLevel::kAvx512Vnni, nullptr));
+            continue;
+        }
         // Scratch for a 5x7 plane: none for the reference, one packed tile or more for a GEMM.
         const size_t workspace = algo->workspace_bytes(params, 35);
         CHECK(algo == &qtk::detail::kConv2dInt8Reference ? workspace == 0 : workspace >= 16 * 36);
@@ -402,6 +573,7 @@ int main() {
     }
 #if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
     test_ukernels();
+    test_requantize();
 #endif
     test_errors();
     test_isa_cap();

@@ -56,20 +56,21 @@ void test_search_then_use() {
     const Bytes bytes = qtk_test::sample_model().build();
     const auto plain = load(bytes, qtk::FastRun::kOff);
     const auto searched = load(bytes, qtk::FastRun::kSearch);
-    size_t conv_layers = 0;
+    size_t multi_layers = 0;  // int8 conv2d and linear: several algorithms
     for (size_t i = 0; i < plain->op_names().size(); ++i) {
-        if (plain->op_names()[i] == "conv2d") {
-            ++conv_layers;
-            CHECK(searched->algorithms()[i].rfind("conv2d_int8_", 0) == 0);
+        const std::string op = plain->op_names()[i];
+        if (op == "conv2d" || op == "linear") {
+            ++multi_layers;
+            CHECK(searched->algorithms()[i].rfind(op + "_int8_", 0) == 0);
         } else {
             CHECK(searched->algorithms()[i] == "reference");
         }
     }
-    CHECK(conv_layers > 0);
+    CHECK(multi_layers > 0);
     // A layer with a single candidate (a CPU with no vector ISA) needs no search and no line.
     const bool several = qtk::detail::conv2d_int8_algos().size() > 1 &&
                          plain->algorithms()[0] != "conv2d_int8_reference";
-    CHECK_EQ(cache_lines().size(), several ? conv_layers : 0u);
+    CHECK_EQ(cache_lines().size(), several ? multi_layers : 0u);
 
     const auto used = load(bytes, qtk::FastRun::kUse);
     CHECK(used->algorithms() == searched->algorithms());

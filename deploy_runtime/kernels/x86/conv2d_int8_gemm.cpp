@@ -1,6 +1,7 @@
 // conv2d int8 as im2col + GEMM on x86, NCHW, any stride, padding, dilation and groups
 // (docs/quantization_spec.md section 4). The GEMM micro-kernels are per ISA (int8_gemm.h); this
-// file, built with the baseline flags, packs their operands, cuts the work and requantizes.
+// file, built with the baseline flags, packs their operands and cuts the work; the requantization
+// epilogue is per ISA too (int8_requantize.h).
 //
 // Exact by construction. The micro-kernels multiply u = x ^ 0x80 = x + 128 (as uint8) by the int8
 // weights, and sum (x - z) w = sum u w - (128 + z) sum w, so one constant per output channel,
@@ -22,6 +23,7 @@
 #include "aligned_buffer.h"
 #include "conv2d.h"
 #include "int8_gemm.h"
+#include "int8_requantize.h"
 #include "thread_pool.h"
 
 namespace qtk {
@@ -136,9 +138,11 @@ void pack_quad(const int8_t* const rows[4], int64_t count, int nr, int64_t tile_
 
 class Conv2dInt8Gemm final : public Conv2dKernel {
  public:
-    Conv2dInt8Gemm(const NodeView& node, const Int8GemmUkernel& ukernel)
+    Conv2dInt8Gemm(const NodeView& node, const Int8GemmUkernel& ukernel,
+                   const Int8RequantizeUkernel& requantize)
         : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
           ukernel_(ukernel),
+          requantize_(requantize),
           constants_(node, params_),
           quads_(ceil_div(params_.products_per_output(), 4)),
           oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
@@ -222,6 +226,8 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
         }
 
         int8_t* y = io.output<int8_t>(0);
+        const Conv2dInt8Constants& k = constants_;
+        const Int8Output out = {k.output_zero_point, k.clamp.lo, k.clamp.hi};
         const int64_t per_group = p.out_per_group();
         for (int64_t t = 0; t < oc_tiles_; ++t) {
             const int8_t* w =
@@ -234,16 +240,15 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
                 for (int64_t r = 0; r < tile_rows; ++r) {
                     const int64_t oc = oc0 + r;
                     int8_t* y_row = y + (n * p.out_channels + oc) * plane_pixels + begin + first;
-                    const int32_t* c_row = c + r * ukernel_.nr;
-                    for (int64_t j = 0; j < cols; ++j) {
-                        y_row[j] = constants_.requantize(oc, c_row[j] + acc_init_[oc]);
-                    }
+                    requantize_.channel(c + r * ukernel_.nr, cols, acc_init_[oc], k.multiplier[oc],
+                                        k.shift[oc], out, y_row);
                 }
             }
         }
     }
 
     const Int8GemmUkernel& ukernel_;
+    const Int8RequantizeUkernel& requantize_;
     const Conv2dInt8Constants constants_;
     const int64_t quads_;     // ceil(K / 4)
     const int64_t oc_tiles_;  // tiles of mr output channels per group
@@ -251,9 +256,9 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
     std::vector<int32_t> acc_init_;  // per output channel: bias - (128 + z) * sum(w)
 };
 
-template <const Int8GemmUkernel& kUkernel>
+template <const Int8GemmUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize>
 std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dInt8Gemm>(node, kUkernel);
+    return std::make_unique<Conv2dInt8Gemm>(node, kUkernel, kRequantize);
 }
 
 template <const Int8GemmUkernel& kUkernel>
@@ -266,17 +271,20 @@ size_t workspace(const Conv2dParams& p, int64_t plane_pixels) {
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8Gemm8x32c4Avx512Vnni = {
     "conv2d_int8_gemm_8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, fits_any_conv2d,
-    workspace<kInt8Gemm8x32c4Avx512Vnni>, make<kInt8Gemm8x32c4Avx512Vnni>};
+    workspace<kInt8Gemm8x32c4Avx512Vnni>,
+    make<kInt8Gemm8x32c4Avx512Vnni, kInt8RequantizeAvx512>};
 #endif
 #if QTK_X86_AVX_VNNI
 extern const Conv2dAlgo kConv2dInt8Gemm4x16c4AvxVnni = {
     "conv2d_int8_gemm_4x16c4_avx_vnni", IsaLevel::kAvxVnni, fits_any_conv2d,
-    workspace<kInt8Gemm4x16c4AvxVnni>, make<kInt8Gemm4x16c4AvxVnni>};
+    workspace<kInt8Gemm4x16c4AvxVnni>,
+    make<kInt8Gemm4x16c4AvxVnni, kInt8RequantizeAvx2>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8Gemm2x16c4Avx2 = {
     "conv2d_int8_gemm_2x16c4_avx2", IsaLevel::kAvx2, fits_any_conv2d,
-    workspace<kInt8Gemm2x16c4Avx2>, make<kInt8Gemm2x16c4Avx2>};
+    workspace<kInt8Gemm2x16c4Avx2>,
+    make<kInt8Gemm2x16c4Avx2, kInt8RequantizeAvx2>};
 #endif
 
 }  // namespace detail

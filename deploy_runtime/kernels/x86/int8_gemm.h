@@ -26,5 +26,8 @@ extern const Int8GemmUkernel kInt8Gemm2x16c4Avx2;
 extern const Int8GemmUkernel kInt8Gemm4x16c4AvxVnni;
 extern const Int8GemmUkernel kInt8Gemm8x32c4Avx512Vnni;
 
+// Multiply-accumulates per second one core sustains with vpdpbusd, timed for `seconds`.
+double int8_peak_macs_per_second_avx512_vnni(double seconds);
+
 }  // namespace detail
 }  // namespace qtk

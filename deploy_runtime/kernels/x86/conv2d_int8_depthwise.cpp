@@ -1,0 +1,203 @@
+// conv2d int8, depthwise (groups = input = output channels), 3x3 and 5x5, stride 1 and 2, any
+// padding, dilation 1, on x86, NCHW (docs/quantization_spec.md section 4). The micro-kernels
+// (int8_dwconv.h) and the epilogue (int8_requantize.h) are per ISA; this file, built with the
+// baseline flags, pads and packs the input rows and cuts the work.
+//
+// Exact by construction. The micro-kernels sum x w over every tap, padding included, where x = z;
+// sum (x - z) w = sum x w - z sum w, so one constant per channel, bias - z sum w (computed at
+// load), turns their sums into the spec's accumulator, and a padded tap adds (z - z) w = 0, as in
+// the reference. |sum x w| and |z sum w| are at most 25 * 128 * 127: no int32 step overflows.
+//
+// Work: one task per (sample, channel) plane. Output row oy reads the padded input rows s oy to
+// s oy + k - 1; each is packed into int16 pairs once, into a ring of k rows: straight from the
+// input where both columns of a pair lie inside it, from z at the edges.
+#include <algorithm>
+
+#include "aligned_buffer.h"
+#include "conv2d.h"
+#include "int8_dwconv.h"
+#include "int8_requantize.h"
+#include "thread_pool.h"
+
+namespace qtk {
+namespace detail {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Two int8 as the int16 pair of int8_dwconv.h, `first` in the low half.
+int32_t int16_pair(int8_t first, int8_t second) {
+    return int32_t(uint16_t(first)) | int32_t(uint32_t(second) << 16);
+}
+
+bool fits_depthwise(const Conv2dParams& p) {
+    return p.group_in_channels == 1 && p.out_channels == p.groups && p.kernel_h == p.kernel_w &&
+           (p.kernel_h == 3 || p.kernel_h == 5) && p.stride_h == p.stride_w &&
+           (p.stride_h == 1 || p.stride_h == 2) && p.dilation_h == 1 && p.dilation_w == 1;
+}
+
+// The scratch rows of one thread for output rows of `out_w` pixels (int8_dwconv.h's bounds): the
+// ring of k pair rows, then the accumulators.
+struct RowLayout {
+    int64_t acc;    // int32 accumulators of one output row
+    int64_t pairs;  // int32 pairs of one packed input row: what the micro-kernel reads
+
+    RowLayout(const Conv2dParams& p, int64_t out_w)
+        : acc(ceil_div(out_w, kDwconvMaxLanes) * kDwconvMaxLanes),
+          pairs(acc + (p.kernel_w - 1) / p.stride_w) {}
+
+    size_t bytes(const Conv2dParams& p) const { return size_t((p.kernel_h * pairs + acc) * 4); }
+};
+
+// Per thread; out_w <= plane_pixels bounds the row length.
+size_t workspace_bytes(const Conv2dParams& p, int64_t plane_pixels) {
+    return RowLayout(p, plane_pixels).bytes(p);
+}
+
+class Conv2dInt8Depthwise final : public Conv2dKernel {
+ public:
+    Conv2dInt8Depthwise(const NodeView& node, const Int8DwconvUkernel& ukernel,
+                        const Int8RequantizeUkernel& requantize)
+        : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
+          pack_pairs_(ukernel.pack_pairs),
+          row_(ukernel.row[params_.kernel_h == 5][params_.stride_h == 2]),
+          requantize_(requantize),
+          constants_(node, params_) {
+        if (!fits_depthwise(params_)) {  // the registry checks first
+            node.fail("the depthwise kernel does not fit this conv2d");
+        }
+        pack_weights();
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Shape& xs = *io.input_shapes[0];
+        const RowLayout layout(params_, (*io.output_shapes[0])[3]);
+        pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
+            const AlignedBytes workspace =
+                allocate_aligned(layout.bytes(params_), "depthwise conv2d workspace");
+            std::fill(workspace.get(), workspace.get() + layout.bytes(params_), uint8_t{0});
+            for (int64_t plane = begin; plane < end; ++plane) {
+                run_plane(io, layout, plane, workspace.get());
+            }
+        });
+    }
+
+ private:
+    // Weights [C, 1, k, k] -> per channel, per row, the int16 pairs (w[2p], w[2p + 1] or 0); and
+    // the per-channel constant of the header comment.
+    void pack_weights() {
+        const int64_t k = params_.kernel_h, pairs = (k + 1) / 2;
+        weight_pairs_.resize(size_t(params_.out_channels * k * pairs));
+        acc_init_.resize(size_t(params_.out_channels));
+        for (int64_t c = 0; c < params_.out_channels; ++c) {
+            const int8_t* w = constants_.weight + c * k * k;
+            int32_t* dst = weight_pairs_.data() + c * k * pairs;
+            int32_t sum = 0;
+            for (int64_t ky = 0; ky < k; ++ky) {
+                for (int64_t p = 0; p < pairs; ++p) {
+                    const int8_t w0 = w[ky * k + 2 * p];
+                    const int8_t w1 = 2 * p + 1 < k ? w[ky * k + 2 * p + 1] : 0;
+                    dst[ky * pairs + p] = int16_pair(w0, w1);
+                    sum += w0 + w1;
+                }
+            }
+            acc_init_[c] = constants_.bias[c] - constants_.input_zero_point * sum;
+        }
+    }
+
+    // Pairs of one padded input row (x_row: the input row, nullptr for a padding row) into a ring
+    // slot of `count`. Pair j reads columns s j - pad_w and s j + 1 - pad_w: both inside the row
+    // for j in [first, last). Outputs below out_w read columns below width + pad_w only (and one
+    // more with a zero weight), so the pairs from `beyond` on, which start at or past it, feed only
+    // vector lanes the epilogue drops: they keep whatever the slot holds (zeros at first).
+    void pack_row(const int8_t* x_row, int64_t width, int64_t count, int32_t* pairs) const {
+        const int64_t s = params_.stride_w, pad = params_.pad_w;
+        const int8_t z = static_cast<int8_t>(constants_.input_zero_point);
+        const int64_t beyond = std::min(count, ceil_div(width + 2 * pad, s));
+        if (x_row == nullptr) {
+            std::fill(pairs, pairs + beyond, int16_pair(z, z));
+            return;
+        }
+        const int64_t first = std::min(beyond, ceil_div(pad, s));
+        const int64_t span = width - 2 + pad;  // s (last - 1) <= span
+        const int64_t last = span < 0 ? first : std::max(first, std::min(beyond, span / s + 1));
+        if (last > first) {
+            pack_pairs_(x_row + s * first - pad, last - first, s, pairs + first);
+        }
+        const auto at = [&](int64_t column) {
+            return column >= 0 && column < width ? x_row[column] : z;
+        };
+        for (int64_t j = 0; j < first; ++j) {
+            pairs[j] = int16_pair(at(s * j - pad), at(s * j + 1 - pad));
+        }
+        for (int64_t j = last; j < beyond; ++j) {
+            pairs[j] = int16_pair(at(s * j - pad), at(s * j + 1 - pad));
+        }
+    }
+
+    void run_plane(const NodeIO& io, const RowLayout& layout, int64_t plane,
+                   uint8_t* workspace) const {
+        const Conv2dParams& p = params_;
+        const Shape& xs = *io.input_shapes[0];
+        const Shape& ys = *io.output_shapes[0];
+        const int64_t height = xs[2], width = xs[3], out_h = ys[2], out_w = ys[3];
+        const int64_t c = plane % p.out_channels, k = p.kernel_h, s = p.stride_h;
+        const int8_t* x = io.input<int8_t>(0) + plane * height * width;
+        int8_t* y = io.output<int8_t>(0) + plane * out_h * out_w;
+
+        int32_t* ring = reinterpret_cast<int32_t*>(workspace);
+        int32_t* acc = ring + k * layout.pairs;
+        const Conv2dInt8Constants& q = constants_;
+        const Int8Output out = {q.output_zero_point, q.clamp.lo, q.clamp.hi};
+
+        // Padded input row r lives in ring slot r % k (k >= s, so no row is skipped). next_row is
+        // the first not packed yet, next_slot its slot.
+        int64_t next_row = 0, next_slot = 0;
+        for (int64_t oy = 0; oy < out_h; ++oy) {
+            const int64_t top = s * oy;
+            for (; next_row < top + k; ++next_row) {
+                const int64_t iy = next_row - p.pad_h;
+                pack_row(iy >= 0 && iy < height ? x + iy * width : nullptr, width, layout.pairs,
+                         ring + next_slot * layout.pairs);
+                next_slot = next_slot + 1 == k ? 0 : next_slot + 1;
+            }
+            // Rows top .. top + k - 1, the last k packed, start at slot next_slot.
+            const int32_t* rows[5];
+            for (int64_t ky = 0; ky < k; ++ky) {
+                const int64_t slot = next_slot + ky;
+                rows[ky] = ring + (slot < k ? slot : slot - k) * layout.pairs;
+            }
+            row_(rows, weight_pairs_.data() + c * k * ((k + 1) / 2), out_w, acc);
+            requantize_.channel(acc, out_w, acc_init_[c], q.multiplier[c], q.shift[c], out,
+                                y + oy * out_w);
+        }
+    }
+
+    void (*const pack_pairs_)(const int8_t* x, int64_t count, int64_t stride, int32_t* pairs);
+    const DwconvRowFn row_;
+    const Int8RequantizeUkernel& requantize_;
+    const Conv2dInt8Constants constants_;
+    std::vector<int32_t> weight_pairs_;  // [C][k][(k + 1) / 2]
+    std::vector<int32_t> acc_init_;      // per channel: bias - z * sum(w)
+};
+
+template <const Int8DwconvUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize>
+std::unique_ptr<OpKernel> make(const NodeView& node) {
+    return std::make_unique<Conv2dInt8Depthwise>(node, kUkernel, kRequantize);
+}
+
+}  // namespace
+
+#if QTK_X86_AVX512_VNNI
+extern const Conv2dAlgo kConv2dInt8DepthwiseW16Avx512Vnni = {
+    "conv2d_int8_depthwise_w16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
+    workspace_bytes, make<kInt8DwconvAvx512Vnni, kInt8RequantizeAvx512>};
+#endif
+#if QTK_X86_AVX2
+extern const Conv2dAlgo kConv2dInt8DepthwiseW8Avx2 = {
+    "conv2d_int8_depthwise_w8_avx2", IsaLevel::kAvx2, fits_depthwise, workspace_bytes,
+    make<kInt8DwconvAvx2, kInt8RequantizeAvx2>};
+#endif
+
+}  // namespace detail
+}  // namespace qtk

@@ -1,0 +1,111 @@
+// int8 requantization (int8_requantize.h), AVX2: 8 accumulators per vector, exact like the AVX-512
+// form (vpmuldq into int64 lanes, the clamp in int64 before narrowing). AVX2 lacks the int64
+// arithmetic shift and min/max: the shift is a logical one on the one's complement of negative
+// lanes (floor(v / 2^n) = ~(~v >> n) for v < 0), the clamp a compare and blend.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "int8_requantize.h"
+
+namespace qtk {
+namespace detail {
+namespace {
+
+// One channel's or 8 channels' constants, split into the even and odd int32 positions.
+struct Params {
+    __m256i multiplier_even, multiplier_odd, round_even, round_odd, shift_even, shift_odd, offset;
+};
+
+Params make_params(__m256i vmultiplier, __m256i vshift, __m256i voffset) {
+    const __m256i vone = _mm256_set1_epi64x(1);
+    Params p;
+    p.multiplier_even = vmultiplier;  // vpmuldq reads the low int32 of each int64 lane
+    p.multiplier_odd = _mm256_srli_epi64(vmultiplier, 32);
+    p.shift_even = _mm256_and_si256(vshift, _mm256_set1_epi64x(0xFFFFFFFF));
+    p.shift_odd = _mm256_srli_epi64(vshift, 32);
+    p.round_even = _mm256_sllv_epi64(vone, _mm256_sub_epi64(p.shift_even, vone));
+    p.round_odd = _mm256_sllv_epi64(vone, _mm256_sub_epi64(p.shift_odd, vone));
+    p.offset = voffset;
+    return p;
+}
+
+// The clamp bounds relative to the zero point, as int64, and the zero point.
+struct Output {
+    __m256i lo, hi, zero_point;
+};
+
+Output make_output(const Int8Output& out) {
+    return {_mm256_set1_epi64x(out.lo - out.zero_point),
+            _mm256_set1_epi64x(out.hi - out.zero_point), _mm256_set1_epi32(out.zero_point)};
+}
+
+// clamp((product + 2^(n-1)) >> n, lo - z, hi - z) on int64 lanes.
+__m256i scale(__m256i vproduct, __m256i vround, __m256i vshift, const Output& o) {
+    const __m256i vsum = _mm256_add_epi64(vproduct, vround);
+    const __m256i vsign = _mm256_cmpgt_epi64(_mm256_setzero_si256(), vsum);
+    __m256i v = _mm256_xor_si256(_mm256_srlv_epi64(_mm256_xor_si256(vsum, vsign), vshift), vsign);
+    v = _mm256_blendv_epi8(v, o.lo, _mm256_cmpgt_epi64(o.lo, v));
+    return _mm256_blendv_epi8(v, o.hi, _mm256_cmpgt_epi64(v, o.hi));
+}
+
+// Lanes [0, count) of p, zeros after; count > 0.
+__m256i load_lanes(const int32_t* p, int64_t count) {
+    if (count >= 8) {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    }
+    const __m256i vmask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(count)),
+                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_maskload_epi32(p, vmask);
+}
+
+void requantize8(const int32_t* acc, int64_t count, const Params& p, const Output& o, int8_t* y) {
+    const __m256i vacc = _mm256_add_epi32(load_lanes(acc, count), p.offset);
+    const __m256i veven =
+        scale(_mm256_mul_epi32(vacc, p.multiplier_even), p.round_even, p.shift_even, o);
+    const __m256i vodd = scale(_mm256_mul_epi32(_mm256_srli_epi64(vacc, 32), p.multiplier_odd),
+                               p.round_odd, p.shift_odd, o);
+    const __m256i vy = _mm256_add_epi32(
+        _mm256_blend_epi32(veven, _mm256_slli_epi64(vodd, 32), 0xAA), o.zero_point);
+    // Already in [-128, 127]: the saturating packs only narrow.
+    const __m128i vy16 =
+        _mm_packs_epi32(_mm256_castsi256_si128(vy), _mm256_extracti128_si256(vy, 1));
+    const __m128i vy8 = _mm_packs_epi16(vy16, vy16);
+    if (count >= 8) {
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(y), vy8);
+    } else {
+        int8_t tail[16];
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(tail), vy8);
+        std::memcpy(y, tail, static_cast<size_t>(count));
+    }
+}
+
+void requantize_channel_avx2(const int32_t* acc, int64_t count, int32_t offset, int32_t multiplier,
+                             int32_t shift, const Int8Output& out, int8_t* y) {
+    const Params p = make_params(_mm256_set1_epi32(multiplier), _mm256_set1_epi32(shift),
+                                 _mm256_set1_epi32(offset));
+    const Output o = make_output(out);
+    for (int64_t i = 0; i < count; i += 8) {
+        requantize8(acc + i, count - i, p, o, y + i);
+    }
+}
+
+void requantize_channels_avx2(const int32_t* acc, int64_t count, const int32_t* offset,
+                              const int32_t* multiplier, const int32_t* shift,
+                              const Int8Output& out, int8_t* y) {
+    const Output o = make_output(out);
+    for (int64_t i = 0; i < count; i += 8) {
+        const Params p = make_params(load_lanes(multiplier + i, count - i),
+                                     load_lanes(shift + i, count - i),
+                                     load_lanes(offset + i, count - i));
+        requantize8(acc + i, count - i, p, o, y + i);
+    }
+}
+
+}  // namespace
+
+extern const Int8RequantizeUkernel kInt8RequantizeAvx2 = {requantize_channel_avx2,
+                                                          requantize_channels_avx2};
+
+}  // namespace detail
+}  // namespace qtk

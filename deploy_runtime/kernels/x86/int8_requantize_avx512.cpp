@@ -1,0 +1,93 @@
+// int8 requantization (int8_requantize.h), AVX-512 F: 16 accumulators per vector. The spec's int64
+// step stays exact: vpmuldq multiplies the even int32 lanes (the odd ones after a shift down) into
+// int64 lanes, vpsravq shifts them arithmetically, and the clamp happens in int64 before anything
+// is narrowed, so no lane wraps however large the product.
+#include "avx512_intrinsics.h"
+
+#include "int8_requantize.h"
+
+namespace qtk {
+namespace detail {
+namespace {
+
+// One channel's or 16 channels' constants, split into the even and odd int32 positions.
+struct Params {
+    __m512i multiplier_even, multiplier_odd, round_even, round_odd, shift_even, shift_odd, offset;
+};
+
+Params make_params(__m512i vmultiplier, __m512i vshift, __m512i voffset) {
+    const __m512i vone = _mm512_set1_epi64(1);
+    Params p;
+    p.multiplier_even = vmultiplier;  // vpmuldq reads the low int32 of each int64 lane
+    p.multiplier_odd = _mm512_srli_epi64(vmultiplier, 32);
+    p.shift_even = _mm512_and_si512(vshift, _mm512_set1_epi64(0xFFFFFFFF));
+    p.shift_odd = _mm512_srli_epi64(vshift, 32);
+    p.round_even = _mm512_sllv_epi64(vone, _mm512_sub_epi64(p.shift_even, vone));
+    p.round_odd = _mm512_sllv_epi64(vone, _mm512_sub_epi64(p.shift_odd, vone));
+    p.offset = voffset;
+    return p;
+}
+
+// The clamp bounds relative to the zero point, as int64, and the zero point.
+struct Output {
+    __m512i lo, hi, zero_point;
+};
+
+Output make_output(const Int8Output& out) {
+    return {_mm512_set1_epi64(out.lo - out.zero_point), _mm512_set1_epi64(out.hi - out.zero_point),
+            _mm512_set1_epi32(out.zero_point)};
+}
+
+// clamp((product + 2^(n-1)) >> n, lo - z, hi - z) on int64 lanes.
+__m512i scale(__m512i vproduct, __m512i vround, __m512i vshift, const Output& o) {
+    const __m512i vscaled = _mm512_srav_epi64(_mm512_add_epi64(vproduct, vround), vshift);
+    return _mm512_min_epi64(_mm512_max_epi64(vscaled, o.lo), o.hi);
+}
+
+// Lanes [0, count) of a vector, count > 0.
+__mmask16 first_lanes(int64_t count) {
+    return count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1);
+}
+
+void requantize16(const int32_t* acc, __mmask16 mask, const Params& p, const Output& o,
+                  int8_t* y) {
+    const __m512i vacc = _mm512_add_epi32(_mm512_maskz_loadu_epi32(mask, acc), p.offset);
+    const __m512i veven =
+        scale(_mm512_mul_epi32(vacc, p.multiplier_even), p.round_even, p.shift_even, o);
+    const __m512i vodd = scale(_mm512_mul_epi32(_mm512_srli_epi64(vacc, 32), p.multiplier_odd),
+                               p.round_odd, p.shift_odd, o);
+    const __m512i vy = _mm512_mask_blend_epi32(0xAAAA, veven, _mm512_slli_epi64(vodd, 32));
+    _mm512_mask_cvtepi32_storeu_epi8(y, mask, _mm512_add_epi32(vy, o.zero_point));
+}
+
+void requantize_channel_avx512(const int32_t* acc, int64_t count, int32_t offset,
+                               int32_t multiplier, int32_t shift, const Int8Output& out,
+                               int8_t* y) {
+    const Params p = make_params(_mm512_set1_epi32(multiplier), _mm512_set1_epi32(shift),
+                                 _mm512_set1_epi32(offset));
+    const Output o = make_output(out);
+    for (int64_t i = 0; i < count; i += 16) {
+        requantize16(acc + i, first_lanes(count - i), p, o, y + i);
+    }
+}
+
+void requantize_channels_avx512(const int32_t* acc, int64_t count, const int32_t* offset,
+                                const int32_t* multiplier, const int32_t* shift,
+                                const Int8Output& out, int8_t* y) {
+    const Output o = make_output(out);
+    for (int64_t i = 0; i < count; i += 16) {
+        const __mmask16 mask = first_lanes(count - i);
+        const Params p = make_params(_mm512_maskz_loadu_epi32(mask, multiplier + i),
+                                     _mm512_maskz_loadu_epi32(mask, shift + i),
+                                     _mm512_maskz_loadu_epi32(mask, offset + i));
+        requantize16(acc + i, mask, p, o, y + i);
+    }
+}
+
+}  // namespace
+
+extern const Int8RequantizeUkernel kInt8RequantizeAvx512 = {requantize_channel_avx512,
+                                                            requantize_channels_avx512};
+
+}  // namespace detail
+}  // namespace qtk

@@ -1,0 +1,119 @@
+// linear int8 on x86, any batch (docs/quantization_spec.md section 4 with k over the input
+// features): output features across the vector lanes. The GEMV micro-kernels (int8_gemv.h) and the
+// epilogue (int8_requantize.h) are per ISA; this file, built with the baseline flags, packs the
+// weights at load and cuts the work.
+//
+// Exact by construction, as the GEMM conv: the micro-kernels multiply u = x ^ 0x80 = x + 128 (as
+// uint8) by the int8 weights, and sum (x - z) w = sum u w - (128 + z) sum w, so one constant per
+// output feature, bias - (128 + z) sum w (computed at load), turns their sums into the spec's
+// accumulator; |sum u w| <= K * 255 * 127 < 2^31 (check_accumulator_range).
+//
+// Work: one task per (block of nr features, sample), block-major, so a thread's consecutive tasks
+// reuse one block of packed weights (nr * K bytes) from cache across samples.
+#include <algorithm>
+
+#include "aligned_buffer.h"
+#include "int8_gemv.h"
+#include "int8_requantize.h"
+#include "linear.h"
+#include "thread_pool.h"
+
+namespace qtk {
+namespace detail {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+class LinearInt8Gemv final : public LinearKernel {
+ public:
+    LinearInt8Gemv(const NodeView& node, const Int8GemvUkernel& ukernel,
+                   const Int8RequantizeUkernel& requantize)
+        : LinearKernel(node, DType::kInt8, DType::kInt32),
+          ukernel_(ukernel),
+          requantize_(requantize),
+          constants_(node, out_features_, in_features_),
+          k_padded_(ceil_div(in_features_, 4) * 4),
+          blocks_(ceil_div(out_features_, ukernel.nr)) {
+        pack_weights();
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const int64_t batch = (*io.input_shapes[0])[0];
+        const int64_t row_bytes = k_padded_;
+        const int8_t* x = io.input<int8_t>(0);
+        int8_t* y = io.output<int8_t>(0);
+        // u = x ^ 0x80 per sample, zero past K (where the packed weights are zero too).
+        const AlignedBytes u = allocate_aligned(size_t(batch * row_bytes), "linear activations");
+        for (int64_t n = 0; n < batch; ++n) {
+            uint8_t* u_row = u.get() + n * row_bytes;
+            for (int64_t k = 0; k < in_features_; ++k) {
+                u_row[k] = static_cast<uint8_t>(x[n * in_features_ + k] ^ 0x80);
+            }
+            std::fill(u_row + in_features_, u_row + row_bytes, uint8_t{0});
+        }
+        const LinearInt8Constants& k = constants_;
+        const Int8Output out = {k.output_zero_point, k.clamp.lo, k.clamp.hi};
+        const int nr = ukernel_.nr;
+        pool.parallel_for(blocks_ * batch, [&](int64_t begin, int64_t end) {
+            std::vector<int32_t> c(static_cast<size_t>(nr));
+            for (int64_t task = begin; task < end; ++task) {
+                const int64_t block = task / batch, n = task % batch, first = block * nr;
+                const int8_t* w = packed_weights_.data() + block * k_padded_ * nr;
+                ukernel_.run(k_padded_ / ukernel_.kr, w, u.get() + n * row_bytes, c.data());
+                requantize_.channels(c.data(), std::min<int64_t>(nr, out_features_ - first),
+                                     acc_init_.data() + first, k.multiplier.data() + first,
+                                     k.shift.data() + first, out,
+                                     y + n * out_features_ + first);
+            }
+        });
+    }
+
+ private:
+    // Weights [O, K] -> per block of nr features, [K / kr][nr][kr] with zeros past K and past O;
+    // and the per-feature constant of the header comment.
+    void pack_weights() {
+        const int nr = ukernel_.nr, kr = ukernel_.kr;
+        packed_weights_.assign(size_t(blocks_ * k_padded_ * nr), 0);
+        acc_init_.resize(size_t(out_features_));
+        for (int64_t o = 0; o < out_features_; ++o) {
+            int8_t* dst = packed_weights_.data() + o / nr * k_padded_ * nr + o % nr * kr;
+            const int8_t* w = constants_.weight + o * in_features_;
+            int64_t sum = 0;
+            for (int64_t k = 0; k < in_features_; ++k) {
+                dst[k / kr * nr * kr + k % kr] = w[k];
+                sum += w[k];
+            }
+            // In int32: |bias| + 255 * 127 * K < 2^31 (check_accumulator_range).
+            acc_init_[size_t(o)] = static_cast<int32_t>(
+                constants_.bias[size_t(o)] - (128 + constants_.input_zero_point) * sum);
+        }
+    }
+
+    const Int8GemvUkernel& ukernel_;
+    const Int8RequantizeUkernel& requantize_;
+    const LinearInt8Constants constants_;
+    const int64_t k_padded_;  // K rounded up to 4, a multiple of every kr
+    const int64_t blocks_;    // blocks of nr output features
+    std::vector<int8_t> packed_weights_;
+    std::vector<int32_t> acc_init_;  // per output feature: bias - (128 + z) * sum(w)
+};
+
+template <const Int8GemvUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize>
+std::unique_ptr<OpKernel> make(const NodeView& node) {
+    return std::make_unique<LinearInt8Gemv>(node, kUkernel, kRequantize);
+}
+
+}  // namespace
+
+#if QTK_X86_AVX512_VNNI
+extern const LinearAlgo kLinearInt8Gemv64c4Avx512Vnni = {
+    "linear_int8_gemv_64c4_avx512_vnni", IsaLevel::kAvx512Vnni,
+    make<kInt8Gemv64c4Avx512Vnni, kInt8RequantizeAvx512>};
+#endif
+#if QTK_X86_AVX2
+extern const LinearAlgo kLinearInt8Gemv32c2Avx2 = {"linear_int8_gemv_32c2_avx2", IsaLevel::kAvx2,
+                                                   make<kInt8Gemv32c2Avx2, kInt8RequantizeAvx2>};
+#endif
+
+}  // namespace detail
+}  // namespace qtk

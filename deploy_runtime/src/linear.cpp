@@ -1,0 +1,45 @@
+#include "linear.h"
+
+namespace qtk {
+namespace detail {
+
+LinearKernel::LinearKernel(const NodeView& node, DType dtype, DType bias_dtype)
+    : OpKernel(node.label()) {
+    node.expect_input_count(3);
+    node.expect_output_count(1);
+    node.activation_input(0, dtype);
+    const Value& weight = node.constant_input(1, "weight", dtype, 2);
+    node.expect_bias_for(node.constant_input(2, "bias", bias_dtype, 1), weight);
+    node.output(0, dtype);
+    out_features_ = weight.shape[0];
+    in_features_ = weight.shape[1];
+}
+
+std::vector<Shape> LinearKernel::infer_shapes(const std::vector<Shape>& inputs) const {
+    const Shape& x = inputs[0];
+    expect_rank(x, 2, "input");
+    if (x[1] != in_features_) {
+        fail("input has " + std::to_string(x[1]) + " features, the weight expects " +
+             std::to_string(in_features_));
+    }
+    return {{x[0], out_features_}};
+}
+
+LinearInt8Constants::LinearInt8Constants(const NodeView& node, int64_t out_features,
+                                         int64_t in_features) {
+    node.expect_attrs({"multiplier", "shift", "clamp"});
+    const Value& w = node.constant_input(1, "weight", DType::kInt8, 2);
+    multiplier = node.multipliers("multiplier", static_cast<size_t>(out_features));
+    shift = node.shifts("shift", static_cast<size_t>(out_features));
+    clamp = node.clamp("clamp");
+
+    weight = reinterpret_cast<const int8_t*>(w.data);
+    bias = int32_values(node.constant_input(2, "bias", DType::kInt32, 1));
+    check_narrow_range_weights(node, w);
+    check_accumulator_range(node, bias, in_features);
+    input_zero_point = node.activation_input(0, DType::kInt8).zero_point;
+    output_zero_point = node.output(0, DType::kInt8).zero_point;
+}
+
+}  // namespace detail
+}  // namespace qtk

@@ -1,0 +1,54 @@
+// What every linear kernel shares, whichever algorithm computes it: the node's checked shapes and
+// int8 constants, the output shape, and the descriptor by which the registry picks an int8
+// algorithm (the list is in op_registry.cpp).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "cpu_features.h"
+#include "op_kernel.h"
+#include "qtk/arithmetic.h"
+
+namespace qtk {
+namespace detail {
+
+// The base of every linear kernel: checks x, weight [O, K], bias [O] and y (activations and weight
+// of `dtype`); infers [N, O] from x [N, K].
+class LinearKernel : public OpKernel {
+ public:
+    LinearKernel(const NodeView& node, DType dtype, DType bias_dtype);
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+    int64_t out_features_, in_features_;
+};
+
+// The checked constants and requantization of an int8 linear node (spec 4).
+struct LinearInt8Constants {
+    LinearInt8Constants(const NodeView& node, int64_t out_features, int64_t in_features);
+
+    int8_t requantize(int64_t o, int32_t acc) const {
+        return arith::requantize(acc, multiplier[o], shift[o], output_zero_point, clamp.lo,
+                                 clamp.hi);
+    }
+
+    const int8_t* weight;  // [O, K], narrow range, owned by the model
+    std::vector<int32_t> bias, multiplier, shift;
+    ClampRange clamp;
+    int32_t input_zero_point, output_zero_point;
+};
+
+// One way of computing an int8 linear; every one fits every layer and gives the reference's bytes.
+// The registry lists them fastest first, the reference last (the pattern of Conv2dAlgo).
+struct LinearAlgo {
+    const char* name;  // dtype, op, method, tile and ISA: "linear_int8_gemv_64c4_avx512_vnni"
+    IsaLevel isa;      // the instructions it needs
+    std::unique_ptr<OpKernel> (*make)(const NodeView& node);
+
+    bool usable(IsaLevel cap) const { return isa <= cap && cpu_supports(isa); }
+};
+
+}  // namespace detail
+}  // namespace qtk

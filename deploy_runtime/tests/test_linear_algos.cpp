@@ -1,0 +1,152 @@
+// Every int8 linear algorithm against the reference, byte for byte, through Model and Session: at
+// each QTK_ISA level this CPU runs, the first usable algorithm (the one the level picks, checked by
+// name) over feature counts either side of the vector widths (8, 16, 32, 64) and of the packed k
+// groups (2, 4), batch 5 and 1, 1 and 2 threads, random and extreme values (K up to the int32
+// accumulator limit).
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "check.h"
+#include "cpu_features.h"
+#include "model_builder.h"
+#include "qtk/runtime.h"
+
+using qtk::detail::cpu_supports;
+using qtk::detail::isa_name;
+using qtk::detail::IsaLevel;
+using qtk_test::ModelBuilder;
+using qtk_test::Rng;
+
+namespace {
+
+enum class Fill { kRandom, kLowest, kHighest };  // activations all -128 / all 127, weights +-127
+
+struct Built {
+    std::vector<uint8_t> bytes;
+    std::vector<int8_t> x;  // batch 5
+};
+
+// One linear node with random zero points, per-feature requantization aimed at the accumulator's
+// typical size, sometimes a ReLU clamp; extreme cases take weights +-127 and the largest bias the
+// accumulator check allows.
+Built build(int64_t in, int64_t out, Fill fill, uint64_t seed) {
+    Rng rng(seed);
+    std::vector<int8_t> weights = qtk_test::random_weights(rng, size_t(in * out));
+    std::vector<int32_t> bias = qtk_test::random_bias(rng, size_t(out));
+    double typical = std::sqrt(double(in)) * 75 * 73;
+    if (fill != Fill::kRandom) {
+        const int64_t largest_bias = (int64_t{1} << 31) - 1 - in * 255 * 127;
+        for (int8_t& w : weights) {
+            w = static_cast<int8_t>(rng.uniform(0, 3) == 0 ? -127 : 127);
+        }
+        for (int32_t& b : bias) {
+            b = static_cast<int32_t>(rng.uniform(0, 1) == 0 ? -largest_bias : largest_bias);
+        }
+        typical = double(int64_t{1} << 31);
+    }
+    const int32_t zx = static_cast<int32_t>(rng.uniform(-128, 127));
+    const int32_t zy = static_cast<int32_t>(rng.uniform(-128, 127));
+    const bool relu = rng.uniform(0, 2) == 0;
+
+    ModelBuilder b;
+    const uint32_t x = b.activation("x", {1, in}, 0.05f, zx);
+    const uint32_t w = b.weight("fc.weight", {out, in}, weights);
+    const uint32_t bi = b.bias("fc.bias", {out}, bias);
+    const uint32_t y = b.activation("y", {1, out}, 0.1f, zy);
+    b.node("linear", "fc", {x, w, bi}, {y},
+           qtk_test::requant_attrs(size_t(out), 1.0, 90.0 / typical, 1.0, relu ? zy : -128, 127));
+    b.inputs = {x};
+    b.outputs = {y};
+    const size_t x_count = size_t(5 * in);
+    return {b.build(), fill == Fill::kRandom   ? rng.int8s(x_count)
+                       : fill == Fill::kLowest ? std::vector<int8_t>(x_count, -128)
+                                               : std::vector<int8_t>(x_count, 127)};
+}
+
+// Loads under QTK_ISA=level and runs `batch` samples; `algorithm` receives what served the node.
+std::vector<int8_t> run(const Built& c, int64_t in, IsaLevel level, int threads, int64_t batch,
+                        std::string* algorithm) {
+    setenv("QTK_ISA", isa_name(level), 1);
+    const auto model = qtk::Model::from_bytes(c.bytes.data(), c.bytes.size());
+    *algorithm = model->algorithms().at(0);
+    qtk::Session session(model, {threads});
+    return session.run({c.x.data()}, {{batch, in}})[0].data;
+}
+
+int g_cases = 0;
+
+void check_case(int64_t in, int64_t out, Fill fill = Fill::kRandom) {
+    ++g_cases;
+    const Built c = build(in, out, fill, 2000 + uint64_t(g_cases));
+    std::string algorithm;
+    const std::vector<int8_t> want = run(c, in, IsaLevel::kScalar, 1, 5, &algorithm);
+    CHECK(algorithm == "linear_int8_reference");
+    const std::vector<int8_t> want_first(want.begin(), want.begin() + out);
+    for (IsaLevel level : {IsaLevel::kAvx2, IsaLevel::kAvx512Vnni}) {
+        if (!cpu_supports(level)) {
+            continue;
+        }
+        for (int threads : {1, 2}) {
+            for (int64_t batch : {5, 1}) {
+                const std::vector<int8_t> got = run(c, in, level, threads, batch, &algorithm);
+                if (got != (batch == 5 ? want : want_first)) {
+                    qtk_test::report_failure(
+                        __FILE__, __LINE__,
+                        algorithm + " differs from the reference on " + std::to_string(in) +
+                            "->" + std::to_string(out) +
+                            (fill == Fill::kRandom ? "" : fill == Fill::kLowest ? " all -128"
+                                                                                : " all 127") +
+                            ", threads " + std::to_string(threads) + ", batch " +
+                            std::to_string(batch));
+                }
+            }
+        }
+    }
+}
+
+// The algorithm each level picks: the vector one of that level where the CPU has it.
+void test_choice() {
+    const Built c = build(17, 33, Fill::kRandom, 1);
+    const std::pair<IsaLevel, const char*> expected[] = {
+        {IsaLevel::kScalar, "linear_int8_reference"},
+        {IsaLevel::kAvx2, "linear_int8_gemv_32c2_avx2"},
+        {IsaLevel::kAvxVnni, "linear_int8_gemv_32c2_avx2"},
+        {IsaLevel::kAvx512Vnni, "linear_int8_gemv_64c4_avx512_vnni"},
+    };
+    for (const auto& [level, name] : expected) {
+        std::string algorithm;
+        run(c, 17, level, 1, 1, &algorithm);
+#if QTK_X86_AVX2 && QTK_X86_AVX512_VNNI
+        if (cpu_supports(level)) {
+            CHECK(algorithm == name);
+        }
+#endif
+        std::printf("QTK_ISA=%s: %s%s\n", isa_name(level), algorithm.c_str(),
+                    cpu_supports(level) ? "" : " (this CPU lacks the level)");
+    }
+}
+
+}  // namespace
+
+int main() {
+    test_choice();
+    // Feature counts around the lane widths and the k groups; then a classifier head.
+    const int64_t features[] = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 129};
+    for (int64_t in : features) {
+        for (int64_t out : features) {
+            check_case(in, out);
+        }
+    }
+    check_case(1280, 1000);
+    // Extremes: activations at -128 or 127 (zero points random), weights at +-127, bias at the
+    // accumulator bound; K up to 60000, near the int32 limit K * 255 * 127 < 2^31.
+    for (Fill fill : {Fill::kLowest, Fill::kHighest}) {
+        for (int64_t in : {5, 64, 60000}) {
+            check_case(in, 19, fill);
+        }
+    }
+    unsetenv("QTK_ISA");
+    std::printf("%d linear cases checked against the reference\n", g_cases);
+    return qtk_test::check_report();
+}
