@@ -49,13 +49,40 @@ def float_model(name):
 
 # ---- engines: build(float model, calibration inputs, workdir, threads) -> (run(x), file) -----------
 
-def qtk_int8(model, calibration, workdir, threads):
-    prepared = qtk.prepare_ptq(model)
-    qtk.calibrate(prepared, calibration)
+def _qmodel_file(model, calibration, workdir):
     path = os.path.join(workdir, "model.qmodel")
-    qtk.export(qtk.convert(prepared), calibration[0], path)
-    session = qtk.runtime.load(path, threads=threads)
-    return (lambda x: session.run(x)), path
+    if not os.path.exists(path):
+        prepared = qtk.prepare_ptq(model)
+        qtk.calibrate(prepared, calibration)
+        qtk.export(qtk.convert(prepared), calibration[0], path)
+    return path
+
+
+def qtk_int8(model, calibration, workdir, threads):
+    session = qtk.runtime.load(_qmodel_file(model, calibration, workdir), threads=threads)
+    return session.run, _qmodel_file(model, calibration, workdir)
+
+
+def qtk_int8_fast_run(model, calibration, workdir, threads):
+    """Fast-Run: each layer's algorithm timed on this machine, cached beside the model."""
+    path = _qmodel_file(model, calibration, workdir)
+    session = qtk.runtime.load(path, threads=threads, fast_run="search",
+                               fast_run_cache=os.path.join(workdir, "fastrun.cache"))
+    return session.run, path
+
+
+def conv_share_of_peak(path, threads, inputs, runs=20):
+    """The conv layers' multiply-accumulates per second in a profiled qtk session, and that as a
+    fraction of this CPU's measured VNNI peak (one core's, times the threads)."""
+    from qtk import _C
+
+    session = qtk.runtime.load(path, threads=threads, profile=True)
+    for i in range(runs):
+        session.run(inputs[i % len(inputs)])
+    convs = [n for n in session.profile() if n["op"] == "conv2d"]
+    macs_per_second = sum(n["macs"] for n in convs) * runs / sum(n["seconds"] for n in convs)
+    peak = _C.measure_int8_peak(0.3) * threads
+    return macs_per_second, (macs_per_second / peak if peak else None)
 
 
 def torch_fp32(model, calibration, workdir, threads):
@@ -158,6 +185,7 @@ def openvino_int8(model, calibration, workdir, threads):
 
 ENGINES = {
     "qtk int8": (qtk_int8, None),
+    "qtk int8 Fast-Run": (qtk_int8_fast_run, None),
     "PyTorch fp32": (torch_fp32, None),
     "PyTorch int8": (torch_int8, None),
     "ONNX Runtime fp32": (onnxruntime_fp32, "onnxruntime"),
@@ -249,6 +277,10 @@ def main(argv=None):
                     entry[f"runs_{threads}t"] = len(samples)
                     if files[name] and threads == args.threads[-1]:
                         entry["peak_rss_mib"] = peak_rss(name, files[name], threads) / 2**20
+                if "qtk int8" in files:
+                    macs, share = conv_share_of_peak(files["qtk int8"], threads, inputs)
+                    engines["qtk int8"][f"conv_gmacs_{threads}t"] = macs / 1e9
+                    engines["qtk int8"][f"conv_share_of_vnni_peak_{threads}t"] = share
         results[model_name] = {"engines": engines}
         print(f"{model_name}: done", flush=True)
 
@@ -261,6 +293,16 @@ def main(argv=None):
         json.dump(report, f, indent=2)
     for threads in args.threads:
         print(table(results, threads))
+    print("\nqtk int8 conv layers (profiled): GMAC/s and share of the measured VNNI peak")
+    for model_name, result in results.items():
+        qtk_entry = result["engines"].get("qtk int8", {})
+        cells = []
+        for threads in args.threads:
+            share = qtk_entry.get(f"conv_share_of_vnni_peak_{threads}t")
+            if f"conv_gmacs_{threads}t" in qtk_entry:
+                cells.append(f"{threads}t: {qtk_entry[f'conv_gmacs_{threads}t']:.1f} GMAC/s"
+                             + ("" if share is None else f" = {100 * share:.0f}% of peak"))
+        print(f"  {model_name}: " + ", ".join(cells))
     print("\npeak RSS (MiB, child process that loads and runs the deployable file):")
     for model_name, result in results.items():
         cells = [f"{n}: {e['peak_rss_mib']:.0f}" for n, e in result["engines"].items()

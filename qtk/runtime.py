@@ -21,9 +21,9 @@ class Session:
         threads: worker threads; results are identical for every count.
     """
 
-    def __init__(self, model, threads=1):
+    def __init__(self, model, threads=1, profile=False):
         self.model = model
-        self._session = _C.Session(model, threads)
+        self._session = _C.Session(model, threads, profile)
 
     @property
     def inputs(self):
@@ -32,6 +32,11 @@ class Session:
     @property
     def outputs(self):
         return self.model.outputs
+
+    def profile(self):
+        """Per node, with ``profile=True`` at load: ``name``, ``op``, ``algorithm``, ``seconds``
+        summed over ``runs``, and ``macs`` (multiply-accumulates of one run, conv2d and linear)."""
+        return self._session.profile()
 
     @property
     def algorithms(self):
@@ -87,7 +92,7 @@ class Session:
                        f"{x.dtype}")
 
 
-def load(model, threads=1, fast_run=None, fast_run_cache=None):
+def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False):
     """Load a ``.qmodel`` from a path or from ``bytes`` and open a :class:`Session` on it.
 
     The file is validated completely before anything runs; a malformed file raises
@@ -100,6 +105,7 @@ def load(model, threads=1, fast_run=None, fast_run_cache=None):
             fastest, recording it in ``fast_run_cache``; ``"use"`` takes the cache's choices
             without timing. Every algorithm gives the same bytes.
         fast_run_cache: the Fast-Run cache file (keyed by layer, threads, CPU and qtk version).
+        profile: time every node of every run (:meth:`Session.profile`).
     """
     options = dict(fast_run=fast_run or "off", fast_run_cache=os.fspath(fast_run_cache or ""),
                    fast_run_threads=threads)
@@ -107,4 +113,4 @@ def load(model, threads=1, fast_run=None, fast_run_cache=None):
         loaded = _C.Model.from_bytes(bytes(model), **options)
     else:
         loaded = _C.Model.load(os.fspath(model), **options)
-    return Session(loaded, threads)
+    return Session(loaded, threads, profile)

@@ -112,6 +112,24 @@ bool cpu_supports(IsaLevel level) {
 #endif
 }
 
+#if QTK_X86_AVX512_VNNI
+double int8_peak_macs_per_second_avx512_vnni(double seconds);  // kernels/x86/int8_gemm_avx512_vnni
+#endif
+
+}  // namespace detail
+
+double measure_int8_peak(double seconds) {
+#if QTK_X86_AVX512_VNNI
+    if (detail::cpu_supports(detail::IsaLevel::kAvx512Vnni)) {
+        return detail::int8_peak_macs_per_second_avx512_vnni(seconds);
+    }
+#endif
+    (void)seconds;
+    return 0.0;
+}
+
+namespace detail {
+
 std::string cpu_name() {
 #if defined(QTK_X86_64)
     if (cpuid(0x80000000u, 0).eax < 0x80000004u) {

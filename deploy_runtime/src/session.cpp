@@ -1,6 +1,7 @@
 // Runs a model: shape inference for the actual batch, one memory plan per batch size, nodes in
 // file order.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
 
@@ -57,8 +58,12 @@ struct Session::Impl {
     std::shared_ptr<const Model> model;
     detail::ThreadPool pool;
     detail::ExecutionPlan plan;
+    bool profiling;
+    std::vector<double> node_seconds;  // per node, summed over runs (profiling only)
+    int64_t profiled_runs = 0;
 
-    Impl(std::shared_ptr<const Model> m, int threads) : model(std::move(m)), pool(threads) {}
+    Impl(std::shared_ptr<const Model> m, int threads, bool profile)
+        : model(std::move(m)), pool(threads), profiling(profile) {}
 
     const Model::Impl& m() const { return *model->impl_; }
     detail::ExecutionPlan make_plan(int64_t batch) const;
@@ -204,7 +209,8 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options) {
     if (!model) {
         throw Error("Session: model is null");
     }
-    impl_ = std::make_unique<Impl>(std::move(model), checked_threads(options.threads));
+    impl_ = std::make_unique<Impl>(std::move(model), checked_threads(options.threads),
+                                   options.profile);
     impl_->plan = impl_->make_plan(impl_->m().inputs[0].shape[0]);
 }
 
@@ -223,8 +229,19 @@ std::vector<Tensor> Session::run(const std::vector<const void*>& inputs,
         const uint32_t id = g.inputs[i];
         std::memcpy(p.arena.get() + p.offsets[id], inputs[i], impl_->activation_bytes(id));
     }
-    for (size_t k = 0; k < g.nodes.size(); ++k) {
-        impl_->m().kernels[k]->run(p.node_io[k], impl_->pool);
+    if (impl_->profiling) {
+        impl_->node_seconds.resize(g.nodes.size());
+        for (size_t k = 0; k < g.nodes.size(); ++k) {
+            const auto start = std::chrono::steady_clock::now();
+            impl_->m().kernels[k]->run(p.node_io[k], impl_->pool);
+            impl_->node_seconds[k] +=
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        }
+        ++impl_->profiled_runs;
+    } else {
+        for (size_t k = 0; k < g.nodes.size(); ++k) {
+            impl_->m().kernels[k]->run(p.node_io[k], impl_->pool);
+        }
     }
 
     std::vector<Tensor> outputs;
@@ -281,6 +298,28 @@ void Session::dequantize_output(size_t index, const int8_t* q, size_t count, flo
     for (size_t i = 0; i < count; ++i) {
         x[i] = arith::dequantize(q[i], outputs[index].scale, outputs[index].zero_point);
     }
+}
+
+std::vector<NodeProfile> Session::profile() const {
+    std::vector<NodeProfile> nodes;
+    if (!impl_->profiling) {
+        return nodes;
+    }
+    const detail::Graph& g = impl_->m().graph;
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        const detail::Node& node = g.nodes[k];
+        NodeProfile n{node.name, node.op, impl_->m().algorithms[k],
+                      k < impl_->node_seconds.size() ? impl_->node_seconds[k] : 0.0,
+                      impl_->profiled_runs, 0};
+        // conv2d and linear: each output element takes one product per weight of its channel
+        if ((node.op == "conv2d" || node.op == "linear") && node.inputs.size() > 1) {
+            const Shape& weight = impl_->plan.shapes[node.inputs[1]];
+            n.macs = detail::element_count(impl_->plan.shapes[node.outputs[0]]) *
+                     (detail::element_count(weight) / weight[0]);
+        }
+        nodes.push_back(std::move(n));
+    }
+    return nodes;
 }
 
 }  // namespace qtk

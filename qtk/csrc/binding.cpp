@@ -103,7 +103,23 @@ struct PyModel {
 
 class PySession {
  public:
-    PySession(const PyModel& m, int threads) : session_(m.model, qtk::SessionOptions{threads}) {}
+    PySession(const PyModel& m, int threads, bool profile)
+        : session_(m.model, qtk::SessionOptions{threads, profile}) {}
+
+    py::list profile() const {
+        py::list out;
+        for (const qtk::NodeProfile& n : session_.profile()) {
+            py::dict d;
+            d["name"] = n.name;
+            d["op"] = n.op;
+            d["algorithm"] = n.algorithm;
+            d["seconds"] = n.seconds;
+            d["runs"] = n.runs;
+            d["macs"] = n.macs;
+            out.append(d);
+        }
+        return out;
+    }
 
     py::list run(const py::object& inputs) {
         const std::vector<qtk::TensorInfo>& infos = session_.model().inputs();
@@ -243,6 +259,8 @@ qtk::LoadOptions load_options(const std::string& fast_run, const std::string& ca
 PYBIND11_MODULE(_C, m) {
     m.doc() = "qtk deploy runtime (C++), used by qtk.runtime";
     m.attr("version") = qtk::kVersion;
+    m.def("measure_int8_peak", &qtk::measure_int8_peak, py::arg("seconds") = 0.2,
+          "One core's int8 multiply-accumulate peak (MACs/s) by AVX-512 VNNI; 0 without it.");
     py::register_exception<qtk::Error>(m, "QtkError", PyExc_ValueError);
 
     py::class_<PyModel>(m, "Model",
@@ -287,7 +305,11 @@ PYBIND11_MODULE(_C, m) {
     py::class_<PySession>(m, "Session",
                           "Runs a Model on int8 (and, for float32 graph inputs, float32) arrays; "
                           "owns the activation arena and threads.")
-        .def(py::init<const PyModel&, int>(), py::arg("model"), py::arg("threads") = 1)
+        .def(py::init<const PyModel&, int, bool>(), py::arg("model"), py::arg("threads") = 1,
+             py::arg("profile") = false)
+        .def("profile", &PySession::profile,
+             "Per node (with profile=True): name, op, algorithm, seconds summed over runs, runs, "
+             "and the multiply-accumulates of one run (conv2d, linear).")
         .def("run", &PySession::run, py::arg("inputs"),
              "Runs the model on a list of arrays, one per graph input in its dtype (int8, or "
              "float32 for a float32 input; any batch N >= 1), and returns the outputs as int8 or "

@@ -65,6 +65,11 @@ class Session;
 // The runtime's version; it keys Fast-Run caches (a new version may time kernels differently).
 constexpr const char* kVersion = "0.1.0";
 
+// One core's int8 multiply-accumulate peak in MACs per second, measured for `seconds` with
+// AVX-512 VNNI's vpdpbusd on registers; 0 where this build or CPU has no VNNI kernel. Benchmarks
+// report the conv layers' share of it.
+double measure_int8_peak(double seconds = 0.2);
+
 // How each layer's algorithm is chosen where several compute it (each gives the same bytes).
 enum class FastRun {
     kOff,     // the first usable in preference order (QTK_CONV_ALGO may pin one by name)
@@ -113,6 +118,17 @@ class Model {
 
 struct SessionOptions {
     int threads = 1;  // 1 runs every kernel on the calling thread
+    bool profile = false;  // time every node of every run (see Session::profile)
+};
+
+// One node's share of the runs since profiling started.
+struct NodeProfile {
+    std::string name;       // the module path in the torch model
+    std::string op;         // "conv2d"
+    std::string algorithm;  // the kernel that served it
+    double seconds = 0.0;   // summed over the runs
+    int64_t runs = 0;
+    int64_t macs = 0;  // multiply-accumulates of one run at the current batch (conv2d, linear)
 };
 
 class Session {
@@ -143,6 +159,9 @@ class Session {
     void dequantize_output(size_t index, const int8_t* q, size_t count, float* x) const;
 
     const Model& model() const;
+
+    // Per node, in execution order; empty unless SessionOptions::profile.
+    std::vector<NodeProfile> profile() const;
 
  private:
     struct Impl;
