@@ -1,5 +1,5 @@
 """Kernel choice never changes a byte: Fast-Run (search, cache, reuse), the QTK_ISA cap and the
-QTK_CONV_ALGO pin, through the Python API and the ``qtk fastrun`` command."""
+QTK_CONV_ALGO pin, through the Python API and the ``qtk fastrun`` command; and the per-node profile."""
 import pytest
 import torch
 from torch import nn
@@ -86,3 +86,19 @@ def test_runtime_reports_its_version():
     from qtk import _C
 
     assert _C.version == qtk.__version__
+
+
+def test_profile_reports_each_node_with_its_kernel_and_work(model_file):
+    path, x, _ = model_file
+    assert qtk.runtime.load(path).profile() == []
+    session = qtk.runtime.load(path, threads=2, profile=True)
+    for _ in range(3):
+        session.run(x)
+    nodes = session.profile()
+    assert [n["op"] for n in nodes] == session.model.op_names
+    assert [n["algorithm"] for n in nodes] == session.algorithms
+    assert all(n["runs"] == 3 and n["seconds"] >= 0 for n in nodes)
+    convs = [n for n in nodes if n["op"] == "conv2d"]
+    # batch 3: the first conv is 16 x 20 x 20 outputs of 3 x 3 x 3 products each
+    assert convs[0]["macs"] == 3 * 16 * 20 * 20 * 27
+    assert [n["macs"] for n in nodes if n["op"] == "linear"] == [3 * 10 * 24]
