@@ -107,27 +107,33 @@ def integer_range(bits, signed=True, narrow=False):
     return qmin + int(narrow), qmax
 
 
-def with_range(fake_quant_factory, qmin, qmax):
+def with_observer_args(fake_quant_factory, **observer_kwargs):
     """A fake quantizer factory (``with_args(SomeFakeQuantize, observer=...)``) whose observer
-    targets [qmin, qmax] instead."""
+    gets ``observer_kwargs`` too: ``qmin``/``qmax`` for another range, ``ch_axis=None`` for
+    per-tensor statistics."""
     observer = getattr(fake_quant_factory, "keywords", {}).get("observer")
     if observer is None:
-        raise TypeError("with_range needs a factory made by with_args(FakeQuantizeClass, "
+        raise TypeError("with_observer_args needs a factory made by with_args(FakeQuantizeClass, "
                         "observer=...)")
-    return functools.partial(fake_quant_factory, observer=with_args(observer, qmin=qmin, qmax=qmax))
+    return functools.partial(fake_quant_factory, observer=with_args(observer, **observer_kwargs))
 
 
-def bits_qconfig(weight_bits=8, activation_bits=8, base=None, signed_activations=True):
+def bits_qconfig(weight_bits=8, activation_bits=8, base=None, signed_activations=True,
+                 narrow_activations=False, per_channel_weights=True):
     """``base`` (default: int8 QAT) at other bit widths, e.g. ``bits_qconfig(4, 4)`` for w4a4.
 
-    Weights are symmetric narrow range per channel ([-7, 7] at 4 bits); activations keep base's
-    quantizer and observer with a ``activation_bits``-bit range. Sub-8-bit values live in int8
-    containers (weights are packed in the .qmodel) and run in the int8 kernels, clamped to their
-    range, so the deployed model stays byte-identical (spec 16)."""
+    Weights are symmetric narrow range ([-7, 7] at 4 bits), per output channel unless
+    ``per_channel_weights=False``; activations keep base's quantizer and observer with an
+    ``activation_bits``-bit range, signed or unsigned, optionally narrow. Sub-8-bit values live in
+    int8 containers (weights are packed in the .qmodel) and run in the int8 kernels, clamped to
+    their range, so the deployed model stays byte-identical (spec 16)."""
     base = base or default_qat_qconfig
-    return QConfig(activation=with_range(base.activation,
-                                         *integer_range(activation_bits, signed_activations)),
-                   weight=with_range(base.weight, *integer_range(weight_bits, narrow=True)))
+    a_min, a_max = integer_range(activation_bits, signed_activations, narrow_activations)
+    w_min, w_max = integer_range(weight_bits, narrow=True)
+    weight_args = dict(qmin=w_min, qmax=w_max) if per_channel_weights else dict(
+        qmin=w_min, qmax=w_max, ch_axis=None)
+    return QConfig(activation=with_observer_args(base.activation, qmin=a_min, qmax=a_max),
+                   weight=with_observer_args(base.weight, **weight_args))
 
 
 # Named presets: int8 QAT and PTQ, and the usual low-bit QAT mixes.

@@ -81,6 +81,17 @@ def test_unsigned_activations_deploy_byte_identical(bits):
     _check_deploys_in_range(qconfig, integer_range(bits, signed=False))
 
 
+@pytest.mark.parametrize("options", [dict(narrow_activations=True),
+                                     dict(per_channel_weights=False),
+                                     dict(signed_activations=False, per_channel_weights=False)])
+def test_narrow_activations_and_per_tensor_weights_deploy_byte_identical(options):
+    for bits in (8, 4):
+        qconfig = bits_qconfig(bits, bits, **options)
+        _check_deploys_in_range(qconfig, integer_range(
+            bits, options.get("signed_activations", True), options.get("narrow_activations",
+                                                                       False)))
+
+
 @pytest.mark.parametrize("bits", [2, 3, 4, 6])
 def test_low_bit_weights_use_their_range(bits):
     torch.manual_seed(0)

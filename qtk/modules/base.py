@@ -127,6 +127,8 @@ class QuantizedWeightLayer(QuantizedModule):
         with torch.no_grad():
             weight_fake_quant.observer(weight)  # qparams of the final weight, not the last step's
         w_scale, _ = weight_fake_quant.calculate_qparams()
+        # a per-tensor weight scale is the same scale for every output channel
+        w_scale = w_scale.reshape(-1).expand(weight.shape[0]).contiguous()
         w_q = arithmetic.quantize(weight.detach(), w_scale, 0, weight_fake_quant.qmin,
                                   weight_fake_quant.qmax, axis=0)
         if bias is None:
