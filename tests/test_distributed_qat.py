@@ -11,8 +11,8 @@ import torch.multiprocessing as mp
 from torch import nn
 
 import qtk
-from qtk.fake_quant import LSQFakeQuantize
-from qtk.observers import MovingAverageMinMaxObserver, PerChannelMinMaxObserver
+from qtk.fake_quant import FakeQuantize, LSQFakeQuantize
+from qtk.observers import HistogramObserver, MovingAverageMinMaxObserver, PerChannelMinMaxObserver
 from qtk.qconfig import with_args
 
 STEPS = 4
@@ -20,6 +20,11 @@ LSQ_QCONFIG = qtk.QConfig(
     activation=with_args(LSQFakeQuantize, observer=MovingAverageMinMaxObserver),
     weight=with_args(LSQFakeQuantize, observer=with_args(
         PerChannelMinMaxObserver, qmin=-127, qmax=127, symmetric=True, averaging_constant=1.0)))
+
+HISTOGRAM_QCONFIG = qtk.QConfig(
+    activation=with_args(FakeQuantize, observer=with_args(HistogramObserver, method="mse",
+                                                          bins=256, candidates=8)),
+    weight=qtk.default_qat_qconfig.weight)
 
 
 def _model():
@@ -69,7 +74,8 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("qconfig", [qtk.default_qat_qconfig, LSQ_QCONFIG], ids=["observers", "lsq"])
+@pytest.mark.parametrize("qconfig", [qtk.default_qat_qconfig, LSQ_QCONFIG, HISTOGRAM_QCONFIG],
+                         ids=["observers", "lsq", "histogram"])
 def test_two_ranks_keep_identical_quantization_parameters(qconfig):
     results = mp.Manager().dict()
     mp.spawn(_rank_main, args=(2, _free_port(), qconfig, results), nprocs=2, join=True)

@@ -6,8 +6,9 @@ range grows); ``calculate_qparams`` then picks the clipping range by one of thre
 (least information lost, as in TensorRT's entropy calibration).
 """
 import torch
+import torch.distributed as dist
 
-from .minmax import Observer, qparams_from_range
+from .minmax import Observer, _distributed, qparams_from_range
 
 METHODS = ("percentile", "mse", "kl")
 
@@ -45,7 +46,10 @@ class HistogramObserver(Observer):
             centers = self._centers(float(old_min), float(old_max))
             self.histogram.copy_(torch.histogram(centers, self.bins, range=(lo, hi),
                                                  weight=self.histogram)[0])
-        self.histogram += torch.histogram(x.double(), self.bins, range=(lo, hi))[0]
+        counts = torch.histogram(x.double(), self.bins, range=(lo, hi))[0]
+        if self.training and _distributed():  # ranks share the range, so they can sum counts
+            dist.all_reduce(counts)
+        self.histogram += counts
         return x
 
     def _centers(self, lo, hi):
