@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "cpu_features.h"
+#include "op_algo.h"
 #include "op_kernel.h"
 #include "qtk/arithmetic.h"
 
@@ -41,14 +41,7 @@ struct LinearInt8Constants {
 };
 
 // One way of computing an int8 linear; every one fits every layer and gives the reference's bytes.
-// The registry lists them fastest first, the reference last (the pattern of Conv2dAlgo).
-struct LinearAlgo {
-    const char* name;  // dtype, op, method, tile and ISA: "linear_int8_gemv_64c4_avx512_vnni"
-    IsaLevel isa;      // the instructions it needs
-    std::unique_ptr<OpKernel> (*make)(const NodeView& node);
-
-    bool usable(IsaLevel cap) const { return isa <= cap && cpu_supports(isa); }
-};
+using LinearAlgo = OpAlgo;
 
 }  // namespace detail
 }  // namespace qtk

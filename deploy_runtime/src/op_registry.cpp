@@ -58,6 +58,15 @@ extern const LinearAlgo kLinearInt8Reference;
 extern const LinearAlgo kLinearInt8Gemv64c4Avx512Vnni;
 extern const LinearAlgo kLinearInt8Gemv32c2Avx2;
 
+// Data movement and elementwise algorithms: kernels/fast/ (portable) and kernels/x86/.
+extern const OpAlgo kAddInt8VaddAvx512;
+extern const OpAlgo kAddInt8VaddAvx2;
+extern const OpAlgo kConcatInt8Table;
+extern const OpAlgo kMaxPool2dInt8RowsAvx512;
+extern const OpAlgo kMaxPool2dInt8RowsAvx2;
+extern const OpAlgo kMaxPool2dInt8Rows;
+extern const OpAlgo kPermuteRuns;
+
 namespace {
 
 // The one hand-edited list of int8 conv2d algorithms, in preference order.
@@ -98,8 +107,17 @@ std::vector<KernelCandidate> conv2d_int8_candidates(const NodeView& node) {
     return candidates;
 }
 
-// The one hand-edited list of int8 linear algorithms, in preference order. All fit every layer.
-const LinearAlgo* const kLinearInt8Algos[] = {
+// The one hand-edited list of algorithms per op whose algorithms all fit every node, in preference
+// order, the reference last (described here, from the factories above).
+const OpAlgo kAddInt8Reference = {"add_int8_reference", IsaLevel::kScalar,
+                                  make_add_int8_reference};
+const OpAlgo kConcatInt8Reference = {"concat_int8_reference", IsaLevel::kScalar,
+                                     make_concat_int8_reference};
+const OpAlgo kMaxPool2dInt8Reference = {"max_pool2d_int8_reference", IsaLevel::kScalar,
+                                        make_max_pool2d_int8_reference};
+const OpAlgo kPermuteReference = {"permute_reference", IsaLevel::kScalar, make_permute_reference};
+
+const OpAlgo* const kLinearInt8Algos[] = {
 #if QTK_X86_AVX512_VNNI
     &kLinearInt8Gemv64c4Avx512Vnni,
 #endif
@@ -108,9 +126,31 @@ const LinearAlgo* const kLinearInt8Algos[] = {
 #endif
     &kLinearInt8Reference,
 };
+const OpAlgo* const kAddInt8Algos[] = {
+#if QTK_X86_AVX512_VNNI
+    &kAddInt8VaddAvx512,
+#endif
+#if QTK_X86_AVX2
+    &kAddInt8VaddAvx2,
+#endif
+    &kAddInt8Reference,
+};
+const OpAlgo* const kConcatInt8Algos[] = {&kConcatInt8Table, &kConcatInt8Reference};
+const OpAlgo* const kMaxPool2dInt8Algos[] = {
+#if QTK_X86_AVX512_VNNI
+    &kMaxPool2dInt8RowsAvx512,
+#endif
+#if QTK_X86_AVX2
+    &kMaxPool2dInt8RowsAvx2,
+#endif
+    &kMaxPool2dInt8Rows,
+    &kMaxPool2dInt8Reference,
+};
+const OpAlgo* const kPermuteAlgos[] = {&kPermuteRuns, &kPermuteReference};  // int8 and float32
 
-// The candidates: every algorithm QTK_ISA (read at each load) allows on this CPU.
-std::vector<KernelCandidate> linear_int8_candidates(const NodeView& node) {
+// The candidates: every algorithm of the list that QTK_ISA (read at each load) allows on this CPU.
+template <const auto& kAlgos>
+std::vector<KernelCandidate> usable_candidates(const NodeView& node) {
     IsaLevel cap = IsaLevel::kScalar;
     try {
         cap = isa_cap();
@@ -118,7 +158,7 @@ std::vector<KernelCandidate> linear_int8_candidates(const NodeView& node) {
         node.fail(e.what());
     }
     std::vector<KernelCandidate> candidates;
-    for (const LinearAlgo* algo : kLinearInt8Algos) {
+    for (const OpAlgo* algo : kAlgos) {
         if (algo->usable(cap)) {
             candidates.push_back({algo->name, [algo, node] { return algo->make(node); }});
         }
@@ -135,7 +175,12 @@ struct MultiAlgorithmOp {
 
 const MultiAlgorithmOp kMultiAlgorithmOps[] = {
     {"conv2d", DType::kInt8, conv2d_int8_candidates},
-    {"linear", DType::kInt8, linear_int8_candidates},
+    {"linear", DType::kInt8, usable_candidates<kLinearInt8Algos>},
+    {"add", DType::kInt8, usable_candidates<kAddInt8Algos>},
+    {"concat", DType::kInt8, usable_candidates<kConcatInt8Algos>},
+    {"max_pool2d", DType::kInt8, usable_candidates<kMaxPool2dInt8Algos>},
+    {"permute", DType::kInt8, usable_candidates<kPermuteAlgos>},
+    {"permute", DType::kFloat32, usable_candidates<kPermuteAlgos>},
 };
 
 struct OpEntry {
@@ -150,15 +195,15 @@ struct OpEntry {
 constexpr OpEntry kOps[] = {
     {"conv2d", nullptr, make_conv2d_float32_reference},  // int8: kMultiAlgorithmOps
     {"linear", nullptr, make_linear_float32_reference},  // int8: kMultiAlgorithmOps
-    {"add", make_add_int8_reference, make_add_float32_reference},
+    {"add", nullptr, make_add_float32_reference},  // int8: kMultiAlgorithmOps
     {"mul", make_mul_int8_reference, make_mul_float32_reference},
     {"clamp", make_clamp_int8_reference, make_clamp_float32_reference},
     {"lut", make_lut_int8_reference, nullptr},
     {"hardswish", nullptr, make_hardswish_float32_reference},
     {"hardsigmoid", nullptr, make_hardsigmoid_float32_reference},
     {"sigmoid", nullptr, make_sigmoid_float32_reference},
-    {"concat", make_concat_int8_reference, make_concat_float32_reference},
-    {"max_pool2d", make_max_pool2d_int8_reference, make_max_pool2d_float32_reference},
+    {"concat", nullptr, make_concat_float32_reference},  // int8: kMultiAlgorithmOps
+    {"max_pool2d", nullptr, make_max_pool2d_float32_reference},  // int8: kMultiAlgorithmOps
     {"avg_pool2d", make_avg_pool2d_int8_reference, make_avg_pool2d_float32_reference},
     {"global_avg_pool2d", make_global_avg_pool2d_int8_reference,
      make_global_avg_pool2d_float32_reference},
@@ -167,7 +212,7 @@ constexpr OpEntry kOps[] = {
     {"dequantize", make_dequantize_reference, nullptr},
     {"flatten", make_flatten_reference, make_flatten_reference},
     {"reshape", make_reshape_reference, make_reshape_reference},
-    {"permute", make_permute_reference, make_permute_reference},
+    {"permute", nullptr, nullptr},  // kMultiAlgorithmOps
     {"split", make_split_reference, make_split_reference},
     {"pad", make_pad_reference, make_pad_reference},
     {"resize_nearest", make_resize_nearest_reference, make_resize_nearest_reference},

@@ -1,8 +1,10 @@
 // Fast-Run: a search picks one of each layer's candidates and records it; a later load with the
 // cache chooses the same kernels without timing; cache entries for another CPU, version or layer
 // are ignored; a malformed cache is an error naming the line. Outputs never change.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "check.h"
@@ -56,21 +58,25 @@ void test_search_then_use() {
     const Bytes bytes = qtk_test::sample_model().build();
     const auto plain = load(bytes, qtk::FastRun::kOff);
     const auto searched = load(bytes, qtk::FastRun::kSearch);
-    size_t multi_layers = 0;  // int8 conv2d and linear: several algorithms
+    // The sample's int8 ops with several algorithms: conv2d, linear and add only where a vector
+    // ISA runs; concat and max_pool2d everywhere (portable fast paths).
+    const std::set<std::string> vector_ops = {"conv2d", "linear", "add"};
+    const std::set<std::string> portable_ops = {"concat", "max_pool2d"};
+    size_t vector_layers = 0, portable_layers = 0;
     for (size_t i = 0; i < plain->op_names().size(); ++i) {
         const std::string op = plain->op_names()[i];
-        if (op == "conv2d" || op == "linear") {
-            ++multi_layers;
+        if (vector_ops.count(op) + portable_ops.count(op) > 0) {
+            ++(vector_ops.count(op) > 0 ? vector_layers : portable_layers);
             CHECK(searched->algorithms()[i].rfind(op + "_int8_", 0) == 0);
         } else {
             CHECK(searched->algorithms()[i] == "reference");
         }
     }
-    CHECK(multi_layers > 0);
+    CHECK(vector_layers > 0 && portable_layers > 0);
     // A layer with a single candidate (a CPU with no vector ISA) needs no search and no line.
     const bool several = qtk::detail::conv2d_int8_algos().size() > 1 &&
                          plain->algorithms()[0] != "conv2d_int8_reference";
-    CHECK_EQ(cache_lines().size(), several ? multi_layers : 0u);
+    CHECK_EQ(cache_lines().size(), (several ? vector_layers : 0u) + portable_layers);
 
     const auto used = load(bytes, qtk::FastRun::kUse);
     CHECK(used->algorithms() == searched->algorithms());
@@ -85,10 +91,14 @@ void test_cache_entries_must_match() {
     if (plain->algorithms()[0] == "conv2d_int8_reference") {
         return;  // only the reference runs here: nothing to choose
     }
-    // The first conv2d layer's key, as a search records it.
+    // The first conv2d layer's key, as a search records it (the first conv2d line: keys sort by
+    // op, then by input shape).
     std::remove(kCache);
     load(bytes, qtk::FastRun::kSearch);
-    const std::string line = cache_lines().at(0);
+    const std::vector<std::string> lines = cache_lines();
+    const std::string line = *std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
+        return l.find("\tconv2d_int8_") != std::string::npos;
+    });
     const std::string key = line.substr(0, line.find('\t'));
 
     // A cached choice is honoured, even one that is not the default.

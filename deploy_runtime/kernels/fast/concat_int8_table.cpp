@@ -1,0 +1,92 @@
+// concat int8 (docs/quantization_spec.md section 3, one input per rescaled sum) by table: each
+// input's rescale is a function of one int8 value, so 256 entries computed at load with
+// arith::rescale give its bytes exactly. An input whose table is the identity (the output's
+// (scale, zero_point), M = 2^30, n = 30; decided by the table, not by the parameters) is copied.
+// Threads split the outer index (the dims before the axis) as in the reference.
+#include <array>
+#include <cstring>
+
+#include "beside_reference.h"
+#include "op_algo.h"
+#include "qtk/arithmetic.h"
+#include "thread_pool.h"
+
+namespace qtk {
+namespace detail {
+
+std::unique_ptr<OpKernel> make_concat_int8_reference(const NodeView& node);
+
+namespace {
+
+class ConcatInt8Table final : public BesideReference {
+ public:
+    explicit ConcatInt8Table(const NodeView& node)
+        : BesideReference(node, make_concat_int8_reference),
+          axis_(node.int_scalar("axis", 1, 7)) {
+        const size_t count = node.input_count();
+        const std::vector<int32_t> multiplier = node.multipliers("multiplier", count);
+        const std::vector<int32_t> shift = node.shifts("shift", count);
+        const int32_t output_zero_point = node.output(0, DType::kInt8).zero_point;
+        tables_.resize(count);
+        identity_.resize(count);
+        for (size_t i = 0; i < count; ++i) {
+            const int32_t zero_point = node.activation_input(i, DType::kInt8).zero_point;
+            bool identity = true;
+            for (int32_t q = arith::kInt8Min; q <= arith::kInt8Max; ++q) {
+                const int8_t y = arith::rescale(static_cast<int8_t>(q), zero_point, multiplier[i],
+                                                shift[i], output_zero_point);
+                tables_[i][static_cast<size_t>(q + 128)] = y;
+                identity = identity && y == q;
+            }
+            identity_[i] = identity;
+        }
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Shape& ys = *io.output_shapes[0];
+        int64_t outer = 1;
+        for (int64_t d = 0; d < axis_; ++d) {
+            outer *= ys[static_cast<size_t>(d)];
+        }
+        const int64_t out_inner = element_count(ys) / outer;
+        const size_t count = io.inputs.size();
+        std::vector<int64_t> in_inner(count);
+        for (size_t i = 0; i < count; ++i) {
+            in_inner[i] = element_count(*io.input_shapes[i]) / outer;
+        }
+        int8_t* y = io.output<int8_t>(0);
+        pool.parallel_for(outer, [&](int64_t begin, int64_t end) {
+            for (int64_t o = begin; o < end; ++o) {
+                int8_t* y_block = y + o * out_inner;
+                for (size_t i = 0; i < count; ++i) {
+                    const int8_t* x = io.input<int8_t>(i) + o * in_inner[i];
+                    if (identity_[i]) {
+                        std::memcpy(y_block, x, static_cast<size_t>(in_inner[i]));
+                    } else {
+                        const std::array<int8_t, 256>& table = tables_[i];
+                        for (int64_t k = 0; k < in_inner[i]; ++k) {
+                            y_block[k] = table[static_cast<size_t>(int32_t{x[k]} + 128)];
+                        }
+                    }
+                    y_block += in_inner[i];
+                }
+            }
+        });
+    }
+
+ private:
+    const int64_t axis_;  // checked against the rank by the reference
+    std::vector<std::array<int8_t, 256>> tables_;  // tables_[i][q + 128]: input i's rescale of q
+    std::vector<bool> identity_;
+};
+
+std::unique_ptr<OpKernel> make(const NodeView& node) {
+    return std::make_unique<ConcatInt8Table>(node);
+}
+
+}  // namespace
+
+extern const OpAlgo kConcatInt8Table = {"concat_int8_table", IsaLevel::kScalar, make};
+
+}  // namespace detail
+}  // namespace qtk

@@ -1,0 +1,149 @@
+// permute, for every dtype (pure data movement, docs/quantization_spec.md section 14), by runs and
+// tiles instead of one element at a time. The output is walked as a strided view of the input;
+// dims of size 1 are dropped and neighbours that stay adjacent in the input are merged, so the
+// channel shuffle [N, 2, C/2, H, W] -> (0, 2, 1, 3, 4) becomes 2 x C/2 runs of H * W elements.
+// Then either
+// - the innermost output dim is contiguous in the input: one memcpy per run; or
+// - it is not (NCHW -> NHWC): a tiled transpose of it and the output dim contiguous in the input.
+// Threads split the runs, or the outer index times the tile rows.
+#include <algorithm>
+#include <cstring>
+
+#include "beside_reference.h"
+#include "op_algo.h"
+#include "thread_pool.h"
+
+namespace qtk {
+namespace detail {
+
+std::unique_ptr<OpKernel> make_permute_reference(const NodeView& node);
+
+namespace {
+
+constexpr int64_t kTile = 32;  // a 32 x 32 tile of 4-byte elements stays in L1 on both sides
+
+// The output's dims and, per dim, the input's stride (in elements) along it; simplified.
+struct View {
+    Shape shape;
+    std::vector<int64_t> x_strides;
+};
+
+View simplify(const Shape& ys, const std::vector<int64_t>& x_strides) {
+    View v;
+    for (size_t d = 0; d < ys.size(); ++d) {
+        if (ys[d] == 1) {
+            continue;
+        }
+        if (!v.shape.empty() && v.x_strides.back() == x_strides[d] * ys[d]) {
+            v.shape.back() *= ys[d];  // adjacent in the input too: one dim
+            v.x_strides.back() = x_strides[d];
+        } else {
+            v.shape.push_back(ys[d]);
+            v.x_strides.push_back(x_strides[d]);
+        }
+    }
+    if (v.shape.empty()) {  // a single element
+        v = {{1}, {1}};
+    }
+    return v;
+}
+
+// The reference has checked that perm is a permutation of the input's dims.
+std::vector<int64_t> read_perm(const NodeView& node) {
+    const size_t rank = node.activation_input(0, node.dtype()).shape.size();
+    return node.ints("perm", rank, 0, static_cast<int64_t>(rank) - 1);
+}
+
+class PermuteRuns final : public BesideReference {
+ public:
+    explicit PermuteRuns(const NodeView& node)
+        : BesideReference(node, make_permute_reference),
+          element_size_(dtype_size(node.dtype())),
+          perm_(read_perm(node)) {}
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const std::vector<int64_t> strides = row_major_strides(*io.input_shapes[0]);
+        std::vector<int64_t> x_strides;
+        for (int64_t p : perm_) {
+            x_strides.push_back(strides[static_cast<size_t>(p)]);
+        }
+        const View v = simplify(*io.output_shapes[0], x_strides);
+        if (v.x_strides.back() == 1) {
+            copy_runs(io, pool, v);
+        } else if (element_size_ == 1) {
+            transpose<uint8_t>(io, pool, v);
+        } else {
+            transpose<uint32_t>(io, pool, v);  // float32: the dtypes are 1 or 4 bytes
+        }
+    }
+
+ private:
+    void copy_runs(const NodeIO& io, ThreadPool& pool, const View& v) const {
+        const size_t bytes = static_cast<size_t>(v.shape.back()) * element_size_;
+        const Shape outer(v.shape.begin(), v.shape.end() - 1);
+        const StridedWalk<1>::Strides strides = {
+            std::vector<int64_t>(v.x_strides.begin(), v.x_strides.end() - 1)};
+        const uint8_t* x = io.input<uint8_t>(0);
+        uint8_t* y = io.output<uint8_t>(0);
+        pool.parallel_for(element_count(outer), [&](int64_t begin, int64_t end) {
+            StridedWalk<1> walk(outer, strides, begin);
+            for (int64_t o = begin; o < end; ++o, walk.next()) {
+                std::memcpy(y + o * bytes, x + walk.offset(0) * element_size_, bytes);
+            }
+        });
+    }
+
+    // Output dims (..., t, ..., last): t reads the input contiguously, last with stride s. Tiles
+    // of kTile x kTile (t, last) are copied so that both sides stay in cache.
+    template <typename E>
+    void transpose(const NodeIO& io, ThreadPool& pool, const View& v) const {
+        const size_t last = v.shape.size() - 1;
+        const size_t t = static_cast<size_t>(
+            std::find(v.x_strides.begin(), v.x_strides.end(), 1) - v.x_strides.begin());
+        const std::vector<int64_t> y_strides = row_major_strides(v.shape);
+        Shape outer;
+        StridedWalk<2>::Strides strides;  // input, output
+        for (size_t d = 0; d < last; ++d) {
+            if (d != t) {
+                outer.push_back(v.shape[d]);
+                strides[0].push_back(v.x_strides[d]);
+                strides[1].push_back(y_strides[d]);
+            }
+        }
+        const int64_t rows = v.shape[t], cols = v.shape[last], x_step = v.x_strides[last];
+        const int64_t y_step = y_strides[t];
+        const int64_t row_tiles = (rows + kTile - 1) / kTile;
+        const E* x = io.input<E>(0);
+        E* y = io.output<E>(0);
+        pool.parallel_for(element_count(outer) * row_tiles, [&](int64_t begin, int64_t end) {
+            for (int64_t task = begin; task < end; ++task) {
+                const StridedWalk<2> walk(outer, strides, task / row_tiles);
+                const int64_t r0 = task % row_tiles * kTile, r1 = std::min(r0 + kTile, rows);
+                const E* x_tile = x + walk.offset(0);
+                E* y_tile = y + walk.offset(1);
+                for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+                    const int64_t c1 = std::min(c0 + kTile, cols);
+                    for (int64_t r = r0; r < r1; ++r) {
+                        for (int64_t c = c0; c < c1; ++c) {
+                            y_tile[r * y_step + c] = x_tile[r + c * x_step];
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    const size_t element_size_;
+    const std::vector<int64_t> perm_;
+};
+
+std::unique_ptr<OpKernel> make(const NodeView& node) {
+    return std::make_unique<PermuteRuns>(node);
+}
+
+}  // namespace
+
+extern const OpAlgo kPermuteRuns = {"permute_runs", IsaLevel::kScalar, make};
+
+}  // namespace detail
+}  // namespace qtk

@@ -1,0 +1,292 @@
+// Every algorithm of add, concat and max_pool2d (int8) and of permute (int8 and float32) against
+// the op's reference, byte for byte. Each node is built as a graph and every candidate the
+// registry offers on this CPU (every ISA level it runs, the portable fast paths, the reference
+// last) runs with 1 and 2 threads over shapes around the vector widths (16, 32, 64) and tiles
+// (32), odd sizes, and adversarial values: -128 and 127, multipliers 0 and 2^31 - 1, shifts 1 to
+// 62, identity rescales.
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <set>
+#include <string>
+
+#include "check.h"
+#include "graph.h"
+#include "model_builder.h"
+#include "op_kernel.h"
+#include "op_registry.h"
+#include "thread_pool.h"
+
+using qtk::DType;
+using qtk::Shape;
+using qtk::detail::Attr;
+using qtk::detail::AttrKind;
+using qtk::detail::Graph;
+using qtk::detail::KernelCandidate;
+using qtk::detail::Node;
+using qtk::detail::Value;
+using qtk_test::Rng;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+int64_t count_of(const Shape& s) {
+    return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<int64_t>());
+}
+
+// A one-node graph: activations x0.. of `shapes` with zero points `zero_points`, one output.
+struct OneNode {
+    Graph graph;
+    std::vector<Bytes> inputs;
+
+    OneNode(const std::string& op, DType dtype, const std::vector<Shape>& shapes,
+            const std::vector<int32_t>& zero_points, int32_t output_zero_point,
+            std::vector<Attr> attrs) {
+        Node node{op, op, {}, {}, std::move(attrs)};
+        for (size_t i = 0; i < shapes.size(); ++i) {
+            graph.values.push_back(
+                {"x" + std::to_string(i), dtype, shapes[i], 0.1f, zero_points[i]});
+            node.inputs.push_back(static_cast<uint32_t>(i));
+        }
+        graph.values.push_back({"y", dtype, shapes[0], 0.1f, output_zero_point});
+        node.outputs = {static_cast<uint32_t>(shapes.size())};
+        graph.inputs = node.inputs;
+        graph.outputs = node.outputs;
+        graph.nodes.push_back(node);
+    }
+};
+
+Attr ints(const char* key, std::vector<int64_t> values) {
+    return Attr{key, AttrKind::kInts, std::move(values), {}};
+}
+
+// The output bytes of candidate `index` (of `names`, filled by the first call) on the inputs.
+Bytes run_candidate(const OneNode& c, size_t index, int threads, std::vector<std::string>* names) {
+    const auto pick = [&](const Graph&, const Node&, const std::vector<KernelCandidate>& all) {
+        for (const KernelCandidate& k : all) {
+            names->push_back(k.algorithm);
+        }
+        return index;
+    };
+    names->clear();
+    const auto created = qtk::detail::create_kernel(c.graph, c.graph.nodes[0], pick);
+    if (names->empty()) {  // a single candidate: the registry asks no picker
+        names->push_back(created.algorithm);
+    }
+    const auto& kernel = created.kernel;
+    qtk::detail::NodeIO io;
+    std::vector<Shape> shapes;
+    for (uint32_t id : c.graph.nodes[0].inputs) {
+        shapes.push_back(c.graph.values[id].shape);
+    }
+    for (size_t i = 0; i < shapes.size(); ++i) {
+        io.inputs.push_back(c.inputs[i].data());
+        io.input_shapes.push_back(&shapes[i]);
+    }
+    const std::vector<Shape> out_shapes = kernel->infer_shapes(shapes);
+    const size_t size = qtk::dtype_size(c.graph.values[c.graph.nodes[0].inputs[0]].dtype);
+    Bytes y(size_t(count_of(out_shapes[0])) * size, 0xA5);
+    io.outputs.push_back(y.data());
+    io.output_shapes.push_back(&out_shapes[0]);
+    qtk::detail::ThreadPool pool(threads);
+    kernel->run(io, pool);
+    return y;
+}
+
+int g_cases = 0;
+std::set<std::string> g_checked;  // the algorithms compared with a reference
+
+// Every candidate, with 1 and 2 threads, against the last one (the reference).
+void check_all(const OneNode& c, const std::string& what) {
+    ++g_cases;
+    std::vector<std::string> names;
+    run_candidate(c, 0, 1, &names);
+    const size_t reference = names.size() - 1;
+    CHECK(names[reference].find("_reference") != std::string::npos);
+    const Bytes want = run_candidate(c, reference, 1, &names);
+    for (size_t i = 0; i < reference; ++i) {
+        g_checked.insert(names[i]);
+        for (int threads : {1, 2}) {
+            if (run_candidate(c, i, threads, &names) != want) {
+                qtk_test::report_failure(__FILE__, __LINE__,
+                                         names[i] + " differs from the reference on " + what +
+                                             ", threads " + std::to_string(threads));
+            }
+        }
+    }
+}
+
+std::string describe(const Shape& s) { return qtk::to_string(s); }
+
+Bytes random_bytes(Rng& rng, size_t n) {
+    Bytes b(n);
+    for (uint8_t& x : b) {
+        x = static_cast<uint8_t>(rng.next());
+    }
+    return b;
+}
+
+// Adversarial int8 data: random, or mostly -128 / 127.
+Bytes int8_data(Rng& rng, size_t n) {
+    Bytes b = random_bytes(rng, n);
+    const int64_t mode = rng.uniform(0, 3);
+    for (uint8_t& x : b) {
+        if (mode == 1 && rng.uniform(0, 3) != 0) x = 0x80;  // -128
+        if (mode == 2 && rng.uniform(0, 3) != 0) x = 0x7F;  // 127
+    }
+    return b;
+}
+
+void check_permute(const Shape& x, const std::vector<int64_t>& perm, Rng& rng) {
+    for (DType dtype : {DType::kInt8, DType::kFloat32}) {
+        OneNode c("permute", dtype, {x}, {0}, 0, {ints("perm", perm)});
+        c.inputs = {random_bytes(rng, size_t(count_of(x)) * qtk::dtype_size(dtype))};
+        check_all(c, "permute " + describe(x) + " perm " + describe(perm) +
+                         (dtype == DType::kInt8 ? " int8" : " float32"));
+    }
+}
+
+void test_permute() {
+    Rng rng(1);
+    // Every perm of ranks 3 to 5 on odd dims and dims of 1.
+    for (const Shape& x : {Shape{2, 3, 5}, Shape{1, 33, 17}, Shape{2, 3, 1, 7}, Shape{1, 5, 33, 3},
+                           Shape{1, 2, 3, 4, 5}, Shape{2, 1, 7, 3, 2}}) {
+        std::vector<int64_t> perm(x.size());
+        std::iota(perm.begin(), perm.end(), 0);
+        do {
+            check_permute(x, perm, rng);
+        } while (std::next_permutation(perm.begin() + 1, perm.end()));
+    }
+    // The channel shuffle of shufflenet, and transposes across the 32 x 32 tiles.
+    check_permute({1, 2, 58, 7, 7}, {0, 2, 1, 3, 4}, rng);
+    check_permute({2, 2, 3, 5, 7}, {0, 2, 1, 3, 4}, rng);
+    check_permute({1, 3, 65, 33}, {0, 2, 3, 1}, rng);
+    check_permute({2, 33, 31, 2}, {0, 3, 1, 2}, rng);
+    check_permute({1, 64, 64}, {0, 2, 1}, rng);
+    check_permute({3, 1, 1, 1}, {0, 3, 2, 1}, rng);
+    // Random perms of ranks 6 to 8.
+    const int64_t dims[] = {1, 2, 3, 5, 7};
+    for (int trial = 0; trial < 60; ++trial) {
+        Shape x(size_t(rng.uniform(6, 8)));
+        for (int64_t& d : x) {
+            d = dims[rng.uniform(0, 4)];
+        }
+        std::vector<int64_t> perm(x.size());
+        std::iota(perm.begin(), perm.end(), 0);
+        for (size_t i = perm.size() - 1; i > 1; --i) {
+            std::swap(perm[i], perm[size_t(rng.uniform(1, int64_t(i)))]);
+        }
+        check_permute(x, perm, rng);
+    }
+}
+
+// Multiplier and shift pairs: identity, ordinary, and the extremes of spec 2's ranges.
+std::pair<int64_t, int64_t> random_requant(Rng& rng) {
+    switch (rng.uniform(0, 5)) {
+        case 0: return {int64_t{1} << 30, 30};  // the same (scale, zero_point)
+        case 1: return {0, rng.uniform(1, 62)};
+        case 2: return {(int64_t{1} << 31) - 1, rng.uniform(1, 62)};
+        case 3: return {(int64_t{1} << 31) - 1, 31};
+        default: return {rng.uniform(1 << 29, (int64_t{1} << 31) - 1), rng.uniform(28, 34)};
+    }
+}
+
+void test_concat() {
+    Rng rng(2);
+    for (int trial = 0; trial < 150; ++trial) {
+        const size_t rank = size_t(rng.uniform(2, 5));
+        Shape base(rank);
+        for (int64_t& d : base) {
+            d = rng.uniform(1, 9);
+        }
+        const int64_t axis = rng.uniform(1, int64_t(rank) - 1);
+        const size_t count = size_t(rng.uniform(1, 4));
+        std::vector<Shape> shapes;
+        std::vector<int32_t> zero_points;
+        std::vector<int64_t> multipliers, shifts;
+        const int32_t output_zero_point = int32_t(rng.uniform(-128, 127));
+        for (size_t i = 0; i < count; ++i) {
+            shapes.push_back(base);
+            shapes.back()[size_t(axis)] = rng.uniform(1, 40);
+            const auto [m, n] = random_requant(rng);
+            multipliers.push_back(m);
+            shifts.push_back(n);
+            zero_points.push_back(m == int64_t{1} << 30 && rng.uniform(0, 1) == 0
+                                      ? output_zero_point
+                                      : int32_t(rng.uniform(-128, 127)));
+        }
+        OneNode c("concat", DType::kInt8, shapes, zero_points, output_zero_point,
+                  {ints("axis", {axis}), ints("multiplier", multipliers), ints("shift", shifts)});
+        for (const Shape& s : shapes) {
+            c.inputs.push_back(int8_data(rng, size_t(count_of(s))));
+        }
+        check_all(c, "concat of " + std::to_string(count) + " on axis " + std::to_string(axis) +
+                         ", input 0 " + describe(shapes[0]));
+    }
+}
+
+void test_max_pool2d() {
+    Rng rng(3);
+    for (int trial = 0; trial < 400; ++trial) {
+        const int64_t kh = rng.uniform(1, 4), kw = rng.uniform(1, 4);
+        const int64_t dh = rng.uniform(0, 3) == 0 ? 2 : 1, dw = rng.uniform(0, 3) == 0 ? 2 : 1;
+        const int64_t ph = rng.uniform(0, ((kh - 1) * dh + 1) / 2);
+        const int64_t pw = rng.uniform(0, ((kw - 1) * dw + 1) / 2);
+        const int64_t sizes[] = {1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 63, 64, 65, 70, 112};
+        const int64_t h = sizes[rng.uniform(0, 9)], w = sizes[rng.uniform(0, 14)];
+        const int64_t sh = rng.uniform(1, 3), sw = rng.uniform(1, 3);
+        if (qtk::detail::sliding_output_size(h, kh, sh, ph, dh) < 1 ||
+            qtk::detail::sliding_output_size(w, kw, sw, pw, dw) < 1) {
+            continue;
+        }
+        const Shape x = {rng.uniform(1, 2), rng.uniform(1, 3), h, w};
+        const int32_t zp = int32_t(rng.uniform(-128, 127));
+        OneNode c("max_pool2d", DType::kInt8, {x}, {zp}, zp,
+                  {ints("kernel", {kh, kw}), ints("stride", {sh, sw}), ints("padding", {ph, pw}),
+                   ints("dilation", {dh, dw})});
+        c.inputs = {int8_data(rng, size_t(count_of(x)))};
+        check_all(c, "max_pool2d " + describe(x) + " kernel " + describe({kh, kw}) + " stride " +
+                         describe({sh, sw}) + " pad " + describe({ph, pw}) + " dilation " +
+                         describe({dh, dw}));
+    }
+}
+
+void test_add() {
+    Rng rng(4);
+    const int64_t sizes[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 1001};
+    for (int trial = 0; trial < 300; ++trial) {
+        const Shape x = {rng.uniform(1, 2), sizes[rng.uniform(0, 14)], rng.uniform(1, 3)};
+        auto [ma, shift] = random_requant(rng);
+        const int64_t mb = rng.uniform(0, 3) == 0 ? (int64_t{1} << 31) - 1
+                                                  : rng.uniform(0, (int64_t{1} << 31) - 1);
+        if (rng.uniform(0, 3) == 0) {
+            shift = rng.uniform(1, 62);
+        }
+        const int64_t lo = rng.uniform(-128, 127), hi = rng.uniform(lo, 127);
+        OneNode c("add", DType::kInt8, {x, x},
+                  {int32_t(rng.uniform(-128, 127)), int32_t(rng.uniform(-128, 127))},
+                  int32_t(rng.uniform(-128, 127)),
+                  {ints("multiplier", {ma, mb}), ints("shift", {shift}),
+                   ints("clamp", rng.uniform(0, 1) == 0 ? std::vector<int64_t>{-128, 127}
+                                                        : std::vector<int64_t>{lo, hi})});
+        c.inputs = {int8_data(rng, size_t(count_of(x))), int8_data(rng, size_t(count_of(x)))};
+        check_all(c, "add " + describe(x) + " multipliers " + describe({ma, mb}) + " shift " +
+                         std::to_string(shift));
+    }
+}
+
+}  // namespace
+
+int main() {
+    test_permute();
+    test_concat();
+    test_max_pool2d();
+    test_add();
+    std::printf("%d nodes checked against the reference with:", g_cases);
+    for (const std::string& name : g_checked) {
+        std::printf(" %s", name.c_str());
+    }
+    std::printf("\n");
+    return qtk_test::check_report();
+}
