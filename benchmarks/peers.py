@@ -16,6 +16,7 @@ loads its deployable file (.qmodel, .onnx, OpenVINO IR) and runs it.
 """
 import argparse
 import copy
+import datetime
 import importlib.util
 import json
 import os
@@ -71,9 +72,9 @@ def qtk_int8_fast_run(model, calibration, workdir, threads):
     return session.run, path
 
 
-def conv_share_of_peak(path, threads, inputs, runs=20):
-    """The conv layers' multiply-accumulates per second in a profiled qtk session, and that as a
-    fraction of this CPU's measured VNNI peak (one core's, times the threads)."""
+def qtk_details(path, threads, inputs, runs=20):
+    """From a profiled qtk session: the conv layers' multiply-accumulates per second, their share
+    of this CPU's measured VNNI peak (one core's, times the threads), and the memory plan."""
     from qtk import _C
 
     session = qtk.runtime.load(path, threads=threads, profile=True)
@@ -82,7 +83,10 @@ def conv_share_of_peak(path, threads, inputs, runs=20):
     convs = [n for n in session.profile() if n["op"] == "conv2d"]
     macs_per_second = sum(n["macs"] for n in convs) * runs / sum(n["seconds"] for n in convs)
     peak = _C.measure_int8_peak(0.3) * threads
-    return macs_per_second, (macs_per_second / peak if peak else None)
+    return {f"conv_gmacs_{threads}t": macs_per_second / 1e9,
+            f"conv_share_of_vnni_peak_{threads}t": macs_per_second / peak if peak else None,
+            "arena_kib": session.arena_bytes / 1024,
+            "arena_lower_bound_kib": session.arena_lower_bound / 1024}
 
 
 def torch_fp32(model, calibration, workdir, threads):
@@ -226,20 +230,64 @@ def peak_rss(engine, path, threads):
 
 # ---- report ----------------------------------------------------------------------------------------
 
-def table(results, threads):
-    lines = [f"\n{threads} thread(s): median ms (ratio to qtk int8; < 1 means faster than qtk)"]
-    names = list(next(iter(results.values()))["engines"])
-    header = f"{'model':<20}" + "".join(f"{n:>22}" for n in names)
-    lines += [header, "-" * len(header)]
+def report_lines(results, args):
+    """The markdown report: a ratio table per thread count, the conv layers' share of the peak,
+    the memory plan and peak RSS."""
+    names = [n for n in args.engines]
+    lines = [f"Median of {args.runs} interleaved runs after {args.warmup} warm-up runs each, "
+             f"batch 1, 224x224, random weights (BatchNorm re-estimated). Cells: ms (ratio to "
+             f"qtk int8; above 1 means slower than qtk).", ""]
+    for threads in args.threads:
+        lines += [f"### {threads} thread(s)", "",
+                  "| model | " + " | ".join(names) + " |", "|---" + "|---:" * len(names) + "|"]
+        for model, result in results.items():
+            engines = result["engines"]
+            base = engines["qtk int8"][f"median_ms_{threads}t"]
+            cells = []
+            for name in names:
+                ms = engines.get(name, {}).get(f"median_ms_{threads}t")
+                cells.append("missing" if ms is None else f"{ms:.2f} ({ms / base:.2f}x)")
+            lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += ["### qtk int8: conv layers, memory plan, peak RSS", "",
+              "| model | " + " | ".join(f"conv GMAC/s ({t}t), share of VNNI peak"
+                                         for t in args.threads)
+              + " | arena KiB (lower bound) | peak RSS MiB: " + ", ".join(
+                  n for n in names if n != "qtk int8 Fast-Run") + " |",
+              "|---" + "|---:" * (len(args.threads) + 2) + "|"]
     for model, result in results.items():
-        engines = result["engines"]
-        base = engines["qtk int8"].get(f"median_ms_{threads}t")
+        q = result["engines"]["qtk int8"]
         cells = []
-        for name in names:
-            ms = engines[name].get(f"median_ms_{threads}t")
-            cells.append(f"{'missing' if ms is None else f'{ms:.2f} ({ms / base:.2f}x)':>22}")
-        lines.append(f"{model:<20}" + "".join(cells))
-    return "\n".join(lines)
+        for t in args.threads:
+            share = q.get(f"conv_share_of_vnni_peak_{t}t")
+            cells.append(f"{q[f'conv_gmacs_{t}t']:.1f}" +
+                         ("" if share is None else f", {100 * share:.0f}%"))
+        rss = ", ".join(f"{result['engines'][n]['peak_rss_mib']:.0f}" if "peak_rss_mib" in
+                        result["engines"].get(n, {}) else "–"
+                        for n in names if n != "qtk int8 Fast-Run")
+        lines.append(f"| {model} | " + " | ".join(cells) +
+                     f" | {q['arena_kib']:.0f} ({q['arena_lower_bound_kib']:.0f}) | {rss} |")
+    return lines
+
+
+BEGIN = "<!-- BEGIN GENERATED RESULTS: written by `python -m benchmarks.peers`, do not edit -->"
+END = "<!-- END GENERATED RESULTS -->"
+
+
+def write_readme(path, lines, command):
+    """Replaces the generated section of ``path`` (kept between BEGIN and END) with ``lines``."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    header = (f"Generated by `{command}` on {stamp} ({machine}, torch {torch.__version__}, "
+              f"qtk {qtk.__version__}).")
+    section = "\n".join([BEGIN, header, ""] + lines + [END])
+    text = open(path).read() if os.path.exists(path) else ""
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
+    else:
+        text = text + ("\n" if text else "") + section + "\n"
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def main(argv=None):
@@ -251,6 +299,8 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES))
     parser.add_argument("--json", default="benchmarks/results/peers.json")
+    parser.add_argument("--readme", default=os.path.join(os.path.dirname(__file__), "README.md"),
+                        help="markdown file whose generated section gets the tables ('' : none)")
     args = parser.parse_args(argv)
 
     calibration = _inputs(CALIBRATION_BATCHES, seed=1)
@@ -278,36 +328,22 @@ def main(argv=None):
                     if files[name] and threads == args.threads[-1]:
                         entry["peak_rss_mib"] = peak_rss(name, files[name], threads) / 2**20
                 if "qtk int8" in files:
-                    macs, share = conv_share_of_peak(files["qtk int8"], threads, inputs)
-                    engines["qtk int8"][f"conv_gmacs_{threads}t"] = macs / 1e9
-                    engines["qtk int8"][f"conv_share_of_vnni_peak_{threads}t"] = share
+                    engines["qtk int8"].update(qtk_details(files["qtk int8"], threads, inputs))
         results[model_name] = {"engines": engines}
         print(f"{model_name}: done", flush=True)
 
-    report = {"machine": {"cpu": platform.processor() or platform.machine(),
+    summary = {"machine": {"cpu": platform.processor() or platform.machine(),
                           "cores": os.cpu_count(), "python": platform.python_version(),
                           "torch": torch.__version__, "qtk": qtk.__version__},
               "settings": vars(args), "results": results}
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as f:
-        json.dump(report, f, indent=2)
-    for threads in args.threads:
-        print(table(results, threads))
-    print("\nqtk int8 conv layers (profiled): GMAC/s and share of the measured VNNI peak")
-    for model_name, result in results.items():
-        qtk_entry = result["engines"].get("qtk int8", {})
-        cells = []
-        for threads in args.threads:
-            share = qtk_entry.get(f"conv_share_of_vnni_peak_{threads}t")
-            if f"conv_gmacs_{threads}t" in qtk_entry:
-                cells.append(f"{threads}t: {qtk_entry[f'conv_gmacs_{threads}t']:.1f} GMAC/s"
-                             + ("" if share is None else f" = {100 * share:.0f}% of peak"))
-        print(f"  {model_name}: " + ", ".join(cells))
-    print("\npeak RSS (MiB, child process that loads and runs the deployable file):")
-    for model_name, result in results.items():
-        cells = [f"{n}: {e['peak_rss_mib']:.0f}" for n, e in result["engines"].items()
-                 if "peak_rss_mib" in e]
-        print(f"  {model_name}: " + ", ".join(cells))
+        json.dump(summary, f, indent=2)
+    lines = report_lines(results, args)
+    print("\n".join(lines))
+    if args.readme:
+        write_readme(args.readme, lines, "python -m benchmarks.peers " + " ".join(
+            sys.argv[1:] if argv is None else argv))
     print(f"\nJSON: {args.json}")
 
 
