@@ -7,7 +7,7 @@ from typing import Callable
 import torch
 
 from . import arithmetic
-from .fake_quant import FakeQuantize
+from .fake_quant import FakeQuantize, LSQFakeQuantize, PACTFakeQuantize, TQTFakeQuantize
 from .observers import MinMaxObserver, MovingAverageMinMaxObserver, PerChannelMinMaxObserver
 
 
@@ -52,6 +52,24 @@ default_ptq_qconfig = QConfig(
     weight=with_args(FakeQuantize, observer=with_args(PerChannelMinMaxObserver, **_WEIGHT_RANGE),
                      fake_quant_enabled=False),
 )
+
+
+_QAT_WEIGHT = with_args(PerChannelMinMaxObserver, averaging_constant=1.0, **_WEIGHT_RANGE)
+
+# int8 QAT with each fake quantizer: the straight-through estimator over observed ranges, or a
+# learned range (LSQ's step size, PACT's clipping level, TQT's power-of-two threshold). Combine with
+# bits_qconfig(..., base=QAT_QUANTIZERS["lsq"]) for other bit widths.
+QAT_QUANTIZERS = {
+    "ste": default_qat_qconfig,
+    "lsq": QConfig(activation=with_args(LSQFakeQuantize, observer=MovingAverageMinMaxObserver),
+                   weight=with_args(LSQFakeQuantize, observer=_QAT_WEIGHT)),
+    "pact": QConfig(activation=with_args(PACTFakeQuantize, observer=MovingAverageMinMaxObserver),
+                    weight=with_args(LSQFakeQuantize, observer=_QAT_WEIGHT)),
+    "tqt": QConfig(activation=with_args(TQTFakeQuantize,
+                                        observer=with_args(MovingAverageMinMaxObserver,
+                                                           symmetric=True)),
+                   weight=with_args(TQTFakeQuantize, observer=_QAT_WEIGHT)),
+}
 
 
 class QConfigMapping:

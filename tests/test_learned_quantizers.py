@@ -6,22 +6,9 @@ from torch import nn
 
 import qtk
 from qtk.fake_quant import LSQFakeQuantize, PACTFakeQuantize, TQTFakeQuantize, get_fake_quant
-from qtk.observers import MovingAverageMinMaxObserver, PerChannelMinMaxObserver
-from qtk.qconfig import with_args
+from qtk.qconfig import QAT_QUANTIZERS
 
-WEIGHT = dict(qmin=-127, qmax=127, symmetric=True, averaging_constant=1.0)
-QCONFIGS = {
-    "lsq": qtk.QConfig(
-        activation=with_args(LSQFakeQuantize, observer=MovingAverageMinMaxObserver),
-        weight=with_args(LSQFakeQuantize, observer=with_args(PerChannelMinMaxObserver, **WEIGHT))),
-    "pact": qtk.QConfig(
-        activation=with_args(PACTFakeQuantize, observer=MovingAverageMinMaxObserver),
-        weight=with_args(LSQFakeQuantize, observer=with_args(PerChannelMinMaxObserver, **WEIGHT))),
-    "tqt": qtk.QConfig(
-        activation=with_args(TQTFakeQuantize,
-                             observer=with_args(MovingAverageMinMaxObserver, symmetric=True)),
-        weight=with_args(TQTFakeQuantize, observer=with_args(PerChannelMinMaxObserver, **WEIGHT))),
-}
+QCONFIGS = {name: QAT_QUANTIZERS[name] for name in ("lsq", "pact", "tqt")}
 
 
 def _model():

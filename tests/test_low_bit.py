@@ -5,22 +5,9 @@ import torch
 from torch import nn
 
 import qtk
-from qtk.fake_quant import LSQFakeQuantize, PACTFakeQuantize, TQTFakeQuantize
-from qtk.observers import MovingAverageMinMaxObserver, PerChannelMinMaxObserver
-from qtk.qconfig import bits_qconfig, integer_range, with_args
+from qtk.qconfig import QAT_QUANTIZERS, bits_qconfig, integer_range
 
-_WEIGHT = with_args(PerChannelMinMaxObserver, symmetric=True, averaging_constant=1.0)
-BASES = {
-    "ste": qtk.default_qat_qconfig,
-    "lsq": qtk.QConfig(activation=with_args(LSQFakeQuantize, observer=MovingAverageMinMaxObserver),
-                       weight=with_args(LSQFakeQuantize, observer=_WEIGHT)),
-    "pact": qtk.QConfig(activation=with_args(PACTFakeQuantize,
-                                             observer=MovingAverageMinMaxObserver),
-                        weight=with_args(LSQFakeQuantize, observer=_WEIGHT)),
-    "tqt": qtk.QConfig(activation=with_args(TQTFakeQuantize, observer=with_args(
-                           MovingAverageMinMaxObserver, symmetric=True)),
-                       weight=with_args(TQTFakeQuantize, observer=_WEIGHT)),
-}
+BASES = QAT_QUANTIZERS
 
 
 class Branchy(nn.Module):
