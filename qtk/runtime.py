@@ -7,6 +7,7 @@ import torch
 from . import _C
 
 QtkError = _C.QtkError
+Arena = _C.Arena  # activation memory that sessions run one after another can share
 
 
 class Session:
@@ -21,9 +22,9 @@ class Session:
         threads: worker threads; results are identical for every count.
     """
 
-    def __init__(self, model, threads=1, profile=False):
+    def __init__(self, model, threads=1, profile=False, arena=None):
         self.model = model
-        self._session = _C.Session(model, threads, profile)
+        self._session = _C.Session(model, threads, profile, arena)
 
     @property
     def inputs(self):
@@ -92,7 +93,7 @@ class Session:
                        f"{x.dtype}")
 
 
-def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False):
+def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False, arena=None):
     """Load a ``.qmodel`` from a path or from ``bytes`` and open a :class:`Session` on it.
 
     The file is validated completely before anything runs; a malformed file raises
@@ -106,6 +107,8 @@ def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False):
             without timing. Every algorithm gives the same bytes.
         fast_run_cache: the Fast-Run cache file (keyed by layer, threads, CPU and qtk version).
         profile: time every node of every run (:meth:`Session.profile`).
+        arena: a :class:`Arena` shared with other sessions that run one after another (never at
+            the same time), so their activations need the largest plan, not the sum.
     """
     options = dict(fast_run=fast_run or "off", fast_run_cache=os.fspath(fast_run_cache or ""),
                    fast_run_threads=threads)
@@ -113,4 +116,4 @@ def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False):
         loaded = _C.Model.from_bytes(bytes(model), **options)
     else:
         loaded = _C.Model.load(os.fspath(model), **options)
-    return Session(loaded, threads, profile)
+    return Session(loaded, threads, profile, arena)

@@ -52,6 +52,30 @@ def test_qat_model_runs_byte_identical_at_every_batch_and_thread_count():
             assert_not_degenerate(reference, min_distinct=5)
 
 
+def _small_quantized():
+    torch.manual_seed(1)
+    prepared = qtk.prepare_ptq(nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()))
+    qtk.calibrate(prepared, [torch.randn(2, 3, 9, 9)])
+    return qtk.convert(prepared)
+
+
+def test_models_run_one_after_another_share_one_arena():
+    """The shared arena holds the larger plan, not the sum; results are unchanged even after a
+    larger batch of one session moves the memory under the other."""
+    models = [_train_qat(), _small_quantized()]
+    arena = qtk.runtime.Arena()
+    sessions = [qtk.runtime.load(qtk.export(m, torch.randn(1, 3, 9, 9)), arena=arena)
+                for m in models]
+    largest = 0
+    for batch in (1, 5, 2):
+        x = torch.randn(batch, 3, 9, 9)
+        for session, model in zip(sessions, models):
+            with qtk.int8_outputs(model):
+                assert torch.equal(session.run(x, output="int8"), model(x))
+        largest = max([largest] + [s.arena_bytes for s in sessions])
+        assert arena.bytes == largest
+
+
 def test_float_output_and_file_round_trip(tmp_path):
     quantized = _train_qat()
     path = tmp_path / "tiny.qmodel"

@@ -46,13 +46,32 @@ struct ExecutionPlan {
     int64_t batch = 0;
     std::vector<Shape> shapes;      // per value; constants keep their file shapes
     std::vector<uint64_t> offsets;  // per value: where an activation lives in the arena
-    AlignedBytes arena;
+    AlignedBytes arena;             // the session's own, unless it shares an Arena
+    uint8_t* base = nullptr;        // the arena node_io points into
     uint64_t arena_bytes = 0;
     uint64_t lower_bound = 0;
-    std::vector<NodeIO> node_io;  // per node, pointing into arena and shapes
+    std::vector<NodeIO> node_io;  // per node, pointing into the arena at `base` and shapes
 };
 
 }  // namespace detail
+
+struct Arena::Impl {
+    detail::AlignedBytes bytes;
+    size_t size = 0;
+
+    // At least `needed` bytes; the old contents need not survive (a run rewrites its inputs).
+    uint8_t* reserve(size_t needed) {
+        if (needed > size || !bytes) {
+            bytes = detail::allocate_aligned(needed, "the shared activation arena");
+            size = needed;
+        }
+        return bytes.get();
+    }
+};
+
+Arena::Arena() : impl_(std::make_unique<Impl>()) {}
+Arena::~Arena() = default;
+size_t Arena::bytes() const { return impl_->size; }
 
 struct Session::Impl {
     std::shared_ptr<const Model> model;
@@ -61,9 +80,16 @@ struct Session::Impl {
     bool profiling;
     std::vector<double> node_seconds;  // per node, summed over runs (profiling only)
     int64_t profiled_runs = 0;
+    std::shared_ptr<Arena> shared_arena;
 
-    Impl(std::shared_ptr<const Model> m, int threads, bool profile)
-        : model(std::move(m)), pool(threads), profiling(profile) {}
+    Impl(std::shared_ptr<const Model> m, const SessionOptions& options)
+        : model(std::move(m)),
+          pool(checked_threads(options.threads)),
+          profiling(options.profile),
+          shared_arena(options.arena) {}
+
+    // Points every node's activations into the arena at `base`.
+    void bind(detail::ExecutionPlan& p, uint8_t* base) const;
 
     const Model::Impl& m() const { return *model->impl_; }
     detail::ExecutionPlan make_plan(int64_t batch) const;
@@ -149,7 +175,10 @@ detail::ExecutionPlan Session::Impl::make_plan(int64_t batch) const {
         throw Error("the activation arena for batch " + std::to_string(batch) + " needs " +
                     std::to_string(p.arena_bytes) + " bytes, more than this machine can address");
     }
-    p.arena = detail::allocate_aligned(static_cast<size_t>(p.arena_bytes), "the activation arena");
+    if (!shared_arena) {
+        p.arena =
+            detail::allocate_aligned(static_cast<size_t>(p.arena_bytes), "the activation arena");
+    }
     p.offsets.assign(g.values.size(), 0);
     for (uint32_t id = 0; id < g.values.size(); ++id) {
         if (tensor_of[id] != kNotActivation) {
@@ -157,8 +186,16 @@ detail::ExecutionPlan Session::Impl::make_plan(int64_t batch) const {
         }
     }
 
-    uint8_t* arena = p.arena.get();
-    p.node_io.resize(g.nodes.size());
+    if (p.arena) {  // a shared Arena is bound at each run: others may move it in between
+        bind(p, p.arena.get());
+    }
+    return p;
+}
+
+void Session::Impl::bind(detail::ExecutionPlan& p, uint8_t* arena) const {
+    const detail::Graph& g = m().graph;
+    p.base = arena;
+    p.node_io.assign(g.nodes.size(), detail::NodeIO());
     for (size_t k = 0; k < g.nodes.size(); ++k) {
         detail::NodeIO& io = p.node_io[k];
         for (uint32_t id : g.nodes[k].inputs) {
@@ -171,7 +208,6 @@ detail::ExecutionPlan Session::Impl::make_plan(int64_t batch) const {
             io.output_shapes.push_back(&p.shapes[id]);
         }
     }
-    return p;
 }
 
 void Session::Impl::check_inputs(const std::vector<const void*>& inputs,
@@ -209,8 +245,7 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options) {
     if (!model) {
         throw Error("Session: model is null");
     }
-    impl_ = std::make_unique<Impl>(std::move(model), checked_threads(options.threads),
-                                   options.profile);
+    impl_ = std::make_unique<Impl>(std::move(model), options);
     impl_->plan = impl_->make_plan(impl_->m().inputs[0].shape[0]);
 }
 
@@ -225,9 +260,15 @@ std::vector<Tensor> Session::run(const std::vector<const void*>& inputs,
 
     const detail::Graph& g = impl_->m().graph;
     detail::ExecutionPlan& p = impl_->plan;
+    if (impl_->shared_arena) {  // another session may have grown (moved) it since this one ran
+        uint8_t* base = impl_->shared_arena->impl_->reserve(static_cast<size_t>(p.arena_bytes));
+        if (base != p.base) {
+            impl_->bind(p, base);
+        }
+    }
     for (size_t i = 0; i < g.inputs.size(); ++i) {
         const uint32_t id = g.inputs[i];
-        std::memcpy(p.arena.get() + p.offsets[id], inputs[i], impl_->activation_bytes(id));
+        std::memcpy(p.base + p.offsets[id], inputs[i], impl_->activation_bytes(id));
     }
     if (impl_->profiling) {
         impl_->node_seconds.resize(g.nodes.size());
@@ -249,7 +290,7 @@ std::vector<Tensor> Session::run(const std::vector<const void*>& inputs,
         Tensor t;
         t.shape = p.shapes[id];
         t.dtype = g.values[id].dtype;
-        const uint8_t* bytes = p.arena.get() + p.offsets[id];
+        const uint8_t* bytes = p.base + p.offsets[id];
         const size_t count = static_cast<size_t>(detail::element_count(t.shape));
         if (t.dtype == DType::kFloat32) {
             t.float_data.resize(count);

@@ -102,6 +102,40 @@ void test_session_plans() {
     CHECK(session.arena_bytes() > batch1);
 }
 
+// Two models run one after another share one Arena: it holds the larger plan, not the sum, and
+// every output is what a session with its own arena computes, also after the Arena grows (a larger
+// batch moves it) between the other session's runs.
+void test_shared_arena() {
+    const std::vector<uint8_t> sample = qtk_test::sample_model().build();
+    const std::vector<uint8_t> ops = qtk_test::int8_ops_model().build();
+    const auto a = qtk::Model::from_bytes(sample.data(), sample.size());
+    const auto b = qtk::Model::from_bytes(ops.data(), ops.size());
+    auto arena = std::make_shared<qtk::Arena>();
+    qtk::SessionOptions shared;
+    shared.arena = arena;
+    qtk::Session a_shared(a, shared), b_shared(b, shared), a_own(a), b_own(b);
+    auto inputs = [](size_t count) {
+        std::vector<int8_t> x(count);
+        for (size_t i = 0; i < count; ++i) {
+            x[i] = static_cast<int8_t>(i * 29 % 256 - 128);
+        }
+        return x;
+    };
+    size_t largest = 0;
+    for (int64_t batch : {1, 3, 1}) {
+        const std::vector<int8_t> xa = inputs(static_cast<size_t>(batch) * 72);
+        const std::vector<int8_t> xb = inputs(static_cast<size_t>(batch) * 120);
+        for (int round = 0; round < 2; ++round) {
+            const auto ya = a_shared.run({xa.data()}, {{batch, 2, 6, 6}});
+            const auto yb = b_shared.run({xb.data()}, {{batch, 4, 6, 5}});
+            CHECK(ya[0].data == a_own.run({xa.data()}, {{batch, 2, 6, 6}})[0].data);
+            CHECK(yb[0].data == b_own.run({xb.data()}, {{batch, 4, 6, 5}})[0].data);
+        }
+        largest = std::max({largest, a_shared.arena_bytes(), b_shared.arena_bytes()});
+        CHECK_EQ(arena->bytes(), largest);  // the larger plan of the two, not their sum
+    }
+}
+
 // Float32 activations take 4 bytes per element: x -> clamp -> y -> quantize -> q.
 void test_float_element_sizes() {
     qtk_test::ModelBuilder b;
@@ -129,6 +163,7 @@ int main() {
     test_random_lifetimes();
     test_known_plans();
     test_session_plans();
+    test_shared_arena();
     test_float_element_sizes();
     return qtk_test::check_report();
 }

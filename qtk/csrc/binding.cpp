@@ -103,8 +103,8 @@ struct PyModel {
 
 class PySession {
  public:
-    PySession(const PyModel& m, int threads, bool profile)
-        : session_(m.model, qtk::SessionOptions{threads, profile}) {}
+    PySession(const PyModel& m, int threads, bool profile, std::shared_ptr<qtk::Arena> arena)
+        : session_(m.model, qtk::SessionOptions{threads, profile, std::move(arena)}) {}
 
     py::list profile() const {
         py::list out;
@@ -302,11 +302,18 @@ PYBIND11_MODULE(_C, m) {
             "The nodes' ops in execution order.")
         .def("__repr__", &PyModel::repr);
 
+    py::class_<qtk::Arena, std::shared_ptr<qtk::Arena>>(
+        m, "Arena",
+        "Activation memory shared by sessions that run one after another (never at once): it "
+        "holds the largest of their plans instead of the sum.")
+        .def(py::init<>())
+        .def_property_readonly("bytes", &qtk::Arena::bytes);
+
     py::class_<PySession>(m, "Session",
                           "Runs a Model on int8 (and, for float32 graph inputs, float32) arrays; "
                           "owns the activation arena and threads.")
-        .def(py::init<const PyModel&, int, bool>(), py::arg("model"), py::arg("threads") = 1,
-             py::arg("profile") = false)
+        .def(py::init<const PyModel&, int, bool, std::shared_ptr<qtk::Arena>>(), py::arg("model"),
+             py::arg("threads") = 1, py::arg("profile") = false, py::arg("arena") = nullptr)
         .def("profile", &PySession::profile,
              "Per node (with profile=True): name, op, algorithm, seconds summed over runs, runs, "
              "and the multiply-accumulates of one run (conv2d, linear).")

@@ -116,9 +116,29 @@ class Model {
     friend class Session;
 };
 
+// Activation memory that several sessions use in turn (models run one after another): each run
+// takes its arena from here, growing it when a plan needs more, so the models together need the
+// largest plan rather than the sum. Runs of sessions that share an Arena must not overlap.
+class Arena {
+ public:
+    Arena();
+    ~Arena();
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+
+    size_t bytes() const;  // the size reserved so far
+
+    struct Impl;
+
+ private:
+    std::unique_ptr<Impl> impl_;
+    friend class Session;
+};
+
 struct SessionOptions {
     int threads = 1;  // 1 runs every kernel on the calling thread
     bool profile = false;  // time every node of every run (see Session::profile)
+    std::shared_ptr<Arena> arena = nullptr;  // shared activation memory; null: the session's own
 };
 
 // One node's share of the runs since profiling started.
