@@ -5,6 +5,7 @@
 // edges, batch 1 and 3, 1 and 2 threads, random and extreme values, and a depthwise sweep for the
 // depthwise algorithms. Also the QTK_ISA cap, QTK_CONV_ALGO's errors and the registry's default
 // choice.
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -411,6 +412,21 @@ void test_against_reference() {
             cc.out = 17;
             check_case(cc, algos);
         }
+    }
+    // Stride 2 over output rows of 16 and more pixels (im2col takes 16 at a time from the padded
+    // plane, the last reading one byte past the last tap): kernel 3, 7 (resnet's stem), dilated.
+    for (const auto& k : {std::array<int64_t, 4>{3, 1, 1, 75}, {7, 3, 1, 70}, {3, 2, 2, 66},
+                          {1, 0, 1, 64}}) {
+        ConvCase cc;
+        cc.kh = cc.kw = k[0];
+        cc.ph = cc.pw = k[1];
+        cc.dh = cc.dw = k[2];
+        cc.sh = cc.sw = 2;
+        cc.height = 9;
+        cc.width = k[3];
+        cc.in = 5;
+        cc.out = 9;
+        check_case(cc, algos);
     }
     ConvCase multi_block_3x3;  // K 576: 448 pixels per block at nr 32
     multi_block_3x3.in = 64;

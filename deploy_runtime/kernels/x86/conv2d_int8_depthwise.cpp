@@ -10,7 +10,10 @@
 //
 // Work: one task per (sample, channel) plane. Output row oy reads the padded input rows s oy to
 // s oy + k - 1; each is packed into int16 pairs once, into a ring of k rows: straight from the
-// input where both columns of a pair lie inside it, from z at the edges.
+// input where both columns of a pair lie inside it, from z at the edges. The rows' accumulators
+// go one after another into a plane buffer (a row's padding lanes are overwritten by the next
+// row), which one epilogue call then requantizes: small planes (7x7, 14x14) spend most of their
+// time in per-row overhead otherwise.
 #include <algorithm>
 
 #include "aligned_buffer.h"
@@ -36,23 +39,39 @@ bool fits_depthwise(const Conv2dParams& p) {
            (p.stride_h == 1 || p.stride_h == 2) && p.dilation_h == 1 && p.dilation_w == 1;
 }
 
-// The scratch rows of one thread for output rows of `out_w` pixels (int8_dwconv.h's bounds): the
-// ring of k pair rows, then the accumulators.
+// The scratch of one thread for output planes of `out_w` x `out_h` pixels (int8_dwconv.h's
+// bounds): the ring of k pair rows, then the accumulators of the plane, the last row's padded to
+// whole vectors.
 struct RowLayout {
-    int64_t acc;    // int32 accumulators of one output row
+    int64_t acc;    // int32 accumulators of the plane
     int64_t pairs;  // int32 pairs of one packed input row: what the micro-kernel reads
 
-    RowLayout(const Conv2dParams& p, int64_t out_w)
-        : acc(ceil_div(out_w, kDwconvMaxLanes) * kDwconvMaxLanes),
-          pairs(acc + (p.kernel_w - 1) / p.stride_w) {}
+    RowLayout(const Conv2dParams& p, int64_t out_w, int64_t plane_pixels)
+        : acc(plane_pixels + kDwconvMaxLanes),
+          pairs(ceil_div(out_w, kDwconvMaxLanes) * kDwconvMaxLanes +
+                (p.kernel_w - 1) / p.stride_w) {}
 
     size_t bytes(const Conv2dParams& p) const { return size_t((p.kernel_h * pairs + acc) * 4); }
 };
 
 // Per thread; out_w <= plane_pixels bounds the row length.
 size_t workspace_bytes(const Conv2dParams& p, int64_t plane_pixels) {
-    return RowLayout(p, plane_pixels).bytes(p);
+    return RowLayout(p, plane_pixels, plane_pixels).bytes(p);
 }
+
+// Where pack_row reads the input row straight (pairs [first, last)) and which pairs it fills at
+// all ([0, beyond)): shapes only, so computed once per run.
+struct PairSpan {
+    int64_t first, last, beyond;
+
+    PairSpan(const Conv2dParams& p, int64_t width, int64_t count) {
+        const int64_t s = p.stride_w, pad = p.pad_w;
+        beyond = std::min(count, ceil_div(width + 2 * pad, s));
+        first = std::min(beyond, ceil_div(pad, s));
+        const int64_t span = width - 2 + pad;  // s (last - 1) <= span
+        last = span < 0 ? first : std::max(first, std::min(beyond, span / s + 1));
+    }
+};
 
 class Conv2dInt8Depthwise final : public Conv2dKernel {
  public:
@@ -71,13 +90,15 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Shape& xs = *io.input_shapes[0];
-        const RowLayout layout(params_, (*io.output_shapes[0])[3]);
+        const Shape& ys = *io.output_shapes[0];
+        const RowLayout layout(params_, ys[3], ys[2] * ys[3]);
+        const PairSpan span(params_, xs[3], layout.pairs);
         pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
             const AlignedBytes workspace =
                 allocate_aligned(layout.bytes(params_), "depthwise conv2d workspace");
             std::fill(workspace.get(), workspace.get() + layout.bytes(params_), uint8_t{0});
             for (int64_t plane = begin; plane < end; ++plane) {
-                run_plane(io, layout, plane, workspace.get());
+                run_plane(io, layout, span, plane, workspace.get());
             }
         });
     }
@@ -106,21 +127,20 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
     }
 
     // Pairs of one padded input row (x_row: the input row, nullptr for a padding row) into a ring
-    // slot of `count`. Pair j reads columns s j - pad_w and s j + 1 - pad_w: both inside the row
-    // for j in [first, last). Outputs below out_w read columns below width + pad_w only (and one
-    // more with a zero weight), so the pairs from `beyond` on, which start at or past it, feed only
-    // vector lanes the epilogue drops: they keep whatever the slot holds (zeros at first).
-    void pack_row(const int8_t* x_row, int64_t width, int64_t count, int32_t* pairs) const {
+    // slot (PairSpan's `count` pairs). Pair j reads columns s j - pad_w and s j + 1 - pad_w: both
+    // inside the row for j in [first, last). Outputs below out_w read columns below width + pad_w
+    // only (and one more with a zero weight), so the pairs from `beyond` on, which start at or past
+    // it, feed only vector lanes the epilogue drops: they keep whatever the slot holds (zeros at
+    // first).
+    void pack_row(const int8_t* x_row, int64_t width, const PairSpan& span,
+                  int32_t* pairs) const {
         const int64_t s = params_.stride_w, pad = params_.pad_w;
         const int8_t z = static_cast<int8_t>(constants_.input_zero_point);
-        const int64_t beyond = std::min(count, ceil_div(width + 2 * pad, s));
+        const int64_t first = span.first, last = span.last, beyond = span.beyond;
         if (x_row == nullptr) {
             std::fill(pairs, pairs + beyond, int16_pair(z, z));
             return;
         }
-        const int64_t first = std::min(beyond, ceil_div(pad, s));
-        const int64_t span = width - 2 + pad;  // s (last - 1) <= span
-        const int64_t last = span < 0 ? first : std::max(first, std::min(beyond, span / s + 1));
         if (last > first) {
             pack_pairs_(x_row + s * first - pad, last - first, s, pairs + first);
         }
@@ -135,7 +155,7 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
         }
     }
 
-    void run_plane(const NodeIO& io, const RowLayout& layout, int64_t plane,
+    void run_plane(const NodeIO& io, const RowLayout& layout, const PairSpan& span, int64_t plane,
                    uint8_t* workspace) const {
         const Conv2dParams& p = params_;
         const Shape& xs = *io.input_shapes[0];
@@ -157,7 +177,7 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
             const int64_t top = s * oy;
             for (; next_row < top + k; ++next_row) {
                 const int64_t iy = next_row - p.pad_h;
-                pack_row(iy >= 0 && iy < height ? x + iy * width : nullptr, width, layout.pairs,
+                pack_row(iy >= 0 && iy < height ? x + iy * width : nullptr, width, span,
                          ring + next_slot * layout.pairs);
                 next_slot = next_slot + 1 == k ? 0 : next_slot + 1;
             }
@@ -167,10 +187,9 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
                 const int64_t slot = next_slot + ky;
                 rows[ky] = ring + (slot < k ? slot : slot - k) * layout.pairs;
             }
-            row_(rows, weight_pairs_.data() + c * k * ((k + 1) / 2), out_w, acc);
-            requantize_.channel(acc, out_w, acc_init_[c], q.multiplier[c], q.shift[c], out,
-                                y + oy * out_w);
+            row_(rows, weight_pairs_.data() + c * k * ((k + 1) / 2), out_w, acc + oy * out_w);
         }
+        requantize_.channel(acc, out_h * out_w, acc_init_[c], q.multiplier[c], q.shift[c], out, y);
     }
 
     void (*const pack_pairs_)(const int8_t* x, int64_t count, int64_t stride, int32_t* pairs);

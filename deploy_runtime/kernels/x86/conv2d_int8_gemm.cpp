@@ -11,10 +11,13 @@
 // reference. Integer sums do not depend on their order, so neither the blocking nor the threads
 // change a byte.
 //
-// Work: the output pixels of each (sample, group) plane are cut into blocks whose packed
-// activations fit kBlockBytes (L2). A block is one thread-pool task: it packs its activations once
-// (im2col and the micro-kernel's layout in one pass), then runs every output-channel tile of the
-// group over them, requantizing each tile as it comes out.
+// Work: where the conv pads, each input channel plane is first copied once into a padded plane (z
+// around it), so that im2col rows are plain copies (strided at stride 2) with no bounds and no
+// divisions: they run for every k of every block. The output pixels of each
+// (sample, group) plane are then cut into blocks whose packed activations fit kBlockBytes (L2). A
+// block is one thread-pool task: it packs its activations once (im2col and the micro-kernel's
+// layout in one pass), then runs every output-channel tile of the group over them, requantizing
+// each tile as it comes out.
 #include <emmintrin.h>
 
 #include <algorithm>
@@ -71,38 +74,60 @@ size_t workspace_bytes(const Conv2dParams& p, const Int8GemmUkernel& u, int64_t 
     return make_blocking(p, u, plane_pixels, 1, 1).bytes_per_thread(p, u);
 }
 
-// Row k = (ic, ky, kx) of the im2col matrix over output pixels [begin, begin + count): the input
-// value tap (ky, kx) reads for each pixel, or z where it reads padding.
-void im2col_row(const int8_t* plane, int64_t height, int64_t width, int64_t out_w,
-                const Conv2dParams& p, int64_t ky, int64_t kx, int64_t begin, int64_t count,
-                int8_t z, int8_t* out) {
-    for (int64_t pixel = begin, end = begin + count; pixel < end;) {
-        const int64_t oy = pixel / out_w, ox = pixel % out_w;
-        const int64_t len = std::min(out_w - ox, end - pixel);
-        const int64_t iy = oy * p.stride_h - p.pad_h + ky * p.dilation_h;
-        if (iy < 0 || iy >= height) {
-            std::memset(out, z, size_t(len));
+// The input planes with pad_h rows and pad_w columns of z around each: [N * C][height][width]. The
+// input itself where the conv does not pad; else `bytes` holds them.
+struct PaddedInput {
+    int64_t height, width;  // padded
+    const int8_t* planes;
+    AlignedBytes bytes;
+};
+
+// One channel plane of x (height x width) into its padded plane.
+void pad_plane(const int8_t* x, int64_t height, int64_t width, const Conv2dParams& p, int8_t z,
+               int8_t* dst) {
+    const int64_t padded_w = width + 2 * p.pad_w;
+    std::memset(dst, z, size_t(p.pad_h * padded_w));
+    dst += p.pad_h * padded_w;
+    for (int64_t iy = 0; iy < height; ++iy, dst += padded_w) {
+        std::memset(dst, z, size_t(p.pad_w));
+        std::memcpy(dst + p.pad_w, x + iy * width, size_t(width));
+        std::memset(dst + p.pad_w + width, z, size_t(p.pad_w));
+    }
+    std::memset(dst, z, size_t(p.pad_h * padded_w));
+}
+
+// Row k = (ic, ky, kx) of the im2col matrix over output pixels [begin, begin + count): the value
+// tap (ky, kx) reads in the padded plane of channel ic for each pixel.
+void im2col_row(const int8_t* padded, int64_t padded_w, int64_t out_w, const Conv2dParams& p,
+                int64_t ky, int64_t kx, int64_t begin, int64_t count, int8_t* out) {
+    const int64_t sw = p.stride_w;
+    int64_t oy = begin / out_w, ox = begin % out_w;
+    for (int64_t left = count; left > 0; ++oy, ox = 0) {
+        const int64_t len = std::min(out_w - ox, left);
+        const int8_t* src =
+            padded + (oy * p.stride_h + ky * p.dilation_h) * padded_w + ox * sw + kx * p.dilation_w;
+        if (sw == 1) {
+            std::memcpy(out, src, size_t(len));
         } else {
-            // Input column ix0 + i * stride_w lies in [0, width) for i in [lo, hi).
-            const int8_t* row = plane + iy * width;
-            const int64_t ix0 = ox * p.stride_w - p.pad_w + kx * p.dilation_w;
-            const int64_t lo = std::min(len, ix0 < 0 ? ceil_div(-ix0, p.stride_w) : 0);
-            const int64_t hi =
-                std::max(lo, std::min(len, ix0 < width ? ceil_div(width - ix0, p.stride_w) : 0));
-            std::memset(out, z, size_t(lo));
-            if (p.stride_w == 1) {
-                if (hi > lo) {  // else row + ix0 + lo may lie outside the row
-                    std::memcpy(out + lo, row + ix0 + lo, size_t(hi - lo));
-                }
-            } else {
-                for (int64_t i = lo; i < hi; ++i) {
-                    out[i] = row[ix0 + i * p.stride_w];
+            int64_t i = 0;
+            if (sw == 2) {  // the even bytes of 32, all before the last tap
+                const __m128i vlow = _mm_set1_epi16(0xFF);
+                for (; i + 16 < len; i += 16) {
+                    const __m128i va =
+                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+                    const __m128i vb =
+                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i + 16));
+                    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                                     _mm_packus_epi16(_mm_and_si128(va, vlow),
+                                                      _mm_and_si128(vb, vlow)));
                 }
             }
-            std::memset(out + hi, z, size_t(len - hi));
+            for (; i < len; ++i) {
+                out[i] = src[i * sw];
+            }
         }
         out += len;
-        pixel += len;
+        left -= len;
     }
 }
 
@@ -112,27 +137,31 @@ void im2col_row(const int8_t* plane, int64_t height, int64_t width, int64_t out_
 void pack_quad(const int8_t* const rows[4], int64_t count, int nr, int64_t tile_bytes,
                uint8_t* dst) {
     const __m128i vflip = _mm_set1_epi8(-128);
-    const int64_t padded = ceil_div(count, nr) * nr;
-    for (int64_t i = 0; i < padded; i += 16) {
-        __m128i vrow[4];
-        for (int j = 0; j < 4; ++j) {
-            if (i + 16 <= count) {
-                vrow[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + i));
-            } else {
-                int8_t tail[16] = {};
-                std::memcpy(tail, rows[j] + i, size_t(std::max<int64_t>(0, count - i)));
-                vrow[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tail));
-            }
-        }
-        const __m128i v01lo = _mm_unpacklo_epi8(vrow[0], vrow[1]);
-        const __m128i v01hi = _mm_unpackhi_epi8(vrow[0], vrow[1]);
-        const __m128i v23lo = _mm_unpacklo_epi8(vrow[2], vrow[3]);
-        const __m128i v23hi = _mm_unpackhi_epi8(vrow[2], vrow[3]);
+    const auto pack16 = [&](int64_t i, __m128i vrow0, __m128i vrow1, __m128i vrow2,
+                            __m128i vrow3) {
+        const __m128i v01lo = _mm_unpacklo_epi8(vrow0, vrow1);
+        const __m128i v01hi = _mm_unpackhi_epi8(vrow0, vrow1);
+        const __m128i v23lo = _mm_unpacklo_epi8(vrow2, vrow3);
+        const __m128i v23hi = _mm_unpackhi_epi8(vrow2, vrow3);
         __m128i* out = reinterpret_cast<__m128i*>(dst + (i / nr) * tile_bytes + (i % nr) * 4);
         _mm_storeu_si128(out + 0, _mm_xor_si128(_mm_unpacklo_epi16(v01lo, v23lo), vflip));
         _mm_storeu_si128(out + 1, _mm_xor_si128(_mm_unpackhi_epi16(v01lo, v23lo), vflip));
         _mm_storeu_si128(out + 2, _mm_xor_si128(_mm_unpacklo_epi16(v01hi, v23hi), vflip));
         _mm_storeu_si128(out + 3, _mm_xor_si128(_mm_unpackhi_epi16(v01hi, v23hi), vflip));
+    };
+    const auto load = [](const int8_t* row) {
+        return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row));
+    };
+    int64_t i = 0;
+    for (; i + 16 <= count; i += 16) {  // whole vectors stay in registers
+        pack16(i, load(rows[0] + i), load(rows[1] + i), load(rows[2] + i), load(rows[3] + i));
+    }
+    for (const int64_t padded = ceil_div(count, nr) * nr; i < padded; i += 16) {
+        int8_t tail[4][16] = {};
+        for (int j = 0; j < 4; ++j) {
+            std::memcpy(tail[j], rows[j] + i, size_t(std::max<int64_t>(0, count - i)));
+        }
+        pack16(i, load(tail[0]), load(tail[1]), load(tail[2]), load(tail[3]));
     }
 }
 
@@ -156,10 +185,26 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
         const int64_t plane_pixels = ys[2] * ys[3];
         const Blocking b = make_blocking(params_, ukernel_, plane_pixels, planes, pool.threads());
         const size_t bytes = workspace_bytes(params_, ukernel_, plane_pixels);
+        const int8_t* x = io.input<int8_t>(0);
+        PaddedInput padded{xs[2] + 2 * params_.pad_h, xs[3] + 2 * params_.pad_w, x, nullptr};
+        if (params_.pad_h != 0 || params_.pad_w != 0) {
+            const int64_t padded_plane = padded.height * padded.width;
+            padded.bytes =
+                allocate_aligned(size_t(xs[0] * xs[1] * padded_plane), "conv2d padded input");
+            int8_t* dst = reinterpret_cast<int8_t*>(padded.bytes.get());
+            padded.planes = dst;
+            const int8_t z = static_cast<int8_t>(constants_.input_zero_point);
+            pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
+                for (int64_t c = begin; c < end; ++c) {
+                    pad_plane(x + c * xs[2] * xs[3], xs[2], xs[3], params_, z,
+                              dst + c * padded_plane);
+                }
+            });
+        }
         pool.parallel_for(planes * b.blocks_per_plane, [&](int64_t begin, int64_t end) {
             const AlignedBytes workspace = allocate_aligned(bytes, "conv2d workspace");
             for (int64_t task = begin; task < end; ++task) {
-                run_block(io, b, task, workspace.get());
+                run_block(io, padded, b, task, workspace.get());
             }
         });
     }
@@ -189,11 +234,12 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
         }
     }
 
-    void run_block(const NodeIO& io, const Blocking& b, int64_t task, uint8_t* workspace) const {
+    void run_block(const NodeIO& io, const PaddedInput& padded, const Blocking& b, int64_t task,
+                   uint8_t* workspace) const {
         const Conv2dParams& p = params_;
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
-        const int64_t height = xs[2], width = xs[3], out_w = ys[3];
+        const int64_t out_w = ys[3];
         const int64_t plane_pixels = ys[2] * out_w;
         const int64_t plane = task / b.blocks_per_plane;
         const int64_t n = plane / p.groups, group = plane % p.groups;
@@ -203,8 +249,9 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
         int32_t* c = reinterpret_cast<int32_t*>(workspace);
         uint8_t* packed = workspace + b.c_bytes(ukernel_);
         int8_t* im2col = reinterpret_cast<int8_t*>(packed + b.tiles_per_block * b.tile_bytes);
-        const int8_t* x =
-            io.input<int8_t>(0) + (n * xs[1] + group * p.group_in_channels) * height * width;
+        const int64_t padded_plane = padded.height * padded.width;
+        const int8_t* x_padded =
+            padded.planes + (n * xs[1] + group * p.group_in_channels) * padded_plane;
         const int64_t taps = p.kernel_h * p.kernel_w;
         const int64_t k_count = p.products_per_output();
         for (int64_t q = 0; q < quads_; ++q) {
@@ -213,12 +260,11 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
                 if (k >= k_count) {
                     rows[j] = rows[j - 1];  // its weights are 0: any bytes will do
                 } else if (p.pointwise()) {
-                    rows[j] = x + k * height * width + begin;
+                    rows[j] = x_padded + k * padded_plane + begin;  // no padding: the input
                 } else {
                     int8_t* row = im2col + j * b.tiles_per_block * ukernel_.nr;
-                    im2col_row(x + k / taps * height * width, height, width, out_w, p,
-                               k % taps / p.kernel_w, k % p.kernel_w, begin, count,
-                               static_cast<int8_t>(constants_.input_zero_point), row);
+                    im2col_row(x_padded + k / taps * padded_plane, padded.width, out_w, p,
+                               k % taps / p.kernel_w, k % p.kernel_w, begin, count, row);
                     rows[j] = row;
                 }
             }
