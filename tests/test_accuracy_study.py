@@ -15,3 +15,15 @@ def test_accuracy_study_smoke_run_writes_every_row(tmp_path):
     assert all(line.endswith("| 100 / 100 |") for line in rows), "a row is not byte-identical"
     assert "| torch.ao PTQ |" in text and "| torch.ao QAT |" in text
     assert "✅ every qtk row byte-identical" in text
+
+
+def test_a_limited_run_replaces_only_its_own_sections(tmp_path):
+    out = tmp_path / "accuracy.md"
+    old = "## ShuffleNetV2 x0.5 on MNIST 5k (4,000 training / 1,000 test images)\n\nold table\n"
+    out.write_text("# Accuracy study\n\nold intro\n\n" + old)
+    accuracy_study.write_document(str(out), [
+        "## small CNN on MNIST 5k (10 training / 5 test images)\n\nnew table\n"])
+    text = out.read_text()
+    assert text.startswith("\n".join(accuracy_study.INTRO))
+    assert text.index("## small CNN on MNIST 5k") < text.index("## ShuffleNetV2 x0.5 on MNIST 5k")
+    assert "old table" in text and "new table" in text and "old intro" not in text
