@@ -93,7 +93,8 @@ class Session:
                        f"{x.dtype}")
 
 
-def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False, arena=None):
+def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False, arena=None,
+         optimize_graph=True):
     """Load a ``.qmodel`` from a path or from ``bytes`` and open a :class:`Session` on it.
 
     The file is validated completely before anything runs; a malformed file raises
@@ -109,9 +110,11 @@ def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False, ar
         profile: time every node of every run (:meth:`Session.profile`).
         arena: a :class:`Arena` shared with other sessions that run one after another (never at
             the same time), so their activations need the largest plan, not the sum.
+        optimize_graph: run the runtime's graph passes (residual adds fused into the convs
+            before them). They change no byte; ``False`` runs the file's nodes one by one.
     """
     options = dict(fast_run=fast_run or "off", fast_run_cache=os.fspath(fast_run_cache or ""),
-                   fast_run_threads=threads)
+                   fast_run_threads=threads, optimize_graph=optimize_graph)
     if isinstance(model, (bytes, bytearray, memoryview)):
         loaded = _C.Model.from_bytes(bytes(model), **options)
     else:

@@ -31,6 +31,7 @@ def qat_convert(model, size, steps=2):
 
 
 def check_byte_identical(quantized, size, batches):
+    """Runtime (its graph passes on, as users run it) against the Quantized reference."""
     session = qtk.runtime.load(qtk.export(quantized, torch.randn(1, 3, size, size)), threads=2)
     compared = 0
     for batch in batches:
@@ -50,6 +51,19 @@ def test_torchvision_model_at_224_is_byte_identical(name):
     torch.manual_seed(0)
     quantized = qat_convert(getattr(torchvision.models, name)(), 224)
     assert check_byte_identical(quantized, 224, batches=[1, 1, 1, 1, 4]) >= 8
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_residual_adds_fuse_into_convs(name):
+    """Every residual add of these models becomes its conv's epilogue (the runtime's graph pass);
+    the test above holds the fused model byte-identical."""
+    torch.manual_seed(0)
+    quantized = qat_convert(getattr(torchvision.models, name)(num_classes=10), 32, steps=1)
+    qmodel = qtk.export(quantized, torch.randn(1, 3, 32, 32))
+    unfused = qtk.runtime.load(qmodel, optimize_graph=False).model.op_names
+    fused = qtk.runtime.load(qmodel).model.op_names
+    assert unfused.count("add") > 0 and "add" not in fused
+    assert len(fused) == len(unfused) - unfused.count("add")
 
 
 @pytest.mark.parametrize("name", ["mobilenet_v3_large", "mnasnet0_5", "regnet_x_400mf"])

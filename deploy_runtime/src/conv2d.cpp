@@ -8,9 +8,12 @@ constexpr int64_t kMaxAttr = (int64_t{1} << 31) - 1;
 }  // namespace
 
 Conv2dParams read_conv2d_params(const NodeView& node, DType dtype, DType bias_dtype) {
-    node.expect_input_count(3);
+    node.expect_input_count(dtype == DType::kInt8 && node.input_count() == 4 ? 4 : 3);
     node.expect_output_count(1);
     node.activation_input(0, dtype);
+    if (node.input_count() == 4) {
+        node.activation_input(3, dtype);
+    }
     const Value& weight = node.constant_input(1, "weight", dtype, 4);
     node.expect_bias_for(node.constant_input(2, "bias", bias_dtype, 1), weight);
     node.output(0, dtype);
@@ -37,7 +40,6 @@ Conv2dParams read_conv2d_params(const NodeView& node, DType dtype, DType bias_dt
 }
 
 Conv2dInt8Constants::Conv2dInt8Constants(const NodeView& node, const Conv2dParams& params) {
-    node.expect_attrs({"stride", "padding", "dilation", "groups", "multiplier", "shift", "clamp"});
     const Value& x = node.activation_input(0, DType::kInt8);
     const Value& w = node.constant_input(1, "weight", DType::kInt8, 4);
     const Value& b = node.constant_input(2, "bias", DType::kInt32, 1);
@@ -51,7 +53,27 @@ Conv2dInt8Constants::Conv2dInt8Constants(const NodeView& node, const Conv2dParam
     check_narrow_range_weights(node, w);
     check_accumulator_range(node, bias, params.products_per_output());
     input_zero_point = x.zero_point;
-    output_zero_point = y.zero_point;
+    has_residual = node.input_count() == 4;
+    if (!has_residual) {
+        node.expect_attrs(
+            {"stride", "padding", "dilation", "groups", "multiplier", "shift", "clamp"});
+        output_zero_point = y.zero_point;
+        return;
+    }
+    node.expect_attrs({"stride", "padding", "dilation", "groups", "multiplier", "shift", "clamp",
+                       "conv_zero_point", "add_multiplier", "add_shift", "add_clamp"});
+    output_zero_point =
+        static_cast<int32_t>(node.int_scalar("conv_zero_point", arith::kInt8Min, arith::kInt8Max));
+    const std::vector<int32_t> add_multiplier = node.multipliers("add_multiplier", 2);
+    const ClampRange add_clamp = node.clamp("add_clamp");
+    residual = {output_zero_point,
+                add_multiplier[0],
+                node.activation_input(3, DType::kInt8).zero_point,
+                add_multiplier[1],
+                node.shifts("add_shift", 1)[0],
+                y.zero_point,
+                add_clamp.lo,
+                add_clamp.hi};
 }
 
 std::vector<Shape> Conv2dKernel::infer_shapes(const std::vector<Shape>& inputs) const {
@@ -70,7 +92,12 @@ std::vector<Shape> Conv2dKernel::infer_shapes(const std::vector<Shape>& inputs) 
         fail("input " + to_string(x) + " is smaller than the dilated kernel " +
              std::to_string(p.kernel_h) + "x" + std::to_string(p.kernel_w) + " with padding");
     }
-    return {{x[0], p.out_channels, out_h, out_w}};
+    Shape y = {x[0], p.out_channels, out_h, out_w};
+    if (inputs.size() == 4 && inputs[3] != y) {
+        fail("the fused residual has shape " + to_string(inputs[3]) + ", the conv computes " +
+             to_string(y));
+    }
+    return {std::move(y)};
 }
 
 bool fits_any_conv2d(const Conv2dParams&) { return true; }

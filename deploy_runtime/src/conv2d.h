@@ -28,9 +28,22 @@ struct Conv2dParams {
     }
 };
 
-// Checks x, weight, bias [O] and y (activations and weight of `dtype`) and reads the window
-// attributes; errors name the node.
+// Checks x, weight, bias [O], the fused residual of an int8 conv (input 3, optional) and y
+// (activations and weight of `dtype`) and reads the window attributes; errors name the node.
 Conv2dParams read_conv2d_params(const NodeView& node, DType dtype, DType bias_dtype);
+
+// The int8 add (spec 3) that the runtime's graph pass (graph_passes.h) fused into the conv before
+// it: y = add(conv result, residual), the conv result never stored. Operands in that order.
+struct ResidualAdd {
+    int32_t conv_zero_point, conv_multiplier, residual_zero_point, residual_multiplier, shift;
+    int32_t zero_point, lo, hi;  // of the output
+
+    int8_t apply(int8_t conv, int8_t residual) const {
+        return arith::rescale_add(conv, conv_zero_point, conv_multiplier, residual,
+                                  residual_zero_point, residual_multiplier, shift, zero_point, lo,
+                                  hi);
+    }
+};
 
 // The checked constants and requantization of an int8 conv2d node (spec 4).
 struct Conv2dInt8Constants {
@@ -44,10 +57,13 @@ struct Conv2dInt8Constants {
     const int8_t* weight;  // [O, C/groups, kh, kw], narrow range, owned by the model
     std::vector<int32_t> bias, multiplier, shift;
     ClampRange clamp;
-    int32_t input_zero_point, output_zero_point;
+    int32_t input_zero_point, output_zero_point;  // output: of the conv result, before any residual
+    bool has_residual = false;  // input 3, added to the conv result by `residual`
+    ResidualAdd residual{};
 };
 
-// The base of every conv2d kernel: the output shapes of spec 4 for an NCHW input.
+// The base of every conv2d kernel: the output shapes of spec 4 for an NCHW input (and a fused
+// residual of the output's shape).
 class Conv2dKernel : public OpKernel {
  public:
     Conv2dKernel(const NodeView& node, const Conv2dParams& params)

@@ -12,6 +12,7 @@
 #include "aligned_buffer.h"
 #include "crc32.h"
 #include "fast_run.h"
+#include "graph_passes.h"
 #include "graph.h"
 #include "op_kernel.h"
 #include "op_registry.h"
@@ -569,6 +570,9 @@ std::unique_ptr<Model::Impl> parse_model(std::shared_ptr<const uint8_t> bytes, s
     const Header header = read_header(bytes.get(), size);
     impl->graph = read_graph(bytes.get(), header);
     check_graph(impl->graph);
+    if (options.optimize_graph) {
+        fuse_residual_adds(impl->graph);
+    }
     if (options.fast_run_threads < 1) {
         throw Error("LoadOptions.fast_run_threads must be >= 1, got " +
                     std::to_string(options.fast_run_threads));

@@ -52,9 +52,12 @@ void set_env(const char* key, const char* value) {
 }
 
 #if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
-// c = a . b by the contract of int8_gemm.h, for every micro-kernel this CPU runs, over quad counts
-// around the unrolling, with random and extreme values.
+// c = a . b by the contract of int8_gemm.h, for every micro-kernel this CPU runs: the packed GEMM
+// operand (one inner offset) over quad counts around the unrolling, and B read in place as the
+// direct conv does (several unaligned inner offsets, outer strides, a wider c row stride), with
+// random and extreme values.
 void test_ukernels() {
+    using qtk::detail::Int8GemmB;
     using qtk::detail::Int8GemmUkernel;
     struct Entry {
         const char* name;
@@ -76,6 +79,9 @@ void test_ukernels() {
         {"8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, &qtk::detail::kInt8Gemm8x32c4Avx512Vnni},
 #endif
     };
+    // {outer count, inner count}: inner 1 is the packed operand.
+    const int64_t layouts[][2] = {{1, 1}, {2, 1}, {3, 1}, {7, 1}, {16, 1}, {145, 1},
+                                  {1, 9}, {2, 9}, {5, 3}, {16, 9}, {3, 25}};
     Rng rng(7);
     for (const Entry& e : entries) {
         if (!cpu_supports(e.isa)) {
@@ -83,10 +89,23 @@ void test_ukernels() {
             continue;
         }
         const Int8GemmUkernel& u = *e.ukernel;
-        for (int64_t quads : {1, 2, 3, 7, 16, 145}) {
+        for (const auto& layout : layouts) {
+            const int64_t outer = layout[0], inner = layout[1], quads = outer * inner;
+            const int64_t quad_bytes = u.nr * 4;
+            // Packed: quads back to back. In place: each outer step holds its quads at random
+            // byte offsets within a span of 2 * inner quads (overlapping, as conv taps do).
+            std::vector<int64_t> offsets(size_t(inner), 0);
+            int64_t outer_stride = quad_bytes;
+            if (inner > 1) {
+                outer_stride = 2 * inner * quad_bytes + 3;
+                for (int64_t& offset : offsets) {
+                    offset = rng.uniform(0, (2 * inner - 1) * quad_bytes);
+                }
+            }
+            const int64_t c_stride = inner > 1 ? u.nr + 5 : u.nr;
             for (int fill = 0; fill < 3; ++fill) {  // random, then the two extremes
                 std::vector<int8_t> a(size_t(quads * u.mr * 4));
-                std::vector<uint8_t> b(size_t(quads * u.nr * 4));
+                std::vector<uint8_t> b(size_t(outer * outer_stride + 2 * inner * quad_bytes));
                 for (int8_t& v : a) {
                     v = static_cast<int8_t>(fill == 0   ? rng.uniform(-127, 127)
                                             : fill == 1 ? 127
@@ -95,22 +114,31 @@ void test_ukernels() {
                 for (uint8_t& v : b) {
                     v = static_cast<uint8_t>(fill == 0 ? rng.uniform(0, 255) : 255);
                 }
-                std::vector<int32_t> c(size_t(u.mr * u.nr), 0x5a5a5a5a);
-                u.run(quads, a.data(), b.data(), c.data());
+                std::vector<int32_t> c(size_t(u.mr * c_stride), 0x5a5a5a5a);
+                u.run(a.data(), Int8GemmB{b.data(), outer, outer_stride, inner, offsets.data()},
+                      c.data(), c_stride);
                 for (int r = 0; r < u.mr; ++r) {
-                    for (int j = 0; j < u.nr; ++j) {
-                        int64_t sum = 0;
-                        for (int64_t k = 0; k < quads * 4; ++k) {
-                            sum += int64_t{a[size_t((k / 4 * u.mr + r) * 4 + k % 4)]} *
-                                   b[size_t((k / 4 * u.nr + j) * 4 + k % 4)];
+                    for (int j = 0; j < c_stride; ++j) {
+                        int64_t want = 0x5a5a5a5a;  // between rows: untouched
+                        if (j < u.nr) {
+                            want = 0;
+                            for (int64_t q = 0; q < quads; ++q) {
+                                const uint8_t* bq = b.data() + q / inner * outer_stride +
+                                                    offsets[size_t(q % inner)];
+                                for (int i = 0; i < 4; ++i) {
+                                    want += int64_t{a[size_t((q * u.mr + r) * 4 + i)]} *
+                                            bq[j * 4 + i];
+                                }
+                            }
                         }
-                        if (c[size_t(r * u.nr + j)] != sum) {
+                        if (c[size_t(r * c_stride + j)] != want) {
                             qtk_test::report_failure(
                                 __FILE__, __LINE__,
-                                std::string(e.name) + " quads " + std::to_string(quads) + " c[" +
-                                    std::to_string(r) + "][" + std::to_string(j) + "] is " +
-                                    std::to_string(c[size_t(r * u.nr + j)]) + ", expected " +
-                                    std::to_string(sum));
+                                std::string(e.name) + " outer " + std::to_string(outer) +
+                                    " inner " + std::to_string(inner) + " c[" + std::to_string(r) +
+                                    "][" + std::to_string(j) + "] is " +
+                                    std::to_string(c[size_t(r * c_stride + j)]) + ", expected " +
+                                    std::to_string(want));
                         }
                     }
                 }
@@ -248,11 +276,15 @@ struct BuiltCase {
     std::vector<uint8_t> bytes;
     std::vector<int8_t> x;  // batch 3
     Shape x_shape;          // batch 3
+    std::vector<int8_t> residual;  // batch 3, where an add follows the conv
+    Shape residual_shape;
 };
 
 // One conv2d node with random zero points, per-channel requantization aimed at the accumulator's
 // typical size (so outputs spread over the int8 range), and sometimes a ReLU clamp. Extreme cases
-// take extreme weights and the largest bias the accumulator check allows.
+// take extreme weights and the largest bias the accumulator check allows. A third of the cases add
+// a second input to the conv's output (an add the graph pass fuses into the conv's epilogue), with
+// the operands in either order.
 BuiltCase build(const ConvCase& cc, uint64_t seed) {
     Rng rng(seed);
     const int64_t per_group = cc.in / cc.groups;
@@ -288,8 +320,29 @@ BuiltCase build(const ConvCase& cc, uint64_t seed) {
     b.node("conv2d", "conv", {x, w, bi}, {y}, attrs);
     b.inputs = {x};
     b.outputs = {y};
+    const Shape y_shape = {3, cc.out, cc.out_h(), cc.out_w()};
+    const bool residual = rng.uniform(0, 2) == 0;
+    if (residual) {
+        const uint32_t r = b.activation("r", {1, cc.out, cc.out_h(), cc.out_w()}, 0.07f,
+                                        static_cast<int32_t>(rng.uniform(-128, 127)));
+        const int32_t zs = static_cast<int32_t>(rng.uniform(-128, 127));
+        const uint32_t sum = b.activation("sum", {1, cc.out, cc.out_h(), cc.out_w()}, 0.13f, zs);
+        const auto add = qtk_test::rescale_multipliers({0.1, 0.07}, 0.13);
+        const bool conv_first = rng.uniform(0, 1) == 0;
+        b.node("add", "add", conv_first ? std::vector<uint32_t>{y, r} : std::vector<uint32_t>{r, y},
+               {sum},
+               {AttrSpec("multiplier", conv_first ? add.first
+                                                  : std::vector<int64_t>{add.first[1],
+                                                                         add.first[0]}),
+                AttrSpec("shift", {add.second}), AttrSpec("clamp", {relu ? zs : -128, 127})});
+        b.inputs = {x, r};
+        b.outputs = {sum};
+    }
 
-    BuiltCase built{b.build(), {}, {3, cc.in, cc.height, cc.width}};
+    BuiltCase built{b.build(), {}, {3, cc.in, cc.height, cc.width}, {}, y_shape};
+    if (residual) {
+        built.residual = rng.int8s(size_t(3 * cc.out * cc.out_h() * cc.out_w()));
+    }
     const size_t x_count = size_t(3 * cc.in * cc.height * cc.width);
     built.x = cc.fill == Fill::kRandom   ? rng.int8s(x_count)
               : cc.fill == Fill::kLowest ? std::vector<int8_t>(x_count, -128)
@@ -297,14 +350,21 @@ BuiltCase build(const ConvCase& cc, uint64_t seed) {
     return built;
 }
 
-// Loads the model under QTK_CONV_ALGO=algo and runs `batch` samples of the case's input.
-std::vector<int8_t> run(const BuiltCase& c, const char* algo, int threads, int64_t batch) {
+// Loads the model under QTK_CONV_ALGO=algo and runs `batch` samples of the case's input;
+// `optimize_graph` false keeps a following add a node of its own.
+std::vector<int8_t> run(const BuiltCase& c, const char* algo, int threads, int64_t batch,
+                        bool optimize_graph = true) {
     set_env("QTK_CONV_ALGO", algo);
-    const auto model = qtk::Model::from_bytes(c.bytes.data(), c.bytes.size());
+    qtk::LoadOptions options;
+    options.optimize_graph = optimize_graph;
+    const auto model = qtk::Model::from_bytes(c.bytes.data(), c.bytes.size(), options);
     qtk::Session session(model, {threads});
-    Shape shape = c.x_shape;
-    shape[0] = batch;
-    return session.run({c.x.data()}, {shape})[0].data;
+    Shape shape = c.x_shape, residual_shape = c.residual_shape;
+    shape[0] = residual_shape[0] = batch;
+    if (c.residual.empty()) {
+        return session.run({c.x.data()}, {shape})[0].data;
+    }
+    return session.run({c.x.data(), c.residual.data()}, {shape, residual_shape})[0].data;
 }
 
 // The algorithms other than the reference that this CPU runs.
@@ -336,6 +396,11 @@ void check_case(const ConvCase& cc, const std::vector<const Conv2dAlgo*>& algos)
     const BuiltCase c = build(cc, 1000 + uint64_t(g_cases));
     const std::vector<int8_t> want = run(c, "conv2d_int8_reference", 1, 3);
     const std::vector<int8_t> want_first(want.begin(), want.begin() + want.size() / 3);
+    if (!c.residual.empty() && run(c, "conv2d_int8_reference", 1, 3, false) != want) {
+        qtk_test::report_failure(__FILE__, __LINE__,
+                                 "the reference with its add fused differs from conv then add "
+                                 "on " + cc.describe());
+    }
     for (const Conv2dAlgo* algo : algos) {
         if (!algo->fits(cc.params())) {
             continue;
@@ -426,6 +491,59 @@ void test_against_reference() {
         cc.width = k[3];
         cc.in = 5;
         cc.out = 9;
+        check_case(cc, algos);
+    }
+    // The direct conv's edges, kernel 3: output widths 1 to 35 and around 48 and 64 (its tiles of
+    // nr 16 and 32 run over a grid one phase plane wide, so junk columns and the tile tails move
+    // with the width), stride 1 and 2, padding 0 to 2, 1 to 5 output rows, channel counts around
+    // the quads of 4 and the tiles of mr 2, 4, 8, groups 2, dilation 2 and extreme values
+    // now and then.
+    {
+        const int64_t in_channels[] = {1, 3, 4, 5, 7, 9, 17};
+        const int64_t out_channels[] = {1, 2, 7, 8, 9, 17, 33};
+        std::vector<int64_t> out_widths;
+        for (int64_t w = 1; w <= 35; ++w) {
+            out_widths.push_back(w);
+        }
+        for (int64_t w : {47, 48, 49, 63, 64, 65}) {
+            out_widths.push_back(w);
+        }
+        int index = 0;
+        for (int64_t stride : {1, 2}) {
+            for (int64_t pad : {0, 1, 2}) {
+                for (int64_t out_w : out_widths) {
+                    ConvCase cc;
+                    cc.sh = cc.sw = stride;
+                    cc.ph = cc.pw = pad;
+                    cc.dh = cc.dw = index % 7 == 3 ? 2 : 1;
+                    const int64_t out_h = 1 + index % 5;
+                    cc.width = (out_w - 1) * stride + cc.dw * 2 + 1 - 2 * pad;
+                    cc.height = (out_h - 1) * stride + cc.dh * 2 + 1 - 2 * pad + index % 2;
+                    cc.in = in_channels[index % 7];
+                    cc.out = out_channels[index * 3 % 7];
+                    if (index % 6 == 5) {
+                        cc.groups = 2;
+                        cc.in *= 2;
+                        cc.out *= 2;
+                    }
+                    cc.fill = index % 9 == 4 ? Fill::kLowest
+                              : index % 9 == 8 ? Fill::kHighest
+                                               : Fill::kRandom;
+                    if (cc.width >= 1 && cc.height >= 1) {
+                        check_case(cc, algos);
+                    }
+                    ++index;
+                }
+            }
+        }
+    }
+    // resnet's 3x3 layers, smaller: several blocks per plane, several tiles of every width.
+    for (int64_t stride : {1, 2}) {
+        ConvCase cc;
+        cc.in = 64;
+        cc.out = 40;
+        cc.sh = cc.sw = stride;
+        cc.height = cc.width = 28;
         check_case(cc, algos);
     }
     ConvCase multi_block_3x3;  // K 576: 448 pixels per block at nr 32

@@ -242,7 +242,8 @@ class PySession {
 };
 
 // fast_run: "off", "use" or "search" (see qtk::FastRun).
-qtk::LoadOptions load_options(const std::string& fast_run, const std::string& cache, int threads) {
+qtk::LoadOptions load_options(const std::string& fast_run, const std::string& cache, int threads,
+                              bool optimize_graph) {
     qtk::LoadOptions options;
     options.fast_run = fast_run == "off"      ? qtk::FastRun::kOff
                        : fast_run == "use"    ? qtk::FastRun::kUse
@@ -251,6 +252,7 @@ qtk::LoadOptions load_options(const std::string& fast_run, const std::string& ca
                                                                  "'search', got '" + fast_run + "'");
     options.fast_run_cache = cache;
     options.fast_run_threads = threads;
+    options.optimize_graph = optimize_graph;
     return options;
 }
 
@@ -268,24 +270,28 @@ PYBIND11_MODULE(_C, m) {
         .def_static(
             "load",
             [](const py::object& path, const std::string& fast_run, const std::string& cache,
-               int threads) {
+               int threads, bool optimize_graph) {
                 const std::string p =
                     py::module_::import("os").attr("fspath")(path).cast<std::string>();
-                return PyModel{qtk::Model::load(p, load_options(fast_run, cache, threads))};
+                return PyModel{
+                    qtk::Model::load(p, load_options(fast_run, cache, threads, optimize_graph))};
             },
             py::arg("path"), py::arg("fast_run") = "off", py::arg("fast_run_cache") = "",
-            py::arg("fast_run_threads") = 1,
+            py::arg("fast_run_threads") = 1, py::arg("optimize_graph") = true,
             "Loads (memory-maps) a .qmodel file (str or os.PathLike); QtkError names what is "
             "wrong with a bad file. fast_run 'use' or 'search' chooses each layer's algorithm by "
-            "Fast-Run with the cache file fast_run_cache, timing with fast_run_threads.")
+            "Fast-Run with the cache file fast_run_cache, timing with fast_run_threads. "
+            "optimize_graph=False skips the runtime's graph passes (fused residual adds).")
         .def_static(
             "from_bytes",
             [](const py::object& data, const std::string& fast_run, const std::string& cache,
-               int threads) {
-                return PyModel::from_bytes(data, load_options(fast_run, cache, threads));
+               int threads, bool optimize_graph) {
+                return PyModel::from_bytes(
+                    data, load_options(fast_run, cache, threads, optimize_graph));
             },
             py::arg("data"), py::arg("fast_run") = "off", py::arg("fast_run_cache") = "",
-            py::arg("fast_run_threads") = 1, "Loads a .qmodel from bytes (copied); as load().")
+            py::arg("fast_run_threads") = 1, py::arg("optimize_graph") = true,
+            "Loads a .qmodel from bytes (copied); as load().")
         .def_property_readonly(
             "algorithms", [](const PyModel& m) { return m.model->algorithms(); },
             "The algorithm serving each node, in execution order ('reference' for ops with one).")

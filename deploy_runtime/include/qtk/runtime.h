@@ -83,6 +83,9 @@ struct LoadOptions {
     // exists; kSearch rewrites it when it learned something. Empty: an in-memory search only.
     std::string fast_run_cache;
     int fast_run_threads = 1;  // time with the thread count the sessions will use
+    // The runtime's graph passes (src/graph_passes.h: residual adds fused into the convs before
+    // them). They change no output byte; off runs the file's nodes one by one, to compare.
+    bool optimize_graph = true;
 };
 
 class Model {

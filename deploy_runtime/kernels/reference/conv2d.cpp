@@ -1,6 +1,7 @@
 // conv2d, reference, with PyTorch's conv2d indexing (any stride, padding, dilation and groups),
 // NCHW:
-// - int8: docs/quantization_spec.md section 4, per-output-channel requantization;
+// - int8: docs/quantization_spec.md section 4, per-output-channel requantization, then the fused
+//   residual add of spec 3 where the graph pass put one (conv2d.h);
 // - float32: the float part of a mixed-precision model, summed in float32, optional bounds.
 // Both dtypes share the geometry and one loop; they differ in the accumulator and its epilogue.
 #include "conv2d.h"
@@ -17,8 +18,8 @@ class Conv2dReference : public Conv2dKernel {
         : Conv2dKernel(node, read_conv2d_params(node, dtype, bias_dtype)) {}
 
  protected:
-    // y[n, oc, oy, ox] = finish(oc, bias[oc] + sum (x - x_zero) * w) in the accumulator type Acc;
-    // padded positions add nothing.
+    // y[i] = finish(oc, bias[oc] + sum (x - x_zero) * w, i) in the accumulator type Acc, i the flat
+    // index of [n, oc, oy, ox]; padded positions add nothing.
     template <typename T, typename Acc, typename Finish>
     void convolve(const NodeIO& io, ThreadPool& pool, const T* weight, const Acc* bias, Acc x_zero,
                   const Finish& finish) const {
@@ -62,7 +63,8 @@ class Conv2dReference : public Conv2dKernel {
                                 }
                             }
                         }
-                        y_plane[oy * out_w + ox] = finish(oc, acc);
+                        const int64_t at = oy * out_w + ox;
+                        y_plane[at] = finish(oc, acc, plane * out_h * out_w + at);
                     }
                 }
             }
@@ -77,8 +79,12 @@ class Conv2dInt8Reference final : public Conv2dReference {
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Conv2dInt8Constants& c = constants_;
+        const int8_t* residual = c.has_residual ? io.input<int8_t>(3) : nullptr;
         convolve(io, pool, c.weight, c.bias.data(), c.input_zero_point,
-                 [&](int64_t oc, int32_t acc) { return c.requantize(oc, acc); });
+                 [&](int64_t oc, int32_t acc, int64_t at) {
+                     const int8_t conv = c.requantize(oc, acc);
+                     return residual ? c.residual.apply(conv, residual[at]) : conv;
+                 });
     }
 
  private:
@@ -99,7 +105,7 @@ class Conv2dFloat32Reference final : public Conv2dReference {
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         convolve(io, pool, weight_.data(), bias_.data(), 0.0f,
-                 [&](int64_t, float acc) { return bounds_.apply(acc); });
+                 [&](int64_t, float acc, int64_t) { return bounds_.apply(acc); });
     }
 
  private:

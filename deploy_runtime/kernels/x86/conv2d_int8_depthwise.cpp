@@ -1,6 +1,6 @@
 // conv2d int8, depthwise (groups = input = output channels), 3x3 and 5x5, stride 1 and 2, any
 // padding, dilation 1, on x86, NCHW (docs/quantization_spec.md section 4). The micro-kernels
-// (int8_dwconv.h) and the epilogue (int8_requantize.h) are per ISA; this file, built with the
+// (int8_dwconv.h) and the epilogue (conv2d_int8_epilogue.h) are per ISA; this file, built with the
 // baseline flags, pads and packs the input rows and cuts the work.
 //
 // Exact by construction. The micro-kernels sum x w over every tap, padding included, where x = z;
@@ -17,9 +17,8 @@
 #include <algorithm>
 
 #include "aligned_buffer.h"
-#include "conv2d.h"
+#include "conv2d_int8_epilogue.h"
 #include "int8_dwconv.h"
-#include "int8_requantize.h"
 #include "thread_pool.h"
 
 namespace qtk {
@@ -76,12 +75,12 @@ struct PairSpan {
 class Conv2dInt8Depthwise final : public Conv2dKernel {
  public:
     Conv2dInt8Depthwise(const NodeView& node, const Int8DwconvUkernel& ukernel,
-                        const Int8RequantizeUkernel& requantize)
+                        const Int8RequantizeUkernel& requantize, const Int8VaddUkernel& vadd)
         : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
           pack_pairs_(ukernel.pack_pairs),
           row_(ukernel.row[params_.kernel_h == 5][params_.stride_h == 2]),
-          requantize_(requantize),
-          constants_(node, params_) {
+          constants_(node, params_),
+          epilogue_(constants_, requantize, vadd) {
         if (!fits_depthwise(params_)) {  // the registry checks first
             node.fail("the depthwise kernel does not fit this conv2d");
         }
@@ -164,11 +163,11 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
         const int64_t c = plane % p.out_channels, k = p.kernel_h, s = p.stride_h;
         const int8_t* x = io.input<int8_t>(0) + plane * height * width;
         int8_t* y = io.output<int8_t>(0) + plane * out_h * out_w;
+        const int8_t* residual =
+            constants_.has_residual ? io.input<int8_t>(3) + plane * out_h * out_w : nullptr;
 
         int32_t* ring = reinterpret_cast<int32_t*>(workspace);
         int32_t* acc = ring + k * layout.pairs;
-        const Conv2dInt8Constants& q = constants_;
-        const Int8Output out = {q.output_zero_point, q.clamp.lo, q.clamp.hi};
 
         // Padded input row r lives in ring slot r % k (k >= s, so no row is skipped). next_row is
         // the first not packed yet, next_slot its slot.
@@ -189,20 +188,21 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
             }
             row_(rows, weight_pairs_.data() + c * k * ((k + 1) / 2), out_w, acc + oy * out_w);
         }
-        requantize_.channel(acc, out_h * out_w, acc_init_[c], q.multiplier[c], q.shift[c], out, y);
+        epilogue_.row(c, acc, acc_init_[c], out_h * out_w, y, residual);
     }
 
     void (*const pack_pairs_)(const int8_t* x, int64_t count, int64_t stride, int32_t* pairs);
     const DwconvRowFn row_;
-    const Int8RequantizeUkernel& requantize_;
     const Conv2dInt8Constants constants_;
+    const Conv2dInt8Epilogue epilogue_;
     std::vector<int32_t> weight_pairs_;  // [C][k][(k + 1) / 2]
     std::vector<int32_t> acc_init_;      // per channel: bias - z * sum(w)
 };
 
-template <const Int8DwconvUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize>
+template <const Int8DwconvUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
+          const Int8VaddUkernel& kVadd>
 std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dInt8Depthwise>(node, kUkernel, kRequantize);
+    return std::make_unique<Conv2dInt8Depthwise>(node, kUkernel, kRequantize, kVadd);
 }
 
 }  // namespace
@@ -210,12 +210,12 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8DepthwiseW16Avx512Vnni = {
     "conv2d_int8_depthwise_w16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    workspace_bytes, make<kInt8DwconvAvx512Vnni, kInt8RequantizeAvx512>};
+    workspace_bytes, make<kInt8DwconvAvx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8DepthwiseW8Avx2 = {
     "conv2d_int8_depthwise_w8_avx2", IsaLevel::kAvx2, fits_depthwise, workspace_bytes,
-    make<kInt8DwconvAvx2, kInt8RequantizeAvx2>};
+    make<kInt8DwconvAvx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 
 }  // namespace detail

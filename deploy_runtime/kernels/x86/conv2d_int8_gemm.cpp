@@ -1,15 +1,14 @@
 // conv2d int8 as im2col + GEMM on x86, NCHW, any stride, padding, dilation and groups
 // (docs/quantization_spec.md section 4). The GEMM micro-kernels are per ISA (int8_gemm.h); this
 // file, built with the baseline flags, packs their operands and cuts the work; the requantization
-// epilogue is per ISA too (int8_requantize.h).
+// epilogue is per ISA too (conv2d_int8_epilogue.h).
 //
 // Exact by construction. The micro-kernels multiply u = x ^ 0x80 = x + 128 (as uint8) by the int8
-// weights, and sum (x - z) w = sum u w - (128 + z) sum w, so one constant per output channel,
-// bias - (128 + z) sum w (computed at load), turns their sums into the spec's accumulator.
-// |sum u w| <= K * 255 * 127 < 2^31 (check_accumulator_range), so no int32 step overflows.
-// Padding holds x = z, whose u = z + 128 the constant cancels: it adds nothing, as in the
-// reference. Integer sums do not depend on their order, so neither the blocking nor the threads
-// change a byte.
+// weights, and one constant per output channel, computed at load, turns their sums into the
+// spec's accumulator (int8_c4.h). |sum u w| <= K * 255 * 127 < 2^31 (check_accumulator_range),
+// so no int32 step overflows. Padding holds x = z, whose u = z + 128 the constant cancels: it adds
+// nothing, as in the reference. Integer sums do not depend on their order, so neither the
+// blocking nor the threads change a byte.
 //
 // Work: where the conv pads, each input channel plane is first copied once into a padded plane (z
 // around it), so that im2col rows are plain copies (strided at stride 2) with no bounds and no
@@ -25,8 +24,9 @@
 
 #include "aligned_buffer.h"
 #include "conv2d.h"
+#include "conv2d_int8_epilogue.h"
+#include "int8_c4.h"
 #include "int8_gemm.h"
-#include "int8_requantize.h"
 #include "thread_pool.h"
 
 namespace qtk {
@@ -34,6 +34,7 @@ namespace detail {
 namespace {
 
 constexpr int64_t kBlockBytes = 256 * 1024;
+constexpr int64_t kPackedQuadOffset = 0;  // packed B quads follow one another (int8_gemm.h)
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -136,18 +137,9 @@ void im2col_row(const int8_t* padded, int64_t padded_w, int64_t out_w, const Con
 // filler; the micro-kernel sums them too and the epilogue drops them.
 void pack_quad(const int8_t* const rows[4], int64_t count, int nr, int64_t tile_bytes,
                uint8_t* dst) {
-    const __m128i vflip = _mm_set1_epi8(-128);
     const auto pack16 = [&](int64_t i, __m128i vrow0, __m128i vrow1, __m128i vrow2,
                             __m128i vrow3) {
-        const __m128i v01lo = _mm_unpacklo_epi8(vrow0, vrow1);
-        const __m128i v01hi = _mm_unpackhi_epi8(vrow0, vrow1);
-        const __m128i v23lo = _mm_unpacklo_epi8(vrow2, vrow3);
-        const __m128i v23hi = _mm_unpackhi_epi8(vrow2, vrow3);
-        __m128i* out = reinterpret_cast<__m128i*>(dst + (i / nr) * tile_bytes + (i % nr) * 4);
-        _mm_storeu_si128(out + 0, _mm_xor_si128(_mm_unpacklo_epi16(v01lo, v23lo), vflip));
-        _mm_storeu_si128(out + 1, _mm_xor_si128(_mm_unpackhi_epi16(v01lo, v23lo), vflip));
-        _mm_storeu_si128(out + 2, _mm_xor_si128(_mm_unpacklo_epi16(v01hi, v23hi), vflip));
-        _mm_storeu_si128(out + 3, _mm_xor_si128(_mm_unpackhi_epi16(v01hi, v23hi), vflip));
+        store_c4_quads16(vrow0, vrow1, vrow2, vrow3, dst + (i / nr) * tile_bytes + (i % nr) * 4);
     };
     const auto load = [](const int8_t* row) {
         return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row));
@@ -168,11 +160,11 @@ void pack_quad(const int8_t* const rows[4], int64_t count, int nr, int64_t tile_
 class Conv2dInt8Gemm final : public Conv2dKernel {
  public:
     Conv2dInt8Gemm(const NodeView& node, const Int8GemmUkernel& ukernel,
-                   const Int8RequantizeUkernel& requantize)
+                   const Int8RequantizeUkernel& requantize, const Int8VaddUkernel& vadd)
         : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
           ukernel_(ukernel),
-          requantize_(requantize),
           constants_(node, params_),
+          epilogue_(constants_, requantize, vadd),
           quads_(ceil_div(params_.products_per_output(), 4)),
           oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
         pack_weights();
@@ -228,9 +220,7 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
                 dst[(k / 4) * mr * 4 + k % 4] = w[k];
                 sum += w[k];
             }
-            // In int32: |bias| + 255 * 127 * K < 2^31 (check_accumulator_range).
-            acc_init_[oc] = static_cast<int32_t>(constants_.bias[oc] -
-                                                 (128 + constants_.input_zero_point) * sum);
+            acc_init_[oc] = c4_acc_init(constants_.bias[oc], constants_.input_zero_point, sum);
         }
     }
 
@@ -272,8 +262,7 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
         }
 
         int8_t* y = io.output<int8_t>(0);
-        const Conv2dInt8Constants& k = constants_;
-        const Int8Output out = {k.output_zero_point, k.clamp.lo, k.clamp.hi};
+        const int8_t* residual = constants_.has_residual ? io.input<int8_t>(3) : nullptr;
         const int64_t per_group = p.out_per_group();
         for (int64_t t = 0; t < oc_tiles_; ++t) {
             const int8_t* w =
@@ -281,30 +270,33 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
             const int64_t oc0 = group * per_group + t * ukernel_.mr;
             const int64_t tile_rows = std::min<int64_t>(ukernel_.mr, per_group - t * ukernel_.mr);
             for (int64_t first = 0; first < count; first += ukernel_.nr) {
-                ukernel_.run(quads_, w, packed + first / ukernel_.nr * b.tile_bytes, c);
+                const Int8GemmB tile = {packed + first / ukernel_.nr * b.tile_bytes, quads_,
+                                        ukernel_.nr * 4, 1, &kPackedQuadOffset};
+                ukernel_.run(w, tile, c, ukernel_.nr);
                 const int64_t cols = std::min<int64_t>(ukernel_.nr, count - first);
                 for (int64_t r = 0; r < tile_rows; ++r) {
                     const int64_t oc = oc0 + r;
-                    int8_t* y_row = y + (n * p.out_channels + oc) * plane_pixels + begin + first;
-                    requantize_.channel(c + r * ukernel_.nr, cols, acc_init_[oc], k.multiplier[oc],
-                                        k.shift[oc], out, y_row);
+                    const int64_t at = (n * p.out_channels + oc) * plane_pixels + begin + first;
+                    epilogue_.row(oc, c + r * ukernel_.nr, acc_init_[oc], cols, y + at,
+                                  residual + at);
                 }
             }
         }
     }
 
     const Int8GemmUkernel& ukernel_;
-    const Int8RequantizeUkernel& requantize_;
     const Conv2dInt8Constants constants_;
+    const Conv2dInt8Epilogue epilogue_;
     const int64_t quads_;     // ceil(K / 4)
     const int64_t oc_tiles_;  // tiles of mr output channels per group
     std::vector<int8_t> packed_weights_;
     std::vector<int32_t> acc_init_;  // per output channel: bias - (128 + z) * sum(w)
 };
 
-template <const Int8GemmUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize>
+template <const Int8GemmUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
+          const Int8VaddUkernel& kVadd>
 std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dInt8Gemm>(node, kUkernel, kRequantize);
+    return std::make_unique<Conv2dInt8Gemm>(node, kUkernel, kRequantize, kVadd);
 }
 
 template <const Int8GemmUkernel& kUkernel>
@@ -318,19 +310,19 @@ size_t workspace(const Conv2dParams& p, int64_t plane_pixels) {
 extern const Conv2dAlgo kConv2dInt8Gemm8x32c4Avx512Vnni = {
     "conv2d_int8_gemm_8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, fits_any_conv2d,
     workspace<kInt8Gemm8x32c4Avx512Vnni>,
-    make<kInt8Gemm8x32c4Avx512Vnni, kInt8RequantizeAvx512>};
+    make<kInt8Gemm8x32c4Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
 #endif
 #if QTK_X86_AVX_VNNI
 extern const Conv2dAlgo kConv2dInt8Gemm4x16c4AvxVnni = {
     "conv2d_int8_gemm_4x16c4_avx_vnni", IsaLevel::kAvxVnni, fits_any_conv2d,
     workspace<kInt8Gemm4x16c4AvxVnni>,
-    make<kInt8Gemm4x16c4AvxVnni, kInt8RequantizeAvx2>};
+    make<kInt8Gemm4x16c4AvxVnni, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8Gemm2x16c4Avx2 = {
     "conv2d_int8_gemm_2x16c4_avx2", IsaLevel::kAvx2, fits_any_conv2d,
     workspace<kInt8Gemm2x16c4Avx2>,
-    make<kInt8Gemm2x16c4Avx2, kInt8RequantizeAvx2>};
+    make<kInt8Gemm2x16c4Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 
 }  // namespace detail

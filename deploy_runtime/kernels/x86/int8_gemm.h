@@ -1,14 +1,20 @@
-// The int8 GEMM micro-kernels behind the x86 conv2d (conv2d_int8_gemm.cpp): one file per ISA, each
-// compiled with its own flags and called only where cpu_supports() its level.
+// The int8 GEMM micro-kernels behind the x86 conv2d (conv2d_int8_gemm.cpp, conv2d_int8_direct.cpp):
+// one file per ISA, each compiled with its own flags and called only where cpu_supports() its
+// level.
 //
-// Contract: c[r][j] = sum over q < quads, i < 4 of a[q][r][i] * b[q][j][i], exact in int32, with
-//   a  int8 weights, packed [quads][mr][4]: 4 consecutive k of one output channel;
-//   b  uint8 activations, packed [quads][nr][4]: the same 4 k of one output pixel;
-//   c  int32 [mr][nr], row-major.
-// No alignment is required. The caller guarantees |every partial sum| < 2^31.
+// Contract: c[r * c_stride + j] = sum over quads q < b.outer_count * b.inner_count, i < 4 of
+// a[q][r][i] * bq[j][i], exact in int32, with
+//   a   int8 weights, packed [quads][mr][4]: 4 consecutive k of one output channel;
+//   bq  uint8 activations, [nr][4]: the same 4 k of nr output pixels, for quad q = o * inner_count
+//       + i at b.base + o * b.outer_stride + b.inner_offsets[i] (bytes);
+//   c   int32 [mr] rows of nr, c_stride apart.
+// A packed GEMM operand [quads][nr][4] is inner_count 1, offset 0, outer_stride nr * 4; the direct
+// conv reads its quads in place, one inner offset per kernel tap. No alignment is required. The
+// caller guarantees |every partial sum| < 2^31.
 //
 // The ISA files include only intrinsics and this header: an inline function or template
-// instantiated there with AVX-512 flags could be the copy the linker keeps for every caller.
+// instantiated there with AVX-512 flags could be the copy the linker keeps for every caller
+// (walk_quads is safe: each instantiation takes a kernel's own lambda, a type local to its file).
 #pragma once
 
 #include <cstdint>
@@ -16,10 +22,35 @@
 namespace qtk {
 namespace detail {
 
+// Where the B quads lie (see the contract above).
+struct Int8GemmB {
+    const uint8_t* base;
+    int64_t outer_count, outer_stride;
+    int64_t inner_count;
+    const int64_t* inner_offsets;
+};
+
+// Calls multiply_quad(quad pointer) for each quad of b in order. One flat loop: nested loops cost
+// the packed operand (one inner step) up to 12% at short K, and a special case for it made GCC
+// spill an AVX2 accumulator.
+template <typename MultiplyQuad>
+void walk_quads(const Int8GemmB& b, MultiplyQuad& multiply_quad) {
+    const int64_t* offset = b.inner_offsets;
+    const int64_t* const offsets_end = b.inner_offsets + b.inner_count;
+    const uint8_t* outer = b.base;
+    for (int64_t q = b.outer_count * b.inner_count; q > 0; --q) {
+        multiply_quad(outer + *offset);
+        if (++offset == offsets_end) {
+            offset = b.inner_offsets;
+            outer += b.outer_stride;
+        }
+    }
+}
+
 struct Int8GemmUkernel {
     int mr;  // output channels per tile
     int nr;  // output pixels per tile, a multiple of 16
-    void (*run)(int64_t quads, const int8_t* a, const uint8_t* b, int32_t* c);
+    void (*run)(const int8_t* a, const Int8GemmB& b, int32_t* c, int64_t c_stride);
 };
 
 extern const Int8GemmUkernel kInt8Gemm2x16c4Avx2;

@@ -19,18 +19,19 @@ __m256i sum_pairs(__m256i v03, __m256i v47) {
     return _mm256_permute4x64_epi64(_mm256_hadd_epi32(v03, v47), _MM_SHUFFLE(3, 1, 2, 0));
 }
 
-void int8_gemm_2x16c4_avx2(int64_t quads, const int8_t* a, const uint8_t* b, int32_t* c) {
+void int8_gemm_2x16c4_avx2(const int8_t* a, const Int8GemmB& b, int32_t* c, int64_t c_stride) {
     // vacc[r][j]: pixels 4j..4j+3 of row r, two lanes per pixel (k0 k1 and k2 k3).
     __m256i vacc[2][4];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
         vacc[i / 4][i % 4] = _mm256_setzero_si256();
     }
-    for (int64_t q = 0; q < quads; ++q, a += 2 * 4, b += 16 * 4) {
+    const auto multiply_quad = [&](const uint8_t* quad) {
         __m256i vb[4];
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
-            vb[j] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b) + j));
+            vb[j] = _mm256_cvtepu8_epi16(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(quad) + j));
         }
 #pragma GCC unroll 2
         for (int r = 0; r < 2; ++r) {
@@ -42,12 +43,14 @@ void int8_gemm_2x16c4_avx2(int64_t quads, const int8_t* a, const uint8_t* b, int
                 vacc[r][j] = _mm256_add_epi32(vacc[r][j], _mm256_madd_epi16(vb[j], vw));
             }
         }
-    }
+        a += 2 * 4;
+    };
+    walk_quads(b, multiply_quad);
 #pragma GCC unroll 2
     for (int r = 0; r < 2; ++r) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 16 * r),
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + c_stride * r),
                             sum_pairs(vacc[r][0], vacc[r][1]));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 16 * r + 8),
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + c_stride * r + 8),
                             sum_pairs(vacc[r][2], vacc[r][3]));
     }
 }

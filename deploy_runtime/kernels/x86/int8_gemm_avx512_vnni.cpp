@@ -12,15 +12,16 @@ namespace qtk {
 namespace detail {
 namespace {
 
-void int8_gemm_8x32c4_avx512_vnni(int64_t quads, const int8_t* a, const uint8_t* b, int32_t* c) {
+void int8_gemm_8x32c4_avx512_vnni(const int8_t* a, const Int8GemmB& b, int32_t* c,
+                                  int64_t c_stride) {
     __m512i vacc[8][2];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) {
         vacc[r][0] = vacc[r][1] = _mm512_setzero_si512();
     }
-    for (int64_t q = 0; q < quads; ++q, a += 8 * 4, b += 32 * 4) {
-        const __m512i vb0 = _mm512_loadu_si512(b);
-        const __m512i vb1 = _mm512_loadu_si512(b + 64);
+    const auto multiply_quad = [&](const uint8_t* quad) {
+        const __m512i vb0 = _mm512_loadu_si512(quad);
+        const __m512i vb1 = _mm512_loadu_si512(quad + 64);
 #pragma GCC unroll 8
         for (int r = 0; r < 8; ++r) {
             int32_t w;
@@ -29,11 +30,13 @@ void int8_gemm_8x32c4_avx512_vnni(int64_t quads, const int8_t* a, const uint8_t*
             vacc[r][0] = _mm512_dpbusd_epi32(vacc[r][0], vb0, vw);
             vacc[r][1] = _mm512_dpbusd_epi32(vacc[r][1], vb1, vw);
         }
-    }
+        a += 8 * 4;
+    };
+    walk_quads(b, multiply_quad);
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) {
-        _mm512_storeu_si512(c + 32 * r, vacc[r][0]);
-        _mm512_storeu_si512(c + 32 * r + 16, vacc[r][1]);
+        _mm512_storeu_si512(c + c_stride * r, vacc[r][0]);
+        _mm512_storeu_si512(c + c_stride * r + 16, vacc[r][1]);
     }
 }
 

@@ -11,15 +11,15 @@ namespace qtk {
 namespace detail {
 namespace {
 
-void int8_gemm_4x16c4_avx_vnni(int64_t quads, const int8_t* a, const uint8_t* b, int32_t* c) {
+void int8_gemm_4x16c4_avx_vnni(const int8_t* a, const Int8GemmB& b, int32_t* c, int64_t c_stride) {
     __m256i vacc[4][2];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
         vacc[r][0] = vacc[r][1] = _mm256_setzero_si256();
     }
-    for (int64_t q = 0; q < quads; ++q, a += 4 * 4, b += 16 * 4) {
-        const __m256i vb0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
-        const __m256i vb1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32));
+    const auto multiply_quad = [&](const uint8_t* quad) {
+        const __m256i vb0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad));
+        const __m256i vb1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad + 32));
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
             int32_t w;
@@ -28,11 +28,13 @@ void int8_gemm_4x16c4_avx_vnni(int64_t quads, const int8_t* a, const uint8_t* b,
             vacc[r][0] = _mm256_dpbusd_avx_epi32(vacc[r][0], vb0, vw);
             vacc[r][1] = _mm256_dpbusd_avx_epi32(vacc[r][1], vb1, vw);
         }
-    }
+        a += 4 * 4;
+    };
+    walk_quads(b, multiply_quad);
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 16 * r), vacc[r][0]);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 16 * r + 8), vacc[r][1]);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + c_stride * r), vacc[r][0]);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + c_stride * r + 8), vacc[r][1]);
     }
 }
 

@@ -1,0 +1,347 @@
+// conv2d int8 as a direct convolution on x86, NCHW, stride 1 or 2, any kernel (but 1x1), padding,
+// dilation and groups (docs/quantization_spec.md section 4). The GEMM micro-kernels of
+// int8_gemm.h read their activations in place, one quad per (4 input channels, kernel tap): no
+// im2col and no packing. This file, built with the baseline flags, lays out the input and cuts the
+// work; the epilogue is per ISA (conv2d_int8_epilogue.h).
+//
+// Exact by construction, as the GEMM conv (conv2d_int8_gemm.cpp): the micro-kernels sum u w with
+// u = x ^ 0x80 = x + 128, and one constant per output channel makes that the spec's accumulator
+// (int8_c4.h); padding holds u = z + 128, which the constant cancels; |sum u w| <= K * 255 * 127
+// < 2^31 (check_accumulator_range); integer sums do not depend on their order, so neither the
+// blocking nor the threads change a byte. Junk grid columns and the zero weights of channels
+// past the group's only ever meet bytes that the epilogue drops or that add 0.
+//
+// Layout ("c4"). Each run first converts the input of every (sample, group), once, into planes of
+// 4-byte pixels (4 consecutive input channels, as u): [quad of 4 channels][row phase][column
+// phase][plane_h][plane_w][4], where pixel (py, px) of the padded input (z around it, and z up to
+// a whole number of strides) lies in phase (py % s, px % s) at (py / s, px / s). Channels past the
+// group's get any bytes: their weights are 0. The output is computed on the phase plane's grid:
+// grid pixel g = oy * plane_w + ox, with columns ox >= out_w junk that the epilogue drops. Tap
+// (ky, kx) of grid pixel g reads padded (s oy + ky d, s ox + kx d), which is phase
+// ((ky d) % s, (kx d) % s) at g + (ky d / s) plane_w + kx d / s: for nr consecutive grid pixels,
+// nr consecutive c4 pixels, one quad of the micro-kernel at a fixed offset per tap. Reads past a
+// plane (junk columns, the last tile's tail) land in the next plane or in the slack after the
+// last, and only feed junk.
+//
+// Work: the grid rows of each (sample, group) are cut into blocks whose c4 rows fit kBlockBytes
+// (L2); a task is one block and a range of output-channel tiles (more ranges only where the blocks
+// alone leave threads idle). It runs each tile of mr channels over the block's grid pixels, nr at
+// a time, into a block of accumulators, then requantizes its output rows.
+#include <emmintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "aligned_buffer.h"
+#include "conv2d.h"
+#include "conv2d_int8_epilogue.h"
+#include "int8_c4.h"
+#include "int8_gemm.h"
+#include "thread_pool.h"
+
+namespace qtk {
+namespace detail {
+namespace {
+
+constexpr int64_t kBlockBytes = 256 * 1024;  // c4 rows one block reads
+constexpr int64_t kMaxBlockPixels = 1024;    // grid pixels of one block, unless one row is longer
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool fits_direct(const Conv2dParams& p) {
+    return p.kernel_h * p.kernel_w > 1 && p.stride_h == p.stride_w &&
+           (p.stride_h == 1 || p.stride_h == 2);
+}
+
+// The c4 layout of one run (header comment), from the input shape.
+struct C4Layout {
+    int64_t stride;              // phases per axis
+    int64_t plane_h, plane_w;    // pixels of one phase plane
+    int64_t out_h, out_w;        // the output (the grid is out_h x plane_w)
+    int64_t quad_bytes;          // all phase planes of one quad of channels
+    int64_t group_bytes;         // one (sample, group)
+    int64_t slack_bytes;         // after the last group: the furthest junk read
+
+    C4Layout(const Conv2dParams& p, int64_t in_h, int64_t in_w, int64_t quads, int nr)
+        : stride(p.stride_h),
+          plane_h(ceil_div(in_h + 2 * p.pad_h, stride)),
+          plane_w(ceil_div(in_w + 2 * p.pad_w, stride)),
+          out_h((in_h + 2 * p.pad_h - p.dilation_h * (p.kernel_h - 1) - 1) / stride + 1),
+          out_w((in_w + 2 * p.pad_w - p.dilation_w * (p.kernel_w - 1) - 1) / stride + 1),
+          quad_bytes(stride * stride * plane_h * plane_w * 4),
+          group_bytes(quads * quad_bytes),
+          // A tile starts below out_h * plane_w and its taps reach at most plane_w - out_w
+          // columns and plane_h - out_h rows further.
+          slack_bytes((nr + plane_w) * 4) {}
+};
+
+// How one run cuts the work; depends on shapes and thread count, never on data.
+struct DirectBlocking {
+    int64_t rows_per_block, blocks_per_plane;
+    int64_t block_stride;  // accumulators per channel of a block: whole tiles
+    int64_t tiles_per_range, ranges;  // output-channel tiles per task, and ranges per block
+
+    size_t bytes_per_thread(const Int8GemmUkernel& u) const {
+        return size_t(u.mr * block_stride * 4);
+    }
+};
+
+// Rows per block: its c4 rows within kBlockBytes and its grid within kMaxBlockPixels (one row at
+// least); then enough blocks and tile ranges that `planes` planes give every thread a task.
+DirectBlocking make_blocking(const C4Layout& c4, int64_t quads, int64_t oc_tiles,
+                             const Int8GemmUkernel& u, int64_t planes, int threads) {
+    DirectBlocking b;
+    const int64_t row_bytes = quads * c4.stride * c4.stride * c4.plane_w * 4;
+    const int64_t rows = std::max<int64_t>(
+        1, std::min(kBlockBytes / row_bytes, kMaxBlockPixels / c4.plane_w));
+    const int64_t blocks = std::max(ceil_div(c4.out_h, rows),
+                                    std::min(c4.out_h, ceil_div(threads, planes)));
+    b.rows_per_block = ceil_div(c4.out_h, blocks);
+    b.blocks_per_plane = ceil_div(c4.out_h, b.rows_per_block);
+    b.block_stride = ceil_div(b.rows_per_block * c4.plane_w, u.nr) * u.nr;
+    const int64_t ranges = std::min(oc_tiles, ceil_div(threads, planes * b.blocks_per_plane));
+    b.tiles_per_range = ceil_div(oc_tiles, ranges);
+    b.ranges = ceil_div(oc_tiles, b.tiles_per_range);
+    return b;
+}
+
+// Per thread, for any input of `plane_pixels` output pixels and any thread count: a block has at
+// most max(kMaxBlockPixels, plane_w) grid pixels, and plane_w <= out_w + d (kw - 1). (The c4
+// input, like the GEMM conv's padded input, is one buffer per run.)
+size_t workspace_bytes(const Conv2dParams& p, const Int8GemmUkernel& u, int64_t plane_pixels) {
+    const int64_t widest_row = plane_pixels + p.dilation_w * (p.kernel_w - 1);
+    const int64_t block_pixels = std::max(kMaxBlockPixels, widest_row);
+    return size_t(u.mr * ceil_div(block_pixels, u.nr) * u.nr * 4);
+}
+
+// One quad of input channels (`channels` of them from x, the rest anything) of one sample into its
+// c4 phase planes at dst.
+void convert_quad(const int8_t* x, int64_t channels, int64_t in_h, int64_t in_w,
+                  const Conv2dParams& p, const C4Layout& c4, int8_t z, uint8_t* dst) {
+    const int64_t s = c4.stride;
+    const int64_t row_pixels = c4.plane_w * s;  // a padded row, z up to a whole number of strides
+    const int64_t vector_pixels = ceil_div(row_pixels, 16) * 16;
+    // Four padded channel rows, then their c4 pixels, then (stride 2) the two column phases.
+    std::vector<int8_t> padded_rows(size_t(4 * vector_pixels), z);
+    std::vector<uint8_t> pixels(size_t(vector_pixels * 4)), phase_pixels(size_t(vector_pixels * 4));
+    const int8_t* rows[4];
+    for (int j = 0; j < 4; ++j) {
+        rows[j] = padded_rows.data() + j * vector_pixels;
+    }
+    const int64_t plane_bytes = c4.plane_h * c4.plane_w * 4;
+    const uint8_t pad_u = static_cast<uint8_t>(z ^ 0x80);
+    for (int64_t py = 0; py < c4.plane_h * s; ++py) {
+        uint8_t* phase_row = dst + (py % s) * s * plane_bytes + (py / s) * c4.plane_w * 4;
+        const int64_t iy = py - p.pad_h;
+        if (iy < 0 || iy >= in_h) {
+            for (int64_t rx = 0; rx < s; ++rx) {
+                std::memset(phase_row + rx * plane_bytes, pad_u, size_t(c4.plane_w * 4));
+            }
+            continue;
+        }
+        for (int64_t j = 0; j < channels; ++j) {
+            std::memcpy(padded_rows.data() + j * vector_pixels + p.pad_w,
+                        x + (j * in_h + iy) * in_w, size_t(in_w));
+        }
+        const auto load = [&](int j, int64_t i) {
+            return _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + i));
+        };
+        for (int64_t i = 0; i < vector_pixels; i += 16) {
+            store_c4_quads16(load(0, i), load(1, i), load(2, i), load(3, i),
+                             pixels.data() + i * 4);
+        }
+        if (s == 1) {
+            std::memcpy(phase_row, pixels.data(), size_t(c4.plane_w * 4));
+            continue;
+        }
+        // Even pixels, then odd ones: 32-bit lanes 0 and 2, then 1 and 3, of each 8 pixels.
+        const int64_t half_bytes = vector_pixels * 2;  // one column phase
+        for (int64_t i = 0; i < vector_pixels; i += 8) {
+            const __m128 va = _mm_loadu_ps(reinterpret_cast<const float*>(pixels.data() + i * 4));
+            const __m128 vb =
+                _mm_loadu_ps(reinterpret_cast<const float*>(pixels.data() + i * 4 + 16));
+            _mm_storeu_ps(reinterpret_cast<float*>(phase_pixels.data() + i * 2),
+                          _mm_shuffle_ps(va, vb, _MM_SHUFFLE(2, 0, 2, 0)));
+            _mm_storeu_ps(reinterpret_cast<float*>(phase_pixels.data() + half_bytes + i * 2),
+                          _mm_shuffle_ps(va, vb, _MM_SHUFFLE(3, 1, 3, 1)));
+        }
+        std::memcpy(phase_row, phase_pixels.data(), size_t(c4.plane_w * 4));
+        std::memcpy(phase_row + plane_bytes, phase_pixels.data() + half_bytes,
+                    size_t(c4.plane_w * 4));
+    }
+}
+
+class Conv2dInt8Direct final : public Conv2dKernel {
+ public:
+    Conv2dInt8Direct(const NodeView& node, const Int8GemmUkernel& ukernel,
+                     const Int8RequantizeUkernel& requantize, const Int8VaddUkernel& vadd)
+        : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
+          ukernel_(ukernel),
+          constants_(node, params_),
+          epilogue_(constants_, requantize, vadd),
+          quads_(ceil_div(params_.group_in_channels, 4)),
+          taps_(params_.kernel_h * params_.kernel_w),
+          oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
+        if (!fits_direct(params_)) {  // the registry checks first
+            node.fail("the direct conv kernel does not fit this conv2d");
+        }
+        pack_weights();
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Conv2dParams& p = params_;
+        const Shape& xs = *io.input_shapes[0];
+        const C4Layout c4(p, xs[2], xs[3], quads_, ukernel_.nr);
+        const int64_t planes = xs[0] * p.groups;
+        const DirectBlocking b =
+            make_blocking(c4, quads_, oc_tiles_, ukernel_, planes, pool.threads());
+
+        const AlignedBytes input =
+            allocate_aligned(size_t(planes * c4.group_bytes + c4.slack_bytes), "conv2d c4 input");
+        std::memset(input.get() + planes * c4.group_bytes, 0, size_t(c4.slack_bytes));
+        const int8_t* x = io.input<int8_t>(0);
+        const int8_t z = static_cast<int8_t>(constants_.input_zero_point);
+        pool.parallel_for(planes * quads_, [&](int64_t begin, int64_t end) {
+            for (int64_t unit = begin; unit < end; ++unit) {
+                const int64_t plane = unit / quads_, q = unit % quads_;
+                const int64_t n = plane / p.groups, group = plane % p.groups;
+                const int64_t first = group * p.group_in_channels + 4 * q;
+                const int64_t channels = std::min<int64_t>(4, p.group_in_channels - 4 * q);
+                convert_quad(x + (n * xs[1] + first) * xs[2] * xs[3], channels, xs[2], xs[3], p,
+                             c4, z, input.get() + plane * c4.group_bytes + q * c4.quad_bytes);
+            }
+        });
+
+        // Per tap, where its quad lies from the tile's grid pixel (header comment).
+        std::vector<int64_t> tap_offsets(static_cast<size_t>(taps_));
+        const int64_t s = c4.stride, plane_bytes = c4.plane_h * c4.plane_w * 4;
+        for (int64_t ky = 0; ky < p.kernel_h; ++ky) {
+            for (int64_t kx = 0; kx < p.kernel_w; ++kx) {
+                const int64_t dy = ky * p.dilation_h, dx = kx * p.dilation_w;
+                tap_offsets[size_t(ky * p.kernel_w + kx)] =
+                    ((dy % s) * s + dx % s) * plane_bytes + ((dy / s) * c4.plane_w + dx / s) * 4;
+            }
+        }
+        const size_t bytes = b.bytes_per_thread(ukernel_);
+        pool.parallel_for(planes * b.blocks_per_plane * b.ranges, [&](int64_t begin, int64_t end) {
+            const AlignedBytes acc = allocate_aligned(bytes, "conv2d workspace");
+            for (int64_t task = begin; task < end; ++task) {
+                run_task(io, c4, b, input.get(), tap_offsets.data(), task,
+                         reinterpret_cast<int32_t*>(acc.get()));
+            }
+        });
+    }
+
+ private:
+    // Weights [O, C/groups, kh, kw] -> per group, per tile of mr output channels,
+    // [quads][taps][mr][4 channels] with zeros past the group's channels; and the per-channel
+    // constant of the header comment.
+    void pack_weights() {
+        const Conv2dParams& p = params_;
+        const int64_t per_group = p.out_per_group(), channels = p.group_in_channels;
+        const int mr = ukernel_.mr;
+        const int64_t tile_quads = quads_ * taps_;
+        packed_weights_.assign(size_t(p.groups * oc_tiles_ * tile_quads * mr * 4), 0);
+        acc_init_.resize(size_t(p.out_channels));
+        for (int64_t oc = 0; oc < p.out_channels; ++oc) {
+            const int64_t group = oc / per_group, in_group = oc % per_group;
+            const int64_t tile = group * oc_tiles_ + in_group / mr;
+            int8_t* dst = packed_weights_.data() + (tile * tile_quads * mr + in_group % mr) * 4;
+            const int8_t* w = constants_.weight + oc * channels * taps_;
+            int64_t sum = 0;
+            for (int64_t ic = 0; ic < channels; ++ic) {
+                for (int64_t tap = 0; tap < taps_; ++tap) {
+                    dst[((ic / 4) * taps_ + tap) * mr * 4 + ic % 4] = w[ic * taps_ + tap];
+                    sum += w[ic * taps_ + tap];
+                }
+            }
+            acc_init_[oc] = c4_acc_init(constants_.bias[oc], constants_.input_zero_point, sum);
+        }
+    }
+
+    void run_task(const NodeIO& io, const C4Layout& c4, const DirectBlocking& b,
+                  const uint8_t* input, const int64_t* tap_offsets, int64_t task,
+                  int32_t* acc) const {
+        const Conv2dParams& p = params_;
+        const int64_t range = task % b.ranges, block = task / b.ranges % b.blocks_per_plane;
+        const int64_t plane = task / b.ranges / b.blocks_per_plane;
+        const int64_t n = plane / p.groups, group = plane % p.groups;
+        const int64_t first_row = block * b.rows_per_block;
+        const int64_t rows = std::min(b.rows_per_block, c4.out_h - first_row);
+        const int64_t grid_pixels = rows * c4.plane_w;
+        const uint8_t* block_input =
+            input + plane * c4.group_bytes + first_row * c4.plane_w * 4;
+
+        const int64_t per_group = p.out_per_group();
+        const int64_t out_pixels = c4.out_h * c4.out_w;
+        int8_t* y = io.output<int8_t>(0);
+        const int8_t* residual = constants_.has_residual ? io.input<int8_t>(3) : nullptr;
+        const int mr = ukernel_.mr, nr = ukernel_.nr;
+        const int64_t first_tile = range * b.tiles_per_range;
+        const int64_t end_tile = std::min(oc_tiles_, first_tile + b.tiles_per_range);
+        for (int64_t t = first_tile; t < end_tile; ++t) {
+            const int8_t* w =
+                packed_weights_.data() + (group * oc_tiles_ + t) * quads_ * taps_ * mr * 4;
+            for (int64_t g = 0; g < grid_pixels; g += nr) {
+                const Int8GemmB tile = {block_input + g * 4, quads_, c4.quad_bytes, taps_,
+                                        tap_offsets};
+                ukernel_.run(w, tile, acc + g, b.block_stride);
+            }
+            const int64_t tile_rows = std::min<int64_t>(mr, per_group - t * mr);
+            for (int64_t r = 0; r < tile_rows; ++r) {
+                const int64_t oc = group * per_group + t * mr + r;
+                for (int64_t row = 0; row < rows; ++row) {
+                    const int64_t at = (n * p.out_channels + oc) * out_pixels +
+                                       (first_row + row) * c4.out_w;
+                    epilogue_.row(oc, acc + r * b.block_stride + row * c4.plane_w, acc_init_[oc],
+                                  c4.out_w, y + at, residual == nullptr ? nullptr : residual + at);
+                }
+            }
+        }
+    }
+
+    const Int8GemmUkernel& ukernel_;
+    const Conv2dInt8Constants constants_;
+    const Conv2dInt8Epilogue epilogue_;
+    const int64_t quads_;     // quads of input channels per group: ceil(C/groups / 4)
+    const int64_t taps_;      // kh * kw
+    const int64_t oc_tiles_;  // tiles of mr output channels per group
+    std::vector<int8_t> packed_weights_;
+    std::vector<int32_t> acc_init_;  // per output channel: bias - (128 + z) * sum(w)
+};
+
+template <const Int8GemmUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
+          const Int8VaddUkernel& kVadd>
+std::unique_ptr<OpKernel> make(const NodeView& node) {
+    return std::make_unique<Conv2dInt8Direct>(node, kUkernel, kRequantize, kVadd);
+}
+
+template <const Int8GemmUkernel& kUkernel>
+size_t workspace(const Conv2dParams& p, int64_t plane_pixels) {
+    return workspace_bytes(p, kUkernel, plane_pixels);
+}
+
+}  // namespace
+
+#if QTK_X86_AVX512_VNNI
+extern const Conv2dAlgo kConv2dInt8Direct8x32c4Avx512Vnni = {
+    "conv2d_int8_direct_8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, fits_direct,
+    workspace<kInt8Gemm8x32c4Avx512Vnni>,
+    make<kInt8Gemm8x32c4Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+#endif
+#if QTK_X86_AVX_VNNI
+extern const Conv2dAlgo kConv2dInt8Direct4x16c4AvxVnni = {
+    "conv2d_int8_direct_4x16c4_avx_vnni", IsaLevel::kAvxVnni, fits_direct,
+    workspace<kInt8Gemm4x16c4AvxVnni>,
+    make<kInt8Gemm4x16c4AvxVnni, kInt8RequantizeAvx2, kInt8VaddAvx2>};
+#endif
+#if QTK_X86_AVX2
+extern const Conv2dAlgo kConv2dInt8Direct2x16c4Avx2 = {
+    "conv2d_int8_direct_2x16c4_avx2", IsaLevel::kAvx2, fits_direct,
+    workspace<kInt8Gemm2x16c4Avx2>,
+    make<kInt8Gemm2x16c4Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
+#endif
+
+}  // namespace detail
+}  // namespace qtk

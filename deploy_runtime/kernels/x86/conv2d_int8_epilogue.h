@@ -1,0 +1,50 @@
+// How every x86 int8 conv2d algorithm finishes a row of output pixels of one channel: the
+// requantization of int8_requantize.h and, where the graph pass fused one (conv2d.h), the residual
+// add of int8_vadd.h over the bytes just written, while they are still in cache. Both are exact,
+// so the row equals the reference's conv then add. Built with the baseline flags.
+#pragma once
+
+#include "conv2d.h"
+#include "int8_requantize.h"
+#include "int8_vadd.h"
+
+namespace qtk {
+namespace detail {
+
+class Conv2dInt8Epilogue {
+ public:
+    Conv2dInt8Epilogue(const Conv2dInt8Constants& k, const Int8RequantizeUkernel& requantize,
+                       const Int8VaddUkernel& vadd)
+        : k_(k),
+          requantize_(requantize),
+          vadd_(vadd),
+          out_{k.output_zero_point, k.clamp.lo, k.clamp.hi},
+          add_{k.residual.conv_zero_point,
+               k.residual.conv_multiplier,
+               k.residual.residual_zero_point,
+               k.residual.residual_multiplier,
+               k.residual.shift,
+               k.residual.zero_point,
+               k.residual.lo,
+               k.residual.hi} {}
+
+    // y[i] for i < count from acc[i] + offset of output channel oc; `residual` points at the
+    // residual's element of y[0] (ignored without a fused add).
+    void row(int64_t oc, const int32_t* acc, int32_t offset, int64_t count, int8_t* y,
+             const int8_t* residual) const {
+        requantize_.channel(acc, count, offset, k_.multiplier[oc], k_.shift[oc], out_, y);
+        if (k_.has_residual) {
+            vadd_.run(y, residual, count, add_, y);
+        }
+    }
+
+ private:
+    const Conv2dInt8Constants& k_;
+    const Int8RequantizeUkernel& requantize_;
+    const Int8VaddUkernel& vadd_;
+    const Int8Output out_;
+    const Int8AddParams add_;
+};
+
+}  // namespace detail
+}  // namespace qtk

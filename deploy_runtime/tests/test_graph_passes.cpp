@@ -1,0 +1,220 @@
+// The runtime's graph passes (src/graph_passes.h): which residual adds fuse into the conv before
+// them and which must not, and that a fused model gives the bytes of the file's own nodes, with
+// every conv2d algorithm this CPU runs, at 1 and 2 threads and batch 1 and 3. Also the errors for a
+// hand-made fused conv that does not fit.
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "cpu_features.h"
+#include "model_builder.h"
+#include "op_registry.h"
+#include "qtk/runtime.h"
+
+using qtk::Shape;
+using qtk_test::AttrSpec;
+using qtk_test::ModelBuilder;
+using qtk_test::Rng;
+
+namespace {
+
+constexpr int64_t kChannels = 6, kSize = 9;
+
+// A 3x3 conv (depthwise where asked) of `x` into a new activation; stride 1, pad 1.
+uint32_t conv(ModelBuilder& b, Rng& rng, const std::string& name, uint32_t x, bool depthwise) {
+    const int64_t per_group = depthwise ? 1 : kChannels;
+    const uint32_t w = b.weight(name + ".weight", {kChannels, per_group, 3, 3},
+                                qtk_test::random_weights(rng, size_t(kChannels * per_group * 9)));
+    const uint32_t bias =
+        b.bias(name + ".bias", {kChannels}, qtk_test::random_bias(rng, size_t(kChannels)));
+    const int32_t zy = static_cast<int32_t>(rng.uniform(-20, 20));
+    const uint32_t y = b.activation(name, {1, kChannels, kSize, kSize}, 0.1f, zy);
+    std::vector<AttrSpec> attrs = qtk_test::requant_attrs(
+        size_t(kChannels), 0.05, 0.05 / std::sqrt(double(per_group * 9)), 0.1, zy, 127);
+    attrs.insert(attrs.begin(), {AttrSpec("stride", {1, 1}), AttrSpec("padding", {1, 1}),
+                                 AttrSpec("dilation", {1, 1}),
+                                 AttrSpec("groups", {depthwise ? kChannels : 1})});
+    b.node("conv2d", name, {x, w, bias}, {y}, attrs);
+    return y;
+}
+
+// a + c with unequal multipliers, so that swapping the operands changes the sum.
+uint32_t add(ModelBuilder& b, const std::string& name, uint32_t a, uint32_t c) {
+    const uint32_t y = b.activation(name, {1, kChannels, kSize, kSize}, 0.15f, -3);
+    const auto m = qtk_test::rescale_multipliers({0.1, 0.06}, 0.15);
+    b.node("add", name, {a, c}, {y},
+           {AttrSpec("multiplier", m.first), AttrSpec("shift", {m.second}),
+            AttrSpec("clamp", {-3, 127})});
+    return y;
+}
+
+struct Graph {
+    std::string name;
+    ModelBuilder builder;
+    size_t fused_nodes;  // node count once the pass ran
+};
+
+std::vector<Graph> graphs() {
+    std::vector<Graph> out;
+    Rng rng(11);
+    auto start = [](const std::string& name) {
+        Graph g{name, {}, 0};
+        g.builder.inputs = {g.builder.activation("x", {1, kChannels, kSize, kSize}, 0.05f, 4)};
+        return g;
+    };
+    {  // the residual is the graph input, on either side of the add
+        for (int side = 0; side < 2; ++side) {
+            Graph g = start(side == 0 ? "conv + x" : "x + conv");
+            ModelBuilder& b = g.builder;
+            const uint32_t x = b.inputs[0];
+            const uint32_t y = conv(b, rng, "conv", x, false);
+            b.outputs = {side == 0 ? add(b, "add", y, x) : add(b, "add", x, y)};
+            g.fused_nodes = 1;
+            out.push_back(std::move(g));
+        }
+    }
+    {  // ResNet's downsampling block: the second conv runs after the first; it takes the add
+        Graph g = start("conv1 + conv2");
+        ModelBuilder& b = g.builder;
+        const uint32_t x = b.inputs[0];
+        const uint32_t a = conv(b, rng, "conv1", x, false);
+        const uint32_t c = conv(b, rng, "conv2", x, true);
+        b.outputs = {add(b, "add", a, c)};
+        g.fused_nodes = 2;
+        out.push_back(std::move(g));
+    }
+    {  // two blocks: the first block's fused output is the second's residual
+        Graph g = start("two blocks");
+        ModelBuilder& b = g.builder;
+        const uint32_t x = b.inputs[0];
+        const uint32_t s1 = add(b, "add1", conv(b, rng, "conv1", x, true), x);
+        b.outputs = {add(b, "add2", s1, conv(b, rng, "conv2", s1, false))};
+        g.fused_nodes = 2;
+        out.push_back(std::move(g));
+    }
+    {  // the conv's output is read again: it must be stored, so nothing fuses
+        Graph g = start("conv read twice");
+        ModelBuilder& b = g.builder;
+        const uint32_t x = b.inputs[0];
+        const uint32_t y = conv(b, rng, "conv", x, false);
+        b.outputs = {add(b, "add", y, x), y};
+        g.fused_nodes = 2;
+        out.push_back(std::move(g));
+    }
+    {  // conv + itself: no residual
+        Graph g = start("conv + conv output");
+        ModelBuilder& b = g.builder;
+        const uint32_t y = conv(b, rng, "conv", b.inputs[0], false);
+        b.outputs = {add(b, "add", y, y)};
+        g.fused_nodes = 2;
+        out.push_back(std::move(g));
+    }
+    return out;
+}
+
+void set_conv_algo(const char* name) {
+    if (name == nullptr) {
+        unsetenv("QTK_CONV_ALGO");
+    } else {
+        setenv("QTK_CONV_ALGO", name, 1);
+    }
+}
+
+std::vector<int8_t> run(const std::vector<uint8_t>& bytes, bool optimize_graph, int threads,
+                        int64_t batch, const std::vector<int8_t>& x, size_t* nodes) {
+    qtk::LoadOptions options;
+    options.optimize_graph = optimize_graph;
+    const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size(), options);
+    *nodes = model->node_count();
+    qtk::Session session(model, {threads});
+    std::vector<int8_t> joined;
+    for (const qtk::Tensor& t : session.run({x.data()}, {{batch, kChannels, kSize, kSize}})) {
+        joined.insert(joined.end(), t.data.begin(), t.data.end());
+    }
+    return joined;
+}
+
+void test_fusion_is_exact() {
+    Rng rng(5);
+    const std::vector<int8_t> x = rng.int8s(size_t(3 * kChannels * kSize * kSize));
+    for (Graph& g : graphs()) {
+        const std::vector<uint8_t> bytes = g.builder.build();
+        size_t nodes = 0;
+        set_conv_algo("conv2d_int8_reference");
+        const std::vector<int8_t> want = run(bytes, false, 1, 3, x, &nodes);
+        CHECK_EQ(nodes, g.builder.nodes.size());
+        std::vector<const char*> algos = {nullptr};
+        for (const qtk::detail::Conv2dAlgo* algo : qtk::detail::conv2d_int8_algos()) {
+            if (qtk::detail::cpu_supports(algo->isa)) {
+                algos.push_back(algo->name);
+            }
+        }
+        for (const char* algo : algos) {
+            set_conv_algo(algo);
+            for (int threads : {1, 2}) {
+                for (int64_t batch : {3, 1}) {
+                    const std::vector<int8_t> got = run(bytes, true, threads, batch, x, &nodes);
+                    CHECK_EQ(nodes, g.fused_nodes);
+                    const std::vector<int8_t> expected(
+                        want.begin(), want.begin() + int64_t(want.size()) / 3 * batch);
+                    if (batch == 3 && got != want) {
+                        qtk_test::report_failure(
+                            __FILE__, __LINE__,
+                            g.name + ": fused differs under " + (algo ? algo : "the default") +
+                                ", threads " + std::to_string(threads));
+                    }
+                    if (batch == 1 && g.builder.outputs.size() == 1 && got != expected) {
+                        qtk_test::report_failure(__FILE__, __LINE__,
+                                                 g.name + ": fused batch 1 differs");
+                    }
+                }
+            }
+        }
+        set_conv_algo(nullptr);
+        std::printf("%s: %zu -> %zu nodes, fused bytes equal\n", g.name.c_str(),
+                    g.builder.nodes.size(), g.fused_nodes);
+    }
+}
+
+// A file may hold the fused form itself; the conv kernel checks it like any node.
+void test_fused_conv_in_a_file() {
+    Graph g = std::move(graphs()[0]);
+    ModelBuilder& b = g.builder;
+    qtk_test::NodeSpec add_node = b.nodes[1];
+    b.nodes.pop_back();
+    qtk_test::NodeSpec& c = b.nodes[0];
+    c.inputs.push_back(b.inputs[0]);
+    c.outputs = add_node.outputs;
+    c.attrs.push_back(AttrSpec("conv_zero_point", {0}));
+    c.attrs.push_back(AttrSpec("add_multiplier", add_node.attrs[0].ints));
+    c.attrs.push_back(AttrSpec("add_shift", add_node.attrs[1].ints));
+    c.attrs.push_back(AttrSpec("add_clamp", add_node.attrs[2].ints));
+    {
+        const std::vector<uint8_t> bytes = b.build();
+        CHECK_EQ(qtk::Model::from_bytes(bytes.data(), bytes.size())->node_count(), size_t{1});
+    }
+    c.attrs.pop_back();
+    {
+        const std::vector<uint8_t> bytes = b.build();
+        CHECK_THROWS_WITH(qtk::Model::from_bytes(bytes.data(), bytes.size()),
+                          "node 'conv' (conv2d): missing attribute 'add_clamp'");
+    }
+    c.attrs.push_back(AttrSpec("add_clamp", {-3, 127}));
+    const uint32_t small = b.activation("small", {1, kChannels, kSize - 1, kSize}, 0.05f, 0);
+    b.inputs.push_back(small);
+    c.inputs[3] = small;
+    const std::vector<uint8_t> bytes = b.build();
+    CHECK_THROWS_WITH(qtk::Model::from_bytes(bytes.data(), bytes.size()),
+                      "node 'conv' (conv2d): the fused residual has shape [1, 6, 8, 9], the conv "
+                      "computes [1, 6, 9, 9]");
+}
+
+}  // namespace
+
+int main() {
+    test_fusion_is_exact();
+    test_fused_conv_in_a_file();
+    return qtk_test::check_report();
+}
