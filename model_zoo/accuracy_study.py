@@ -134,8 +134,17 @@ def qtk_qat_rows(float_model, train_data, test_data, epochs):
             qat = qtk.quantize_qat(float_model, bits_qconfig(*bits, base=base))
             qat = train(qat, train_data, epochs, QAT_LR, f"QAT {name} {_bits_label(*bits)}",
                         on_epoch=_freeze_bn_for_last_epoch(epochs, qtk.freeze_bn_stats))
+            if _diverged(qat):  # a learned scale went to NaN/inf: nothing to convert
+                rows.append(Row("qtk QAT", f"{name}, diverged (non-finite parameters)",
+                                _bits_label(*bits), None))
+                continue
             rows.append(_qtk_row("qtk QAT", name, bits, qtk.convert(qat), test_data))
     return rows
+
+
+def _diverged(model):
+    tensors = list(model.parameters()) + list(model.buffers())
+    return any(t.is_floating_point() and not torch.isfinite(t).all() for t in tensors)
 
 
 def _freeze_bn_for_last_epoch(epochs, freeze):
@@ -190,14 +199,18 @@ def _find(rows, kind, method=None, bits=None):
             and (bits is None or r.bits == bits)]
 
 
+def _deployed_or_worst(row):
+    return -1.0 if row.deployed is None else row.deployed  # None: a diverged QAT run
+
+
 def acceptance(rows):
     """The issue's acceptance checks on one (dataset, model) table: (text, holds) pairs."""
     float_acc = _find(rows, "float")[0].accuracy
     qat_int8 = _find(rows, "qtk QAT", "STE (FakeQuantize)", "w8a8")[0].deployed
     ao_qat, ao_ptq = _find(rows, "torch.ao QAT")[0].accuracy, _find(rows, "torch.ao PTQ")[0].accuracy
-    best_ptq = max(_find(rows, "qtk PTQ", bits="w8a8"), key=lambda r: r.deployed)
+    best_ptq = max(_find(rows, "qtk PTQ", bits="w8a8"), key=_deployed_or_worst)
     default_ptq = _find(rows, "qtk PTQ", "MinMax", "w8a8")[0].deployed
-    best_w4a4 = max(_find(rows, "qtk QAT", bits="w4a4"), key=lambda r: r.deployed)
+    best_w4a4 = max(_find(rows, "qtk QAT", bits="w4a4"), key=_deployed_or_worst)
     every_identical = all(r.identical == r.total for r in rows if r.identical is not None)
     return [
         (f"qtk QAT w8a8 (STE) deployed {qat_int8:.1f} >= float - 0.5 = {float_acc - 0.5:.1f}",
