@@ -270,6 +270,51 @@ def report_lines(results, args):
     return lines
 
 
+PEER_INT8 = ("PyTorch int8", "ONNX Runtime int8", "OpenVINO int8")
+PEER_FP32 = ("PyTorch fp32", "ONNX Runtime fp32", "OpenVINO fp32")
+
+
+def target_lines(results, args):
+    """The issue's targets, computed from this run: one line each, with ✅ or ❌."""
+    def ms(model, engine, threads):
+        return results.get(model, {}).get("engines", {}).get(engine, {}).get(
+            f"median_ms_{threads}t")
+
+    checks = []
+    for threads in args.threads:
+        qtk_ms = {m: ms(m, "qtk int8", threads) for m in results}
+        if "resnet18" in results and ms("resnet18", "OpenVINO int8", threads):
+            ratio = qtk_ms["resnet18"] / ms("resnet18", "OpenVINO int8", threads)
+            checks.append((f"{threads}t resnet18: qtk int8 / OpenVINO int8 = {ratio:.2f} "
+                           f"(target <= 1.1)", ratio <= 1.1))
+        for model in ("mobilenet_v2", "shufflenet_v2_x1_0"):
+            peers = {e: ms(model, e, threads) for e in PEER_INT8 if ms(model, e, threads)}
+            if model in results and peers:
+                best = min(peers, key=peers.get)
+                checks.append((f"{threads}t {model}: qtk int8 {qtk_ms[model]:.2f} ms vs fastest "
+                               f"peer int8 ({best}) {peers[best]:.2f} ms (target: faster)",
+                               qtk_ms[model] < peers[best]))
+        fp32 = {e: ms("resnet18", e, threads) for e in PEER_FP32 if ms("resnet18", e, threads)}
+        if "resnet18" in results and fp32:
+            best = min(fp32, key=fp32.get)
+            ratio = qtk_ms["resnet18"] / fp32[best]
+            checks.append((f"{threads}t resnet18: qtk int8 / fastest peer fp32 ({best}) = "
+                           f"{ratio:.2f} (target <= 0.3)", ratio <= 0.3))
+    for model, result in results.items():
+        q, ort = result["engines"].get("qtk int8", {}), result["engines"].get("ONNX Runtime int8",
+                                                                               {})
+        if "arena_kib" in q:
+            ratio = q["arena_kib"] / q["arena_lower_bound_kib"]
+            checks.append((f"{model}: memory plan {ratio:.3f}x its lower bound (target <= 1.1)",
+                           ratio <= 1.1))
+        if "peak_rss_mib" in q and "peak_rss_mib" in ort:
+            checks.append((f"{model}: peak RSS qtk int8 {q['peak_rss_mib']:.0f} MiB vs ONNX "
+                           f"Runtime int8 {ort['peak_rss_mib']:.0f} MiB (target: below)",
+                           q["peak_rss_mib"] < ort["peak_rss_mib"]))
+    return ["### Targets (issue 5), computed from this run", ""] + [
+        f"- {'✅' if holds else '❌'} {text}" for text, holds in checks] + [""]
+
+
 BEGIN = "<!-- BEGIN GENERATED RESULTS: written by `python -m benchmarks.peers`, do not edit -->"
 END = "<!-- END GENERATED RESULTS -->"
 
@@ -339,7 +384,7 @@ def main(argv=None):
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(summary, f, indent=2)
-    lines = report_lines(results, args)
+    lines = target_lines(results, args) + report_lines(results, args)
     print("\n".join(lines))
     if args.readme:
         write_readme(args.readme, lines, "python -m benchmarks.peers " + " ".join(

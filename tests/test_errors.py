@@ -86,6 +86,20 @@ def test_convert_before_calibration_is_explained():
         qtk.convert(prepared)
 
 
+def test_diverged_qat_is_explained_at_convert():
+    """A learned scale that went to NaN (a diverged run) names the layer and the likely cause."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+    lsq = qtk.bits_qconfig(4, 4, base=qtk.qconfig.QAT_QUANTIZERS["lsq"])
+    qat = qtk.quantize_qat(model, lsq).train()
+    qat(torch.randn(2, 3, 8, 8))
+    with torch.no_grad():
+        for name, p in qat.named_parameters():
+            if "scale" in name:
+                p.fill_(float("nan"))
+    with pytest.raises(ValueError, match=r"not a positive finite number.*diverged"):
+        qtk.convert(qat.eval())
+
+
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(qtk.QtkError, match="missing.qmodel"):
         qtk.runtime.load(tmp_path / "missing.qmodel")

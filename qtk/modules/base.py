@@ -1,5 +1,6 @@
 """What every QAT and Quantized module shares: qparams records and the export hook."""
 import dataclasses
+import math
 from typing import Dict, List, NamedTuple, Tuple
 
 import torch
@@ -111,9 +112,16 @@ def clamp_attr(lo, hi):
     return [int(lo), int(hi)]
 
 
-def requant_multipliers(input_scale, weight_scales, output_scale):
+def requant_multipliers(input_scale, weight_scales, output_scale, where):
     """Per-channel (M, n) for m[c] = s_x * s_w[c] / s_y, in float64 from the float32 scales."""
-    ms = [float(input_scale) * float(w) / float(output_scale) for w in weight_scales.tolist()]
+    scales = [float(input_scale), float(output_scale)] + weight_scales.tolist()
+    if not all(math.isfinite(s) and s > 0 for s in scales):
+        raise ValueError(
+            f"{where}: a quantization scale is not a positive finite number (input "
+            f"{float(input_scale)}, output {float(output_scale)}, weight min "
+            f"{min(weight_scales.tolist())} / max {max(weight_scales.tolist())}); the QAT run "
+            f"diverged (lower the learning rate) or the observers saw no finite data")
+    ms = [scales[0] * float(w) / scales[1] for w in weight_scales.tolist()]
     return arithmetic.quantize_multipliers(ms)
 
 
@@ -135,7 +143,7 @@ class QuantizedWeightLayer(QuantizedModule):
             bias = torch.zeros(weight.shape[0])
         bias_q = arithmetic.quantize_bias(bias, s_x, w_scale)
         arithmetic.check_accumulator_range(bias_q, weight[0].numel(), where)
-        multiplier, shift = requant_multipliers(s_x, w_scale, output_qparams.scale)
+        multiplier, shift = requant_multipliers(s_x, w_scale, output_qparams.scale, where)
         self.register_buffer("weight_q", w_q.to(torch.int8))
         self.register_buffer("bias_q", bias_q.to(torch.int32))
         self.register_buffer("multiplier", multiplier)
