@@ -29,6 +29,7 @@ struct NodeIO {
     std::vector<const Shape*> input_shapes;
     std::vector<void*> outputs;
     std::vector<const Shape*> output_shapes;
+    uint8_t* workspace = nullptr;  // OpKernel::workspace_bytes() of scratch, 64-byte aligned
 
     template <typename T>
     const T* input(size_t index) const {
@@ -49,6 +50,15 @@ class OpKernel {
     // Error naming the node when they do not fit the op.
     virtual std::vector<Shape> infer_shapes(const std::vector<Shape>& input_shapes) const = 0;
 
+    // Scratch bytes run() needs for these shapes with a pool of `threads`: the session plans them
+    // in its arena beside the activations (live while this node runs) and passes them in
+    // NodeIO::workspace, so no run allocates.
+    virtual size_t workspace_bytes(const std::vector<Shape>& input_shapes,
+                                   const std::vector<Shape>& output_shapes, int threads) const {
+        (void)input_shapes, (void)output_shapes, (void)threads;
+        return 0;
+    }
+
     // Computes the outputs for shapes infer_shapes accepted. The bytes must not depend on the
     // pool's thread count.
     virtual void run(const NodeIO& io, ThreadPool& pool) const = 0;
@@ -62,6 +72,20 @@ class OpKernel {
 };
 
 std::string node_label(const Node& node);  // "node 'layer1.0.conv1' (conv2d)"
+
+// How a kernel cuts its workspace: `shared` bytes for all threads, then one slot of `per_thread`
+// bytes per thread (ThreadPool::parallel_for_slots); each part 64-byte aligned.
+struct WorkspaceLayout {
+    size_t shared = 0;
+    size_t per_thread = 0;
+    int threads = 1;
+
+    static size_t aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
+    size_t bytes() const { return aligned(shared) + size_t(threads) * aligned(per_thread); }
+    uint8_t* slot(uint8_t* workspace, int64_t index) const {
+        return workspace + aligned(shared) + size_t(index) * aligned(per_thread);
+    }
+};
 
 struct ClampRange {
     int32_t lo;

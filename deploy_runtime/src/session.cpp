@@ -46,6 +46,7 @@ struct ExecutionPlan {
     int64_t batch = 0;
     std::vector<Shape> shapes;      // per value; constants keep their file shapes
     std::vector<uint64_t> offsets;  // per value: where an activation lives in the arena
+    std::vector<int64_t> workspace_offsets;  // per node: its workspace in the arena, or -1
     AlignedBytes arena;             // the session's own, unless it shares an Arena
     uint8_t* base = nullptr;        // the arena node_io points into
     uint64_t arena_bytes = 0;
@@ -139,7 +140,7 @@ detail::ExecutionPlan Session::Impl::make_plan(int64_t batch) const {
     }
 
     // Lifetimes in steps (one per node): from the producing node, or step 0 for graph inputs, to
-    // the last consumer, or the last step for graph outputs.
+    // the last consumer, or the last step for graph outputs; kernel workspaces for their step.
     const size_t steps = std::max<size_t>(1, g.nodes.size());
     const size_t kNotActivation = static_cast<size_t>(-1);
     std::vector<size_t> tensor_of(g.values.size(), kNotActivation);
@@ -154,14 +155,27 @@ detail::ExecutionPlan Session::Impl::make_plan(int64_t batch) const {
     for (uint32_t id : g.inputs) {
         add_tensor(id, 0);
     }
+    // A kernel's workspace is one more tensor, live while its node runs.
+    std::vector<size_t> workspace_tensor(g.nodes.size(), kNotActivation);
+    std::vector<Shape> output_shapes;
     for (size_t k = 0; k < g.nodes.size(); ++k) {
+        input_shapes.clear();
         for (uint32_t id : g.nodes[k].inputs) {
+            input_shapes.push_back(p.shapes[id]);
             if (tensor_of[id] != kNotActivation) {
                 lifetimes[tensor_of[id]].last_step = k;
             }
         }
+        output_shapes.clear();
         for (uint32_t id : g.nodes[k].outputs) {
+            output_shapes.push_back(p.shapes[id]);
             add_tensor(id, k);
+        }
+        const size_t workspace =
+            m().kernels[k]->workspace_bytes(input_shapes, output_shapes, pool.threads());
+        if (workspace > 0) {
+            workspace_tensor[k] = lifetimes.size();
+            lifetimes.push_back({workspace, k, k});
         }
     }
     for (uint32_t id : g.outputs) {
@@ -185,6 +199,12 @@ detail::ExecutionPlan Session::Impl::make_plan(int64_t batch) const {
             p.offsets[id] = memory.offsets[tensor_of[id]];
         }
     }
+    p.workspace_offsets.assign(g.nodes.size(), -1);
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        if (workspace_tensor[k] != kNotActivation) {
+            p.workspace_offsets[k] = static_cast<int64_t>(memory.offsets[workspace_tensor[k]]);
+        }
+    }
 
     if (p.arena) {  // a shared Arena is bound at each run: others may move it in between
         bind(p, p.arena.get());
@@ -206,6 +226,9 @@ void Session::Impl::bind(detail::ExecutionPlan& p, uint8_t* arena) const {
         for (uint32_t id : g.nodes[k].outputs) {
             io.outputs.push_back(arena + p.offsets[id]);
             io.output_shapes.push_back(&p.shapes[id]);
+        }
+        if (p.workspace_offsets[k] >= 0) {
+            io.workspace = arena + p.workspace_offsets[k];
         }
     }
 }

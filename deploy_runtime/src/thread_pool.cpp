@@ -23,11 +23,16 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    parallel_for_slots(n, [&fn](int64_t, int64_t begin, int64_t end) { fn(begin, end); });
+}
+
+void ThreadPool::parallel_for_slots(
+    int64_t n, const std::function<void(int64_t, int64_t, int64_t)>& fn) {
     if (n <= 0) {
         return;
     }
     if (workers_.empty() || n == 1) {
-        fn(0, n);
+        fn(0, 0, n);
         return;
     }
     std::unique_lock<std::mutex> lock(mutex_);
@@ -52,11 +57,11 @@ void ThreadPool::run_chunks(std::unique_lock<std::mutex>& lock) {
         const int64_t chunk = next_chunk_++;
         const int64_t begin = n_ * chunk / chunks_;
         const int64_t end = n_ * (chunk + 1) / chunks_;
-        const std::function<void(int64_t, int64_t)>& fn = *fn_;
+        const std::function<void(int64_t, int64_t, int64_t)>& fn = *fn_;
         lock.unlock();
         std::exception_ptr error;
         try {
-            fn(begin, end);
+            fn(chunk, begin, end);
         } catch (...) {
             error = std::current_exception();
         }

@@ -27,6 +27,10 @@ class ThreadPool {
     // Kernels compute each output element from its inputs alone, so the split never changes a byte.
     // Not reentrant: fn must not call parallel_for.
     void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+    // As parallel_for, also passing each range's index, below threads(): the slot of per-thread
+    // scratch that the range may use (ranges running at the same time have different indices).
+    void parallel_for_slots(int64_t n,
+                            const std::function<void(int64_t slot, int64_t, int64_t)>& fn);
 
  private:
     void worker_loop();
@@ -42,7 +46,7 @@ class ThreadPool {
     uint64_t generation_ = 0;  // bumped for each job, so workers see a new one exactly once
 
     // The current job, guarded by mutex_.
-    const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+    const std::function<void(int64_t, int64_t, int64_t)>* fn_ = nullptr;
     int64_t n_ = 0;
     int64_t chunks_ = 0;
     int64_t next_chunk_ = 0;

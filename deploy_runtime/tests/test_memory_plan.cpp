@@ -1,6 +1,7 @@
 // The memory planner: simultaneously live tensors never share bytes, offsets are aligned, the arena
 // is at least the lower bound; plus known optima and the plans of real sessions.
 #include <algorithm>
+#include <cstdlib>
 
 #include "check.h"
 #include "memory_planner.h"
@@ -88,7 +89,10 @@ void test_known_plans() {
 
 void test_session_plans() {
     const std::vector<uint8_t> bytes = qtk_test::sample_model().build();
+    // The reference conv needs no workspace, so the bound below is the activations' alone.
+    setenv("QTK_CONV_ALGO", "conv2d_int8_reference", 1);
     const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
+    unsetenv("QTK_CONV_ALGO");
     qtk::Session session(model);
     CHECK(session.arena_bytes() >= session.arena_lower_bound());
     // The sample's largest step: conv1 reads x (72) while a (144) is written... up to the concat,
@@ -100,6 +104,11 @@ void test_session_plans() {
     CHECK_EQ(session.arena_lower_bound(), 5u * 576u);
     CHECK(session.arena_bytes() >= session.arena_lower_bound());
     CHECK(session.arena_bytes() > batch1);
+
+    // A fast conv's workspace is one more tensor of the plan, live while the conv runs.
+    qtk::Session fast(qtk::Model::from_bytes(bytes.data(), bytes.size()));
+    CHECK(fast.arena_lower_bound() >= 576u);
+    CHECK(fast.arena_bytes() >= fast.arena_lower_bound());
 }
 
 // Two models run one after another share one Arena: it holds the larger plan, not the sum, and

@@ -16,7 +16,6 @@
 // time in per-row overhead otherwise.
 #include <algorithm>
 
-#include "aligned_buffer.h"
 #include "conv2d_int8_epilogue.h"
 #include "int8_dwconv.h"
 #include "thread_pool.h"
@@ -87,17 +86,24 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
         pack_weights();
     }
 
+    size_t workspace_bytes(const std::vector<Shape>&, const std::vector<Shape>& output_shapes,
+                           int threads) const override {
+        const Shape& ys = output_shapes[0];
+        return WorkspaceLayout{0, RowLayout(params_, ys[3], ys[2] * ys[3]).bytes(params_), threads}
+            .bytes();
+    }
+
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
         const RowLayout layout(params_, ys[3], ys[2] * ys[3]);
         const PairSpan span(params_, xs[3], layout.pairs);
-        pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
-            const AlignedBytes workspace =
-                allocate_aligned(layout.bytes(params_), "depthwise conv2d workspace");
-            std::fill(workspace.get(), workspace.get() + layout.bytes(params_), uint8_t{0});
+        const WorkspaceLayout workspace{0, layout.bytes(params_), pool.threads()};
+        pool.parallel_for_slots(xs[0] * xs[1], [&](int64_t slot, int64_t begin, int64_t end) {
+            uint8_t* scratch = workspace.slot(io.workspace, slot);
+            std::fill(scratch, scratch + layout.bytes(params_), uint8_t{0});
             for (int64_t plane = begin; plane < end; ++plane) {
-                run_plane(io, layout, span, plane, workspace.get());
+                run_plane(io, layout, span, plane, scratch);
             }
         });
     }

@@ -33,7 +33,6 @@
 #include <cstring>
 #include <vector>
 
-#include "aligned_buffer.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
 #include "int8_c4.h"
@@ -108,7 +107,7 @@ DirectBlocking make_blocking(const C4Layout& c4, int64_t quads, int64_t oc_tiles
 
 // Per thread, for any input of `plane_pixels` output pixels and any thread count: a block has at
 // most max(kMaxBlockPixels, plane_w) grid pixels, and plane_w <= out_w + d (kw - 1). (The c4
-// input, like the GEMM conv's padded input, is one buffer per run.)
+// input is the workspace's shared part, as the GEMM conv's padded input.)
 size_t workspace_bytes(const Conv2dParams& p, const Int8GemmUkernel& u, int64_t plane_pixels) {
     const int64_t widest_row = plane_pixels + p.dilation_w * (p.kernel_w - 1);
     const int64_t block_pixels = std::max(kMaxBlockPixels, widest_row);
@@ -173,6 +172,21 @@ void convert_quad(const int8_t* x, int64_t channels, int64_t in_h, int64_t in_w,
 }
 
 class Conv2dInt8Direct final : public Conv2dKernel {
+    // How a run with this input shape and thread count lays out and cuts its work: the c4 input
+    // (and its slack) is the workspace's shared part, each thread's accumulators a slot.
+    struct Plan {
+        C4Layout c4;
+        DirectBlocking blocking;
+        WorkspaceLayout workspace;
+
+        Plan(const Conv2dInt8Direct& k, const Shape& x_shape, int threads)
+            : c4(k.params_, x_shape[2], x_shape[3], k.quads_, k.ukernel_.nr),
+              blocking(make_blocking(c4, k.quads_, k.oc_tiles_, k.ukernel_,
+                                     x_shape[0] * k.params_.groups, threads)),
+              workspace{size_t(x_shape[0] * k.params_.groups * c4.group_bytes + c4.slack_bytes),
+                        blocking.bytes_per_thread(k.ukernel_), threads} {}
+    };
+
  public:
     Conv2dInt8Direct(const NodeView& node, const Int8GemmUkernel& ukernel,
                      const Int8RequantizeUkernel& requantize, const Int8VaddUkernel& vadd)
@@ -189,17 +203,21 @@ class Conv2dInt8Direct final : public Conv2dKernel {
         pack_weights();
     }
 
+    size_t workspace_bytes(const std::vector<Shape>& input_shapes, const std::vector<Shape>&,
+                           int threads) const override {
+        return Plan(*this, input_shapes[0], threads).workspace.bytes();
+    }
+
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Conv2dParams& p = params_;
         const Shape& xs = *io.input_shapes[0];
-        const C4Layout c4(p, xs[2], xs[3], quads_, ukernel_.nr);
+        const Plan plan(*this, xs, pool.threads());
+        const C4Layout& c4 = plan.c4;
+        const DirectBlocking& b = plan.blocking;
         const int64_t planes = xs[0] * p.groups;
-        const DirectBlocking b =
-            make_blocking(c4, quads_, oc_tiles_, ukernel_, planes, pool.threads());
 
-        const AlignedBytes input =
-            allocate_aligned(size_t(planes * c4.group_bytes + c4.slack_bytes), "conv2d c4 input");
-        std::memset(input.get() + planes * c4.group_bytes, 0, size_t(c4.slack_bytes));
+        uint8_t* const input = io.workspace;  // the c4 input, then the slack
+        std::memset(input + planes * c4.group_bytes, 0, size_t(c4.slack_bytes));
         const int8_t* x = io.input<int8_t>(0);
         const int8_t z = static_cast<int8_t>(constants_.input_zero_point);
         pool.parallel_for(planes * quads_, [&](int64_t begin, int64_t end) {
@@ -209,7 +227,7 @@ class Conv2dInt8Direct final : public Conv2dKernel {
                 const int64_t first = group * p.group_in_channels + 4 * q;
                 const int64_t channels = std::min<int64_t>(4, p.group_in_channels - 4 * q);
                 convert_quad(x + (n * xs[1] + first) * xs[2] * xs[3], channels, xs[2], xs[3], p,
-                             c4, z, input.get() + plane * c4.group_bytes + q * c4.quad_bytes);
+                             c4, z, input + plane * c4.group_bytes + q * c4.quad_bytes);
             }
         });
 
@@ -223,14 +241,13 @@ class Conv2dInt8Direct final : public Conv2dKernel {
                     ((dy % s) * s + dx % s) * plane_bytes + ((dy / s) * c4.plane_w + dx / s) * 4;
             }
         }
-        const size_t bytes = b.bytes_per_thread(ukernel_);
-        pool.parallel_for(planes * b.blocks_per_plane * b.ranges, [&](int64_t begin, int64_t end) {
-            const AlignedBytes acc = allocate_aligned(bytes, "conv2d workspace");
-            for (int64_t task = begin; task < end; ++task) {
-                run_task(io, c4, b, input.get(), tap_offsets.data(), task,
-                         reinterpret_cast<int32_t*>(acc.get()));
-            }
-        });
+        pool.parallel_for_slots(
+            planes * b.blocks_per_plane * b.ranges, [&](int64_t slot, int64_t begin, int64_t end) {
+                int32_t* acc = reinterpret_cast<int32_t*>(plan.workspace.slot(io.workspace, slot));
+                for (int64_t task = begin; task < end; ++task) {
+                    run_task(io, c4, b, input, tap_offsets.data(), task, acc);
+                }
+            });
     }
 
  private:

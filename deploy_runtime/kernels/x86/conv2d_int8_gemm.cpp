@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "aligned_buffer.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
 #include "int8_c4.h"
@@ -70,18 +69,28 @@ Blocking make_blocking(const Conv2dParams& p, const Int8GemmUkernel& u, int64_t 
 }
 
 // Per thread, for any thread count: more threads only make blocks smaller. What the algorithm
-// descriptor reports, and what run() allocates.
+// descriptor reports, and each thread's slot of the workspace.
 size_t workspace_bytes(const Conv2dParams& p, const Int8GemmUkernel& u, int64_t plane_pixels) {
     return make_blocking(p, u, plane_pixels, 1, 1).bytes_per_thread(p, u);
 }
 
 // The input planes with pad_h rows and pad_w columns of z around each: [N * C][height][width]. The
-// input itself where the conv does not pad; else `bytes` holds them.
+// input itself where the conv does not pad; else the workspace's shared part holds them.
 struct PaddedInput {
     int64_t height, width;  // padded
     const int8_t* planes;
-    AlignedBytes bytes;
 };
+
+bool pads(const Conv2dParams& p) { return p.pad_h != 0 || p.pad_w != 0; }
+
+// The padded input (where the conv pads), then one slot per thread.
+WorkspaceLayout workspace_layout(const Conv2dParams& p, const Int8GemmUkernel& u,
+                                 const Shape& x_shape, const Shape& y_shape, int threads) {
+    const int64_t padded_planes =
+        pads(p) ? x_shape[0] * x_shape[1] * (x_shape[2] + 2 * p.pad_h) * (x_shape[3] + 2 * p.pad_w)
+                : 0;
+    return {size_t(padded_planes), workspace_bytes(p, u, y_shape[2] * y_shape[3]), threads};
+}
 
 // One channel plane of x (height x width) into its padded plane.
 void pad_plane(const int8_t* x, int64_t height, int64_t width, const Conv2dParams& p, int8_t z,
@@ -170,20 +179,25 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
         pack_weights();
     }
 
+    size_t workspace_bytes(const std::vector<Shape>& input_shapes,
+                           const std::vector<Shape>& output_shapes, int threads) const override {
+        return workspace_layout(params_, ukernel_, input_shapes[0], output_shapes[0], threads)
+            .bytes();
+    }
+
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
         const int64_t planes = xs[0] * params_.groups;
         const int64_t plane_pixels = ys[2] * ys[3];
         const Blocking b = make_blocking(params_, ukernel_, plane_pixels, planes, pool.threads());
-        const size_t bytes = workspace_bytes(params_, ukernel_, plane_pixels);
+        const WorkspaceLayout workspace =
+            workspace_layout(params_, ukernel_, xs, ys, pool.threads());
         const int8_t* x = io.input<int8_t>(0);
-        PaddedInput padded{xs[2] + 2 * params_.pad_h, xs[3] + 2 * params_.pad_w, x, nullptr};
-        if (params_.pad_h != 0 || params_.pad_w != 0) {
+        PaddedInput padded{xs[2] + 2 * params_.pad_h, xs[3] + 2 * params_.pad_w, x};
+        if (pads(params_)) {
             const int64_t padded_plane = padded.height * padded.width;
-            padded.bytes =
-                allocate_aligned(size_t(xs[0] * xs[1] * padded_plane), "conv2d padded input");
-            int8_t* dst = reinterpret_cast<int8_t*>(padded.bytes.get());
+            int8_t* dst = reinterpret_cast<int8_t*>(io.workspace);
             padded.planes = dst;
             const int8_t z = static_cast<int8_t>(constants_.input_zero_point);
             pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
@@ -193,12 +207,12 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
                 }
             });
         }
-        pool.parallel_for(planes * b.blocks_per_plane, [&](int64_t begin, int64_t end) {
-            const AlignedBytes workspace = allocate_aligned(bytes, "conv2d workspace");
-            for (int64_t task = begin; task < end; ++task) {
-                run_block(io, padded, b, task, workspace.get());
-            }
-        });
+        pool.parallel_for_slots(
+            planes * b.blocks_per_plane, [&](int64_t slot, int64_t begin, int64_t end) {
+                for (int64_t task = begin; task < end; ++task) {
+                    run_block(io, padded, b, task, workspace.slot(io.workspace, slot));
+                }
+            });
     }
 
  private:

@@ -12,7 +12,6 @@
 // reuse one block of packed weights (nr * K bytes) from cache across samples.
 #include <algorithm>
 
-#include "aligned_buffer.h"
 #include "int8_gemv.h"
 #include "int8_requantize.h"
 #include "linear.h"
@@ -37,15 +36,20 @@ class LinearInt8Gemv final : public LinearKernel {
         pack_weights();
     }
 
+    // u = x ^ 0x80 per sample, zero past K (where the packed weights are zero too).
+    size_t workspace_bytes(const std::vector<Shape>& input_shapes, const std::vector<Shape>&,
+                           int) const override {
+        return size_t(input_shapes[0][0] * k_padded_);
+    }
+
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const int64_t batch = (*io.input_shapes[0])[0];
         const int64_t row_bytes = k_padded_;
         const int8_t* x = io.input<int8_t>(0);
         int8_t* y = io.output<int8_t>(0);
-        // u = x ^ 0x80 per sample, zero past K (where the packed weights are zero too).
-        const AlignedBytes u = allocate_aligned(size_t(batch * row_bytes), "linear activations");
+        uint8_t* const u = io.workspace;
         for (int64_t n = 0; n < batch; ++n) {
-            uint8_t* u_row = u.get() + n * row_bytes;
+            uint8_t* u_row = u + n * row_bytes;
             for (int64_t k = 0; k < in_features_; ++k) {
                 u_row[k] = static_cast<uint8_t>(x[n * in_features_ + k] ^ 0x80);
             }
@@ -59,7 +63,7 @@ class LinearInt8Gemv final : public LinearKernel {
             for (int64_t task = begin; task < end; ++task) {
                 const int64_t block = task / batch, n = task % batch, first = block * nr;
                 const int8_t* w = packed_weights_.data() + block * k_padded_ * nr;
-                ukernel_.run(k_padded_ / ukernel_.kr, w, u.get() + n * row_bytes, c.data());
+                ukernel_.run(k_padded_ / ukernel_.kr, w, u + n * row_bytes, c.data());
                 requantize_.channels(c.data(), std::min<int64_t>(nr, out_features_ - first),
                                      acc_init_.data() + first, k.multiplier.data() + first,
                                      k.shift.data() + first, out,
