@@ -44,8 +44,8 @@ std::unique_ptr<OpKernel> make_pad_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_resize_nearest_reference(const NodeView& node);
 
 // int8 conv2d algorithms, defined beside their kernels: kernels/reference/conv2d.cpp and
-// kernels/x86/conv2d_int8_{depthwise,gemm,direct}.cpp (built where the compiler targets x86-64 and
-// takes the ISA's flags; CMakeLists.txt defines QTK_X86_<ISA> for each).
+// kernels/x86/conv2d_int8_{depthwise,gemm,direct,winograd}.cpp (built where the compiler targets
+// x86-64 and takes the ISA's flags; CMakeLists.txt defines QTK_X86_<ISA> for each).
 extern const Conv2dAlgo kConv2dInt8Reference;
 extern const Conv2dAlgo kConv2dInt8DepthwiseW16Avx512Vnni;
 extern const Conv2dAlgo kConv2dInt8DepthwiseW8Avx2;
@@ -55,6 +55,8 @@ extern const Conv2dAlgo kConv2dInt8Gemm2x16c4Avx2;
 extern const Conv2dAlgo kConv2dInt8Direct8x32c4Avx512Vnni;
 extern const Conv2dAlgo kConv2dInt8Direct4x16c4AvxVnni;
 extern const Conv2dAlgo kConv2dInt8Direct2x16c4Avx2;
+extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx512;
+extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx2;
 
 // int8 linear algorithms: kernels/reference/linear.cpp and kernels/x86/linear_int8_gemv.cpp.
 extern const LinearAlgo kLinearInt8Reference;
@@ -84,9 +86,14 @@ const Conv2dAlgo* const kConv2dInt8Algos[] = {
 // Direct (every kernel but 1x1, stride 1 or 2) before the GEMM of its ISA: faster on resnet18's
 // 3x3 layers and its 7x7 stem, by 20-45% with AVX-512 VNNI and 3-10% with AVX2 on an EPYC (AVX-VNNI
 // placed alike, unmeasured).
+// Winograd F(2x2, 3x3) (3x3 stride 1, float products, exact: docs/winograd.md) after the int8
+// kernels of its ISA: 2.5-4x slower than the VNNI direct conv on resnet18's 3x3 layers on an EPYC;
+// capped at AVX2 there it beat the AVX2 direct conv (1.05-1.6x), unconfirmed on AVX2-only CPUs.
+// Fast-Run times it per layer.
 #if QTK_X86_AVX512_VNNI
     &kConv2dInt8Direct8x32c4Avx512Vnni,
     &kConv2dInt8Gemm8x32c4Avx512Vnni,
+    &kConv2dInt8WinogradF2x3Avx512,
 #endif
 #if QTK_X86_AVX_VNNI
     &kConv2dInt8Direct4x16c4AvxVnni,
@@ -95,6 +102,7 @@ const Conv2dAlgo* const kConv2dInt8Algos[] = {
 #if QTK_X86_AVX2
     &kConv2dInt8Direct2x16c4Avx2,
     &kConv2dInt8Gemm2x16c4Avx2,
+    &kConv2dInt8WinogradF2x3Avx2,
 #endif
     &kConv2dInt8Reference,
 };

@@ -20,6 +20,7 @@
 #if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
 #include "../kernels/x86/int8_gemm.h"
 #include "../kernels/x86/int8_requantize.h"
+#include "../kernels/x86/winograd_f2x3.h"
 #endif
 
 namespace qtk {
@@ -246,11 +247,16 @@ void test_requantize() {
 #endif
 
 enum class Fill { kRandom, kLowest, kHighest };  // activations all -128 / all 127, weights +-127
+// Winograd's largest sums (docs/winograd.md), with an extreme fill: the input zero point at the
+// other end, weights all 127 or all -127 (|U'| up to 1143); every |x - z| 255, or 254 and 255 at
+// random so that sums past 2^24 would be odd and lose their last bit in float.
+enum class WinogradWorst { kNo, kAll255, kMixed };
 
 struct ConvCase {
     int64_t in = 4, out = 4, height = 5, width = 7;
     int64_t kh = 3, kw = 3, sh = 1, sw = 1, ph = 1, pw = 1, dh = 1, dw = 1, groups = 1;
     Fill fill = Fill::kRandom;
+    WinogradWorst winograd_worst = WinogradWorst::kNo;
 
     int64_t out_h() const { return (height + 2 * ph - dh * (kh - 1) - 1) / sh + 1; }
     int64_t out_w() const { return (width + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
@@ -268,7 +274,10 @@ struct ConvCase {
                " g" + std::to_string(groups) +
                (fill == Fill::kRandom   ? ""
                 : fill == Fill::kLowest ? " all -128"
-                                        : " all 127");
+                                        : " all 127") +
+               (winograd_worst == WinogradWorst::kNo       ? ""
+                : winograd_worst == WinogradWorst::kAll255 ? " winograd worst"
+                                                           : " winograd worst, odd");
     }
 };
 
@@ -303,7 +312,11 @@ BuiltCase build(const ConvCase& cc, uint64_t seed) {
         }
         typical = double(int64_t{1} << 31);
     }
-    const int32_t zx = static_cast<int32_t>(rng.uniform(-128, 127));
+    int32_t zx = static_cast<int32_t>(rng.uniform(-128, 127));
+    if (cc.winograd_worst != WinogradWorst::kNo) {
+        zx = cc.fill == Fill::kLowest ? 127 : -128;
+        std::fill(weights.begin(), weights.end(), rng.uniform(0, 1) == 0 ? -127 : 127);
+    }
     const int32_t zy = static_cast<int32_t>(rng.uniform(-128, 127));
     const bool relu = rng.uniform(0, 2) == 0;
 
@@ -347,6 +360,11 @@ BuiltCase build(const ConvCase& cc, uint64_t seed) {
     built.x = cc.fill == Fill::kRandom   ? rng.int8s(x_count)
               : cc.fill == Fill::kLowest ? std::vector<int8_t>(x_count, -128)
                                          : std::vector<int8_t>(x_count, 127);
+    if (cc.winograd_worst == WinogradWorst::kMixed) {
+        for (int8_t& v : built.x) {  // one step towards the zero point, half the time
+            v = static_cast<int8_t>(v + (rng.uniform(0, 1) == 0 ? 0 : v < 0 ? 1 : -1));
+        }
+    }
     return built;
 }
 
@@ -619,6 +637,212 @@ void test_against_reference() {
     std::printf("\n");
 }
 
+#if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
+// The Winograd chunk is the longest run of channels whose float partial sums stay within 2^24
+// (docs/winograd.md), and the Winograd algorithms take channel counts up to the int32 bound only.
+void test_winograd_bounds() {
+    using qtk::detail::winograd_f2x3_chunk_channels;
+    constexpr int64_t kExact = int64_t{1} << 24;
+    for (int32_t z : {-128, -1, 0, 127}) {
+        const int64_t max_v = 4 * std::max(128 + z, 127 - z);
+        for (int64_t max_u : {1, 2, 127, 508, 1143}) {
+            const int64_t chunk = winograd_f2x3_chunk_channels(max_u, z);
+            CHECK(chunk * max_u * max_v <= kExact);
+            CHECK((chunk + 1) * max_u * max_v > kExact);
+        }
+        CHECK(winograd_f2x3_chunk_channels(0, z) >= 1841);
+    }
+    CHECK(winograd_f2x3_chunk_channels(1143, -128) == 14);
+    CHECK(winograd_f2x3_chunk_channels(1143, 127) == 14);
+    CHECK(winograd_f2x3_chunk_channels(1143, 0) == 28);
+    for (const Conv2dAlgo* algo : qtk::detail::conv2d_int8_algos()) {
+        if (std::string(algo->name).find("winograd") == std::string::npos) {
+            continue;
+        }
+        // 4 * 9 C * 255 * 127 < 2^31 up to C = 1841.
+        CHECK(algo->fits({8, 1841, 3, 3, 1, 1, 0, 0, 1, 1, 1}));
+        CHECK(algo->fits({16, 1841, 3, 3, 1, 1, 2, 2, 1, 1, 2}));
+        CHECK(!algo->fits({8, 1842, 3, 3, 1, 1, 1, 1, 1, 1, 1}));
+        CHECK(!algo->fits({8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1}));
+        CHECK(!algo->fits({8, 8, 3, 3, 1, 1, 1, 1, 2, 2, 1}));
+        CHECK(!algo->fits({8, 8, 5, 5, 1, 1, 2, 2, 1, 1, 1}));
+    }
+}
+
+// The Winograd micro-kernels on tiles transformed here, against the 2x2 outputs' sums of
+// (x - z) w in int64, before any requantization (which could hide a lost last bit): random values
+// and the largest sums (|x - z| 254 or 255, weights all 127 or all -127, so |U'| = 1143), channel
+// counts around the chunk of 14. One channel more than the chunk must lose exactness on the
+// largest sums: the bound is tight and this check sees a lost bit.
+void test_winograd_ukernels() {
+    using qtk::detail::WinogradF2x3Ukernel;
+    struct Entry {
+        IsaLevel isa;
+        const WinogradF2x3Ukernel* ukernel;
+    };
+    const Entry entries[] = {
+#if QTK_X86_AVX2
+        {IsaLevel::kAvx2, &qtk::detail::kWinogradF2x3Avx2},
+#endif
+#if QTK_X86_AVX512_VNNI
+        {IsaLevel::kAvx512Vnni, &qtk::detail::kWinogradF2x3Avx512},
+#endif
+    };
+    constexpr int kG[4][3] = {{2, 0, 0}, {1, 1, 1}, {1, -1, 1}, {0, 0, 2}};
+    constexpr int kBt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+    Rng rng(17);
+    for (const Entry& e : entries) {
+        if (!cpu_supports(e.isa)) {
+            continue;
+        }
+        const int mr = e.ukernel->mr, nr = e.ukernel->nr;
+        for (int64_t channels : {1, 13, 14, 15, 29, 200}) {
+            for (bool worst : {false, true}) {
+                const int32_t z = worst ? (rng.uniform(0, 1) == 0 ? -128 : 127)
+                                        : static_cast<int32_t>(rng.uniform(-128, 127));
+                const int8_t weight_sign = rng.uniform(0, 1) == 0 ? -1 : 1;
+                std::vector<int32_t> g(size_t(mr * channels * 9)), d(size_t(channels * nr * 16));
+                for (int32_t& w : g) {
+                    w = worst ? 127 * weight_sign : static_cast<int32_t>(rng.uniform(-127, 127));
+                }
+                for (int32_t& v : d) {  // d = x - z of tile t, row i, column j at (c nr + t) 16
+                    const int32_t x = worst ? (z < 0 ? 127 - rng.uniform(0, 1)
+                                                     : -128 + rng.uniform(0, 1))
+                                            : static_cast<int32_t>(rng.uniform(-128, 127));
+                    v = x - z;
+                }
+                // U' = G' g G'^T as [16][channels][mr], V = B^T d B as [16][channels][nr].
+                std::vector<float> u(size_t(16 * channels * mr)), v(size_t(16 * channels * nr));
+                int64_t max_abs_u = 0;
+                for (int64_t c = 0; c < channels; ++c) {
+                    for (int i = 0; i < 4; ++i) {
+                        for (int j = 0; j < 4; ++j) {
+                            for (int r = 0; r < mr; ++r) {
+                                int64_t sum = 0;
+                                for (int k = 0; k < 9; ++k) {
+                                    sum += kG[i][k / 3] * kG[j][k % 3] *
+                                           g[size_t((r * channels + c) * 9 + k)];
+                                }
+                                max_abs_u = std::max(max_abs_u, std::abs(sum));
+                                u[size_t(((4 * i + j) * channels + c) * mr + r)] = float(sum);
+                            }
+                            for (int t = 0; t < nr; ++t) {
+                                int64_t sum = 0;
+                                for (int k = 0; k < 16; ++k) {
+                                    sum += kBt[i][k / 4] * kBt[j][k % 4] *
+                                           d[size_t((c * nr + t) * 16 + k)];
+                                }
+                                v[size_t(((4 * i + j) * channels + c) * nr + t)] = float(sum);
+                            }
+                        }
+                    }
+                }
+                const int64_t chunk = qtk::detail::winograd_f2x3_chunk_channels(max_abs_u, z);
+                const auto mismatches = [&](int64_t chunk_channels) {
+                    std::vector<int32_t> y(size_t(mr * 4 * nr));
+                    e.ukernel->run(u.data(), v.data(), channels, nr, chunk_channels, y.data());
+                    int count = 0;
+                    for (int r = 0; r < mr; ++r) {
+                        for (int t = 0; t < nr; ++t) {
+                            for (int p = 0; p < 4; ++p) {
+                                const int oy = p / 2, ox = p % 2;
+                                int64_t want = 0;
+                                for (int64_t c = 0; c < channels; ++c) {
+                                    for (int k = 0; k < 9; ++k) {
+                                        want += int64_t{d[size_t((c * nr + t) * 16 +
+                                                                 (oy + k / 3) * 4 + ox + k % 3)]} *
+                                                g[size_t((r * channels + c) * 9 + k)];
+                                    }
+                                }
+                                count += y[size_t((2 * r + oy) * 2 * nr + 2 * t + ox)] != want;
+                            }
+                        }
+                    }
+                    return count;
+                };
+                const std::string what = std::string(isa_name(e.isa)) + " Winograd micro-kernel, " +
+                                         std::to_string(channels) + " channels, z " +
+                                         std::to_string(z) + (worst ? ", largest sums" : "");
+                if (mismatches(std::min(chunk, channels)) != 0) {
+                    qtk_test::report_failure(__FILE__, __LINE__, what + ": differs");
+                }
+                if (worst && channels > chunk && mismatches(chunk + 1) == 0) {
+                    qtk_test::report_failure(__FILE__, __LINE__,
+                                             what + ": exact with a chunk one channel longer");
+                }
+            }
+        }
+        std::printf("Winograd micro-kernel %s: checked\n", isa_name(e.isa));
+    }
+}
+
+// Winograd F(2x2, 3x3) against the reference, stride 1: output sizes either side of the 2x2 tiles
+// and of the micro-kernels' 16 and 32 tiles (1 to 9, 13, 14, 28, 56), padding 0 to 2, channel
+// counts 1 to 17, 64 and 256, groups 2 now and then; then the largest sums: extreme fills with
+// channel counts at the chunk edges (14 channels when |U'| = 1143 and |V| = 1020) and the largest
+// count the algorithms take.
+void test_winograd() {
+    const std::vector<const Conv2dAlgo*> algos = fast_algos();
+    const int cases_before = g_cases;
+    const int64_t sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 14, 28, 56};
+    int index = 0;
+    for (int64_t pad : {0, 1, 2}) {
+        for (int64_t out_w : sizes) {
+            for (int64_t out_h : {sizes[index % 13], sizes[(index * 5 + 3) % 9]}) {
+                ConvCase cc;
+                cc.ph = cc.pw = pad;
+                cc.width = out_w + 2 - 2 * pad;
+                cc.height = out_h + 2 - 2 * pad;
+                cc.in = 1 + index % 17;
+                cc.out = 1 + index * 7 % 17;
+                if (index % 5 == 4) {
+                    cc.groups = 2;
+                    cc.in *= 2;
+                    cc.out *= 2;
+                }
+                cc.fill = index % 7 == 3 ? Fill::kLowest
+                          : index % 7 == 6 ? Fill::kHighest
+                                           : Fill::kRandom;
+                if (cc.width >= 1 && cc.height >= 1) {
+                    check_case(cc, algos);
+                }
+                ++index;
+            }
+        }
+    }
+    for (int64_t in = 1; in <= 17; ++in) {
+        ConvCase cc;
+        cc.in = in;
+        cc.out = 18 - in;
+        cc.height = 9;
+        cc.width = 11;
+        check_case(cc, algos);
+    }
+    for (int64_t in : {64, 256}) {
+        ConvCase cc;
+        cc.in = in;
+        cc.out = in == 64 ? 40 : 9;
+        cc.height = cc.width = 14;
+        check_case(cc, algos);
+    }
+    for (WinogradWorst worst : {WinogradWorst::kAll255, WinogradWorst::kMixed}) {
+        for (Fill fill : {Fill::kLowest, Fill::kHighest}) {
+            for (int64_t in : {13, 14, 15, 28, 29, 43, 1841}) {
+                ConvCase cc;
+                cc.in = in;
+                cc.out = in == 1841 ? 3 : 9;
+                cc.height = in == 1841 ? 4 : 6;
+                cc.width = 5;
+                cc.fill = fill;
+                cc.winograd_worst = worst;
+                check_case(cc, algos);
+            }
+        }
+    }
+    std::printf("%d Winograd cases checked against the reference\n", g_cases - cases_before);
+}
+#endif
+
 // QTK_ISA at each level (a cap the CPU lacks still allows the levels below it): the default choice
 // is the first usable algorithm at or below the cap, and it gives the reference's bytes; for a
 // depthwise layer too, where a depthwise algorithm serves wherever the CPU runs AVX2.
@@ -712,5 +936,10 @@ int main() {
     test_errors();
     test_isa_cap();
     test_against_reference();
+#if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
+    test_winograd_bounds();
+    test_winograd_ukernels();
+    test_winograd();
+#endif
     return qtk_test::check_report();
 }

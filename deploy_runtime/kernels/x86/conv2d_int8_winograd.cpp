@@ -1,0 +1,362 @@
+// conv2d int8 as Winograd F(2x2, 3x3) on x86, NCHW, 3x3 kernels, stride 1, dilation 1, any
+// padding and groups (docs/quantization_spec.md section 4), with the transforms and products in
+// float. docs/winograd.md proves the result equals the direct convolution for every int8 input and
+// weight; in short: with d = x - z (padding d = 0) and the weight transform scaled by 2 per side,
+// U' = G' g G'^T and V = B^T d B are integers (|U'| <= 1143, |V| <= 1020), so each product is an
+// exact float; channel sums stay exact in float over chunks of `chunk_` channels (partial sums
+// <= 2^24, winograd_f2x3_chunk_channels) and go on in int32; A^T M A = 4 sum (x - z) w, which
+// fits int32 for group_in_channels <= kMaxChannels, so int32 wrapping on the way does not matter
+// and an arithmetic shift divides by 4 exactly. The micro-kernel (winograd_f2x3.h) is per ISA;
+// this file, built with the baseline flags, lays out the input, transforms it and cuts the work;
+// the epilogue (bias, requantization, activation clamp, fused residual add) is
+// conv2d_int8_epilogue.h.
+//
+// Layout. Each run first writes d of every (sample, group, channel) once as float into a padded
+// plane split by column parity: rows 2 tiles_h + 2, each an even half then an odd half of
+// half_w = tiles_w + 4 columns (0 around the input), so that 4 consecutive tiles' columns 0..3
+// are 4 unaligned vector loads (even at tx, odd at tx, even at tx + 1, odd at tx + 1). Tiles
+// cover the output plane in raster order, 2x2 pixels each (the last row and column may reach past
+// it; those pixels are computed and dropped).
+//
+// Work: the tiles of each (sample, group) plane are cut into blocks whose transformed input
+// V [16][channels][block_tiles + 4] fits kBlockBytes (L2), at least nr tiles; a task is one block
+// and a range of output-channel tiles. It transforms its block's input (SSE2, 4 tiles a vector)
+// with no separate pack step: V is the micro-kernel's operand as written. Then, per output-channel
+// tile, it runs the micro-kernel on each nr tiles of the block and hands the output rows to the
+// epilogue while they are in cache. Weights are transformed once, at load.
+#include <emmintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "conv2d.h"
+#include "conv2d_int8_epilogue.h"
+#include "thread_pool.h"
+#include "winograd_f2x3.h"
+
+namespace qtk {
+namespace detail {
+
+// max |V| = 4 max|d| with d in [-128 - z, 127 - z]; the chunk keeps chunk * max|U'| * max|V|
+// <= 2^24 (docs/winograd.md). At least 14 channels: 1143 * 1020 * 14 < 2^24.
+int64_t winograd_f2x3_chunk_channels(int64_t max_abs_u, int32_t input_zero_point) {
+    const int64_t max_abs_v = 4 * std::max<int64_t>(128 + input_zero_point, 127 - input_zero_point);
+    const int64_t product_bound = max_abs_u * max_abs_v;
+    return product_bound == 0 ? std::numeric_limits<int64_t>::max()
+                              : (int64_t{1} << 24) / product_bound;
+}
+
+namespace {
+
+// 4 * 9 C * 255 * 127 < 2^31: the scaled result A^T M A fits int32 (docs/winograd.md).
+constexpr int64_t kMaxChannels = 1841;
+constexpr int64_t kBlockBytes = 256 * 1024;  // transformed input of one block
+constexpr int64_t kVSlack = 4;  // floats after each V row: the last 4-tile vector's overrun
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool fits_winograd(const Conv2dParams& p) {
+    return p.kernel_h == 3 && p.kernel_w == 3 && p.stride_h == 1 && p.stride_w == 1 &&
+           p.dilation_h == 1 && p.dilation_w == 1 && p.group_in_channels <= kMaxChannels;
+}
+
+// Tiles of the largest block: V within kBlockBytes, whole micro-kernel calls, one at least.
+int64_t max_block_tiles(int64_t channels, int nr) {
+    const int64_t v_bytes_per_tile = kWinogradElements * channels * 4;
+    return nr * std::max<int64_t>(1, kBlockBytes / (v_bytes_per_tile * nr));
+}
+
+// The split input planes of one run (header comment), from the input shape.
+struct WinogradLayout {
+    int64_t out_h, out_w, tiles_h, tiles_w, tiles;
+    int64_t half_w;          // columns of one parity half of a row
+    int64_t channel_floats;  // one channel's plane: (2 tiles_h + 2) rows of two halves
+
+    WinogradLayout(const Conv2dParams& p, int64_t in_h, int64_t in_w)
+        : out_h(in_h + 2 * p.pad_h - 2),
+          out_w(in_w + 2 * p.pad_w - 2),
+          tiles_h(ceil_div(out_h, 2)),
+          tiles_w(ceil_div(out_w, 2)),
+          tiles(tiles_h * tiles_w),
+          // tiles_w + 1 columns per half, and 3 more read by a 4-tile vector past the row's end
+          half_w(tiles_w + 4),
+          channel_floats((2 * tiles_h + 2) * 2 * half_w) {}
+};
+
+// How one run cuts the work; depends on shapes and thread count, never on data.
+struct WinogradBlocking {
+    int64_t block_tiles, blocks_per_plane;
+    int64_t tiles_per_range, ranges;  // output-channel tiles per task, and ranges per block
+};
+
+WinogradBlocking make_blocking(const WinogradLayout& l, int64_t channels, int64_t oc_tiles, int nr,
+                               int64_t planes, int threads) {
+    WinogradBlocking b;
+    const int64_t calls = ceil_div(l.tiles, nr);  // micro-kernel calls per plane
+    const int64_t blocks = std::max(ceil_div(l.tiles, max_block_tiles(channels, nr)),
+                                    std::min(calls, ceil_div(threads, planes)));
+    b.block_tiles = ceil_div(calls, blocks) * nr;
+    b.blocks_per_plane = ceil_div(l.tiles, b.block_tiles);
+    const int64_t ranges = std::min(oc_tiles, ceil_div(threads, planes * b.blocks_per_plane));
+    b.tiles_per_range = ceil_div(oc_tiles, ranges);
+    b.ranges = ceil_div(oc_tiles, b.tiles_per_range);
+    return b;
+}
+
+size_t block_v_bytes(int64_t channels, int64_t block_tiles) {
+    return size_t(kWinogradElements * channels * (block_tiles + kVSlack) * 4);
+}
+
+size_t y_bytes(const WinogradF2x3Ukernel& u) { return size_t(u.mr * 2 * 2 * u.nr * 4); }
+
+// Per thread, for any plane and thread count: the largest block's V and one call's output rows
+// (the descriptor's figure; the split planes are the workspace's shared part).
+size_t workspace_bytes(const Conv2dParams& p, const WinogradF2x3Ukernel& u) {
+    return block_v_bytes(p.group_in_channels, max_block_tiles(p.group_in_channels, u.nr)) +
+           y_bytes(u);
+}
+
+// d = x - z of one channel plane into its split plane at dst (header comment), 0 around it.
+void split_channel(const int8_t* x, int64_t in_h, int64_t in_w, const Conv2dParams& p,
+                   const WinogradLayout& l, int32_t z, float* dst) {
+    std::fill(dst, dst + l.channel_floats, 0.0f);
+    for (int64_t iy = 0; iy < in_h; ++iy) {
+        float* row = dst + (iy + p.pad_h) * 2 * l.half_w;
+        for (int64_t ix = 0; ix < in_w; ++ix) {
+            const int64_t px = ix + p.pad_w;
+            row[(px & 1) * l.half_w + px / 2] = static_cast<float>(x[iy * in_w + ix] - z);
+        }
+    }
+}
+
+// V = B^T d B, B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], of tiles
+// [first, first + count) of `channels` split planes into v [16][channels][v_row]. Exact: integer
+// sums of at most 4 terms |d| <= 255. Vectors of 4 tiles run up to 3 tiles past a tile row's
+// last: into tiles written after them, or into the row's slack.
+void transform_input(const float* d, const WinogradLayout& l, int64_t channels, int64_t first,
+                     int64_t count, int64_t v_row, float* v) {
+    const int64_t element_stride = channels * v_row;
+    for (int64_t c = 0; c < channels; ++c) {
+        const float* plane = d + c * l.channel_floats;
+        for (int64_t t = first; t < first + count;) {
+            const int64_t ty = t / l.tiles_w, tx = t % l.tiles_w;
+            const int64_t run = std::min(first + count - t, l.tiles_w - tx);
+            for (int64_t k = 0; k < run; k += 4) {
+                __m128 vdb[4][4];  // d B of the 4 rows
+                for (int a = 0; a < 4; ++a) {
+                    const float* even = plane + (2 * ty + a) * 2 * l.half_w + tx + k;
+                    const float* odd = even + l.half_w;
+                    const __m128 vc0 = _mm_loadu_ps(even), vc1 = _mm_loadu_ps(odd);
+                    const __m128 vc2 = _mm_loadu_ps(even + 1), vc3 = _mm_loadu_ps(odd + 1);
+                    vdb[a][0] = _mm_sub_ps(vc0, vc2);
+                    vdb[a][1] = _mm_add_ps(vc1, vc2);
+                    vdb[a][2] = _mm_sub_ps(vc2, vc1);
+                    vdb[a][3] = _mm_sub_ps(vc1, vc3);
+                }
+                float* out = v + c * v_row + (t - first + k);
+                for (int j = 0; j < 4; ++j) {
+                    _mm_storeu_ps(out + j * element_stride, _mm_sub_ps(vdb[0][j], vdb[2][j]));
+                    _mm_storeu_ps(out + (4 + j) * element_stride, _mm_add_ps(vdb[1][j], vdb[2][j]));
+                    _mm_storeu_ps(out + (8 + j) * element_stride, _mm_sub_ps(vdb[2][j], vdb[1][j]));
+                    _mm_storeu_ps(out + (12 + j) * element_stride,
+                                  _mm_sub_ps(vdb[1][j], vdb[3][j]));
+                }
+            }
+            t += run;
+        }
+    }
+}
+
+class Conv2dInt8Winograd final : public Conv2dKernel {
+    // How a run with this input shape and thread count lays out and cuts its work: the split
+    // planes are the workspace's shared part, each thread's V block and output rows a slot.
+    struct Plan {
+        WinogradLayout layout;
+        WinogradBlocking blocking;
+        size_t v_bytes;
+        WorkspaceLayout workspace;
+
+        Plan(const Conv2dInt8Winograd& k, const Shape& x_shape, int threads)
+            : layout(k.params_, x_shape[2], x_shape[3]),
+              blocking(make_blocking(layout, k.params_.group_in_channels, k.oc_tiles_,
+                                     k.ukernel_.nr, x_shape[0] * k.params_.groups, threads)),
+              v_bytes(WorkspaceLayout::aligned(
+                  block_v_bytes(k.params_.group_in_channels, blocking.block_tiles))),
+              workspace{size_t(x_shape[0] * k.params_.groups * k.params_.group_in_channels *
+                               layout.channel_floats * 4),
+                        v_bytes + y_bytes(k.ukernel_), threads} {}
+    };
+
+ public:
+    Conv2dInt8Winograd(const NodeView& node, const WinogradF2x3Ukernel& ukernel,
+                       const Int8RequantizeUkernel& requantize, const Int8VaddUkernel& vadd)
+        : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
+          ukernel_(ukernel),
+          constants_(node, params_),
+          epilogue_(constants_, requantize, vadd),
+          oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
+        if (!fits_winograd(params_)) {  // the registry checks first
+            node.fail("the Winograd conv kernel does not fit this conv2d");
+        }
+        chunk_ = std::min(params_.group_in_channels,
+                          winograd_f2x3_chunk_channels(transform_weights(),
+                                                       constants_.input_zero_point));
+    }
+
+    size_t workspace_bytes(const std::vector<Shape>& input_shapes, const std::vector<Shape>&,
+                           int threads) const override {
+        return Plan(*this, input_shapes[0], threads).workspace.bytes();
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Conv2dParams& p = params_;
+        const Shape& xs = *io.input_shapes[0];
+        const Plan plan(*this, xs, pool.threads());
+        const WinogradLayout& l = plan.layout;
+        const WinogradBlocking& b = plan.blocking;
+        const int64_t planes = xs[0] * p.groups;
+
+        float* const d = reinterpret_cast<float*>(io.workspace);  // the split planes
+        const int8_t* x = io.input<int8_t>(0);
+        pool.parallel_for(planes * p.group_in_channels, [&](int64_t begin, int64_t end) {
+            for (int64_t c = begin; c < end; ++c) {  // channels of (sample, group) planes in order
+                split_channel(x + c * xs[2] * xs[3], xs[2], xs[3], p, l,
+                              constants_.input_zero_point, d + c * l.channel_floats);
+            }
+        });
+        pool.parallel_for_slots(
+            planes * b.blocks_per_plane * b.ranges, [&](int64_t slot, int64_t begin, int64_t end) {
+                uint8_t* scratch = plan.workspace.slot(io.workspace, slot);
+                float* v = reinterpret_cast<float*>(scratch);
+                int32_t* y = reinterpret_cast<int32_t*>(scratch + plan.v_bytes);
+                for (int64_t task = begin; task < end; ++task) {
+                    run_task(io, l, b, d, task, v, y);
+                }
+            });
+    }
+
+ private:
+    // Weights [O, C/groups, 3, 3] -> U' = G' g G'^T, G' = [[2, 0, 0], [1, 1, 1], [1, -1, 1],
+    // [0, 0, 2]], packed per group and tile of mr output channels as [16][channels][mr], zeros past
+    // the group's channels. Returns the largest |U'|.
+    int64_t transform_weights() {
+        const Conv2dParams& p = params_;
+        const int64_t per_group = p.out_per_group(), channels = p.group_in_channels;
+        const int mr = ukernel_.mr;
+        static constexpr int kG[4][3] = {{2, 0, 0}, {1, 1, 1}, {1, -1, 1}, {0, 0, 2}};
+        packed_u_.assign(size_t(p.groups * oc_tiles_ * kWinogradElements * channels * mr), 0.0f);
+        int64_t max_abs_u = 0;
+        for (int64_t oc = 0; oc < p.out_channels; ++oc) {
+            const int64_t group = oc / per_group, in_group = oc % per_group;
+            float* tile = packed_u_.data() + (group * oc_tiles_ + in_group / mr) *
+                                                 kWinogradElements * channels * mr;
+            for (int64_t c = 0; c < channels; ++c) {
+                const int8_t* g = constants_.weight + (oc * channels + c) * 9;
+                int32_t gg[4][3];  // G' g
+                for (int i = 0; i < 4; ++i) {
+                    for (int j = 0; j < 3; ++j) {
+                        gg[i][j] = kG[i][0] * g[j] + kG[i][1] * g[3 + j] + kG[i][2] * g[6 + j];
+                    }
+                }
+                for (int i = 0; i < 4; ++i) {
+                    for (int j = 0; j < 4; ++j) {
+                        const int32_t u =
+                            gg[i][0] * kG[j][0] + gg[i][1] * kG[j][1] + gg[i][2] * kG[j][2];
+                        max_abs_u = std::max<int64_t>(max_abs_u, u < 0 ? -u : u);
+                        tile[((4 * i + j) * channels + c) * mr + in_group % mr] =
+                            static_cast<float>(u);
+                    }
+                }
+            }
+        }
+        return max_abs_u;
+    }
+
+    void run_task(const NodeIO& io, const WinogradLayout& l, const WinogradBlocking& b,
+                  const float* d, int64_t task, float* v, int32_t* y) const {
+        const Conv2dParams& p = params_;
+        const int64_t channels = p.group_in_channels, per_group = p.out_per_group();
+        const int64_t range = task % b.ranges, block = task / b.ranges % b.blocks_per_plane;
+        const int64_t plane = task / b.ranges / b.blocks_per_plane;
+        const int64_t n = plane / p.groups, group = plane % p.groups;
+        const int64_t first = block * b.block_tiles;
+        const int64_t count = std::min(b.block_tiles, l.tiles - first);
+        const int64_t v_row = b.block_tiles + kVSlack;
+        // The last call reads up to a whole nr tiles: keep the ones past the block finite.
+        const int64_t called = ceil_div(count, ukernel_.nr) * ukernel_.nr;
+        for (int64_t row = 0; row < kWinogradElements * channels; ++row) {
+            std::fill(v + row * v_row + count, v + row * v_row + called, 0.0f);
+        }
+        transform_input(d + plane * channels * l.channel_floats, l, channels, first, count, v_row,
+                        v);
+
+        int8_t* out = io.output<int8_t>(0);
+        const int8_t* residual = constants_.has_residual ? io.input<int8_t>(3) : nullptr;
+        const int mr = ukernel_.mr, nr = ukernel_.nr;
+        const int64_t first_tile = range * b.tiles_per_range;
+        const int64_t end_tile = std::min(oc_tiles_, first_tile + b.tiles_per_range);
+        for (int64_t t = first_tile; t < end_tile; ++t) {
+            const float* u =
+                packed_u_.data() + (group * oc_tiles_ + t) * kWinogradElements * channels * mr;
+            const int64_t tile_rows = std::min<int64_t>(mr, per_group - t * mr);
+            for (int64_t g = 0; g < count; g += nr) {
+                ukernel_.run(u, v + g, channels, v_row, chunk_, y);
+                const int64_t call_end = first + std::min<int64_t>(count, g + nr);
+                for (int64_t r = 0; r < tile_rows; ++r) {
+                    const int64_t oc = group * per_group + t * mr + r;
+                    // Each run of tiles within one tile row is two output row segments.
+                    for (int64_t tile = first + g; tile < call_end;) {
+                        const int64_t ty = tile / l.tiles_w, tx = tile % l.tiles_w;
+                        const int64_t run = std::min(call_end - tile, l.tiles_w - tx);
+                        const int64_t pixels = std::min(2 * run, l.out_w - 2 * tx);
+                        for (int64_t row = 0; row < 2 && 2 * ty + row < l.out_h; ++row) {
+                            const int64_t at = ((n * p.out_channels + oc) * l.out_h +
+                                                2 * ty + row) * l.out_w + 2 * tx;
+                            epilogue_.row(oc, y + (2 * r + row) * 2 * nr + 2 * (tile - first - g),
+                                          constants_.bias[size_t(oc)], pixels, out + at,
+                                          residual == nullptr ? nullptr : residual + at);
+                        }
+                        tile += run;
+                    }
+                }
+            }
+        }
+    }
+
+    const WinogradF2x3Ukernel& ukernel_;
+    const Conv2dInt8Constants constants_;
+    const Conv2dInt8Epilogue epilogue_;
+    const int64_t oc_tiles_;       // tiles of mr output channels per group
+    std::vector<float> packed_u_;  // U' per group and tile: [16][channels][mr]
+    int64_t chunk_ = 0;            // channels whose float sums stay exact
+};
+
+template <const WinogradF2x3Ukernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
+          const Int8VaddUkernel& kVadd>
+std::unique_ptr<OpKernel> make(const NodeView& node) {
+    return std::make_unique<Conv2dInt8Winograd>(node, kUkernel, kRequantize, kVadd);
+}
+
+template <const WinogradF2x3Ukernel& kUkernel>
+size_t workspace(const Conv2dParams& p, int64_t /*plane_pixels: blocks never outgrow their cap*/) {
+    return workspace_bytes(p, kUkernel);
+}
+
+}  // namespace
+
+#if QTK_X86_AVX512_VNNI
+extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx512 = {
+    "conv2d_int8_winograd_f2x3_8x32_avx512", IsaLevel::kAvx512Vnni, fits_winograd,
+    workspace<kWinogradF2x3Avx512>,
+    make<kWinogradF2x3Avx512, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+#endif
+#if QTK_X86_AVX2
+extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx2 = {
+    "conv2d_int8_winograd_f2x3_6x16_avx2", IsaLevel::kAvx2, fits_winograd,
+    workspace<kWinogradF2x3Avx2>, make<kWinogradF2x3Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
+#endif
+
+}  // namespace detail
+}  // namespace qtk
