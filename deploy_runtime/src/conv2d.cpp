@@ -76,6 +76,13 @@ Conv2dInt8Constants::Conv2dInt8Constants(const NodeView& node, const Conv2dParam
                 add_clamp.hi};
 }
 
+Conv2dFloat32Constants::Conv2dFloat32Constants(const NodeView& node) {
+    node.expect_attrs({"stride", "padding", "dilation", "groups"}, {"bounds"});
+    weight = float32_values(node.constant_input(1, "weight", DType::kFloat32, 4));
+    bias = float32_values(node.constant_input(2, "bias", DType::kFloat32, 1));
+    bounds = node.optional_float_bounds("bounds");
+}
+
 std::vector<Shape> Conv2dKernel::infer_shapes(const std::vector<Shape>& inputs) const {
     const Conv2dParams& p = params_;
     const Shape& x = inputs[0];

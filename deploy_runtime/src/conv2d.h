@@ -62,6 +62,15 @@ struct Conv2dInt8Constants {
     ResidualAdd residual{};
 };
 
+// The checked constants of a float32 conv2d node, decoded from little-endian once.
+struct Conv2dFloat32Constants {
+    explicit Conv2dFloat32Constants(const NodeView& node);
+
+    std::vector<float> weight;  // [O, C/groups, kh, kw]
+    std::vector<float> bias;    // [O]
+    FloatBounds bounds;         // the fused activation, unbounded without the attribute
+};
+
 // The base of every conv2d kernel: the output shapes of spec 4 for an NCHW input (and a fused
 // residual of the output's shape).
 class Conv2dKernel : public OpKernel {
@@ -75,11 +84,13 @@ class Conv2dKernel : public OpKernel {
     const Conv2dParams params_;
 };
 
-// One way of computing an int8 conv2d. The registry lists them fastest first, the reference last,
-// and takes the first usable one unless QTK_CONV_ALGO names another; every algorithm gives the
-// reference's bytes, so the choice (and later a per-layer Fast-Run timing) only changes the time.
+// One way of computing a conv2d of one dtype. The registry keeps a list per dtype, fastest first,
+// the reference last, and takes the first usable one unless QTK_CONV_ALGO names another. Every
+// int8 algorithm gives the reference's bytes; float32 ones sum in another order and agree with the
+// reference within the bound of docs/design.md. So the choice (and a per-layer Fast-Run timing)
+// changes the time, and for float32 only the rounding.
 struct Conv2dAlgo {
-    const char* name;  // dtype, op, method, tile and ISA: "conv2d_int8_gemm_8x32c4_avx512_vnni"
+    const char* name;  // dtype, op, method, tile and ISA: "conv2d_int8_gemm_8x32c4_avx512_vnni""
     IsaLevel isa;      // the instructions it needs
     bool (*fits)(const Conv2dParams& params);  // the geometries it computes
     // Scratch bytes one thread needs for output planes of `plane_pixels` pixels.

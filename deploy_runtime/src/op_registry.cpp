@@ -13,7 +13,6 @@ using KernelFactory = std::unique_ptr<OpKernel> (*)(const NodeView& node);
 
 // Kernel factories, defined in kernels/reference/<family>.cpp. The dtype in a name is that of the
 // node's first input; factories without one serve both dtypes (pure data movement).
-std::unique_ptr<OpKernel> make_conv2d_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_linear_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_add_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_add_float32_reference(const NodeView& node);
@@ -57,6 +56,14 @@ extern const Conv2dAlgo kConv2dInt8Direct4x16c4AvxVnni;
 extern const Conv2dAlgo kConv2dInt8Direct2x16c4Avx2;
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx512;
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx2;
+
+// float32 conv2d algorithms: kernels/reference/conv2d.cpp and
+// kernels/x86/conv2d_float32_{depthwise,gemm}.cpp.
+extern const Conv2dAlgo kConv2dFloat32Reference;
+extern const Conv2dAlgo kConv2dFloat32Gemm8x32Avx512;
+extern const Conv2dAlgo kConv2dFloat32Gemm6x16Avx2;
+extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx512;
+extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx2;
 
 // int8 linear algorithms: kernels/reference/linear.cpp and kernels/x86/linear_int8_gemv.cpp.
 extern const LinearAlgo kLinearInt8Reference;
@@ -107,13 +114,34 @@ const Conv2dAlgo* const kConv2dInt8Algos[] = {
     &kConv2dInt8Reference,
 };
 
+// The one hand-edited list of float32 conv2d algorithms, in preference order. They agree with the
+// reference within the bound of docs/design.md, not to the bit.
+const Conv2dAlgo* const kConv2dFloat32Algos[] = {
+// Depthwise only: before the GEMMs, which would spend most of their tile on one channel per group.
+#if QTK_X86_AVX512_VNNI
+    &kConv2dFloat32DepthwiseAvx512,
+#endif
+#if QTK_X86_AVX2
+    &kConv2dFloat32DepthwiseAvx2,
+#endif
+#if QTK_X86_AVX512_VNNI
+    &kConv2dFloat32Gemm8x32Avx512,
+#endif
+#if QTK_X86_AVX2
+    &kConv2dFloat32Gemm6x16Avx2,
+#endif
+    &kConv2dFloat32Reference,
+};
+
 // The candidates when the model loads: QTK_ISA and QTK_CONV_ALGO are read for each layer, so a
 // process (a test) can load the same model under several settings.
-std::vector<KernelCandidate> conv2d_int8_candidates(const NodeView& node) {
-    const Conv2dParams params = read_conv2d_params(node, DType::kInt8, DType::kInt32);
+template <DType kDtype>
+std::vector<KernelCandidate> conv2d_candidates(const NodeView& node) {
+    const Conv2dParams params =
+        read_conv2d_params(node, kDtype, kDtype == DType::kInt8 ? DType::kInt32 : kDtype);
     std::vector<const Conv2dAlgo*> algos;
     try {
-        algos = usable_conv2d_int8_algos(params, isa_cap(), std::getenv("QTK_CONV_ALGO"));
+        algos = usable_conv2d_algos(kDtype, params, isa_cap(), std::getenv("QTK_CONV_ALGO"));
     } catch (const Error& e) {
         node.fail(e.what());
     }
@@ -191,7 +219,8 @@ struct MultiAlgorithmOp {
 };
 
 const MultiAlgorithmOp kMultiAlgorithmOps[] = {
-    {"conv2d", DType::kInt8, conv2d_int8_candidates},
+    {"conv2d", DType::kInt8, conv2d_candidates<DType::kInt8>},
+    {"conv2d", DType::kFloat32, conv2d_candidates<DType::kFloat32>},
     {"linear", DType::kInt8, usable_candidates<kLinearInt8Algos>},
     {"add", DType::kInt8, usable_candidates<kAddInt8Algos>},
     {"concat", DType::kInt8, usable_candidates<kConcatInt8Algos>},
@@ -210,7 +239,7 @@ struct OpEntry {
 // of docs/qmodel_format.md. Adding an op: write its kernel file, declare its factories above, add
 // its line here.
 constexpr OpEntry kOps[] = {
-    {"conv2d", nullptr, make_conv2d_float32_reference},  // int8: kMultiAlgorithmOps
+    {"conv2d", nullptr, nullptr},  // kMultiAlgorithmOps
     {"linear", nullptr, make_linear_float32_reference},  // int8: kMultiAlgorithmOps
     {"add", nullptr, make_add_float32_reference},  // int8: kMultiAlgorithmOps
     {"mul", make_mul_int8_reference, make_mul_float32_reference},
@@ -237,29 +266,48 @@ constexpr OpEntry kOps[] = {
 
 }  // namespace
 
-const std::vector<const Conv2dAlgo*>& conv2d_int8_algos() {
-    static const std::vector<const Conv2dAlgo*> algos(std::begin(kConv2dInt8Algos),
-                                                      std::end(kConv2dInt8Algos));
-    return algos;
+const std::vector<const Conv2dAlgo*>& conv2d_algos(DType dtype) {
+    static const std::vector<const Conv2dAlgo*> int8(std::begin(kConv2dInt8Algos),
+                                                     std::end(kConv2dInt8Algos));
+    static const std::vector<const Conv2dAlgo*> float32(std::begin(kConv2dFloat32Algos),
+                                                        std::end(kConv2dFloat32Algos));
+    return dtype == DType::kInt8 ? int8 : float32;
 }
 
-std::vector<const Conv2dAlgo*> usable_conv2d_int8_algos(const Conv2dParams& params, IsaLevel cap,
-                                                        const char* pinned) {
+namespace {
+
+const Conv2dAlgo* find_conv2d_algo(DType dtype, const std::string& name) {
+    for (const Conv2dAlgo* algo : conv2d_algos(dtype)) {
+        if (name == algo->name) {
+            return algo;
+        }
+    }
+    return nullptr;
+}
+
+std::string conv2d_algo_names(DType dtype) {
+    std::string names;
+    for (const Conv2dAlgo* algo : conv2d_algos(dtype)) {
+        names += std::string(names.empty() ? "" : ", ") + algo->name;
+    }
+    return names;
+}
+
+}  // namespace
+
+std::vector<const Conv2dAlgo*> usable_conv2d_algos(DType dtype, const Conv2dParams& params,
+                                                   IsaLevel cap, const char* pinned) {
     if (pinned == nullptr || *pinned == '\0') {
         std::vector<const Conv2dAlgo*> usable;
-        for (const Conv2dAlgo* algo : kConv2dInt8Algos) {
+        for (const Conv2dAlgo* algo : conv2d_algos(dtype)) {
             if (algo->usable(params, cap)) {
                 usable.push_back(algo);
             }
         }
         return usable;  // never empty: the reference is always usable
     }
-    std::string names;
-    for (const Conv2dAlgo* algo : kConv2dInt8Algos) {
-        if (std::string(pinned) != algo->name) {
-            names += std::string(names.empty() ? "" : ", ") + algo->name;
-            continue;
-        }
+    const DType other = dtype == DType::kInt8 ? DType::kFloat32 : DType::kInt8;
+    if (const Conv2dAlgo* algo = find_conv2d_algo(dtype, pinned)) {
         if (!cpu_supports(algo->isa) || algo->isa > cap) {
             throw Error(std::string("QTK_CONV_ALGO=") + pinned + " is not usable here: " +
                         (!cpu_supports(algo->isa)
@@ -270,15 +318,19 @@ std::vector<const Conv2dAlgo*> usable_conv2d_int8_algos(const Conv2dParams& para
         // A pin serves the layers it fits (a depthwise kernel, the depthwise layers); the others
         // keep their usual choice, so one model can be run with each algorithm pinned in turn.
         return algo->fits(params) ? std::vector<const Conv2dAlgo*>{algo}
-                                  : usable_conv2d_int8_algos(params, cap, nullptr);
+                                  : usable_conv2d_algos(dtype, params, cap, nullptr);
     }
-    throw Error(std::string("QTK_CONV_ALGO=") + pinned +
-                " names no int8 conv2d algorithm built here; use one of: " + names);
+    if (find_conv2d_algo(other, pinned) != nullptr) {  // it pins the other dtype's layers
+        return usable_conv2d_algos(dtype, params, cap, nullptr);
+    }
+    throw Error(std::string("QTK_CONV_ALGO=") + pinned + " names no " + dtype_name(dtype) +
+                " conv2d algorithm built here; use one of: " + conv2d_algo_names(dtype) + " (" +
+                dtype_name(other) + " layers: " + conv2d_algo_names(other) + ")");
 }
 
-const Conv2dAlgo& choose_conv2d_int8_algo(const Conv2dParams& params, IsaLevel cap,
-                                          const char* pinned) {
-    return *usable_conv2d_int8_algos(params, cap, pinned).front();
+const Conv2dAlgo& choose_conv2d_algo(DType dtype, const Conv2dParams& params, IsaLevel cap,
+                                     const char* pinned) {
+    return *usable_conv2d_algos(dtype, params, cap, pinned).front();
 }
 
 CreatedKernel create_kernel(const Graph& graph, const Node& node, const KernelPicker& pick) {

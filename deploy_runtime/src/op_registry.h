@@ -17,7 +17,7 @@ namespace detail {
 // the op when this runtime does not know the op, has no kernel for that dtype, or when the
 // kernel's factory refuses the node.
 //
-// Where several algorithms could compute the node (int8 conv2d), they are its candidates in
+// Where several algorithms could compute the node (conv2d, say), they are its candidates in
 // preference order and `pick` (Fast-Run, fast_run.h) chooses one; without it the first wins.
 struct KernelCandidate {
     const char* algorithm;
@@ -32,18 +32,20 @@ struct CreatedKernel {
 CreatedKernel create_kernel(const Graph& graph, const Node& node,
                             const KernelPicker& pick = nullptr);
 
-// The int8 conv2d algorithms in preference order: fastest first, the reference last.
-const std::vector<const Conv2dAlgo*>& conv2d_int8_algos();
+// The conv2d algorithms of one dtype (int8 or float32) in preference order: fastest first, the
+// reference last.
+const std::vector<const Conv2dAlgo*>& conv2d_algos(DType dtype);
 
-// The algorithms that may serve a layer, in preference order: every one usable under `cap`; or,
-// where `pinned` is non-empty (the value of QTK_CONV_ALGO), the algorithm of that name alone if it
-// fits the layer (else the unpinned list). Throws Error when no algorithm has that name, or when
-// the CPU lacks its ISA or the cap excludes it.
-std::vector<const Conv2dAlgo*> usable_conv2d_int8_algos(const Conv2dParams& params, IsaLevel cap,
-                                                        const char* pinned);
+// The algorithms of that dtype that may serve a layer, in preference order: every one usable under
+// `cap`; or, where `pinned` is non-empty (the value of QTK_CONV_ALGO), the algorithm of that name
+// alone if it fits the layer (else the unpinned list). A name of the other dtype's list pins only
+// those layers: this one keeps the unpinned list. Throws Error when neither list has the name, or
+// when the CPU lacks its ISA or the cap excludes it.
+std::vector<const Conv2dAlgo*> usable_conv2d_algos(DType dtype, const Conv2dParams& params,
+                                                   IsaLevel cap, const char* pinned);
 // The first of them: the default choice.
-const Conv2dAlgo& choose_conv2d_int8_algo(const Conv2dParams& params, IsaLevel cap,
-                                          const char* pinned);
+const Conv2dAlgo& choose_conv2d_algo(DType dtype, const Conv2dParams& params, IsaLevel cap,
+                                     const char* pinned);
 
 }  // namespace detail
 }  // namespace qtk

@@ -388,7 +388,7 @@ std::vector<int8_t> run(const BuiltCase& c, const char* algo, int threads, int64
 // The algorithms other than the reference that this CPU runs.
 std::vector<const Conv2dAlgo*> fast_algos() {
     std::vector<const Conv2dAlgo*> algos;
-    for (const Conv2dAlgo* algo : qtk::detail::conv2d_int8_algos()) {
+    for (const Conv2dAlgo* algo : qtk::detail::conv2d_algos(qtk::DType::kInt8)) {
         if (algo == &qtk::detail::kConv2dInt8Reference) {
             continue;
         }
@@ -655,7 +655,7 @@ void test_winograd_bounds() {
     CHECK(winograd_f2x3_chunk_channels(1143, -128) == 14);
     CHECK(winograd_f2x3_chunk_channels(1143, 127) == 14);
     CHECK(winograd_f2x3_chunk_channels(1143, 0) == 28);
-    for (const Conv2dAlgo* algo : qtk::detail::conv2d_int8_algos()) {
+    for (const Conv2dAlgo* algo : qtk::detail::conv2d_algos(qtk::DType::kInt8)) {
         if (std::string(algo->name).find("winograd") == std::string::npos) {
             continue;
         }
@@ -860,9 +860,9 @@ void test_isa_cap() {
             set_env("QTK_ISA", isa_name(level));
             CHECK(qtk::detail::isa_cap() == level);
             const Conv2dAlgo& chosen =
-                qtk::detail::choose_conv2d_int8_algo(cc.params(), level, nullptr);
+                qtk::detail::choose_conv2d_algo(qtk::DType::kInt8, cc.params(), level, nullptr);
             CHECK(chosen.isa <= level && cpu_supports(chosen.isa));
-            for (const Conv2dAlgo* algo : qtk::detail::conv2d_int8_algos()) {
+            for (const Conv2dAlgo* algo : qtk::detail::conv2d_algos(qtk::DType::kInt8)) {
                 if (algo == &chosen) {
                     break;
                 }
@@ -896,27 +896,28 @@ void test_errors() {
     CHECK_THROWS_WITH(run(c, "winograd", 1, 1), "conv2d_int8_reference");
 
     const Conv2dParams params = {4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1};
-    for (const Conv2dAlgo* algo : qtk::detail::conv2d_int8_algos()) {
+    const auto choose = [&](IsaLevel cap, const char* pinned) {
+        return &qtk::detail::choose_conv2d_algo(qtk::DType::kInt8, params, cap, pinned);
+    };
+    for (const Conv2dAlgo* algo : qtk::detail::conv2d_algos(qtk::DType::kInt8)) {
         if (!cpu_supports(algo->isa)) {
             CHECK_THROWS_WITH(
-                qtk::detail::choose_conv2d_int8_algo(params, IsaLevel::kAvx512Vnni, algo->name),
+                choose(IsaLevel::kAvx512Vnni, algo->name),
                 "is not usable here: this CPU lacks " + std::string(isa_name(algo->isa)));
             continue;
         }
         if (!algo->fits(params)) {  // depthwise only: the layer keeps its usual choice
-            CHECK(&qtk::detail::choose_conv2d_int8_algo(params, IsaLevel::kAvx512Vnni,
-                                                        algo->name) ==
-                  &qtk::detail::choose_conv2d_int8_algo(params, IsaLevel::kAvx512Vnni, nullptr));
+            CHECK(choose(IsaLevel::kAvx512Vnni, algo->name) ==
+                  choose(IsaLevel::kAvx512Vnni, nullptr));
             continue;
         }
         // Scratch for a 5x7 plane: none for the reference, one packed tile or more for a GEMM.
         const size_t workspace = algo->workspace_bytes(params, 35);
         CHECK(algo == &qtk::detail::kConv2dInt8Reference ? workspace == 0 : workspace >= 16 * 36);
-        CHECK(&qtk::detail::choose_conv2d_int8_algo(params, IsaLevel::kAvx512Vnni, algo->name) ==
-              algo);
+        CHECK(choose(IsaLevel::kAvx512Vnni, algo->name) == algo);
         if (algo->isa != IsaLevel::kScalar) {
             CHECK_THROWS_WITH(
-                qtk::detail::choose_conv2d_int8_algo(params, IsaLevel::kScalar, algo->name),
+                choose(IsaLevel::kScalar, algo->name),
                 "is not usable here: QTK_ISA=scalar excludes " + std::string(isa_name(algo->isa)));
         }
     }

@@ -74,7 +74,7 @@ void test_search_then_use() {
     }
     CHECK(vector_layers > 0 && portable_layers > 0);
     // A layer with a single candidate (a CPU with no vector ISA) needs no search and no line.
-    const bool several = qtk::detail::conv2d_int8_algos().size() > 1 &&
+    const bool several = qtk::detail::conv2d_algos(qtk::DType::kInt8).size() > 1 &&
                          plain->algorithms()[0] != "conv2d_int8_reference";
     CHECK_EQ(cache_lines().size(), (several ? vector_layers : 0u) + portable_layers);
 

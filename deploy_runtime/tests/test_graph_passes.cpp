@@ -146,7 +146,8 @@ void test_fusion_is_exact() {
         const std::vector<int8_t> want = run(bytes, false, 1, 3, x, &nodes);
         CHECK_EQ(nodes, g.builder.nodes.size());
         std::vector<const char*> algos = {nullptr};
-        for (const qtk::detail::Conv2dAlgo* algo : qtk::detail::conv2d_int8_algos()) {
+        for (const qtk::detail::Conv2dAlgo* algo :
+             qtk::detail::conv2d_algos(qtk::DType::kInt8)) {
             if (qtk::detail::cpu_supports(algo->isa)) {
                 algos.push_back(algo->name);
             }

@@ -94,23 +94,16 @@ class Conv2dInt8Reference final : public Conv2dReference {
 class Conv2dFloat32Reference final : public Conv2dReference {
  public:
     explicit Conv2dFloat32Reference(const NodeView& node)
-        : Conv2dReference(node, DType::kFloat32, DType::kFloat32) {
-        node.expect_attrs({"stride", "padding", "dilation", "groups"}, {"bounds"});
-        const Value& weight = node.constant_input(1, "weight", DType::kFloat32, 4);
-        const Value& bias = node.constant_input(2, "bias", DType::kFloat32, 1);
-        bounds_ = node.optional_float_bounds("bounds");
-        weight_ = float32_values(weight);  // decoded from little-endian once
-        bias_ = float32_values(bias);
-    }
+        : Conv2dReference(node, DType::kFloat32, DType::kFloat32), constants_(node) {}
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
-        convolve(io, pool, weight_.data(), bias_.data(), 0.0f,
-                 [&](int64_t, float acc, int64_t) { return bounds_.apply(acc); });
+        const Conv2dFloat32Constants& c = constants_;
+        convolve(io, pool, c.weight.data(), c.bias.data(), 0.0f,
+                 [&](int64_t, float acc, int64_t) { return c.bounds.apply(acc); });
     }
 
  private:
-    std::vector<float> weight_, bias_;
-    FloatBounds bounds_;
+    const Conv2dFloat32Constants constants_;
 };
 
 }  // namespace
@@ -127,6 +120,11 @@ extern const Conv2dAlgo kConv2dInt8Reference = {"conv2d_int8_reference", IsaLeve
 std::unique_ptr<OpKernel> make_conv2d_float32_reference(const NodeView& node) {
     return std::make_unique<Conv2dFloat32Reference>(node);
 }
+
+// The portable float32 algorithm, last in its list: the one the optimized ones are measured by.
+extern const Conv2dAlgo kConv2dFloat32Reference = {"conv2d_float32_reference", IsaLevel::kScalar,
+                                                   fits_any_conv2d, no_conv2d_workspace,
+                                                   make_conv2d_float32_reference};
 
 }  // namespace detail
 }  // namespace qtk
