@@ -12,7 +12,7 @@ from .export.functional import TENSOR, TENSORS, classify, normalize, shape_op_ki
 from .export.fusion import fuse
 from .fake_quant import FakeQuantize
 from .observers import HistogramObserver, MinMaxObserver
-from .qconfig import as_mapping, default_ptq_qconfig, default_qat_qconfig
+from .qconfig import QConfigMapping, as_mapping, default_ptq_qconfig, default_qat_qconfig
 
 
 def _lookup_by_type(table, module):
@@ -59,8 +59,9 @@ def _prepare(model, qconfig, default):
         module_qconfig = mapping.qconfig_for(node.target, module)
         if isinstance(module, modules.QuantStub):  # the user's own borders
             stub_qconfig = module_qconfig or mapping.default or default
-            replace_submodule(graph_module, node.target, modules.QATQuantStub(stub_qconfig))
-            int8.add(node)
+            if stub_qconfig is not None:  # None only from prepare_float: a float identity
+                replace_submodule(graph_module, node.target, modules.QATQuantStub(stub_qconfig))
+                int8.add(node)
         elif isinstance(module, modules.DequantStub):
             if inputs and inputs[0] in int8:
                 replace_submodule(graph_module, node.target, modules.QATDequantStub())
@@ -91,6 +92,17 @@ def _prepare(model, qconfig, default):
     graph_module.graph.lint()
     graph_module.recompile()
     return graph_module
+
+
+def prepare_float(model):
+    """The float model traced and fused exactly as :func:`prepare_ptq` would, with every module
+    kept float (conv-bn(-relu) fused, BatchNorm folded at export): what :func:`qtk.export` writes
+    as float32 runtime ops, so a float model and its int8 form run in the same runtime.
+
+    Args:
+        model: a float ``nn.Module`` (it is copied, not changed); the result is in eval mode.
+    """
+    return _prepare(model, QConfigMapping(None), None).eval()
 
 
 def quantize_qat(model, qconfig=None):

@@ -1,4 +1,5 @@
-"""qtk.export: a converted (Quantized) model -> .qmodel bytes the runtime reproduces exactly."""
+"""qtk.export: a converted (Quantized) model -> .qmodel bytes the runtime reproduces exactly; a
+float model -> float32 ops, to compare float and int8 in the same runtime."""
 import operator
 
 from torch import fx
@@ -6,6 +7,7 @@ from torch import fx
 from .. import modules
 from ..version import __version__
 from ..modules.base import QModelOp
+from ..quantize import prepare_float
 from .capture import UnsupportedOpError, module_path, node_inputs, run_recording
 from .float_ops import float_op
 from .functional import TENSORS, shape_op_kinds
@@ -17,10 +19,12 @@ def _as_tuple(example_inputs):
 
 
 def export(model, example_inputs, path=None):
-    """Write a Quantized model (from :func:`qtk.convert`) as a ``.qmodel``.
+    """Write a Quantized model (from :func:`qtk.convert`) or a float model as a ``.qmodel``.
 
     Args:
-        model: the converted model.
+        model: the converted model, or a float ``nn.Module``: it is traced and fused as
+            :func:`qtk.prepare_ptq` would with every module kept float, and exported as it runs in
+            eval mode, all float32 ops (BatchNorm folded).
         example_inputs: a float tensor (or tuple of them) of the input shape; the batch size may
             differ at run time.
         path: file to write; when ``None`` only the bytes are returned.
@@ -36,8 +40,7 @@ def export(model, example_inputs, path=None):
 
 def build_writer(model, example_inputs):
     """The export as a :class:`QModelWriter` not yet serialized (tests corrupt it on purpose)."""
-    if not isinstance(model, fx.GraphModule):
-        raise TypeError("export() takes the model returned by qtk.convert")
+    model = _graph_to_export(model)
     recorded = run_recording(model, _as_tuple(example_inputs))
     writer = QModelWriter(f"qtk {__version__}")
     value_of = {}  # fx node -> value id (a list of ids for a node that yields several tensors)
@@ -59,6 +62,18 @@ def build_writer(model, example_inputs):
         elif node.op == "get_attr":
             raise UnsupportedOpError(f"{node.name}: cannot export a get_attr node")
     return writer
+
+
+def _graph_to_export(model):
+    """A converted model exports as it is; any other model is float, traced and fused exactly as
+    quantization would have, so that its float32 ops match the float parts of a mixed model."""
+    if any(isinstance(m, modules.QATModule) for m in model.modules()):
+        raise TypeError("export() takes a float model or the model returned by qtk.convert; this "
+                        "one is prepared for QAT or calibration: export qtk.convert(model)")
+    if isinstance(model, fx.GraphModule) and any(isinstance(m, modules.QuantizedModule)
+                                                 for m in model.modules()):
+        return model
+    return prepare_float(model)
 
 
 def _is_call_of(model, node, module_type):

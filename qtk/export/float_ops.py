@@ -1,5 +1,6 @@
-"""Export of the parts a QConfigMapping kept in float: each float module as a float32 runtime op
-(docs/qmodel_format.md, "Float32 ops"). BatchNorm is folded here, exactly as QAT would have."""
+"""Export of float modules, the parts a QConfigMapping kept in float or a whole float model: each
+as a float32 runtime op (docs/qmodel_format.md, "Float32 ops"). BatchNorm is folded here, exactly
+as QAT would have."""
 import math
 
 import torch
@@ -106,6 +107,8 @@ FLOAT_EXPORTERS = {
         "pad", attrs={"pads": list(m.padding), "value": [float(m.value)]}),
     nn.Flatten: _flatten,
     nn.Identity: lambda m, shapes, where: None, nn.Dropout: lambda m, shapes, where: None,
+    modules.QuantStub: lambda m, shapes, where: None,  # a float model's own stubs: identities
+    modules.DequantStub: lambda m, shapes, where: None,
 }
 
 
@@ -114,5 +117,6 @@ def float_op(module, input_shapes, where):
     for cls in type(module).__mro__:
         if cls in FLOAT_EXPORTERS:
             return FLOAT_EXPORTERS[cls](module, input_shapes, where)
-    raise UnsupportedOpError(f"{where}: {type(module).__name__} was kept in float but the runtime has no "
-                     f"float kernel for it; quantize it (give it a qconfig) or replace it")
+    raise UnsupportedOpError(f"{where}: {type(module).__name__} was kept in float but the runtime "
+                             f"has no float kernel for it; quantize it (give it a qconfig and "
+                             f"export the qtk.convert model) or replace it with a supported module")
