@@ -25,6 +25,8 @@ def runner(engine, path, threads, x):
     if engine.startswith("qtk"):
         native = load_qtk_extension()
         session = native.Session(native.Model.load(path), threads)
+        if engine == "qtk fp32":  # a float model: float32 in, no quantization
+            return lambda: session.run([x])
         return lambda: session.run([session.quantize_input(0, x)])
     if engine.startswith("ONNX"):
         import onnxruntime as ort

@@ -3,14 +3,14 @@
     python -m benchmarks.peers [--models resnet18 mobilenet_v2 shufflenet_v2_x1_0]
                                [--threads 1 2] [--runs 50] [--json benchmarks/results/peers.json]
 
-Engines: qtk int8 (its default kernel choice), PyTorch fp32 and int8 (FX graph mode PTQ, 'x86'
-backend), ONNX Runtime fp32 and int8 (static QDQ, per-channel weights) and OpenVINO fp32 and int8
-(NNCF PTQ). Every model has random weights with BatchNorm statistics re-estimated on random data
+Engines: qtk int8 (its default kernel choice, and Fast-Run), qtk fp32 (the float model exported
+as is), PyTorch fp32 and int8 (FX graph mode PTQ, 'x86' backend), ONNX Runtime fp32 and int8
+(static QDQ, per-channel weights) and OpenVINO fp32 and int8 (NNCF PTQ). Every model has random weights with BatchNorm statistics re-estimated on random data
 (so activations are not degenerate), and every int8 engine calibrates on the same random batches.
 Peers that are not installed are reported as missing, not silently dropped.
 
-Timing: each engine warms up, then the engines take turns one run at a time (interleaved), so
-drift on a shared machine hits all of them alike; the table shows the median and the ratio to
+Timing: each engine warms up, then the engines take turns of 10 runs (interleaved), so drift on
+a shared machine hits all of them alike; the table shows the median and the ratio to
 qtk int8. Peak RSS is measured per engine in a fresh child process that imports only that engine,
 loads its deployable file (.qmodel, .onnx, OpenVINO IR) and runs it.
 """
@@ -70,6 +70,13 @@ def qtk_int8_fast_run(model, calibration, workdir, threads):
     session = qtk.runtime.load(path, threads=threads, fast_run="search",
                                fast_run_cache=os.path.join(workdir, "fastrun.cache"))
     return session.run, path
+
+
+def qtk_fp32(model, calibration, workdir, threads):
+    """The float model exported as is (qtk.export of an unquantized model)."""
+    path = os.path.join(workdir, "float.qmodel")
+    qtk.export(model.eval(), calibration[0], path)
+    return qtk.runtime.load(path, threads=threads).run, path
 
 
 def qtk_details(path, threads, inputs, runs=20):
@@ -190,6 +197,7 @@ def openvino_int8(model, calibration, workdir, threads):
 ENGINES = {
     "qtk int8": (qtk_int8, None),
     "qtk int8 Fast-Run": (qtk_int8_fast_run, None),
+    "qtk fp32": (qtk_fp32, None),
     "PyTorch fp32": (torch_fp32, None),
     "PyTorch int8": (torch_int8, None),
     "ONNX Runtime fp32": (onnxruntime_fp32, "onnxruntime"),
@@ -201,18 +209,21 @@ ENGINES = {
 
 # ---- timing ----------------------------------------------------------------------------------------
 
-def time_interleaved(runs, inputs, count, warmup):
-    """{engine: [seconds]}: after ``warmup`` runs each, the engines take turns ``count`` times."""
+def time_interleaved(runs, inputs, count, warmup, block=10):
+    """{engine: [seconds]}: after ``warmup`` runs each, the engines take turns, ``block`` runs at a
+    time, until each has ``count``. Turns of one run each would put every run right after another
+    engine's, whose worker threads may still spin (OpenMP, ONNX Runtime) and take a core from it;
+    in blocks only the first run of a turn meets them, and the median drops it."""
     for run in runs.values():
         for x in inputs[:warmup]:
             run(x)
     times = {name: [] for name in runs}
-    for i in range(count):
-        x = inputs[i % len(inputs)]
+    for first in range(0, count, block):
         for name, run in runs.items():
-            start = time.perf_counter()
-            run(x)
-            times[name].append(time.perf_counter() - start)
+            for i in range(first, min(first + block, count)):
+                start = time.perf_counter()
+                run(inputs[i % len(inputs)])
+                times[name].append(time.perf_counter() - start)
     return times
 
 
@@ -234,7 +245,8 @@ def report_lines(results, args):
     """The markdown report: a ratio table per thread count, the conv layers' share of the peak,
     the memory plan and peak RSS."""
     names = [n for n in args.engines]
-    lines = [f"Median of {args.runs} interleaved runs after {args.warmup} warm-up runs each, "
+    lines = [f"Median of {args.runs} runs after {args.warmup} warm-up runs each, interleaved in "
+             f"turns of 10 runs per engine, "
              f"batch 1, 224x224, random weights (BatchNorm re-estimated). Cells: ms (ratio to "
              f"qtk int8; above 1 means slower than qtk).", ""]
     for threads in args.threads:
@@ -311,24 +323,31 @@ def target_lines(results, args):
             checks.append((f"{model}: peak RSS qtk int8 {q['peak_rss_mib']:.0f} MiB vs ONNX "
                            f"Runtime int8 {ort['peak_rss_mib']:.0f} MiB (target: below)",
                            q["peak_rss_mib"] < ort["peak_rss_mib"]))
-    return ["### Targets (issue 5), computed from this run", ""] + [
+    lines = ["### Targets (issue 5), computed from this run", ""] + [
         f"- {'✅' if holds else '❌'} {text}" for text, holds in checks] + [""]
+    ratios = [f"{model} {t}t {ms(model, 'qtk int8', t) / ms(model, 'qtk fp32', t):.2f}"
+              for model in results for t in args.threads if ms(model, "qtk fp32", t)]
+    if ratios:  # MegEngine reports int8 at 30-50% of its float time
+        lines += ["qtk int8 / qtk fp32 (same runtime): " + ", ".join(ratios) + ".", ""]
+    return lines
 
 
 BEGIN = "<!-- BEGIN GENERATED RESULTS: written by `python -m benchmarks.peers`, do not edit -->"
 END = "<!-- END GENERATED RESULTS -->"
 
 
-def write_readme(path, lines, command):
-    """Replaces the generated section of ``path`` (kept between BEGIN and END) with ``lines``."""
+def write_readme(path, lines, command, markers=None):
+    """Replaces the generated section of ``path`` (kept between the ``markers``, BEGIN and END by
+    default) with ``lines``."""
+    begin, end = markers or (BEGIN, END)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
     header = (f"Generated by `{command}` on {stamp} ({machine}, torch {torch.__version__}, "
               f"qtk {qtk.__version__}).")
-    section = "\n".join([BEGIN, header, ""] + lines + [END])
+    section = "\n".join([begin, header, ""] + lines + [end])
     text = open(path).read() if os.path.exists(path) else ""
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + section + text[text.index(end) + len(end):]
     else:
         text = text + ("\n" if text else "") + section + "\n"
     with open(path, "w") as f:
