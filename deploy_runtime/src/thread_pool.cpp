@@ -1,9 +1,43 @@
 #include "thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <emmintrin.h>
+#endif
 
 namespace qtk {
 namespace detail {
+namespace {
+
+// Long enough to span the gap between two kernels' loops, short enough that an idle pool frees its
+// cores at once.
+constexpr std::chrono::microseconds kSpin{100};
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(_M_X64)
+    _mm_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+// Spins until done() or kSpin has passed.
+template <typename Done>
+void spin_until(const Done& done) {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    while (!done()) {
+        for (int i = 0; i < 64; ++i) {
+            cpu_relax();
+        }
+        if (std::chrono::steady_clock::now() > until) {
+            return;
+        }
+    }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
     for (int i = 1; i < threads; ++i) {
@@ -45,6 +79,12 @@ void ThreadPool::parallel_for_slots(
     ++generation_;
     work_ready_.notify_all();
     run_chunks(lock);
+    if (chunks_done_ != chunks_) {
+        const int64_t chunks = chunks_;
+        lock.unlock();
+        spin_until([&] { return chunks_done_.load(std::memory_order_acquire) == chunks; });
+        lock.lock();
+    }
     work_done_.wait(lock, [this] { return chunks_done_ == chunks_; });
     fn_ = nullptr;
     if (error_) {
@@ -79,6 +119,11 @@ void ThreadPool::worker_loop() {
     std::unique_lock<std::mutex> lock(mutex_);
     uint64_t seen = generation_;
     while (true) {
+        if (!stopping_ && generation_ == seen) {
+            lock.unlock();
+            spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
+            lock.lock();
+        }
         work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen; });
         if (stopping_) {
             return;

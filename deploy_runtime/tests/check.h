@@ -3,12 +3,23 @@
 #pragma once
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
 #include "qtk/runtime.h"
 
 namespace qtk_test {
+
+// Sets an environment variable the runtime reads at model load (QTK_ISA, QTK_CONV_ALGO); nullptr
+// removes it.
+inline void set_env(const char* key, const char* value) {
+    if (value == nullptr) {
+        unsetenv(key);
+    } else {
+        setenv(key, value, 1);
+    }
+}
 
 inline int& failure_count() {
     static int count = 0;

@@ -41,16 +41,9 @@ using qtk::detail::IsaLevel;
 using qtk_test::AttrSpec;
 using qtk_test::ModelBuilder;
 using qtk_test::Rng;
+using qtk_test::set_env;
 
 namespace {
-
-void set_env(const char* key, const char* value) {
-    if (value == nullptr) {
-        unsetenv(key);
-    } else {
-        setenv(key, value, 1);
-    }
-}
 
 #if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
 // c = a . b by the contract of int8_gemm.h, for every micro-kernel this CPU runs: the packed GEMM

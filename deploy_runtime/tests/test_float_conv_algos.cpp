@@ -40,16 +40,9 @@ using qtk::detail::IsaLevel;
 using qtk_test::AttrSpec;
 using qtk_test::ModelBuilder;
 using qtk_test::Rng;
+using qtk_test::set_env;
 
 namespace {
-
-void set_env(const char* key, const char* value) {
-    if (value == nullptr) {
-        unsetenv(key);
-    } else {
-        setenv(key, value, 1);
-    }
-}
 
 struct ConvCase {
     int64_t in = 4, out = 4, height = 7, width = 7;

@@ -3,7 +3,6 @@
 // every conv2d algorithm this CPU runs, at 1 and 2 threads and batch 1 and 3. Also the errors for a
 // hand-made fused conv that does not fit.
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -114,14 +113,6 @@ std::vector<Graph> graphs() {
     return out;
 }
 
-void set_conv_algo(const char* name) {
-    if (name == nullptr) {
-        unsetenv("QTK_CONV_ALGO");
-    } else {
-        setenv("QTK_CONV_ALGO", name, 1);
-    }
-}
-
 std::vector<int8_t> run(const std::vector<uint8_t>& bytes, bool optimize_graph, int threads,
                         int64_t batch, const std::vector<int8_t>& x, size_t* nodes) {
     qtk::LoadOptions options;
@@ -142,7 +133,7 @@ void test_fusion_is_exact() {
     for (Graph& g : graphs()) {
         const std::vector<uint8_t> bytes = g.builder.build();
         size_t nodes = 0;
-        set_conv_algo("conv2d_int8_reference");
+        qtk_test::set_env("QTK_CONV_ALGO", "conv2d_int8_reference");
         const std::vector<int8_t> want = run(bytes, false, 1, 3, x, &nodes);
         CHECK_EQ(nodes, g.builder.nodes.size());
         std::vector<const char*> algos = {nullptr};
@@ -153,7 +144,7 @@ void test_fusion_is_exact() {
             }
         }
         for (const char* algo : algos) {
-            set_conv_algo(algo);
+            qtk_test::set_env("QTK_CONV_ALGO", algo);
             for (int threads : {1, 2}) {
                 for (int64_t batch : {3, 1}) {
                     const std::vector<int8_t> got = run(bytes, true, threads, batch, x, &nodes);
@@ -173,7 +164,7 @@ void test_fusion_is_exact() {
                 }
             }
         }
-        set_conv_algo(nullptr);
+        qtk_test::set_env("QTK_CONV_ALGO", nullptr);
         std::printf("%s: %zu -> %zu nodes, fused bytes equal\n", g.name.c_str(),
                     g.builder.nodes.size(), g.fused_nodes);
     }

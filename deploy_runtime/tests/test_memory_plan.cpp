@@ -1,7 +1,6 @@
 // The memory planner: simultaneously live tensors never share bytes, offsets are aligned, the arena
 // is at least the lower bound; plus known optima and the plans of real sessions.
 #include <algorithm>
-#include <cstdlib>
 
 #include "check.h"
 #include "memory_planner.h"
@@ -90,9 +89,9 @@ void test_known_plans() {
 void test_session_plans() {
     const std::vector<uint8_t> bytes = qtk_test::sample_model().build();
     // The reference conv needs no workspace, so the bound below is the activations' alone.
-    setenv("QTK_CONV_ALGO", "conv2d_int8_reference", 1);
+    qtk_test::set_env("QTK_CONV_ALGO", "conv2d_int8_reference");
     const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
-    unsetenv("QTK_CONV_ALGO");
+    qtk_test::set_env("QTK_CONV_ALGO", nullptr);
     qtk::Session session(model);
     CHECK(session.arena_bytes() >= session.arena_lower_bound());
     // The sample's largest step: conv1 reads x (72) while a (144) is written... up to the concat,
