@@ -91,8 +91,8 @@ const Conv2dAlgo* const kConv2dInt8Algos[] = {
     &kConv2dInt8DepthwiseW8Avx2,
 #endif
 // Direct (every kernel but 1x1, stride 1 or 2) before the GEMM of its ISA: faster on resnet18's
-// 3x3 layers and its 7x7 stem, by 20-45% with AVX-512 VNNI and 3-10% with AVX2 on an EPYC (AVX-VNNI
-// placed alike, unmeasured).
+// 3x3 layers with AVX-512 VNNI (benchmarks/README.md, Winograd section). At AVX2 the measurements
+// disagree (GEMM led in that benchmark); AVX-VNNI is placed alike, unmeasured.
 // Winograd F(2x2, 3x3) (3x3 stride 1, float products, exact: docs/winograd.md) after the int8
 // kernels of its ISA: 2.5-4x slower than the VNNI direct conv on resnet18's 3x3 layers on an EPYC;
 // capped at AVX2 there it beat the AVX2 direct conv (1.05-1.6x), unconfirmed on AVX2-only CPUs.

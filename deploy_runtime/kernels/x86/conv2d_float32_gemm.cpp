@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "conv2d.h"
+#include "conv2d_padded_planes.h"
 #include "float32_gemm.h"
 #include "thread_pool.h"
 
@@ -27,8 +28,6 @@ namespace {
 constexpr int64_t kBlockBytes = 256 * 1024;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-bool pads(const Conv2dParams& p) { return p.pad_h != 0 || p.pad_w != 0; }
 
 // How one run cuts a plane of output pixels into tasks. More threads only make blocks smaller;
 // the sums do not depend on it.
@@ -67,24 +66,8 @@ size_t workspace_bytes(const Conv2dParams& p, const Float32GemmUkernel& u, int64
 // The zero-padded input planes (where the conv pads), then one slot per thread.
 WorkspaceLayout workspace_layout(const Conv2dParams& p, const Float32GemmUkernel& u,
                                  const Shape& x_shape, const Shape& y_shape, int threads) {
-    const int64_t padded_floats =
-        pads(p) ? x_shape[0] * x_shape[1] * (x_shape[2] + 2 * p.pad_h) * (x_shape[3] + 2 * p.pad_w)
-                : 0;
-    return {size_t(padded_floats) * sizeof(float), workspace_bytes(p, u, y_shape[2] * y_shape[3]),
-            threads};
-}
-
-// One channel plane of x (height x width) into its zero-padded plane.
-void pad_plane(const float* x, int64_t height, int64_t width, const Conv2dParams& p, float* dst) {
-    const int64_t padded_w = width + 2 * p.pad_w;
-    std::fill_n(dst, p.pad_h * padded_w, 0.0f);
-    dst += p.pad_h * padded_w;
-    for (int64_t iy = 0; iy < height; ++iy, dst += padded_w) {
-        std::fill_n(dst, p.pad_w, 0.0f);
-        std::memcpy(dst + p.pad_w, x + iy * width, size_t(width) * sizeof(float));
-        std::fill_n(dst + p.pad_w + width, p.pad_w, 0.0f);
-    }
-    std::fill_n(dst, p.pad_h * padded_w, 0.0f);
+    return {size_t(padded_input_elements(p, x_shape)) * sizeof(float),
+            workspace_bytes(p, u, y_shape[2] * y_shape[3]), threads};
 }
 
 // Row k of the im2col matrix over output pixels [begin, begin + count) into a packed block: pixel
@@ -141,13 +124,7 @@ class Conv2dFloat32Gemm final : public Conv2dKernel {
         const float* x = io.input<float>(0);
         if (pads(params_)) {
             float* padded = reinterpret_cast<float*>(io.workspace);
-            const int64_t padded_plane = (xs[2] + 2 * params_.pad_h) * (xs[3] + 2 * params_.pad_w);
-            pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
-                for (int64_t c = begin; c < end; ++c) {
-                    pad_plane(x + c * xs[2] * xs[3], xs[2], xs[3], params_,
-                              padded + c * padded_plane);
-                }
-            });
+            pad_planes(x, xs, params_, 0.0f, padded, pool);
             x = padded;
         }
         pool.parallel_for_slots(

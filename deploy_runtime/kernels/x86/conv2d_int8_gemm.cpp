@@ -24,6 +24,7 @@
 
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
+#include "conv2d_padded_planes.h"
 #include "int8_c4.h"
 #include "int8_gemm.h"
 #include "thread_pool.h"
@@ -81,29 +82,11 @@ struct PaddedInput {
     const int8_t* planes;
 };
 
-bool pads(const Conv2dParams& p) { return p.pad_h != 0 || p.pad_w != 0; }
-
 // The padded input (where the conv pads), then one slot per thread.
 WorkspaceLayout workspace_layout(const Conv2dParams& p, const Int8GemmUkernel& u,
                                  const Shape& x_shape, const Shape& y_shape, int threads) {
-    const int64_t padded_planes =
-        pads(p) ? x_shape[0] * x_shape[1] * (x_shape[2] + 2 * p.pad_h) * (x_shape[3] + 2 * p.pad_w)
-                : 0;
-    return {size_t(padded_planes), workspace_bytes(p, u, y_shape[2] * y_shape[3]), threads};
-}
-
-// One channel plane of x (height x width) into its padded plane.
-void pad_plane(const int8_t* x, int64_t height, int64_t width, const Conv2dParams& p, int8_t z,
-               int8_t* dst) {
-    const int64_t padded_w = width + 2 * p.pad_w;
-    std::memset(dst, z, size_t(p.pad_h * padded_w));
-    dst += p.pad_h * padded_w;
-    for (int64_t iy = 0; iy < height; ++iy, dst += padded_w) {
-        std::memset(dst, z, size_t(p.pad_w));
-        std::memcpy(dst + p.pad_w, x + iy * width, size_t(width));
-        std::memset(dst + p.pad_w + width, z, size_t(p.pad_w));
-    }
-    std::memset(dst, z, size_t(p.pad_h * padded_w));
+    return {size_t(padded_input_elements(p, x_shape)),
+            workspace_bytes(p, u, y_shape[2] * y_shape[3]), threads};
 }
 
 // Row k = (ic, ky, kx) of the im2col matrix over output pixels [begin, begin + count): the value
@@ -196,16 +179,9 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
         const int8_t* x = io.input<int8_t>(0);
         PaddedInput padded{xs[2] + 2 * params_.pad_h, xs[3] + 2 * params_.pad_w, x};
         if (pads(params_)) {
-            const int64_t padded_plane = padded.height * padded.width;
             int8_t* dst = reinterpret_cast<int8_t*>(io.workspace);
+            pad_planes(x, xs, params_, static_cast<int8_t>(constants_.input_zero_point), dst, pool);
             padded.planes = dst;
-            const int8_t z = static_cast<int8_t>(constants_.input_zero_point);
-            pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
-                for (int64_t c = begin; c < end; ++c) {
-                    pad_plane(x + c * xs[2] * xs[3], xs[2], xs[3], params_, z,
-                              dst + c * padded_plane);
-                }
-            });
         }
         pool.parallel_for_slots(
             planes * b.blocks_per_plane, [&](int64_t slot, int64_t begin, int64_t end) {
