@@ -32,11 +32,13 @@ from model_zoo.data import mnist_5k
 from model_zoo.mnist import small_cnn
 from model_zoo.training import accuracy, compare_deployed, train
 from qtk.observers import MovingAverageMinMaxObserver, PerChannelMinMaxObserver
-from qtk.qconfig import QAT_QUANTIZERS, bits_qconfig, with_args
+from qtk.qconfig import QAT_QUANTIZERS, bits_qconfig, bits_qconfig_mapping, with_args
 
 BIT_WIDTHS = [(8, 8), (4, 8), (4, 4), (2, 2)]
 FLOAT_LR, QAT_LR = 3e-3, 5e-4
 CALIBRATION_BATCHES, CALIBRATION_BATCH_SIZE = 32, 64
+MIN_QAT_STEPS = 189  # 3 epochs of MNIST 5k in batches of 64; 9 epochs of the digits
+SHUFFLES = 3  # int8 QAT runs (qtk's and torch.ao's) averaged for the comparison
 
 _PTQ_WEIGHT = with_args(PerChannelMinMaxObserver, symmetric=True)
 # PTQ observers: (qconfig before calibration, calibrate's method, bias correction)
@@ -53,6 +55,7 @@ OBSERVERS = {
     "MinMax + bias correction": (qtk.default_ptq_qconfig, "minmax", True),
 }
 
+QAT_REFERENCE = "STE (FakeQuantize)"  # the int8 QAT that the acceptance checks hold against torch.ao
 QUANTIZERS = {"STE (FakeQuantize)": QAT_QUANTIZERS["ste"], "LSQ": QAT_QUANTIZERS["lsq"],
               "PACT": QAT_QUANTIZERS["pact"], "TQT": QAT_QUANTIZERS["tqt"]}
 
@@ -91,6 +94,7 @@ class Row:
     deployed: float = None
     identical: int = None
     total: int = 0
+    seeds: int = 1  # > 1: the mean of that many QAT runs from different shuffles of the data
 
 
 def _bits_label(weight_bits, activation_bits):
@@ -115,25 +119,37 @@ def _qtk_row(kind, method, bits, quantized, test_data):
                deployed.identical, len(test_data[1]))
 
 
+def _qconfig(float_model, bits, base):
+    """``bits`` for every layer; below 8 bits, the first and last layer keep 8 (the usual recipe)."""
+    if bits == (8, 8):
+        return bits_qconfig(*bits, base=base)
+    return bits_qconfig_mapping(float_model, *bits, base=base)
+
+
 def qtk_ptq_rows(float_model, train_data, test_data):
     rows = []
     for name, (base, method, bias_correction) in OBSERVERS.items():
         for bits in BIT_WIDTHS:
-            prepared = qtk.prepare_ptq(float_model, bits_qconfig(*bits, base=base))
+            prepared = qtk.prepare_ptq(float_model, _qconfig(float_model, bits, base))
             qtk.calibrate(prepared, _calibration_batches(train_data), method=method,
                           bias_correction=bias_correction)
             rows.append(_qtk_row("qtk PTQ", name, bits, qtk.convert(prepared), test_data))
     return rows
 
 
+def _qtk_qat(float_model, train_data, epochs, bits, name, shuffle_seed=1):
+    torch.manual_seed(0)
+    qat = qtk.quantize_qat(float_model, _qconfig(float_model, bits, QUANTIZERS[name]))
+    return train(qat, train_data, epochs, QAT_LR, f"QAT {name} {_bits_label(*bits)}",
+                 on_epoch=_freeze_bn_for_last_epoch(epochs, qtk.freeze_bn_stats),
+                 shuffle_seed=shuffle_seed)
+
+
 def qtk_qat_rows(float_model, train_data, test_data, epochs):
     rows = []
-    for name, base in QUANTIZERS.items():
+    for name in QUANTIZERS:
         for bits in BIT_WIDTHS:
-            torch.manual_seed(0)
-            qat = qtk.quantize_qat(float_model, bits_qconfig(*bits, base=base))
-            qat = train(qat, train_data, epochs, QAT_LR, f"QAT {name} {_bits_label(*bits)}",
-                        on_epoch=_freeze_bn_for_last_epoch(epochs, qtk.freeze_bn_stats))
+            qat = _qtk_qat(float_model, train_data, epochs, bits, name)
             if _diverged(qat):  # a learned scale went to NaN/inf: nothing to convert
                 rows.append(Row("qtk QAT", f"{name}, diverged (non-finite parameters)",
                                 _bits_label(*bits), None))
@@ -154,43 +170,78 @@ def _freeze_bn_for_last_epoch(epochs, freeze):
     return on_epoch
 
 
-def torch_ao_rows(float_model, train_data, test_data, epochs):
-    """PyTorch's own FX graph mode quantization, 'x86' backend defaults, int8."""
-    from torch.ao.nn.intrinsic import qat as intrinsic_qat
-    from torch.ao.quantization import (get_default_qat_qconfig_mapping,
-                                       get_default_qconfig_mapping)
-    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qat_fx
+def torch_ao_ptq_row(float_model, train_data, test_data):
+    """PyTorch's own FX graph mode PTQ, 'x86' backend defaults, int8."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 
     torch.backends.quantized.engine = "x86"
-    example = (test_data[0][:1],)
     prepared = prepare_fx(copy.deepcopy(float_model).eval(), get_default_qconfig_mapping("x86"),
-                          example)
+                          (test_data[0][:1],))
     with torch.no_grad():
         for batch in _calibration_batches(train_data):
             prepared(batch)
-    ptq = convert_fx(prepared)
-    rows = [Row("torch.ao PTQ", "default x86 (Histogram, reduce_range)", "w8a8",
-                accuracy(ptq, test_data))]
+    return Row("torch.ao PTQ", "default x86 (Histogram, reduce_range)", "w8a8",
+               accuracy(convert_fx(prepared), test_data))
 
+
+def torch_ao_qat_accuracy(float_model, train_data, test_data, epochs, shuffle_seed):
+    """PyTorch's own FX graph mode QAT, 'x86' backend defaults, int8, evaluated by its kernels."""
+    from torch.ao.nn.intrinsic import qat as intrinsic_qat
+    from torch.ao.quantization import get_default_qat_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_qat_fx
+
+    torch.backends.quantized.engine = "x86"
     torch.manual_seed(0)
     qat = prepare_qat_fx(copy.deepcopy(float_model).train(),
-                         get_default_qat_qconfig_mapping("x86"), example)
+                         get_default_qat_qconfig_mapping("x86"), (test_data[0][:1],))
     qat = train(qat, train_data, epochs, QAT_LR, "torch.ao QAT",
                 on_epoch=_freeze_bn_for_last_epoch(
-                    epochs, lambda m: m.apply(intrinsic_qat.freeze_bn_stats)))
-    rows.append(Row("torch.ao QAT", "default x86 (FusedMovingAvgObsFakeQuantize)", "w8a8",
-                    accuracy(convert_fx(qat.eval()), test_data)))
-    return rows
+                    epochs, lambda m: m.apply(intrinsic_qat.freeze_bn_stats)),
+                shuffle_seed=shuffle_seed)
+    return accuracy(convert_fx(qat.eval()), test_data)
+
+
+AO_QAT_METHOD = "default x86 (FusedMovingAvgObsFakeQuantize)"
+
+
+def int8_qat_seed_rows(float_model, train_data, test_data, epochs, seeds, seed0_rows):
+    """qtk's int8 QAT (STE) and torch.ao's, each trained from ``seeds`` shuffles of the training
+    data (seed 1 is the tables' run, reused), as mean rows: one run's accuracy moves by a test
+    image or two with the data order, as much as the two differ."""
+    qtk_runs = [_find(seed0_rows, "qtk QAT", QAT_REFERENCE, "w8a8")[0]]
+    ao_runs = [_find(seed0_rows, "torch.ao QAT")[0].accuracy]
+    for seed in seeds[1:]:
+        qat = _qtk_qat(float_model, train_data, epochs, (8, 8), QAT_REFERENCE, shuffle_seed=seed)
+        qtk_runs.append(_qtk_row("qtk QAT", QAT_REFERENCE, (8, 8), qtk.convert(qat), test_data))
+        ao_runs.append(torch_ao_qat_accuracy(float_model, train_data, test_data, epochs, seed))
+    mean = lambda values: sum(values) / len(values)
+    return [Row("qtk QAT", QAT_REFERENCE, "w8a8", mean([r.accuracy for r in qtk_runs]),
+                mean([r.deployed for r in qtk_runs]), sum(r.identical for r in qtk_runs),
+                sum(r.total for r in qtk_runs), len(seeds)),
+            Row("torch.ao QAT", AO_QAT_METHOD, "w8a8", mean(ao_runs), seeds=len(seeds))]
+
+
+def qat_length(train_data, args):
+    """``--qat-epochs``, or more on a small dataset, so QAT takes at least ``--min-qat-steps``
+    optimizer steps (batches of 64) everywhere."""
+    steps_per_epoch = -(-len(train_data[1]) // 64)
+    return max(args.qat_epochs, -(-args.min_qat_steps // steps_per_epoch))
 
 
 def study(model_name, dataset_name, train_data, test_data, args):
     torch.manual_seed(0)
     float_model = train(MODELS[model_name](), train_data, args.epochs, FLOAT_LR,
                         f"{model_name} float")
+    epochs = qat_length(train_data, args)
     rows = [Row("float", "float32", "–", accuracy(float_model, test_data))]
     rows += qtk_ptq_rows(float_model, train_data, test_data)
-    rows += qtk_qat_rows(float_model, train_data, test_data, args.qat_epochs)
-    rows += torch_ao_rows(float_model, train_data, test_data, args.qat_epochs)
+    rows += qtk_qat_rows(float_model, train_data, test_data, epochs)
+    rows += [torch_ao_ptq_row(float_model, train_data, test_data),
+             Row("torch.ao QAT", AO_QAT_METHOD, "w8a8",
+                 torch_ao_qat_accuracy(float_model, train_data, test_data, epochs, 1))]
+    rows += int8_qat_seed_rows(float_model, train_data, test_data, epochs,
+                               list(range(1, args.seeds + 1)), rows)
     return rows
 
 
@@ -206,17 +257,18 @@ def _deployed_or_worst(row):
 def acceptance(rows):
     """The issue's acceptance checks on one (dataset, model) table: (text, holds) pairs."""
     float_acc = _find(rows, "float")[0].accuracy
-    qat_int8 = _find(rows, "qtk QAT", "STE (FakeQuantize)", "w8a8")[0].deployed
-    ao_qat, ao_ptq = _find(rows, "torch.ao QAT")[0].accuracy, _find(rows, "torch.ao PTQ")[0].accuracy
+    most_seeds = lambda found: max(found, key=lambda r: r.seeds)
+    qat_int8_row = most_seeds(_find(rows, "qtk QAT", QAT_REFERENCE, "w8a8"))
+    qat_int8, ao_qat = qat_int8_row.deployed, most_seeds(_find(rows, "torch.ao QAT")).accuracy
+    qat = f"qtk QAT w8a8 (STE{_seeds_label(qat_int8_row.seeds)}) deployed {qat_int8:.2f}"
+    ao_ptq = _find(rows, "torch.ao PTQ")[0].accuracy
     best_ptq = max(_find(rows, "qtk PTQ", bits="w8a8"), key=_deployed_or_worst)
     default_ptq = _find(rows, "qtk PTQ", "MinMax", "w8a8")[0].deployed
     best_w4a4 = max(_find(rows, "qtk QAT", bits="w4a4"), key=_deployed_or_worst)
     every_identical = all(r.identical == r.total for r in rows if r.identical is not None)
     return [
-        (f"qtk QAT w8a8 (STE) deployed {qat_int8:.1f} >= float - 0.5 = {float_acc - 0.5:.1f}",
-         qat_int8 >= float_acc - 0.5),
-        (f"qtk QAT w8a8 (STE) deployed {qat_int8:.1f} >= torch.ao QAT int8 {ao_qat:.1f}",
-         qat_int8 >= ao_qat),
+        (f"{qat} >= float - 0.5 = {float_acc - 0.5:.1f}", qat_int8 >= float_acc - 0.5),
+        (f"{qat} >= torch.ao QAT int8 (same seeds) {ao_qat:.2f}", qat_int8 >= ao_qat),
         (f"qtk PTQ w8a8 deployed: MinMax {default_ptq:.1f}, best ({best_ptq.method}) "
          f"{best_ptq.deployed:.1f} >= torch.ao PTQ int8 {ao_ptq:.1f}",
          best_ptq.deployed >= ao_ptq),
@@ -227,8 +279,12 @@ def acceptance(rows):
     ]
 
 
-def _percent(value):
-    return "–" if value is None else f"{value:.1f}"
+def _seeds_label(seeds):
+    return "" if seeds == 1 else f", mean of {seeds} data shuffles"
+
+
+def _percent(value, decimals=1):
+    return "–" if value is None else f"{value:.{decimals}f}"
 
 
 def table_markdown(rows):
@@ -236,10 +292,12 @@ def table_markdown(rows):
     lines = ["| kind | observer / quantizer | bits | accuracy (torch) | deployed (runtime) | "
              "deployed − float | byte-identical |", "|---|---|---|---:|---:|---:|---:|"]
     for r in rows:
-        delta = "–" if r.deployed is None else f"{r.deployed - float_acc:+.1f}"
+        decimals = 1 if r.seeds == 1 else 2  # a mean of n runs on T images moves by 100/(nT)
+        delta = "–" if r.deployed is None else f"{r.deployed - float_acc:+.{decimals}f}"
         identical = "–" if r.identical is None else f"{r.identical} / {r.total}"
-        lines.append(f"| {r.kind} | {r.method} | {r.bits} | {_percent(r.accuracy)} | "
-                     f"{_percent(r.deployed)} | {delta} | {identical} |")
+        lines.append(f"| {r.kind} | {r.method}{_seeds_label(r.seeds)} | {r.bits} | "
+                     f"{_percent(r.accuracy, decimals)} | {_percent(r.deployed, decimals)} | "
+                     f"{delta} | {identical} |")
     return lines
 
 
@@ -253,10 +311,16 @@ INTRO = [
     "per-channel symmetric MinMax); **qtk QAT** fine-tunes (lr %s, BatchNorm statistics frozen "
     "for the last epoch) with each fake quantizer; **torch.ao** runs PyTorch's FX graph mode PTQ "
     "and QAT with `get_default_(qat_)qconfig_mapping('x86')` on the same model, data, seed and "
-    "schedule, and is evaluated with its own int8 kernels. Bit widths come from "
-    "`qtk.bits_qconfig(weight_bits, activation_bits, base)`: every layer, graph input included, "
-    "at that width (no layer kept at 8 bits)." % (FLOAT_LR, CALIBRATION_BATCHES,
-                                                 CALIBRATION_BATCH_SIZE, QAT_LR), "",
+    "schedule, and is evaluated with its own int8 kernels. QAT takes at least %d optimizer "
+    "steps (3 epochs of MNIST 5k; 9 of the digits' smaller training split). Bit widths: w8a8 is "
+    "`qtk.bits_qconfig(8, 8, base)` for every layer; below 8 bits, "
+    "`qtk.bits_qconfig_mapping(model, weight_bits, activation_bits, base)` quantizes every layer "
+    "at that width except the first and the last conv/linear layer (with the graph input and "
+    "the logits), which keep 8 bits, as LSQ and PACT do." % (
+        FLOAT_LR, CALIBRATION_BATCHES, CALIBRATION_BATCH_SIZE, QAT_LR, MIN_QAT_STEPS), "",
+    "int8 QAT is compared with torch.ao's as the mean over %d shuffles of the training data "
+    "(the same shuffles for both; the other rows use the first): on the digits' 500-image test "
+    "set one image is 0.2 points, and the data order alone moves a run by that much." % SHUFFLES, "",
     "*accuracy (torch)* is the float model, qtk's Quantized reference (integer arithmetic in "
     "torch) or torch.ao's converted model; *deployed* is the `.qmodel` run by qtk's C++ runtime "
     "on the whole test set; *byte-identical* counts test images whose int8 logits are the same "
@@ -264,11 +328,11 @@ INTRO = [
 ]
 
 
-def section(dataset, model, rows, sizes, args, command, minutes):
+def section(dataset, model, rows, sizes, args, command, minutes, qat_epochs):
     """One study's part of docs/accuracy.md: how it was run, the acceptance checks, the table."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"## {model} on {dataset} ({sizes[0]:,} training / {sizes[1]:,} test images)", "",
-             f"Run by `{command}` on {now}: {args.epochs} float epochs, {args.qat_epochs} QAT "
+             f"Run by `{command}` on {now}: {args.epochs} float epochs, {qat_epochs} QAT "
              f"epochs, {minutes:.1f} min (torch {torch.__version__}, qtk {qtk.__version__}).", "",
              "Acceptance checks:", ""]
     lines += [f"- {'✅' if holds else '❌'} {text}" for text, holds in acceptance(rows)]
@@ -299,6 +363,10 @@ def main(argv=None):
                                                       "accuracy.md"))
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--qat-epochs", type=int, default=3)
+    parser.add_argument("--min-qat-steps", type=int, default=MIN_QAT_STEPS,
+                        help="QAT runs more epochs where needed to take this many optimizer steps")
+    parser.add_argument("--seeds", type=int, default=SHUFFLES,
+                        help="data shuffles that int8 QAT, qtk's and torch.ao's, is averaged over")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--quick", action="store_true",
@@ -306,6 +374,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.quick:
         args.epochs = args.qat_epochs = 1
+        args.min_qat_steps, args.seeds = 0, 2
     command = "python -m model_zoo.accuracy_study " + shlex.join(sys.argv[1:] if argv is None
                                                                   else argv)
     torch.set_num_threads(os.cpu_count() or 1)
@@ -320,7 +389,8 @@ def main(argv=None):
             study_start = time.perf_counter()
             rows = study(model, dataset, train_data, test_data, args)
             sections.append(section(dataset, model, rows, (len(train_data[1]), len(test_data[1])),
-                                    args, command, (time.perf_counter() - study_start) / 60))
+                                    args, command, (time.perf_counter() - study_start) / 60,
+                                    qat_length(train_data, args)))
             write_document(args.out, sections)  # after every study, so a long run shows progress
     print("\n".join(sections))
 

@@ -10,14 +10,15 @@ from tqdm import tqdm
 import qtk
 
 
-def train(model, data, epochs, lr, desc, on_epoch=None, batch_size=64):
-    """Adam with a one-cycle schedule over ``epochs`` passes of ``data`` (shuffled with a fixed
-    seed); ``on_epoch(model, epoch)`` runs before each epoch. Returns the model in eval mode."""
+def train(model, data, epochs, lr, desc, on_epoch=None, batch_size=64, shuffle_seed=1):
+    """Adam with a one-cycle schedule over ``epochs`` passes of ``data`` (shuffled from
+    ``shuffle_seed``); ``on_epoch(model, epoch)`` runs before each epoch. Returns the model in eval
+    mode."""
     images, labels = data
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     steps = epochs * ((len(labels) + batch_size - 1) // batch_size)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, lr, total_steps=steps)
-    generator = torch.Generator().manual_seed(1)
+    generator = torch.Generator().manual_seed(shuffle_seed)
     for epoch in range(epochs):
         if on_epoch:
             on_epoch(model, epoch)

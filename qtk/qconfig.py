@@ -5,8 +5,11 @@ import functools
 from typing import Callable
 
 import torch
+from torch import nn
 
 from . import arithmetic
+from .export.capture import capture
+from .modules import QuantStub
 from .fake_quant import FakeQuantize, LSQFakeQuantize, PACTFakeQuantize, TQTFakeQuantize
 from .observers import MinMaxObserver, MovingAverageMinMaxObserver, PerChannelMinMaxObserver
 
@@ -153,6 +156,27 @@ def bits_qconfig(weight_bits=8, activation_bits=8, base=None, signed_activations
     return QConfig(activation=with_observer_args(base.activation, qmin=a_min, qmax=a_max),
                    weight=with_observer_args(base.weight, **weight_args))
 
+
+
+def bits_qconfig_mapping(model, weight_bits, activation_bits, base=None, edge_bits=8,
+                         **bits_kwargs):
+    """:func:`bits_qconfig` for every layer of ``model`` but its first and last conv or linear
+    layer (in the order ``forward()`` runs them) and its graph input, which keep ``edge_bits``:
+    the usual low-bit recipe (LSQ, PACT), since the first layer sees raw pixels through few
+    channels and the last one produces the logits.
+
+    ``bits_kwargs`` go to both :func:`bits_qconfig` calls (e.g. ``signed_activations=False``).
+    Returns a :class:`QConfigMapping` for :func:`qtk.quantize_qat` or :func:`qtk.prepare_ptq`."""
+    calls = [node.target for node in capture(model).graph.nodes if node.op == "call_module"]
+    layers = [t for t in calls if isinstance(model.get_submodule(t), (nn.Conv2d, nn.Linear))]
+    if not layers:
+        raise ValueError(f"{type(model).__name__} has no Conv2d or Linear layer to keep at "
+                         f"{edge_bits} bits")
+    edges = {layers[0], layers[-1]} | {t for t in calls
+                                       if isinstance(model.get_submodule(t), QuantStub)}
+    edge = bits_qconfig(edge_bits, edge_bits, base, **bits_kwargs)
+    return QConfigMapping(bits_qconfig(weight_bits, activation_bits, base, **bits_kwargs),
+                          by_name=dict.fromkeys(sorted(edges), edge))
 
 # Named presets: int8 QAT and PTQ, and the usual low-bit QAT mixes.
 PRESETS = {

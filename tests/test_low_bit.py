@@ -31,7 +31,9 @@ class Branchy(nn.Module):
         return self.dequant(self.head(self.pool(self.up(y))))
 
 
-def _check_deploys_in_range(qconfig, bits_range):
+def _deploy_byte_identical(qconfig):
+    """A few QAT steps on Branchy, then the runtime's int8 output must equal the reference's.
+    Returns the Quantized model."""
     torch.manual_seed(0)
     qat = qtk.quantize_qat(Branchy(), qconfig).train()
     optimizer = torch.optim.SGD(qat.parameters(), lr=1e-3)
@@ -47,11 +49,34 @@ def _check_deploys_in_range(qconfig, bits_range):
     with qtk.int8_outputs(quantized):
         expected = quantized(x)
     assert torch.equal(expected, session.run(x, output="int8"))
+    assert len(expected.unique()) > 1, "degenerate output: the check would hold trivially"
+    return quantized
+
+
+def _levels(qparams):
+    return qparams.qmax - qparams.qmin + 1
+
+
+def _check_deploys_in_range(qconfig, bits_range):
+    quantized = _deploy_byte_identical(qconfig)
     qmin, qmax = bits_range
     for module in quantized.modules():
         if isinstance(module, qtk.modules.QuantizedModule) and module.output_qparams:
-            assert module.output_qparams.qmax - module.output_qparams.qmin == qmax - qmin
-    assert len(expected.unique()) > 1, "degenerate output: the check would hold trivially"
+            assert _levels(module.output_qparams) == qmax - qmin + 1
+
+
+def test_first_and_last_layers_and_the_input_keep_8_bits_in_a_low_bit_mapping():
+    mapping = qtk.bits_qconfig_mapping(Branchy(), 4, 4)
+    assert sorted(mapping.by_name) == ["head.2", "quant", "stem.0"]  # forward() order, not type
+    quantized = _deploy_byte_identical(mapping)
+    outputs = {name: _levels(module.output_qparams) for name, module in quantized.named_modules()
+               if isinstance(module, qtk.modules.QuantizedModule) and module.output_qparams}
+    assert [outputs.pop(name) for name in ("quant", "stem.0", "head.2")] == [256] * 3
+    assert set(outputs.values()) == {16}, outputs
+    weights = {name: int(module.weight_q.abs().max()) for name, module in
+               quantized.named_modules() if hasattr(module, "weight_q")}
+    assert [weights.pop(name) for name in ("stem.0", "head.2")] == [127] * 2
+    assert set(weights.values()) == {7}, weights
 
 
 @pytest.mark.parametrize("quantizer", sorted(BASES))
