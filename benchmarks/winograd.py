@@ -30,9 +30,9 @@ from model_zoo.training import reestimate_batchnorm
 
 ALGORITHMS = {  # per QTK_ISA level: the conv algorithms that compete on 3x3 stride-1 layers
     "avx512_vnni": ["conv2d_int8_direct_8x32c4_avx512_vnni", "conv2d_int8_gemm_8x32c4_avx512_vnni",
-                    "conv2d_int8_winograd_f2x3_8x32_avx512"],
+                    "conv2d_int8_winograd_f2x3_8x32_avx512", "conv2d_int8_winograd_f2x3_8x32_l1_avx512"],
     "avx2": ["conv2d_int8_direct_2x16c4_avx2", "conv2d_int8_gemm_2x16c4_avx2",
-             "conv2d_int8_winograd_f2x3_6x16_avx2"],
+             "conv2d_int8_winograd_f2x3_6x16_avx2", "conv2d_int8_winograd_f2x3_6x16_l1_avx2"],
 }
 BEGIN = "<!-- BEGIN WINOGRAD RESULTS: written by `python -m benchmarks.winograd`, do not edit -->"
 END = "<!-- END WINOGRAD RESULTS -->"

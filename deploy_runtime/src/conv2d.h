@@ -87,8 +87,8 @@ class Conv2dKernel : public OpKernel {
 // One way of computing a conv2d of one dtype. The registry keeps a list per dtype, fastest first,
 // the reference last, and takes the first usable one unless QTK_CONV_ALGO names another. Every
 // int8 algorithm gives the reference's bytes; float32 ones sum in another order and agree with the
-// reference within the bound of docs/design.md. So the choice (and a per-layer Fast-Run timing)
-// changes the time, and for float32 only the rounding.
+// reference within the bound of docs/design.md (Winograd: docs/winograd.md). So the choice (and a
+// per-layer Fast-Run timing) changes the time, and for float32 only the rounding.
 struct Conv2dAlgo {
     const char* name;  // dtype, op, method, tile and ISA: "conv2d_int8_gemm_8x32c4_avx512_vnni""
     IsaLevel isa;      // the instructions it needs

@@ -56,14 +56,18 @@ extern const Conv2dAlgo kConv2dInt8Direct4x16c4AvxVnni;
 extern const Conv2dAlgo kConv2dInt8Direct2x16c4Avx2;
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx512;
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx2;
+extern const Conv2dAlgo kConv2dInt8WinogradF2x3L1Avx512;
+extern const Conv2dAlgo kConv2dInt8WinogradF2x3L1Avx2;
 
 // float32 conv2d algorithms: kernels/reference/conv2d.cpp and
-// kernels/x86/conv2d_float32_{depthwise,gemm}.cpp.
+// kernels/x86/conv2d_float32_{depthwise,gemm,winograd}.cpp.
 extern const Conv2dAlgo kConv2dFloat32Reference;
 extern const Conv2dAlgo kConv2dFloat32Gemm8x32Avx512;
 extern const Conv2dAlgo kConv2dFloat32Gemm6x16Avx2;
 extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx512;
 extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx2;
+extern const Conv2dAlgo kConv2dFloat32WinogradF4x3Avx512;
+extern const Conv2dAlgo kConv2dFloat32WinogradF4x3Avx2;
 
 // int8 linear algorithms: kernels/reference/linear.cpp and kernels/x86/linear_int8_gemv.cpp.
 extern const LinearAlgo kLinearInt8Reference;
@@ -96,11 +100,12 @@ const Conv2dAlgo* const kConv2dInt8Algos[] = {
 // Winograd F(2x2, 3x3) (3x3 stride 1, float products, exact: docs/winograd.md) after the int8
 // kernels of its ISA: 2.5-4x slower than the VNNI direct conv on resnet18's 3x3 layers on an EPYC;
 // capped at AVX2 there it beat the AVX2 direct conv (1.05-1.6x), unconfirmed on AVX2-only CPUs.
-// Fast-Run times it per layer.
+// Fast-Run times it per layer, with blocks of an L2 share and of L1 (two descriptors).
 #if QTK_X86_AVX512_VNNI
     &kConv2dInt8Direct8x32c4Avx512Vnni,
     &kConv2dInt8Gemm8x32c4Avx512Vnni,
     &kConv2dInt8WinogradF2x3Avx512,
+    &kConv2dInt8WinogradF2x3L1Avx512,
 #endif
 #if QTK_X86_AVX_VNNI
     &kConv2dInt8Direct4x16c4AvxVnni,
@@ -110,12 +115,13 @@ const Conv2dAlgo* const kConv2dInt8Algos[] = {
     &kConv2dInt8Direct2x16c4Avx2,
     &kConv2dInt8Gemm2x16c4Avx2,
     &kConv2dInt8WinogradF2x3Avx2,
+    &kConv2dInt8WinogradF2x3L1Avx2,
 #endif
     &kConv2dInt8Reference,
 };
 
 // The one hand-edited list of float32 conv2d algorithms, in preference order. They agree with the
-// reference within the bound of docs/design.md, not to the bit.
+// reference within the bound of docs/design.md (Winograd: docs/winograd.md), not to the bit.
 const Conv2dAlgo* const kConv2dFloat32Algos[] = {
 // Depthwise only: before the GEMMs, which would spend most of their tile on one channel per group.
 #if QTK_X86_AVX512_VNNI
@@ -129,6 +135,14 @@ const Conv2dAlgo* const kConv2dFloat32Algos[] = {
 #endif
 #if QTK_X86_AVX2
     &kConv2dFloat32Gemm6x16Avx2,
+#endif
+// Winograd F(4x4, 3x3) (3x3 stride 1; 4x fewer products, a wider error bound than the GEMM's:
+// docs/winograd.md) after the GEMMs, so the default stays the GEMM; Fast-Run times it per layer.
+#if QTK_X86_AVX512_VNNI
+    &kConv2dFloat32WinogradF4x3Avx512,
+#endif
+#if QTK_X86_AVX2
+    &kConv2dFloat32WinogradF4x3Avx2,
 #endif
     &kConv2dFloat32Reference,
 };

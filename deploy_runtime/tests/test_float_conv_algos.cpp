@@ -16,6 +16,14 @@
 // a difference. Products below the smallest normal float round absolutely, at most 2^-149 each.
 // So the test demands |y - bounds(s)| <= 3 K 2^-24 S + 2 K 2^-149, which no correct summation
 // order can fail.
+//
+// Winograd F(4x4, 3x3) is not a reordering of the same sum: its products are of transformed
+// weights and inputs, which cancel only in the output transform. docs/winograd.md ("Float Winograd
+// F(4x4, 3x3) for float32 layers") proves, with C = K / 9 channels per group,
+//   |y - bounds(s)| <= gamma_(C+13) (|b| + 2304 C max|x| max|w|) + 2304 (C + 13) 2^-149
+// (max over the test's input and weights; 2304 = 48^2 from the transform matrices), and a NaN in
+// a tile's 6x6 input may make any of the tile's 16 outputs NaN, not only those whose window reads
+// it.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -73,6 +81,7 @@ struct ConvCase {
 struct BuiltCase {
     std::vector<uint8_t> bytes;
     std::vector<float> x, weight, bias;  // x: batch 3
+    int64_t nan_at = -1;                 // the index in x of a NaN input, if any
     float lo = -std::numeric_limits<float>::infinity();
     float hi = std::numeric_limits<float>::infinity();
 };
@@ -84,7 +93,8 @@ BuiltCase build(const ConvCase& cc, uint64_t seed) {
     c.weight = rng.floats(size_t(cc.out * cc.k_count()), -1, 1);
     c.bias = rng.floats(size_t(cc.out), -1, 1);
     if (cc.nan_input) {
-        c.x[size_t(rng.uniform(0, int64_t(c.x.size()) - 1))] = std::nanf("");
+        c.nan_at = rng.uniform(0, int64_t(c.x.size()) - 1);
+        c.x[size_t(c.nan_at)] = std::nanf("");
     }
     ModelBuilder b;
     const uint32_t x = b.float_activation("x", {1, cc.in, cc.height, cc.width});
@@ -125,14 +135,54 @@ bool same_bits(const std::vector<float>& a, const float* b) {
     return std::memcmp(a.data(), b, a.size() * sizeof(float)) == 0;
 }
 
-// Each output of batch 3 against the float64 sum within the header's bound; NaN exactly where the
-// sum is NaN. Returns the number of outputs outside it (reporting the first).
+bool is_winograd(const std::string& algo) { return algo.find("_winograd_") != std::string::npos; }
+
+double max_abs(const std::vector<float>& values) {
+    double m = 0.0;
+    for (float v : values) {
+        m = std::isnan(v) ? m : std::max(m, double(std::fabs(v)));
+    }
+    return m;
+}
+
+// The Winograd bound of the header, less its |b| term: gamma_(C+13) and the rest.
+struct WinogradBound {
+    double gamma, rest;
+
+    WinogradBound(const BuiltCase& c, const ConvCase& cc) {
+        const double channels = double(cc.in / cc.groups), n = channels + 13;
+        const double u = std::ldexp(1.0, -24);
+        gamma = n * u / (1 - n * u);
+        rest = gamma * 2304 * channels * max_abs(c.x) * max_abs(c.weight) +
+               2304 * n * std::ldexp(1.0, -149);
+    }
+};
+
+// Whether the NaN input lies in the 6x6 input of the Winograd tile of output (n, group, oy, ox).
+bool nan_in_tile(const BuiltCase& c, const ConvCase& cc, int64_t n, int64_t group, int64_t oy,
+                 int64_t ox) {
+    if (c.nan_at < 0) {
+        return false;
+    }
+    const int64_t plane = cc.height * cc.width, per_group_in = cc.in / cc.groups;
+    const int64_t channel = c.nan_at / plane % cc.in;
+    const int64_t iy = c.nan_at % plane / cc.width - (oy / 4 * 4 - cc.ph);
+    const int64_t ix = c.nan_at % cc.width - (ox / 4 * 4 - cc.pw);
+    return c.nan_at / plane / cc.in == n && channel / per_group_in == group && iy >= 0 && iy < 6 &&
+           ix >= 0 && ix < 6;
+}
+
+// Each output of batch 3 against the float64 sum within the header's bound for `algo`; NaN
+// exactly where the sum is NaN (Winograd: also where the NaN is in the output's tile). Returns the
+// number of outputs outside it (reporting the first).
 int64_t check_bound(const BuiltCase& c, const ConvCase& cc, const std::vector<float>& y,
-                    const std::string& what) {
+                    const std::string& algo) {
     const int64_t per_group_in = cc.in / cc.groups, per_group_out = cc.out / cc.groups;
     const int64_t out_h = cc.out_h(), out_w = cc.out_w(), k_count = cc.k_count();
     const double tolerance_per_term = 3.0 * double(k_count) * std::ldexp(1.0, -24);
     const double absolute = 2.0 * double(k_count) * std::ldexp(1.0, -149);
+    const bool winograd = is_winograd(algo);
+    const WinogradBound winograd_bound(c, cc);
     int64_t bad = 0;
     size_t at = 0;
     for (int64_t n = 0; n < 3; ++n) {
@@ -165,17 +215,21 @@ int64_t check_bound(const BuiltCase& c, const ConvCase& cc, const std::vector<fl
                     // FloatBounds::apply in float64: NaN passes through.
                     const double want = std::min(std::max(sum, double(c.lo)), double(c.hi));
                     const double got = y[at];
-                    const bool ok = std::isnan(want)
-                                        ? std::isnan(got)
-                                        : std::fabs(got - want) <=
-                                              tolerance_per_term * magnitude + absolute;
+                    const double bound =
+                        winograd ? winograd_bound.gamma * std::fabs(c.bias[size_t(oc)]) +
+                                       winograd_bound.rest
+                                 : tolerance_per_term * magnitude + absolute;
+                    const bool ok =
+                        std::isnan(want) ? std::isnan(got)
+                        : std::isnan(got)
+                            ? winograd && nan_in_tile(c, cc, n, group, oy, ox)
+                            : std::fabs(got - want) <= bound;
                     if (!ok && bad++ == 0) {
                         qtk_test::report_failure(
                             __FILE__, __LINE__,
-                            what + " on " + cc.describe() + ": output " + std::to_string(at) +
+                            algo + " on " + cc.describe() + ": output " + std::to_string(at) +
                                 " is " + std::to_string(got) + ", the float64 sum " +
-                                std::to_string(want) + " (bound " +
-                                std::to_string(tolerance_per_term * magnitude + absolute) + ")");
+                                std::to_string(want) + " (bound " + std::to_string(bound) + ")");
                     }
                 }
             }
@@ -283,6 +337,26 @@ void test_against_float64() {
     for (const ConvCase& cc : large) {
         check_case(cc, algos);
     }
+    // Winograd F(4x4, 3x3): output sizes around the 4-pixel tiles (1-9, 13, 16, 17, and 56 with
+    // several blocks per plane), padding 0-2, channels either side of its minimum of 4 and of the
+    // GEMM tiles, groups 2.
+    const int64_t wino_channels[] = {4, 5, 7, 8, 9, 16, 17, 33};
+    const int64_t wino_sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17};
+    for (int j = 0; j < 24; ++j) {
+        ConvCase cc;
+        cc.in = wino_channels[j % 8];
+        cc.out = wino_channels[(j * 3 + 1) % 8];
+        cc.ph = j % 3;
+        cc.pw = (j + 1) % 3;
+        cc.height = std::max<int64_t>(1, wino_sizes[j % 12] + 2 - 2 * cc.ph);
+        cc.width = std::max<int64_t>(1, wino_sizes[(j * 5 + 3) % 12] + 2 - 2 * cc.pw);
+        cc.groups = j % 6 == 5 ? 2 : 1;
+        cc.in *= cc.groups;
+        cc.out *= cc.groups;
+        cc.bounded = j % 4 == 1;
+        check_case(cc, algos);
+    }
+    check_case({16, 16, 58, 57, 3, 3, 1, 1, 1, 0, 1, 1, 1, true, false}, algos);
     // A NaN anywhere in x: NaN in every output whose window reads it, ReLU6 or not.
     for (bool bounded : {false, true}) {
         for (const ConvCase& shape : {ConvCase{5, 7, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1},

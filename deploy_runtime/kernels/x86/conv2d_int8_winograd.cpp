@@ -19,11 +19,12 @@
 // it; those pixels are computed and dropped).
 //
 // Work: the tiles of each (sample, group) plane are cut into blocks whose transformed input
-// V [16][channels][block_tiles + 4] fits kBlockBytes (L2), at least nr tiles; a task is one block
-// and a range of output-channel tiles. It transforms its block's input (SSE2, 4 tiles a vector)
-// with no separate pack step: V is the micro-kernel's operand as written. Then, per output-channel
-// tile, it runs the micro-kernel on each nr tiles of the block and hands the output rows to the
-// epilogue while they are in cache. Weights are transformed once, at load.
+// V [16][channels][block_tiles + 4] fits a budget (L2 or L1: two descriptors), at least nr tiles; a task is one block
+// and a range of output-channel tiles (conv2d_winograd_blocking.h). It transforms its block's
+// input (SSE2, 4 tiles a vector) with no separate pack step: V is the micro-kernel's operand as
+// written. Then, per output-channel tile, it runs the micro-kernel on each nr tiles of the block
+// and hands the output rows to the epilogue while they are in cache. Weights are transformed once,
+// at load.
 #include <emmintrin.h>
 
 #include <algorithm>
@@ -33,6 +34,7 @@
 
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
+#include "conv2d_winograd_blocking.h"
 #include "thread_pool.h"
 #include "winograd_f2x3.h"
 
@@ -52,7 +54,6 @@ namespace {
 
 // 4 * 9 C * 255 * 127 < 2^31: the scaled result A^T M A fits int32 (docs/winograd.md).
 constexpr int64_t kMaxChannels = 1841;
-constexpr int64_t kBlockBytes = 256 * 1024;  // transformed input of one block
 constexpr int64_t kVSlack = 4;  // floats after each V row: the last 4-tile vector's overrun
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -62,10 +63,9 @@ bool fits_winograd(const Conv2dParams& p) {
            p.dilation_h == 1 && p.dilation_w == 1 && p.group_in_channels <= kMaxChannels;
 }
 
-// Tiles of the largest block: V within kBlockBytes, whole micro-kernel calls, one at least.
-int64_t max_block_tiles(int64_t channels, int nr) {
-    const int64_t v_bytes_per_tile = kWinogradElements * channels * 4;
-    return nr * std::max<int64_t>(1, kBlockBytes / (v_bytes_per_tile * nr));
+// Tiles of the largest block: V within block_bytes.
+int64_t max_block_tiles(int64_t channels, int nr, int64_t block_bytes) {
+    return winograd_max_block_tiles(kWinogradElements * channels * 4, block_bytes, nr);
 }
 
 // The split input planes of one run (header comment), from the input shape.
@@ -85,26 +85,6 @@ struct WinogradLayout {
           channel_floats((2 * tiles_h + 2) * 2 * half_w) {}
 };
 
-// How one run cuts the work; depends on shapes and thread count, never on data.
-struct WinogradBlocking {
-    int64_t block_tiles, blocks_per_plane;
-    int64_t tiles_per_range, ranges;  // output-channel tiles per task, and ranges per block
-};
-
-WinogradBlocking make_blocking(const WinogradLayout& l, int64_t channels, int64_t oc_tiles, int nr,
-                               int64_t planes, int threads) {
-    WinogradBlocking b;
-    const int64_t calls = ceil_div(l.tiles, nr);  // micro-kernel calls per plane
-    const int64_t blocks = std::max(ceil_div(l.tiles, max_block_tiles(channels, nr)),
-                                    std::min(calls, ceil_div(threads, planes)));
-    b.block_tiles = ceil_div(calls, blocks) * nr;
-    b.blocks_per_plane = ceil_div(l.tiles, b.block_tiles);
-    const int64_t ranges = std::min(oc_tiles, ceil_div(threads, planes * b.blocks_per_plane));
-    b.tiles_per_range = ceil_div(oc_tiles, ranges);
-    b.ranges = ceil_div(oc_tiles, b.tiles_per_range);
-    return b;
-}
-
 size_t block_v_bytes(int64_t channels, int64_t block_tiles) {
     return size_t(kWinogradElements * channels * (block_tiles + kVSlack) * 4);
 }
@@ -113,9 +93,9 @@ size_t y_bytes(const WinogradF2x3Ukernel& u) { return size_t(u.mr * 2 * 2 * u.nr
 
 // Per thread, for any plane and thread count: the largest block's V and one call's output rows
 // (the descriptor's figure; the split planes are the workspace's shared part).
-size_t workspace_bytes(const Conv2dParams& p, const WinogradF2x3Ukernel& u) {
-    return block_v_bytes(p.group_in_channels, max_block_tiles(p.group_in_channels, u.nr)) +
-           y_bytes(u);
+size_t workspace_bytes(const Conv2dParams& p, const WinogradF2x3Ukernel& u, int64_t block_bytes) {
+    const int64_t channels = p.group_in_channels;
+    return block_v_bytes(channels, max_block_tiles(channels, u.nr, block_bytes)) + y_bytes(u);
 }
 
 // d = x - z of one channel plane into its split plane at dst (header comment), 0 around it.
@@ -180,8 +160,10 @@ class Conv2dInt8Winograd final : public Conv2dKernel {
 
         Plan(const Conv2dInt8Winograd& k, const Shape& x_shape, int threads)
             : layout(k.params_, x_shape[2], x_shape[3]),
-              blocking(make_blocking(layout, k.params_.group_in_channels, k.oc_tiles_,
-                                     k.ukernel_.nr, x_shape[0] * k.params_.groups, threads)),
+              blocking(make_winograd_blocking(
+                  layout.tiles,
+                  max_block_tiles(k.params_.group_in_channels, k.ukernel_.nr, k.block_bytes_),
+                  k.oc_tiles_, k.ukernel_.nr, x_shape[0] * k.params_.groups, threads)),
               v_bytes(WorkspaceLayout::aligned(
                   block_v_bytes(k.params_.group_in_channels, blocking.block_tiles))),
               workspace{size_t(x_shape[0] * k.params_.groups * k.params_.group_in_channels *
@@ -191,9 +173,11 @@ class Conv2dInt8Winograd final : public Conv2dKernel {
 
  public:
     Conv2dInt8Winograd(const NodeView& node, const WinogradF2x3Ukernel& ukernel,
-                       const Int8RequantizeUkernel& requantize, const Int8VaddUkernel& vadd)
+                       const Int8RequantizeUkernel& requantize, const Int8VaddUkernel& vadd,
+                       int64_t block_bytes)
         : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
           ukernel_(ukernel),
+          block_bytes_(block_bytes),
           constants_(node, params_),
           epilogue_(constants_, requantize, vadd),
           oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
@@ -326,6 +310,7 @@ class Conv2dInt8Winograd final : public Conv2dKernel {
     }
 
     const WinogradF2x3Ukernel& ukernel_;
+    const int64_t block_bytes_;  // V of one block within this
     const Conv2dInt8Constants constants_;
     const Conv2dInt8Epilogue epilogue_;
     const int64_t oc_tiles_;       // tiles of mr output channels per group
@@ -334,28 +319,40 @@ class Conv2dInt8Winograd final : public Conv2dKernel {
 };
 
 template <const WinogradF2x3Ukernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
-          const Int8VaddUkernel& kVadd>
+          const Int8VaddUkernel& kVadd, int64_t kBlockBytes>
 std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dInt8Winograd>(node, kUkernel, kRequantize, kVadd);
+    return std::make_unique<Conv2dInt8Winograd>(node, kUkernel, kRequantize, kVadd, kBlockBytes);
 }
 
-template <const WinogradF2x3Ukernel& kUkernel>
+template <const WinogradF2x3Ukernel& kUkernel, int64_t kBlockBytes>
 size_t workspace(const Conv2dParams& p, int64_t /*plane_pixels: blocks never outgrow their cap*/) {
-    return workspace_bytes(p, kUkernel);
+    return workspace_bytes(p, kUkernel, kBlockBytes);
 }
 
 }  // namespace
 
+// Two block budgets per ISA, one descriptor each, so Fast-Run tunes the tile count per layer:
+// blocks of one L2 share, and blocks whose V stays in L1 (the 2 ic nr_tiles <= L1 rule, here at
+// whole micro-kernel calls, so at least one call's nr tiles).
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx512 = {
     "conv2d_int8_winograd_f2x3_8x32_avx512", IsaLevel::kAvx512Vnni, fits_winograd,
-    workspace<kWinogradF2x3Avx512>,
-    make<kWinogradF2x3Avx512, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+    workspace<kWinogradF2x3Avx512, kWinogradL2BlockBytes>,
+    make<kWinogradF2x3Avx512, kInt8RequantizeAvx512, kInt8VaddAvx512, kWinogradL2BlockBytes>};
+extern const Conv2dAlgo kConv2dInt8WinogradF2x3L1Avx512 = {
+    "conv2d_int8_winograd_f2x3_8x32_l1_avx512", IsaLevel::kAvx512Vnni, fits_winograd,
+    workspace<kWinogradF2x3Avx512, kWinogradL1BlockBytes>,
+    make<kWinogradF2x3Avx512, kInt8RequantizeAvx512, kInt8VaddAvx512, kWinogradL1BlockBytes>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx2 = {
     "conv2d_int8_winograd_f2x3_6x16_avx2", IsaLevel::kAvx2, fits_winograd,
-    workspace<kWinogradF2x3Avx2>, make<kWinogradF2x3Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
+    workspace<kWinogradF2x3Avx2, kWinogradL2BlockBytes>,
+    make<kWinogradF2x3Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2, kWinogradL2BlockBytes>};
+extern const Conv2dAlgo kConv2dInt8WinogradF2x3L1Avx2 = {
+    "conv2d_int8_winograd_f2x3_6x16_l1_avx2", IsaLevel::kAvx2, fits_winograd,
+    workspace<kWinogradF2x3Avx2, kWinogradL1BlockBytes>,
+    make<kWinogradF2x3Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2, kWinogradL1BlockBytes>};
 #endif
 
 }  // namespace detail
