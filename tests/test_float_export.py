@@ -77,6 +77,21 @@ def test_torchvision_model_at_224(name):
     assert_runtime_matches_torch(model, 224)
 
 
+@pytest.mark.parametrize("algorithm", ["conv2d_float32_winograd_f4x3_8x32_avx512",
+                                       "conv2d_float32_winograd_f4x3_6x16_avx2"])
+def test_resnet18_with_float_winograd_on_its_3x3_stride_1_layers(algorithm, monkeypatch):
+    monkeypatch.setenv("QTK_CONV_ALGO", algorithm)  # read at load: serves every layer it fits
+    model = reestimate_batchnorm(torchvision.models.resnet18(), (4, 3, 224, 224))
+    try:
+        session = qtk.runtime.load(qtk.export(model, torch.randn(1, 3, 224, 224)))
+    except qtk.QtkError as error:
+        if "this CPU lacks" in str(error):
+            pytest.skip(str(error))
+        raise
+    assert session.algorithms.count(algorithm) == 13  # resnet18's 3x3 stride-1 convs
+    assert_runtime_matches_torch(model, 224)
+
+
 def test_float_export_leaves_the_model_unchanged():
     model = reestimate_batchnorm(SmallCNN(), (4, 3, 20, 20))
     before = {k: v.clone() for k, v in model.state_dict().items()}
