@@ -43,11 +43,14 @@ std::unique_ptr<OpKernel> make_pad_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_resize_nearest_reference(const NodeView& node);
 
 // int8 conv2d algorithms, defined beside their kernels: kernels/reference/conv2d.cpp and
-// kernels/x86/conv2d_int8_{depthwise,gemm,direct,winograd}.cpp (built where the compiler targets
-// x86-64 and takes the ISA's flags; CMakeLists.txt defines QTK_X86_<ISA> for each).
+// kernels/x86/conv2d_int8_{depthwise,depthwise_channels,gemm,direct,winograd}.cpp (built where
+// the compiler targets x86-64 and takes the ISA's flags; CMakeLists.txt defines QTK_X86_<ISA> for
+// each).
 extern const Conv2dAlgo kConv2dInt8Reference;
 extern const Conv2dAlgo kConv2dInt8DepthwiseW16Avx512Vnni;
 extern const Conv2dAlgo kConv2dInt8DepthwiseW8Avx2;
+extern const Conv2dAlgo kConv2dInt8DepthwiseC16Avx512Vnni;
+extern const Conv2dAlgo kConv2dInt8DepthwiseC8Avx2;
 extern const Conv2dAlgo kConv2dInt8Gemm8x32c4Avx512Vnni;
 extern const Conv2dAlgo kConv2dInt8Gemm4x16c4AvxVnni;
 extern const Conv2dAlgo kConv2dInt8Gemm2x16c4Avx2;
@@ -88,11 +91,17 @@ namespace {
 // The one hand-edited list of int8 conv2d algorithms, in preference order.
 const Conv2dAlgo* const kConv2dInt8Algos[] = {
 // Depthwise only: before every GEMM, which wastes most of its tile on one channel per group.
+// Channel-vectorized (c16/c8) after pixel-vectorized (w16/w8): on mobilenet_v2's 3x3 layers (1
+// thread, an AMD EPYC, noisy), c16 took 0.4-0.75x w16's time up to 28x28 but 1.0-1.3x at 112x112
+// (0.9-1.1x at 56x56); c8 took 0.7-0.9x w8's on 14x14 and 7x7, 1.1-1.3x from 28x28 on. Fast-Run
+// times both per layer.
 #if QTK_X86_AVX512_VNNI
     &kConv2dInt8DepthwiseW16Avx512Vnni,
+    &kConv2dInt8DepthwiseC16Avx512Vnni,
 #endif
 #if QTK_X86_AVX2
     &kConv2dInt8DepthwiseW8Avx2,
+    &kConv2dInt8DepthwiseC8Avx2,
 #endif
 // Direct (every kernel but 1x1, stride 1 or 2) before the GEMM of its ISA: faster on resnet18's
 // 3x3 layers with AVX-512 VNNI (benchmarks/README.md, Winograd section). At AVX2 the measurements

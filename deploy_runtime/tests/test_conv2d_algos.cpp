@@ -610,6 +610,35 @@ void test_against_reference() {
             }
         }
     }
+    // Around the channel blocks of the channel-vectorized depthwise (16 channels per vector, the
+    // last block partial): tiny planes, a plane of several bands and two row groups (95x93 at
+    // stride 1) and rows wider than a band (3x300), every kernel, stride and padding.
+    const int64_t block_channels[] = {1, 15, 16, 17, 33};
+    const int64_t block_sizes[][2] = {{1, 1}, {2, 3}, {7, 7}, {95, 93}, {3, 300}};
+    index = 0;
+    for (int64_t kernel : {3, 5}) {
+        for (int64_t stride : {1, 2}) {
+            for (int64_t pad : {0, 1, 2}) {
+                for (const auto& size : block_sizes) {
+                    const bool large = size[0] * size[1] > 100;
+                    for (int64_t channels : block_channels) {
+                        if (large && channels != block_channels[index % 5]) {
+                            continue;  // one channel count per large plane
+                        }
+                        ConvCase cc;
+                        cc.kh = cc.kw = kernel;
+                        cc.sh = cc.sw = stride;
+                        cc.ph = cc.pw = pad;
+                        cc.height = size[0];
+                        cc.width = size[1];
+                        cc.in = cc.out = cc.groups = channels;
+                        check_case(cc, algos);
+                    }
+                    ++index;
+                }
+            }
+        }
+    }
     // Whole planes of mobilenet's sizes: 57x57 and 56x56 (odd and even output widths).
     for (int64_t kernel : {3, 5}) {
         for (int64_t stride : {1, 2}) {

@@ -16,6 +16,7 @@
 // time in per-row overhead otherwise.
 #include <algorithm>
 
+#include "conv2d_int8_depthwise.h"
 #include "conv2d_int8_epilogue.h"
 #include "int8_dwconv.h"
 #include "thread_pool.h"
@@ -29,12 +30,6 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Two int8 as the int16 pair of int8_dwconv.h, `first` in the low half.
 int32_t int16_pair(int8_t first, int8_t second) {
     return int32_t(uint16_t(first)) | int32_t(uint32_t(second) << 16);
-}
-
-bool fits_depthwise(const Conv2dParams& p) {
-    return p.group_in_channels == 1 && p.out_channels == p.groups && p.kernel_h == p.kernel_w &&
-           (p.kernel_h == 3 || p.kernel_h == 5) && p.stride_h == p.stride_w &&
-           (p.stride_h == 1 || p.stride_h == 2) && p.dilation_h == 1 && p.dilation_w == 1;
 }
 
 // The scratch of one thread for output planes of `out_w` x `out_h` pixels (int8_dwconv.h's
@@ -79,7 +74,8 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
           pack_pairs_(ukernel.pack_pairs),
           row_(ukernel.row[params_.kernel_h == 5][params_.stride_h == 2]),
           constants_(node, params_),
-          epilogue_(constants_, requantize, vadd) {
+          epilogue_(constants_, requantize, vadd),
+          acc_init_(depthwise_acc_init(constants_, params_)) {
         if (!fits_depthwise(params_)) {  // the registry checks first
             node.fail("the depthwise kernel does not fit this conv2d");
         }
@@ -109,25 +105,20 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
     }
 
  private:
-    // Weights [C, 1, k, k] -> per channel, per row, the int16 pairs (w[2p], w[2p + 1] or 0); and
-    // the per-channel constant of the header comment.
+    // Weights [C, 1, k, k] -> per channel, per row, the int16 pairs (w[2p], w[2p + 1] or 0).
     void pack_weights() {
         const int64_t k = params_.kernel_h, pairs = (k + 1) / 2;
         weight_pairs_.resize(size_t(params_.out_channels * k * pairs));
-        acc_init_.resize(size_t(params_.out_channels));
         for (int64_t c = 0; c < params_.out_channels; ++c) {
             const int8_t* w = constants_.weight + c * k * k;
             int32_t* dst = weight_pairs_.data() + c * k * pairs;
-            int32_t sum = 0;
             for (int64_t ky = 0; ky < k; ++ky) {
                 for (int64_t p = 0; p < pairs; ++p) {
                     const int8_t w0 = w[ky * k + 2 * p];
                     const int8_t w1 = 2 * p + 1 < k ? w[ky * k + 2 * p + 1] : 0;
                     dst[ky * pairs + p] = int16_pair(w0, w1);
-                    sum += w0 + w1;
                 }
             }
-            acc_init_[c] = constants_.bias[c] - constants_.input_zero_point * sum;
         }
     }
 
@@ -201,8 +192,8 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
     const DwconvRowFn row_;
     const Conv2dInt8Constants constants_;
     const Conv2dInt8Epilogue epilogue_;
-    std::vector<int32_t> weight_pairs_;  // [C][k][(k + 1) / 2]
-    std::vector<int32_t> acc_init_;      // per channel: bias - z * sum(w)
+    const std::vector<int32_t> acc_init_;  // per channel: bias - z * sum(w)
+    std::vector<int32_t> weight_pairs_;    // [C][k][(k + 1) / 2]
 };
 
 template <const Int8DwconvUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
