@@ -254,6 +254,9 @@ def _deployed_or_worst(row):
     return -1.0 if row.deployed is None else row.deployed  # None: a diverged QAT run
 
 
+_TIE = 1e-9  # means of percentages from equal image counts may differ in their last bit
+
+
 def acceptance(rows):
     """The issue's acceptance checks on one (dataset, model) table: (text, holds) pairs."""
     float_acc = _find(rows, "float")[0].accuracy
@@ -268,7 +271,7 @@ def acceptance(rows):
     every_identical = all(r.identical == r.total for r in rows if r.identical is not None)
     return [
         (f"{qat} >= float - 0.5 = {float_acc - 0.5:.1f}", qat_int8 >= float_acc - 0.5),
-        (f"{qat} >= torch.ao QAT int8 (same seeds) {ao_qat:.2f}", qat_int8 >= ao_qat),
+        (f"{qat} >= torch.ao QAT int8 (same seeds) {ao_qat:.2f}", qat_int8 >= ao_qat - _TIE),
         (f"qtk PTQ w8a8 deployed: MinMax {default_ptq:.1f}, best ({best_ptq.method}) "
          f"{best_ptq.deployed:.1f} >= torch.ao PTQ int8 {ao_ptq:.1f}",
          best_ptq.deployed >= ao_ptq),
