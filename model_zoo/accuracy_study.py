@@ -38,7 +38,8 @@ BIT_WIDTHS = [(8, 8), (4, 8), (4, 4), (2, 2)]
 FLOAT_LR, QAT_LR = 3e-3, 5e-4
 CALIBRATION_BATCHES, CALIBRATION_BATCH_SIZE = 32, 64
 MIN_QAT_STEPS = 189  # 3 epochs of MNIST 5k in batches of 64; 9 epochs of the digits
-SHUFFLES = 3  # int8 QAT runs (qtk's and torch.ao's) averaged for the comparison
+SHUFFLES = 3  # int8 QAT runs (qtk's and torch.ao's) averaged for the comparison, at least
+MIN_COMPARED_IMAGES = 3000  # ...and enough that each side is judged on this many test images
 
 _PTQ_WEIGHT = with_args(PerChannelMinMaxObserver, symmetric=True)
 # PTQ observers: (qconfig before calibration, calibrate's method, bias correction)
@@ -241,8 +242,15 @@ def study(model_name, dataset_name, train_data, test_data, args):
              Row("torch.ao QAT", AO_QAT_METHOD, "w8a8",
                  torch_ao_qat_accuracy(float_model, train_data, test_data, epochs, 1))]
     rows += int8_qat_seed_rows(float_model, train_data, test_data, epochs,
-                               list(range(1, args.seeds + 1)), rows)
+                               list(range(1, comparison_shuffles(test_data, args) + 1)), rows)
     return rows
+
+
+def comparison_shuffles(test_data, args):
+    """``--seeds``, or more on a small test set, so the int8 QAT comparison weighs at least
+    ``--min-compared-images`` test predictions per side (one image of the digits' 500 is 0.2
+    points, five times its weight on MNIST's 1,000 over three shuffles)."""
+    return max(args.seeds, -(-args.min_compared_images // len(test_data[1])))
 
 
 def _find(rows, kind, method=None, bits=None):
@@ -321,9 +329,11 @@ INTRO = [
     "at that width except the first and the last conv/linear layer (with the graph input and "
     "the logits), which keep 8 bits, as LSQ and PACT do." % (
         FLOAT_LR, CALIBRATION_BATCHES, CALIBRATION_BATCH_SIZE, QAT_LR, MIN_QAT_STEPS), "",
-    "int8 QAT is compared with torch.ao's as the mean over %d shuffles of the training data "
-    "(the same shuffles for both; the other rows use the first): on the digits' 500-image test "
-    "set one image is 0.2 points, and the data order alone moves a run by that much." % SHUFFLES, "",
+    "int8 QAT is compared with torch.ao's as the mean over shuffles of the training data (the "
+    "same shuffles for both; the other rows use the first): at least %d, and enough that each "
+    "side is judged on %d test predictions (3 shuffles of MNIST 5k's 1,000 test images, 6 of "
+    "the digits' 500). On the digits one image is 0.2 points, and the data order alone moves a "
+    "run by that much." % (SHUFFLES, MIN_COMPARED_IMAGES), "",
     "*accuracy (torch)* is the float model, qtk's Quantized reference (integer arithmetic in "
     "torch) or torch.ao's converted model; *deployed* is the `.qmodel` run by qtk's C++ runtime "
     "on the whole test set; *byte-identical* counts test images whose int8 logits are the same "
@@ -370,6 +380,8 @@ def main(argv=None):
                         help="QAT runs more epochs where needed to take this many optimizer steps")
     parser.add_argument("--seeds", type=int, default=SHUFFLES,
                         help="data shuffles that int8 QAT, qtk's and torch.ao's, is averaged over")
+    parser.add_argument("--min-compared-images", type=int, default=MIN_COMPARED_IMAGES,
+                        help="more shuffles where needed for this many test predictions per side")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--quick", action="store_true",
@@ -377,7 +389,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.quick:
         args.epochs = args.qat_epochs = 1
-        args.min_qat_steps, args.seeds = 0, 2
+        args.min_qat_steps, args.seeds, args.min_compared_images = 0, 2, 0
     command = "python -m model_zoo.accuracy_study " + shlex.join(sys.argv[1:] if argv is None
                                                                   else argv)
     torch.set_num_threads(os.cpu_count() or 1)

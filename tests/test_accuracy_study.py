@@ -29,3 +29,9 @@ def test_a_limited_run_replaces_only_its_own_sections(tmp_path):
     assert text.startswith("\n".join(accuracy_study.INTRO))
     assert text.index("## small CNN on MNIST 5k") < text.index("## ShuffleNetV2 x0.5 on MNIST 5k")
     assert "old table" in text and "new table" in text and "old intro" not in text
+
+
+def test_a_small_test_set_gets_more_shuffles_for_the_int8_qat_comparison():
+    args = accuracy_study.argparse.Namespace(seeds=3, min_compared_images=3000)
+    shuffles = lambda test_size: accuracy_study.comparison_shuffles((None, [0] * test_size), args)
+    assert (shuffles(1000), shuffles(500), shuffles(10000)) == (3, 6, 3)
