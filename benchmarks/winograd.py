@@ -29,8 +29,10 @@ from benchmarks.peers import time_interleaved, write_readme
 from model_zoo.training import reestimate_batchnorm
 
 ALGORITHMS = {  # per QTK_ISA level: the conv algorithms that compete on 3x3 stride-1 layers
-    "avx512_vnni": ["conv2d_int8_direct_8x32c4_avx512_vnni", "conv2d_int8_gemm_8x32c4_avx512_vnni",
-                    "conv2d_int8_winograd_f2x3_8x32_avx512", "conv2d_int8_winograd_f2x3_8x32_l1_avx512"],
+    "avx512_vnni": ["conv2d_int8_direct_8x32c4_avx512_vnni",
+                    "conv2d_int8_gemm_8x32c4_avx512_vnni",
+                    "conv2d_int8_winograd_f2x3_8x32_avx512",
+                    "conv2d_int8_winograd_f2x3_8x32_l1_avx512"],
     "avx2": ["conv2d_int8_direct_2x16c4_avx2", "conv2d_int8_gemm_2x16c4_avx2",
              "conv2d_int8_winograd_f2x3_6x16_avx2", "conv2d_int8_winograd_f2x3_6x16_l1_avx2"],
 }
@@ -118,8 +120,9 @@ def measure(name, isa, args, workdir):
 
 
 def short(algorithm):
-    """'conv2d_int8_winograd_f2x3_8x32_avx512' -> 'winograd'."""
-    return algorithm.split("_")[2]
+    """'conv2d_int8_winograd_f2x3_8x32_avx512' -> 'winograd', its L1-block variant (tiles blocked
+    so one block's transformed input fits L1, not L2) -> 'winograd L1'."""
+    return algorithm.split("_")[2] + (" L1" if "_l1_" in algorithm else "")
 
 
 def report_lines(results, args):
