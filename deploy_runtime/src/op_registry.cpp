@@ -84,6 +84,11 @@ extern const OpAlgo kConcatInt8Table;
 extern const OpAlgo kMaxPool2dInt8RowsAvx512;
 extern const OpAlgo kMaxPool2dInt8RowsAvx2;
 extern const OpAlgo kMaxPool2dInt8Rows;
+extern const OpAlgo kMaxPool2dFloat32RowsAvx512;
+extern const OpAlgo kMaxPool2dFloat32RowsAvx2;
+extern const OpAlgo kMaxPool2dFloat32Rows;
+extern const OpAlgo kAddFloat32Flat;
+extern const OpAlgo kMulFloat32Flat;
 extern const OpAlgo kPermuteRuns;
 
 namespace {
@@ -183,6 +188,12 @@ const OpAlgo kConcatInt8Reference = {"concat_int8_reference", IsaLevel::kScalar,
                                      make_concat_int8_reference};
 const OpAlgo kMaxPool2dInt8Reference = {"max_pool2d_int8_reference", IsaLevel::kScalar,
                                         make_max_pool2d_int8_reference};
+const OpAlgo kMaxPool2dFloat32Reference = {"max_pool2d_float32_reference", IsaLevel::kScalar,
+                                           make_max_pool2d_float32_reference};
+const OpAlgo kAddFloat32Reference = {"add_float32_reference", IsaLevel::kScalar,
+                                     make_add_float32_reference};
+const OpAlgo kMulFloat32Reference = {"mul_float32_reference", IsaLevel::kScalar,
+                                     make_mul_float32_reference};
 const OpAlgo kPermuteReference = {"permute_reference", IsaLevel::kScalar, make_permute_reference};
 
 const OpAlgo* const kLinearInt8Algos[] = {
@@ -214,6 +225,18 @@ const OpAlgo* const kMaxPool2dInt8Algos[] = {
     &kMaxPool2dInt8Rows,
     &kMaxPool2dInt8Reference,
 };
+const OpAlgo* const kMaxPool2dFloat32Algos[] = {
+#if QTK_X86_AVX512_VNNI
+    &kMaxPool2dFloat32RowsAvx512,
+#endif
+#if QTK_X86_AVX2
+    &kMaxPool2dFloat32RowsAvx2,
+#endif
+    &kMaxPool2dFloat32Rows,
+    &kMaxPool2dFloat32Reference,
+};
+const OpAlgo* const kAddFloat32Algos[] = {&kAddFloat32Flat, &kAddFloat32Reference};
+const OpAlgo* const kMulFloat32Algos[] = {&kMulFloat32Flat, &kMulFloat32Reference};
 const OpAlgo* const kPermuteAlgos[] = {&kPermuteRuns, &kPermuteReference};  // int8 and float32
 
 // The candidates: every algorithm of the list that QTK_ISA (read at each load) allows on this CPU.
@@ -246,8 +269,11 @@ const MultiAlgorithmOp kMultiAlgorithmOps[] = {
     {"conv2d", DType::kFloat32, conv2d_candidates<DType::kFloat32>},
     {"linear", DType::kInt8, usable_candidates<kLinearInt8Algos>},
     {"add", DType::kInt8, usable_candidates<kAddInt8Algos>},
+    {"add", DType::kFloat32, usable_candidates<kAddFloat32Algos>},
+    {"mul", DType::kFloat32, usable_candidates<kMulFloat32Algos>},
     {"concat", DType::kInt8, usable_candidates<kConcatInt8Algos>},
     {"max_pool2d", DType::kInt8, usable_candidates<kMaxPool2dInt8Algos>},
+    {"max_pool2d", DType::kFloat32, usable_candidates<kMaxPool2dFloat32Algos>},
     {"permute", DType::kInt8, usable_candidates<kPermuteAlgos>},
     {"permute", DType::kFloat32, usable_candidates<kPermuteAlgos>},
 };
@@ -264,15 +290,15 @@ struct OpEntry {
 constexpr OpEntry kOps[] = {
     {"conv2d", nullptr, nullptr},  // kMultiAlgorithmOps
     {"linear", nullptr, make_linear_float32_reference},  // int8: kMultiAlgorithmOps
-    {"add", nullptr, make_add_float32_reference},  // int8: kMultiAlgorithmOps
-    {"mul", make_mul_int8_reference, make_mul_float32_reference},
+    {"add", nullptr, nullptr},  // kMultiAlgorithmOps
+    {"mul", make_mul_int8_reference, nullptr},  // float32: kMultiAlgorithmOps
     {"clamp", make_clamp_int8_reference, make_clamp_float32_reference},
     {"lut", make_lut_int8_reference, nullptr},
     {"hardswish", nullptr, make_hardswish_float32_reference},
     {"hardsigmoid", nullptr, make_hardsigmoid_float32_reference},
     {"sigmoid", nullptr, make_sigmoid_float32_reference},
     {"concat", nullptr, make_concat_float32_reference},  // int8: kMultiAlgorithmOps
-    {"max_pool2d", nullptr, make_max_pool2d_float32_reference},  // int8: kMultiAlgorithmOps
+    {"max_pool2d", nullptr, nullptr},  // kMultiAlgorithmOps
     {"avg_pool2d", make_avg_pool2d_int8_reference, make_avg_pool2d_float32_reference},
     {"global_avg_pool2d", make_global_avg_pool2d_int8_reference,
      make_global_avg_pool2d_float32_reference},

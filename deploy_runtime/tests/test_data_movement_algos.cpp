@@ -1,11 +1,14 @@
-// Every algorithm of add, concat and max_pool2d (int8) and of permute (int8 and float32) against
-// the op's reference, byte for byte. Each node is built as a graph and every candidate the
+// Every algorithm of concat (int8), of add and max_pool2d (int8 and float32), of mul (float32)
+// and of permute (int8 and float32) against the op's reference, byte for byte. Each node is built as a graph and every candidate the
 // registry offers on this CPU (every ISA level it runs, the portable fast paths, the reference
 // last) runs with 1 and 2 threads over shapes around the vector widths (16, 32, 64) and tiles
 // (32), odd sizes, and adversarial values: -128 and 127, multipliers 0 and 2^31 - 1, shifts 1 to
-// 62, identity rescales.
+// 62, identity rescales; float32 with NaN, infinities, +0 and -0.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <string>
@@ -138,6 +141,27 @@ Bytes int8_data(Rng& rng, size_t n) {
     return b;
 }
 
+// float32 data: random normals, or mostly the values a max or a sum treats specially: NaN (one
+// bit pattern, so its bytes compare), +-infinity, +0 and -0, and ties.
+Bytes float32_data(Rng& rng, size_t n) {
+    const float special[] = {std::numeric_limits<float>::quiet_NaN(),
+                             std::numeric_limits<float>::infinity(),
+                             -std::numeric_limits<float>::infinity(), 0.0f, -0.0f, 1.0f, -1.0f};
+    const bool adversarial = rng.uniform(0, 1) == 0;
+    std::vector<float> values(n);
+    for (float& v : values) {
+        v = adversarial && rng.uniform(0, 1) == 0 ? special[rng.uniform(0, 6)]
+                                                  : float(rng.uniform(-1000, 1000)) / 64.0f;
+    }
+    Bytes b(n * 4);
+    std::memcpy(b.data(), values.data(), b.size());
+    return b;
+}
+
+Attr floats(const char* key, std::vector<float> values) {
+    return Attr{key, AttrKind::kFloats, {}, std::move(values)};
+}
+
 void check_permute(const Shape& x, const std::vector<int64_t>& perm, Rng& rng) {
     for (DType dtype : {DType::kInt8, DType::kFloat32}) {
         OneNode c("permute", dtype, {x}, {0}, 0, {ints("perm", perm)});
@@ -228,7 +252,7 @@ void test_concat() {
 
 void test_max_pool2d() {
     Rng rng(3);
-    for (int trial = 0; trial < 400; ++trial) {
+    for (int trial = 0; trial < 600; ++trial) {
         const int64_t kh = rng.uniform(1, 4), kw = rng.uniform(1, 4);
         const int64_t dh = rng.uniform(0, 3) == 0 ? 2 : 1, dw = rng.uniform(0, 3) == 0 ? 2 : 1;
         const int64_t ph = rng.uniform(0, ((kh - 1) * dh + 1) / 2);
@@ -241,14 +265,16 @@ void test_max_pool2d() {
             continue;
         }
         const Shape x = {rng.uniform(1, 2), rng.uniform(1, 3), h, w};
-        const int32_t zp = int32_t(rng.uniform(-128, 127));
-        OneNode c("max_pool2d", DType::kInt8, {x}, {zp}, zp,
+        const bool int8 = trial % 2 == 0;
+        const int32_t zp = int8 ? int32_t(rng.uniform(-128, 127)) : 0;
+        OneNode c("max_pool2d", int8 ? DType::kInt8 : DType::kFloat32, {x}, {zp}, zp,
                   {ints("kernel", {kh, kw}), ints("stride", {sh, sw}), ints("padding", {ph, pw}),
                    ints("dilation", {dh, dw})});
-        c.inputs = {int8_data(rng, size_t(count_of(x)))};
-        check_all(c, "max_pool2d " + describe(x) + " kernel " + describe({kh, kw}) + " stride " +
-                         describe({sh, sw}) + " pad " + describe({ph, pw}) + " dilation " +
-                         describe({dh, dw}));
+        c.inputs = {int8 ? int8_data(rng, size_t(count_of(x)))
+                         : float32_data(rng, size_t(count_of(x)))};
+        check_all(c, std::string(int8 ? "int8" : "float32") + " max_pool2d " + describe(x) +
+                         " kernel " + describe({kh, kw}) + " stride " + describe({sh, sw}) +
+                         " pad " + describe({ph, pw}) + " dilation " + describe({dh, dw}));
     }
 }
 
@@ -276,6 +302,29 @@ void test_add() {
     }
 }
 
+// float32 add and mul: same shapes (the flat loop) and broadcasts (the reference's walk), with and
+// without bounds.
+void test_float32_add_mul() {
+    const float kInfinity = std::numeric_limits<float>::infinity();
+    Rng rng(5);
+    const int64_t sizes[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 1001};
+    for (int trial = 0; trial < 200; ++trial) {
+        const Shape x = {rng.uniform(1, 2), sizes[rng.uniform(0, 14)], rng.uniform(1, 3)};
+        const Shape b = rng.uniform(0, 3) == 0 ? Shape{1, x[1], 1} : x;
+        std::vector<Attr> attrs;
+        if (rng.uniform(0, 1) == 0) {
+            attrs.push_back(floats("bounds", {0.0f, rng.uniform(0, 1) == 0 ? 6.0f : kInfinity}));
+        }
+        for (const char* op : {"add", "mul"}) {
+            OneNode c(op, DType::kFloat32, {x, b}, {0, 0}, 0, attrs);
+            c.inputs = {float32_data(rng, size_t(count_of(x))),
+                        float32_data(rng, size_t(count_of(b)))};
+            check_all(c, std::string("float32 ") + op + " " + describe(x) + " and " + describe(b) +
+                             (attrs.empty() ? "" : " bounded"));
+        }
+    }
+}
+
 }  // namespace
 
 int main() {
@@ -283,6 +332,7 @@ int main() {
     test_concat();
     test_max_pool2d();
     test_add();
+    test_float32_add_mul();
     std::printf("%d nodes checked against the reference with:", g_cases);
     for (const std::string& name : g_checked) {
         std::printf(" %s", name.c_str());

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "float32_max.h"
 #include "op_kernel.h"
 #include "qtk/arithmetic.h"
 #include "thread_pool.h"
@@ -73,8 +74,8 @@ struct Float32Pooling {
 
     explicit Float32Pooling(const NodeView&) {}
     static float lowest() { return -std::numeric_limits<float>::infinity(); }
-    // torch's rule: a NaN in the window wins.
-    static float larger(float best, float x) { return x > best || std::isnan(x) ? x : best; }
+    // A NaN in the window wins (torch's rule); +0 over -0 (float32_max.h: order-independent).
+    static float larger(float best, float x) { return float32_max(best, x); }
     Sum term(float x) const { return x; }
     float average(Sum sum, int64_t divisor) const { return sum / static_cast<float>(divisor); }
 };

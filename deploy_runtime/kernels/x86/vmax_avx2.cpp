@@ -1,9 +1,10 @@
-// Bytewise int8 row maximum (int8_vmax.h), AVX2: 32 bytes per vector, the tail through a buffer.
+// Row maximum (vmax.h), AVX2: 32 int8 per vector, the tail through a buffer; 8 float32, the tail
+// masked.
 #include <immintrin.h>
 
 #include <cstring>
 
-#include "int8_vmax.h"
+#include "vmax.h"
 
 namespace qtk {
 namespace detail {
@@ -37,9 +38,30 @@ void vmax_rows_avx2(const int8_t* const* rows, size_t count, int64_t width, int8
     }
 }
 
+// float32_max of src/float32_max.h, lane by lane.
+__m256 float32_max(__m256 best, __m256 x) {
+    __m256 larger = _mm256_max_ps(x, best);  // x where x > best; else best (equal, or a NaN)
+    larger = _mm256_blendv_ps(larger, _mm256_and_ps(x, best), _mm256_cmp_ps(x, best, _CMP_EQ_OQ));
+    return _mm256_blendv_ps(larger, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+void vmax_rows_float32_avx2(const float* const* rows, size_t count, int64_t width, float* y) {
+    for (int64_t i = 0; i < width; i += 8) {
+        const int lanes = width - i >= 8 ? 8 : int(width - i);
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes),
+                                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 vmax = _mm256_maskload_ps(rows[0] + i, mask);
+        for (size_t r = 1; r < count; ++r) {
+            vmax = float32_max(vmax, _mm256_maskload_ps(rows[r] + i, mask));
+        }
+        _mm256_maskstore_ps(y + i, mask, vmax);
+    }
+}
+
 }  // namespace
 
-extern const Int8VmaxUkernel kInt8VmaxAvx2 = {vmax_rows_avx2};
+extern const VmaxUkernel<int8_t> kInt8VmaxAvx2 = {vmax_rows_avx2};
+extern const VmaxUkernel<float> kFloat32VmaxAvx2 = {vmax_rows_float32_avx2};
 
 }  // namespace detail
 }  // namespace qtk

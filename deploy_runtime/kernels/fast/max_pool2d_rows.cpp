@@ -1,0 +1,157 @@
+// max_pool2d by rows, int8 (docs/quantization_spec.md section 6) and float32, any window: for
+// each output row the maximum of its kernel_h input rows (an elementwise max over whole rows,
+// vectorized per ISA by vmax.h) goes into a row buffer padded with the dtype's lowest value on
+// both sides, then each output takes the maximum of its kernel_w buffer entries with no bounds
+// checks. The padding gives the reference's bytes: int8's -128 and float32's -infinity never
+// change a maximum, and a window with no input element (dilation) yields them in both. float32's
+// maximum (src/float32_max.h) does not depend on the order, so rows first and columns after
+// agree with the reference's window order. Threads split the (n, c) planes.
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "../x86/vmax.h"
+#include "beside_reference.h"
+#include "float32_max.h"
+#include "op_algo.h"
+#include "qtk/arithmetic.h"
+#include "thread_pool.h"
+
+namespace qtk {
+namespace detail {
+
+std::unique_ptr<OpKernel> make_max_pool2d_int8_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_max_pool2d_float32_reference(const NodeView& node);
+
+namespace {
+
+constexpr int64_t kMaxAttr = (int64_t{1} << 31) - 1;
+
+// What a dtype's max pool needs: its padding value, its maximum and its reference.
+struct Int8Max {
+    using T = int8_t;
+    static T lowest() { return static_cast<int8_t>(arith::kInt8Min); }
+    static T larger(T best, T x) { return std::max(best, x); }
+    static constexpr auto make_reference = make_max_pool2d_int8_reference;
+};
+
+struct Float32Max {
+    using T = float;
+    static T lowest() { return -std::numeric_limits<float>::infinity(); }
+    static T larger(T best, T x) { return float32_max(best, x); }
+    static constexpr auto make_reference = make_max_pool2d_float32_reference;
+};
+
+template <typename Max>
+void vmax_rows_scalar(const typename Max::T* const* rows, size_t count, int64_t width,
+                      typename Max::T* y) {
+    for (int64_t i = 0; i < width; ++i) {
+        typename Max::T best = rows[0][i];
+        for (size_t r = 1; r < count; ++r) {
+            best = Max::larger(best, rows[r][i]);
+        }
+        y[i] = best;
+    }
+}
+
+const VmaxUkernel<int8_t> kInt8VmaxScalar = {vmax_rows_scalar<Int8Max>};
+const VmaxUkernel<float> kFloat32VmaxScalar = {vmax_rows_scalar<Float32Max>};
+
+template <typename Max>
+class MaxPool2dRows final : public BesideReference {
+ public:
+    using T = typename Max::T;
+
+    MaxPool2dRows(const NodeView& node, const VmaxUkernel<T>& vmax)
+        : BesideReference(node, Max::make_reference), vmax_(vmax) {
+        // Checked by the reference.
+        const std::vector<int64_t> kernel = node.ints("kernel", 2, 1, kMaxAttr);
+        const std::vector<int64_t> stride = node.ints("stride", 2, 1, kMaxAttr);
+        const std::vector<int64_t> padding = node.ints("padding", 2, 0, kMaxAttr);
+        const std::vector<int64_t> dilation = node.ints("dilation", 2, 1, kMaxAttr);
+        for (int d = 0; d < 2; ++d) {
+            kernel_[d] = kernel[size_t(d)];
+            stride_[d] = stride[size_t(d)];
+            pad_[d] = padding[size_t(d)];
+            dilation_[d] = dilation[size_t(d)];
+        }
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Shape& xs = *io.input_shapes[0];
+        const Shape& ys = *io.output_shapes[0];
+        const int64_t height = xs[2], width = xs[3], out_h = ys[2], out_w = ys[3];
+        // The buffer holds input column ix at pad_w + ix, and the lowest value left and right of
+        // it as far as any window reaches.
+        const int64_t buffer_size = std::max(
+            pad_[1] + width, (out_w - 1) * stride_[1] + (kernel_[1] - 1) * dilation_[1] + 1);
+        pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
+            std::vector<T> buffer(static_cast<size_t>(buffer_size), Max::lowest());
+            T* row_max = buffer.data() + pad_[1];
+            std::vector<const T*> rows(static_cast<size_t>(kernel_[0]));
+            for (int64_t plane = begin; plane < end; ++plane) {
+                const T* x = io.input<T>(0) + plane * height * width;
+                T* y = io.output<T>(0) + plane * out_h * out_w;
+                for (int64_t oy = 0; oy < out_h; ++oy, y += out_w) {
+                    size_t count = 0;
+                    for (int64_t ky = 0; ky < kernel_[0]; ++ky) {
+                        const int64_t iy = oy * stride_[0] - pad_[0] + ky * dilation_[0];
+                        if (iy >= 0 && iy < height) {
+                            rows[count++] = x + iy * width;
+                        }
+                    }
+                    if (count == 0) {
+                        std::fill(row_max, row_max + width, Max::lowest());
+                    } else {
+                        vmax_.rows(rows.data(), count, width, row_max);
+                    }
+                    max_along_row(buffer.data(), out_w, y);
+                }
+            }
+        });
+    }
+
+ private:
+    void max_along_row(const T* buffer, int64_t out_w, T* y) const {
+        for (int64_t ox = 0; ox < out_w; ++ox) {
+            const T* window = buffer + ox * stride_[1];
+            T best = window[0];
+            for (int64_t kx = 1; kx < kernel_[1]; ++kx) {
+                best = Max::larger(best, window[kx * dilation_[1]]);
+            }
+            y[ox] = best;
+        }
+    }
+
+    const VmaxUkernel<T>& vmax_;
+    int64_t kernel_[2], stride_[2], pad_[2], dilation_[2];  // (h, w)
+};
+
+template <typename Max, const VmaxUkernel<typename Max::T>& kVmax>
+std::unique_ptr<OpKernel> make(const NodeView& node) {
+    return std::make_unique<MaxPool2dRows<Max>>(node, kVmax);
+}
+
+}  // namespace
+
+#if QTK_X86_AVX512_VNNI
+extern const OpAlgo kMaxPool2dInt8RowsAvx512 = {"max_pool2d_int8_rows_avx512",
+                                                IsaLevel::kAvx512Vnni,
+                                                make<Int8Max, kInt8VmaxAvx512>};
+extern const OpAlgo kMaxPool2dFloat32RowsAvx512 = {"max_pool2d_float32_rows_avx512",
+                                                   IsaLevel::kAvx512Vnni,
+                                                   make<Float32Max, kFloat32VmaxAvx512>};
+#endif
+#if QTK_X86_AVX2
+extern const OpAlgo kMaxPool2dInt8RowsAvx2 = {"max_pool2d_int8_rows_avx2", IsaLevel::kAvx2,
+                                              make<Int8Max, kInt8VmaxAvx2>};
+extern const OpAlgo kMaxPool2dFloat32RowsAvx2 = {"max_pool2d_float32_rows_avx2", IsaLevel::kAvx2,
+                                                 make<Float32Max, kFloat32VmaxAvx2>};
+#endif
+extern const OpAlgo kMaxPool2dInt8Rows = {"max_pool2d_int8_rows", IsaLevel::kScalar,
+                                          make<Int8Max, kInt8VmaxScalar>};
+extern const OpAlgo kMaxPool2dFloat32Rows = {"max_pool2d_float32_rows", IsaLevel::kScalar,
+                                             make<Float32Max, kFloat32VmaxScalar>};
+
+}  // namespace detail
+}  // namespace qtk
