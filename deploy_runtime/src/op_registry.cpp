@@ -4,7 +4,9 @@
 #include <iterator>
 #include <string>
 
+#include "../kernels/x86/int8_quantize.h"
 #include "linear.h"
+#include "qtk/arithmetic.h"
 
 namespace qtk {
 namespace detail {
@@ -88,6 +90,8 @@ extern const OpAlgo kMaxPool2dFloat32RowsAvx512;
 extern const OpAlgo kMaxPool2dFloat32RowsAvx2;
 extern const OpAlgo kMaxPool2dFloat32Rows;
 extern const OpAlgo kAddFloat32Flat;
+extern const OpAlgo kQuantizeInt8Avx512;
+extern const OpAlgo kQuantizeInt8Avx2;
 extern const OpAlgo kMulFloat32Flat;
 extern const OpAlgo kPermuteRuns;
 
@@ -190,6 +194,8 @@ const OpAlgo kMaxPool2dInt8Reference = {"max_pool2d_int8_reference", IsaLevel::k
                                         make_max_pool2d_int8_reference};
 const OpAlgo kMaxPool2dFloat32Reference = {"max_pool2d_float32_reference", IsaLevel::kScalar,
                                            make_max_pool2d_float32_reference};
+const OpAlgo kQuantizeInt8Reference = {"quantize_int8_reference", IsaLevel::kScalar,
+                                      make_quantize_reference};
 const OpAlgo kAddFloat32Reference = {"add_float32_reference", IsaLevel::kScalar,
                                      make_add_float32_reference};
 const OpAlgo kMulFloat32Reference = {"mul_float32_reference", IsaLevel::kScalar,
@@ -235,6 +241,15 @@ const OpAlgo* const kMaxPool2dFloat32Algos[] = {
     &kMaxPool2dFloat32Rows,
     &kMaxPool2dFloat32Reference,
 };
+const OpAlgo* const kQuantizeAlgos[] = {  // float32 in, int8 out
+#if QTK_X86_AVX512_VNNI
+    &kQuantizeInt8Avx512,
+#endif
+#if QTK_X86_AVX2
+    &kQuantizeInt8Avx2,
+#endif
+    &kQuantizeInt8Reference,
+};
 const OpAlgo* const kAddFloat32Algos[] = {&kAddFloat32Flat, &kAddFloat32Reference};
 const OpAlgo* const kMulFloat32Algos[] = {&kMulFloat32Flat, &kMulFloat32Reference};
 const OpAlgo* const kPermuteAlgos[] = {&kPermuteRuns, &kPermuteReference};  // int8 and float32
@@ -264,6 +279,29 @@ struct MultiAlgorithmOp {
     std::vector<KernelCandidate> (*candidates)(const NodeView& node);
 };
 
+}  // namespace
+
+// kQuantizeAlgos' order, on raw pointers: the ukernels behind its vector algorithms.
+void quantize_int8(const float* x, int64_t count, float inv_scale, int32_t zero_point, int8_t* y) {
+    const IsaLevel cap = isa_cap();
+#if QTK_X86_AVX512_VNNI
+    if (kQuantizeInt8Avx512.usable(cap)) {
+        return kInt8QuantizeAvx512.run(x, count, inv_scale, zero_point, y);
+    }
+#endif
+#if QTK_X86_AVX2
+    if (kQuantizeInt8Avx2.usable(cap)) {
+        return kInt8QuantizeAvx2.run(x, count, inv_scale, zero_point, y);
+    }
+#endif
+    (void)cap;
+    for (int64_t i = 0; i < count; ++i) {
+        y[i] = arith::quantize(x[i], inv_scale, zero_point);
+    }
+}
+
+namespace {
+
 const MultiAlgorithmOp kMultiAlgorithmOps[] = {
     {"conv2d", DType::kInt8, conv2d_candidates<DType::kInt8>},
     {"conv2d", DType::kFloat32, conv2d_candidates<DType::kFloat32>},
@@ -274,6 +312,7 @@ const MultiAlgorithmOp kMultiAlgorithmOps[] = {
     {"concat", DType::kInt8, usable_candidates<kConcatInt8Algos>},
     {"max_pool2d", DType::kInt8, usable_candidates<kMaxPool2dInt8Algos>},
     {"max_pool2d", DType::kFloat32, usable_candidates<kMaxPool2dFloat32Algos>},
+    {"quantize", DType::kFloat32, usable_candidates<kQuantizeAlgos>},
     {"permute", DType::kInt8, usable_candidates<kPermuteAlgos>},
     {"permute", DType::kFloat32, usable_candidates<kPermuteAlgos>},
 };
@@ -303,7 +342,7 @@ constexpr OpEntry kOps[] = {
     {"global_avg_pool2d", make_global_avg_pool2d_int8_reference,
      make_global_avg_pool2d_float32_reference},
     {"resize_bilinear", make_resize_bilinear_int8_reference, nullptr},
-    {"quantize", nullptr, make_quantize_reference},
+    {"quantize", nullptr, nullptr},  // kMultiAlgorithmOps
     {"dequantize", make_dequantize_reference, nullptr},
     {"flatten", make_flatten_reference, make_flatten_reference},
     {"reshape", make_reshape_reference, make_reshape_reference},

@@ -9,6 +9,7 @@
 #include "graph.h"
 #include "memory_planner.h"
 #include "op_kernel.h"
+#include "op_registry.h"
 #include "qtk/arithmetic.h"
 #include "thread_pool.h"
 
@@ -343,10 +344,8 @@ void Session::quantize_input(size_t index, const float* x, size_t count, int8_t*
                     "; pass float data directly (graph input '" + inputs[index].name +
                     "' is not quantized)");
     }
-    const float inv_scale = arith::inverse_scale(inputs[index].scale);
-    for (size_t i = 0; i < count; ++i) {
-        q[i] = arith::quantize(x[i], inv_scale, inputs[index].zero_point);
-    }
+    detail::quantize_int8(x, static_cast<int64_t>(count),
+                          arith::inverse_scale(inputs[index].scale), inputs[index].zero_point, q);
 }
 
 void Session::dequantize_output(size_t index, const int8_t* q, size_t count, float* x) const {

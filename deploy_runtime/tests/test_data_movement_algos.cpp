@@ -1,5 +1,5 @@
-// Every algorithm of concat (int8), of add and max_pool2d (int8 and float32), of mul (float32)
-// and of permute (int8 and float32) against the op's reference, byte for byte. Each node is built as a graph and every candidate the
+// Every algorithm of concat (int8), of add and max_pool2d (int8 and float32), of mul and quantize
+// (float32 in) and of permute (int8 and float32) against the op's reference, byte for byte. Each node is built as a graph and every candidate the
 // registry offers on this CPU (every ISA level it runs, the portable fast paths, the reference
 // last) runs with 1 and 2 threads over shapes around the vector widths (16, 32, 64) and tiles
 // (32), odd sizes, and adversarial values: -128 and 127, multipliers 0 and 2^31 - 1, shifts 1 to
@@ -325,6 +325,32 @@ void test_float32_add_mul() {
     }
 }
 
+// quantize (float32 -> int8): ties at .5 (scales of a power of two make x / scale exact), values
+// far outside the int8 range, NaN, infinities and signed zeros, every zero point.
+void test_quantize() {
+    Rng rng(6);
+    const int64_t sizes[] = {1, 7, 8, 9, 15, 16, 17, 33, 64, 65, 1001};
+    for (int trial = 0; trial < 200; ++trial) {
+        const Shape x = {rng.uniform(1, 2), sizes[rng.uniform(0, 10)]};
+        const int32_t zp = int32_t(rng.uniform(-128, 127));
+        OneNode c("quantize", DType::kFloat32, {x}, {0}, zp, {});
+        qtk::detail::Value& y = c.graph.values.back();
+        y.dtype = DType::kInt8;
+        y.scale = rng.uniform(0, 1) == 0 ? float(1 << rng.uniform(0, 8)) / 64.0f
+                                         : float(rng.uniform(1, 100000)) / 100000.0f;
+        Bytes data = float32_data(rng, size_t(count_of(x)));
+        float* values = reinterpret_cast<float*>(data.data());
+        for (int64_t i = 0; i < count_of(x); ++i) {
+            if (rng.uniform(0, 3) == 0) {  // k + 1/2 steps of the scale: a tie
+                values[i] = (float(rng.uniform(-300, 300)) + 0.5f) * y.scale;
+            }
+        }
+        c.inputs = {data};
+        check_all(c, "quantize " + describe(x) + " scale " + std::to_string(y.scale) +
+                         " zero point " + std::to_string(zp));
+    }
+}
+
 }  // namespace
 
 int main() {
@@ -333,6 +359,7 @@ int main() {
     test_max_pool2d();
     test_add();
     test_float32_add_mul();
+    test_quantize();
     std::printf("%d nodes checked against the reference with:", g_cases);
     for (const std::string& name : g_checked) {
         std::printf(" %s", name.c_str());

@@ -1,5 +1,5 @@
 // Row maximum (vmax.h), AVX-512 BW: 64 int8 or 16 float32 per vector, the tail masked.
-#include <immintrin.h>
+#include "avx512_intrinsics.h"
 
 #include "vmax.h"
 
@@ -21,9 +21,7 @@ void vmax_rows_avx512(const int8_t* const* rows, size_t count, int64_t width, in
 
 // float32_max of src/float32_max.h, lane by lane.
 __m512 float32_max(__m512 best, __m512 x) {
-    // x where x > best; else best (equal, or a NaN). The masked form names every lane's source:
-    // gcc 12 warns of the plain form's undefined one.
-    __m512 larger = _mm512_mask_max_ps(best, __mmask16(0xFFFF), x, best);
+    __m512 larger = _mm512_max_ps(x, best);  // x where x > best; else best (equal, or a NaN)
     const __m512 both = _mm512_castsi512_ps(
         _mm512_and_si512(_mm512_castps_si512(x), _mm512_castps_si512(best)));
     larger = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, best, _CMP_EQ_OQ), larger, both);
