@@ -78,6 +78,8 @@ extern const Conv2dAlgo kConv2dFloat32WinogradF4x3Avx2;
 extern const LinearAlgo kLinearInt8Reference;
 extern const LinearAlgo kLinearInt8Gemv64c4Avx512Vnni;
 extern const LinearAlgo kLinearInt8Gemv32c2Avx2;
+extern const LinearAlgo kLinearFloat32Gemm8x32Avx512;
+extern const LinearAlgo kLinearFloat32Gemm6x16Avx2;
 
 // Data movement and elementwise algorithms: kernels/fast/ (portable) and kernels/x86/.
 extern const OpAlgo kAddInt8VaddAvx512;
@@ -194,6 +196,8 @@ const OpAlgo kMaxPool2dInt8Reference = {"max_pool2d_int8_reference", IsaLevel::k
                                         make_max_pool2d_int8_reference};
 const OpAlgo kMaxPool2dFloat32Reference = {"max_pool2d_float32_reference", IsaLevel::kScalar,
                                            make_max_pool2d_float32_reference};
+const OpAlgo kLinearFloat32Reference = {"linear_float32_reference", IsaLevel::kScalar,
+                                        make_linear_float32_reference};
 const OpAlgo kQuantizeInt8Reference = {"quantize_int8_reference", IsaLevel::kScalar,
                                       make_quantize_reference};
 const OpAlgo kAddFloat32Reference = {"add_float32_reference", IsaLevel::kScalar,
@@ -210,6 +214,15 @@ const OpAlgo* const kLinearInt8Algos[] = {
     &kLinearInt8Gemv32c2Avx2,
 #endif
     &kLinearInt8Reference,
+};
+const OpAlgo* const kLinearFloat32Algos[] = {
+#if QTK_X86_AVX512_VNNI
+    &kLinearFloat32Gemm8x32Avx512,
+#endif
+#if QTK_X86_AVX2
+    &kLinearFloat32Gemm6x16Avx2,
+#endif
+    &kLinearFloat32Reference,
 };
 const OpAlgo* const kAddInt8Algos[] = {
 #if QTK_X86_AVX512_VNNI
@@ -306,6 +319,7 @@ const MultiAlgorithmOp kMultiAlgorithmOps[] = {
     {"conv2d", DType::kInt8, conv2d_candidates<DType::kInt8>},
     {"conv2d", DType::kFloat32, conv2d_candidates<DType::kFloat32>},
     {"linear", DType::kInt8, usable_candidates<kLinearInt8Algos>},
+    {"linear", DType::kFloat32, usable_candidates<kLinearFloat32Algos>},
     {"add", DType::kInt8, usable_candidates<kAddInt8Algos>},
     {"add", DType::kFloat32, usable_candidates<kAddFloat32Algos>},
     {"mul", DType::kFloat32, usable_candidates<kMulFloat32Algos>},
@@ -328,7 +342,7 @@ struct OpEntry {
 // its line here.
 constexpr OpEntry kOps[] = {
     {"conv2d", nullptr, nullptr},  // kMultiAlgorithmOps
-    {"linear", nullptr, make_linear_float32_reference},  // int8: kMultiAlgorithmOps
+    {"linear", nullptr, nullptr},  // kMultiAlgorithmOps
     {"add", nullptr, nullptr},  // kMultiAlgorithmOps
     {"mul", make_mul_int8_reference, nullptr},  // float32: kMultiAlgorithmOps
     {"clamp", make_clamp_int8_reference, make_clamp_float32_reference},

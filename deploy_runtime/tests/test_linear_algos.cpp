@@ -3,8 +3,15 @@
 // name) over feature counts either side of the vector widths (8, 16, 32, 64) and of the packed k
 // groups (2, 4), batch 5 and 1, 1 and 2 threads, random and extreme values (K up to the int32
 // accumulator limit).
+//
+// Every float32 linear algorithm likewise against a float64 sum within docs/design.md's bound
+// |y - bounds(s)| <= 3 K 2^-24 S + 2 K 2^-149 (S = |b| + sum |x w|), feature counts around the
+// micro-kernels' tiles (6, 8 rows; 16, 32 columns of samples), batches 1, 5 and 40, with bounds
+// and a NaN input (its sample's outputs are NaN); batch and threads change no bit.
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <string>
 
 #include "check.h"
@@ -127,10 +134,137 @@ void test_choice() {
     }
 }
 
+struct FloatBuilt {
+    std::vector<uint8_t> bytes;
+    std::vector<float> x, weight, bias;  // x: batch 40
+    float lo = -std::numeric_limits<float>::infinity();
+    float hi = std::numeric_limits<float>::infinity();
+};
+
+FloatBuilt build_float(int64_t in, int64_t out, bool bounded, uint64_t seed) {
+    Rng rng(seed);
+    FloatBuilt c;
+    c.x = rng.floats(size_t(40 * in), -1, 1);
+    c.weight = rng.floats(size_t(out * in), -1, 1);
+    c.bias = rng.floats(size_t(out), -1, 1);
+    if (seed % 3 == 0) {
+        c.x[size_t(rng.uniform(0, in - 1))] = std::nanf("");  // in sample 0
+    }
+    ModelBuilder b;
+    const uint32_t x = b.float_activation("x", {1, in});
+    const uint32_t w = b.float_constant("fc.weight", {out, in}, c.weight);
+    const uint32_t bi = b.float_constant("fc.bias", {out}, c.bias);
+    const uint32_t y = b.float_activation("y", {1, out});
+    std::vector<qtk_test::AttrSpec> attrs;
+    if (bounded) {
+        c.lo = 0.0f;
+        c.hi = 6.0f;
+        attrs.push_back(qtk_test::float_attr("bounds", {c.lo, c.hi}));
+    }
+    b.node("linear", "fc", {x, w, bi}, {y}, attrs);
+    b.inputs = {x};
+    b.outputs = {y};
+    c.bytes = b.build();
+    return c;
+}
+
+std::vector<float> run_float(const FloatBuilt& c, int64_t in, IsaLevel level, int threads,
+                             int64_t batch, std::string* algorithm) {
+    setenv("QTK_ISA", isa_name(level), 1);
+    const auto model = qtk::Model::from_bytes(c.bytes.data(), c.bytes.size());
+    *algorithm = model->algorithms().at(0);
+    qtk::Session session(model, {threads});
+    return session.run({c.x.data()}, {{batch, in}})[0].float_data;
+}
+
+// Output (n, o) against the float64 sum; NaN exactly where sample n has a NaN input.
+bool within_bound(const FloatBuilt& c, int64_t in, int64_t out, const std::vector<float>& y,
+                  int64_t n, int64_t o) {
+    double s = c.bias[size_t(o)], magnitude = std::fabs(s);
+    bool nan = false;
+    for (int64_t k = 0; k < in; ++k) {
+        const double product = double(c.x[size_t(n * in + k)]) * c.weight[size_t(o * in + k)];
+        nan = nan || std::isnan(product);
+        s += product;
+        magnitude += std::fabs(product);
+    }
+    const float got = y[size_t(n * out + o)];
+    if (nan) {
+        return std::isnan(got);
+    }
+    const double want = std::min(std::max(s, double(c.lo)), double(c.hi));
+    return std::fabs(double(got) - want) <= 3.0 * double(in) * std::ldexp(magnitude, -24) +
+                                                 2.0 * double(in) * std::ldexp(1.0, -149);
+}
+
+int g_float_cases = 0;
+
+void check_float_case(int64_t in, int64_t out) {
+    ++g_float_cases;
+    const bool bounded = g_float_cases % 2 == 0;
+    const FloatBuilt c = build_float(in, out, bounded, 5000 + uint64_t(g_float_cases));
+    for (IsaLevel level : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512Vnni}) {
+        if (!cpu_supports(level)) {
+            continue;
+        }
+        std::string algorithm;
+        const std::vector<float> want = run_float(c, in, level, 1, 40, &algorithm);
+        const std::string what = algorithm + " on " + std::to_string(in) + "->" +
+                                 std::to_string(out);
+        for (int64_t n = 0; n < 40; ++n) {
+            for (int64_t o = 0; o < out; ++o) {
+                if (!within_bound(c, in, out, want, n, o)) {
+                    qtk_test::report_failure(__FILE__, __LINE__,
+                                             what + " exceeds the float bound at sample " +
+                                                 std::to_string(n) + ", feature " +
+                                                 std::to_string(o));
+                    return;
+                }
+            }
+        }
+        for (const auto& [threads, batch] : {std::pair<int, int64_t>{2, 40}, {1, 5}, {2, 1}}) {
+            const std::vector<float> got = run_float(c, in, level, threads, batch, &algorithm);
+            if (std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) != 0) {
+                qtk_test::report_failure(__FILE__, __LINE__,
+                                         what + ": threads " + std::to_string(threads) +
+                                             ", batch " + std::to_string(batch) +
+                                             " changed bits of batch 40 with 1 thread");
+            }
+        }
+    }
+}
+
+// The float32 algorithm each level picks.
+void test_float_choice() {
+    const FloatBuilt c = build_float(17, 33, false, 1);
+    const std::pair<IsaLevel, const char*> expected[] = {
+        {IsaLevel::kScalar, "linear_float32_reference"},
+        {IsaLevel::kAvx2, "linear_float32_gemm_6x16_avx2"},
+        {IsaLevel::kAvxVnni, "linear_float32_gemm_6x16_avx2"},
+        {IsaLevel::kAvx512Vnni, "linear_float32_gemm_8x32_avx512"},
+    };
+    for (const auto& [level, name] : expected) {
+        std::string algorithm;
+        run_float(c, 17, level, 1, 1, &algorithm);
+#if QTK_X86_AVX2 && QTK_X86_AVX512_VNNI
+        if (cpu_supports(level)) {
+            CHECK(algorithm == name);
+        }
+#endif
+        std::printf("float32, QTK_ISA=%s: %s\n", isa_name(level), algorithm.c_str());
+    }
+}
+
 }  // namespace
 
 int main() {
     test_choice();
+    test_float_choice();
+    for (int64_t in : {1, 7, 16, 33, 1280}) {
+        for (int64_t out : {1, 5, 6, 7, 8, 9, 17, 33, 1000}) {
+            check_float_case(in, out);
+        }
+    }
     // Feature counts around the lane widths and the k groups; then a classifier head.
     const int64_t features[] = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 129};
     for (int64_t in : features) {
@@ -147,6 +281,7 @@ int main() {
         }
     }
     unsetenv("QTK_ISA");
-    std::printf("%d linear cases checked against the reference\n", g_cases);
+    std::printf("%d int8 linear cases checked against the reference, %d float32 against float64\n",
+                g_cases, g_float_cases);
     return qtk_test::check_report();
 }
