@@ -1,5 +1,6 @@
 #include "cpu_features.h"
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -113,7 +114,7 @@ bool cpu_supports(IsaLevel level) {
 }
 
 #if QTK_X86_AVX512_VNNI
-double int8_peak_macs_per_second_avx512_vnni(double seconds);  // kernels/x86/int8_gemm_avx512_vnni
+int64_t int8_peak_chains_avx512_vnni(int64_t rounds);  // kernels/x86/int8_gemm_avx512_vnni.cpp
 #endif
 
 }  // namespace detail
@@ -121,7 +122,15 @@ double int8_peak_macs_per_second_avx512_vnni(double seconds);  // kernels/x86/in
 double measure_int8_peak(double seconds) {
 #if QTK_X86_AVX512_VNNI
     if (detail::cpu_supports(detail::IsaLevel::kAvx512Vnni)) {
-        return detail::int8_peak_macs_per_second_avx512_vnni(seconds);
+        using Clock = std::chrono::steady_clock;
+        const auto start = Clock::now();
+        int64_t macs = 0;
+        double elapsed = 0.0;
+        while (elapsed < seconds || macs == 0) {
+            macs += detail::int8_peak_chains_avx512_vnni(4096);
+            elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+        }
+        return static_cast<double>(macs) / elapsed;
     }
 #endif
     (void)seconds;

@@ -57,8 +57,9 @@ extern const Int8GemmUkernel kInt8Gemm2x16c4Avx2;
 extern const Int8GemmUkernel kInt8Gemm4x16c4AvxVnni;
 extern const Int8GemmUkernel kInt8Gemm8x32c4Avx512Vnni;
 
-// Multiply-accumulates per second one core sustains with vpdpbusd, timed for `seconds`.
-double int8_peak_macs_per_second_avx512_vnni(double seconds);
+// `rounds` rounds of independent vpdpbusd chains on registers; returns the multiply-accumulates
+// done. measure_int8_peak (cpu_features.cpp) times it.
+int64_t int8_peak_chains_avx512_vnni(int64_t rounds);
 
 }  // namespace detail
 }  // namespace qtk

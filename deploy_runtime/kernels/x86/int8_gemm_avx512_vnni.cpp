@@ -3,7 +3,6 @@
 // saturation, so the sum is exact.
 #include <immintrin.h>
 
-#include <chrono>
 #include <cstring>
 
 #include "int8_gemm.h"
@@ -44,9 +43,10 @@ void int8_gemm_8x32c4_avx512_vnni(const int8_t* a, const Int8GemmB& b, int32_t* 
 
 extern const Int8GemmUkernel kInt8Gemm8x32c4Avx512Vnni = {8, 32, int8_gemm_8x32c4_avx512_vnni};
 
-// The peak the micro-kernel above could reach on one core, measured: independent chains of
-// vpdpbusd on registers (no memory traffic), enough of them to hide the instruction's latency.
-double int8_peak_macs_per_second_avx512_vnni(double seconds) {
+// The peak the micro-kernel above could reach on one core: independent chains of vpdpbusd on
+// registers (no memory traffic), enough of them to hide the instruction's latency. The caller
+// times it (cpu_features.cpp), so no clock code is built with this file's flags.
+int64_t int8_peak_chains_avx512_vnni(int64_t rounds) {
     constexpr int kChains = 16;
     constexpr int64_t kMacsPerInstruction = 64;  // 16 lanes x 4 products
     __m512i acc[kChains];
@@ -54,19 +54,11 @@ double int8_peak_macs_per_second_avx512_vnni(double seconds) {
         acc[i] = _mm512_set1_epi32(i);
     }
     const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(-1);
-    using Clock = std::chrono::steady_clock;
-    const auto start = Clock::now();
-    int64_t rounds = 0;
-    double elapsed = 0.0;
-    while (elapsed < seconds) {
-        for (int r = 0; r < 4096; ++r) {
+    for (int64_t r = 0; r < rounds; ++r) {
 #pragma GCC unroll 16
-            for (int i = 0; i < kChains; ++i) {
-                acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
-            }
+        for (int i = 0; i < kChains; ++i) {
+            acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
         }
-        rounds += 4096;
-        elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     }
     __m512i sum = acc[0];
     for (int i = 1; i < kChains; ++i) {
@@ -76,7 +68,7 @@ double int8_peak_macs_per_second_avx512_vnni(double seconds) {
     _mm512_storeu_si512(lanes, sum);
     volatile int32_t sink = lanes[0];  // keeps the chains alive
     (void)sink;
-    return static_cast<double>(rounds * kChains * kMacsPerInstruction) / elapsed;
+    return rounds * kChains * kMacsPerInstruction;
 }
 
 }  // namespace detail
