@@ -1,12 +1,14 @@
 // Every algorithm of concat (int8), of add and max_pool2d (int8 and float32), of mul and quantize
-// (float32 in) and of permute (int8 and float32) against the op's reference, byte for byte. Each node is built as a graph and every candidate the
-// registry offers on this CPU (every ISA level it runs, the portable fast paths, the reference
-// last) runs with 1 and 2 threads over shapes around the vector widths (16, 32, 64) and tiles
-// (32), odd sizes, and adversarial values: -128 and 127, multipliers 0 and 2^31 - 1, shifts 1 to
-// 62, identity rescales; float32 with NaN, infinities, +0 and -0.
+// (float32 in) and of permute (int8 and float32) against the op's reference, byte for byte. Each
+// node is built as a graph and every candidate the registry offers on this CPU (every ISA level it
+// runs, the portable fast paths, the reference last) runs with 1 and 2 threads over shapes around
+// the vector widths (8, 16, 32, 64) and tiles (32), odd sizes, and adversarial values: -128 and
+// 127, multipliers 0 and 2^31 - 1, shifts 1 to 62, identity rescales; float32 with NaN,
+// infinities, +0 and -0.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -14,10 +16,12 @@
 #include <string>
 
 #include "check.h"
+#include "cpu_features.h"
 #include "graph.h"
 #include "model_builder.h"
 #include "op_kernel.h"
 #include "op_registry.h"
+#include "qtk/arithmetic.h"
 #include "thread_pool.h"
 
 using qtk::DType;
@@ -25,6 +29,7 @@ using qtk::Shape;
 using qtk::detail::Attr;
 using qtk::detail::AttrKind;
 using qtk::detail::Graph;
+using qtk::detail::IsaLevel;
 using qtk::detail::KernelCandidate;
 using qtk::detail::Node;
 using qtk::detail::Value;
@@ -325,8 +330,33 @@ void test_float32_add_mul() {
     }
 }
 
+// detail::quantize_int8, which quantizes a session's float inputs, against arith::quantize at
+// every QTK_ISA level this CPU runs.
+void check_session_quantizer(const float* x, int64_t count, float scale, int32_t zero_point,
+                             const std::string& what) {
+    const float inv_scale = qtk::arith::inverse_scale(scale);
+    std::vector<int8_t> want(static_cast<size_t>(count)), got(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+        want[size_t(i)] = qtk::arith::quantize(x[i], inv_scale, zero_point);
+    }
+    for (IsaLevel level : qtk::detail::kIsaLevels) {
+        if (!qtk::detail::cpu_supports(level)) {
+            continue;
+        }
+        setenv("QTK_ISA", qtk::detail::isa_name(level), 1);
+        qtk::detail::quantize_int8(x, count, inv_scale, zero_point, got.data());
+        if (got != want) {
+            qtk_test::report_failure(__FILE__, __LINE__,
+                                     std::string("quantize_int8 at QTK_ISA=") +
+                                         qtk::detail::isa_name(level) + " differs on " + what);
+        }
+    }
+    unsetenv("QTK_ISA");
+}
+
 // quantize (float32 -> int8): ties at .5 (scales of a power of two make x / scale exact), values
-// far outside the int8 range, NaN, infinities and signed zeros, every zero point.
+// far outside the int8 range, NaN, infinities and signed zeros, random zero points; and the same
+// values through detail::quantize_int8 (a session's float inputs) at every QTK_ISA level.
 void test_quantize() {
     Rng rng(6);
     const int64_t sizes[] = {1, 7, 8, 9, 15, 16, 17, 33, 64, 65, 1001};
@@ -346,8 +376,10 @@ void test_quantize() {
             }
         }
         c.inputs = {data};
-        check_all(c, "quantize " + describe(x) + " scale " + std::to_string(y.scale) +
-                         " zero point " + std::to_string(zp));
+        const std::string what = "quantize " + describe(x) + " scale " +
+                                 std::to_string(y.scale) + " zero point " + std::to_string(zp);
+        check_all(c, what);
+        check_session_quantizer(values, count_of(x), y.scale, zp, what);
     }
 }
 

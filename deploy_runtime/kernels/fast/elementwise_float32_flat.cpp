@@ -1,6 +1,6 @@
 // add and mul, float32, where both inputs have the output's shape (a residual add, a gate of the
-// same size): one flat loop the compiler vectorizes, each element the reference's float operation
-// and bounds, so the same bits. The reference's broadcast walk (an index per dimension per
+// same size): one flat loop with no per-element index arithmetic, each element the reference's
+// float operation and bounds, so the same bits. The reference's broadcast walk (an index per dimension per
 // element) serves every other shape.
 #include <functional>
 

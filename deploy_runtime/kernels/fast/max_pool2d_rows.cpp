@@ -5,7 +5,8 @@
 // checks. The padding gives the reference's bytes: int8's -128 and float32's -infinity never
 // change a maximum, and a window with no input element (dilation) yields them in both. float32's
 // maximum (src/float32_max.h) does not depend on the order, so rows first and columns after
-// agree with the reference's window order. Threads split the (n, c) planes.
+// agree with the reference's window order (up to which NaN, where a window holds NaNs of different
+// bit patterns). Threads split the (n, c) planes.
 #include <algorithm>
 #include <limits>
 #include <vector>

@@ -1,4 +1,5 @@
-// float32 -> int8 quantization (int8_quantize.h), AVX2: 8 values per vector, the tail masked.
+// float32 -> int8 quantization (int8_quantize.h), AVX2: 8 values per vector, the tail masked
+// (a masked load only there: it is slow on older AMD cores).
 #include <immintrin.h>
 
 #include "int8_quantize.h"
@@ -17,7 +18,8 @@ void quantize_avx2(const float* x, int64_t count, float inv_scale, int32_t zero_
     for (int64_t i = 0; i < count; i += 8) {
         const int lanes = count - i >= 8 ? 8 : int(count - i);
         const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), vlane);
-        const __m256 vr = _mm256_round_ps(_mm256_mul_ps(_mm256_maskload_ps(x + i, mask), vinv),
+        const __m256 vx = lanes == 8 ? _mm256_loadu_ps(x + i) : _mm256_maskload_ps(x + i, mask);
+        const __m256 vr = _mm256_round_ps(_mm256_mul_ps(vx, vinv),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         // NaN lanes to 0, then the clamp (max / min of ordered values: no NaN is left).
         const __m256 vordered = _mm256_and_ps(vr, _mm256_cmp_ps(vr, vr, _CMP_ORD_Q));

@@ -45,10 +45,18 @@ __m256 float32_max(__m256 best, __m256 x) {
     return _mm256_blendv_ps(larger, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
+// Full vectors by plain loads and stores; the tail through masks (slow on older AMD cores).
 void vmax_rows_float32_avx2(const float* const* rows, size_t count, int64_t width, float* y) {
-    for (int64_t i = 0; i < width; i += 8) {
-        const int lanes = width - i >= 8 ? 8 : int(width - i);
-        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes),
+    int64_t i = 0;
+    for (; i + 8 <= width; i += 8) {
+        __m256 vmax = _mm256_loadu_ps(rows[0] + i);
+        for (size_t r = 1; r < count; ++r) {
+            vmax = float32_max(vmax, _mm256_loadu_ps(rows[r] + i));
+        }
+        _mm256_storeu_ps(y + i, vmax);
+    }
+    if (i < width) {
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(width - i)),
                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         __m256 vmax = _mm256_maskload_ps(rows[0] + i, mask);
         for (size_t r = 1; r < count; ++r) {
