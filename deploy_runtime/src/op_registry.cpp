@@ -294,23 +294,32 @@ struct MultiAlgorithmOp {
 
 }  // namespace
 
-// kQuantizeAlgos' order, on raw pointers: the ukernels behind its vector algorithms.
-void quantize_int8(const float* x, int64_t count, float inv_scale, int32_t zero_point, int8_t* y) {
+namespace {
+
+void quantize_int8_scalar(const float* x, int64_t count, float inv_scale, int32_t zero_point,
+                          int8_t* y) {
+    for (int64_t i = 0; i < count; ++i) {
+        y[i] = arith::quantize(x[i], inv_scale, zero_point);
+    }
+}
+
+}  // namespace
+
+// kQuantizeAlgos' order, on the micro-kernels behind its vector algorithms.
+Int8QuantizeFn choose_int8_quantizer() {
     const IsaLevel cap = isa_cap();
 #if QTK_X86_AVX512_VNNI
     if (kQuantizeInt8Avx512.usable(cap)) {
-        return kInt8QuantizeAvx512.run(x, count, inv_scale, zero_point, y);
+        return kInt8QuantizeAvx512.run;
     }
 #endif
 #if QTK_X86_AVX2
     if (kQuantizeInt8Avx2.usable(cap)) {
-        return kInt8QuantizeAvx2.run(x, count, inv_scale, zero_point, y);
+        return kInt8QuantizeAvx2.run;
     }
 #endif
     (void)cap;
-    for (int64_t i = 0; i < count; ++i) {
-        y[i] = arith::quantize(x[i], inv_scale, zero_point);
-    }
+    return quantize_int8_scalar;
 }
 
 namespace {

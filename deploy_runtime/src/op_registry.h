@@ -36,9 +36,13 @@ CreatedKernel create_kernel(const Graph& graph, const Node& node,
 // reference last.
 const std::vector<const Conv2dAlgo*>& conv2d_algos(DType dtype);
 
-// y[i] = arith::quantize(x[i], inv_scale, zero_point) for i < count, by the quantize op's first
-// algorithm that this CPU and QTK_ISA allow (a session's float inputs).
-void quantize_int8(const float* x, int64_t count, float inv_scale, int32_t zero_point, int8_t* y);
+// y[i] = arith::quantize(x[i], inv_scale, zero_point) for i < count.
+using Int8QuantizeFn = void (*)(const float* x, int64_t count, float inv_scale, int32_t zero_point,
+                                int8_t* y);
+
+// The micro-kernel of the quantize op's first algorithm that this CPU and QTK_ISA allow, for a
+// session's float inputs; a session chooses it once, as a model chooses its kernels at load.
+Int8QuantizeFn choose_int8_quantizer();
 
 // The algorithms of that dtype that may serve a layer, in preference order: every one usable under
 // `cap`; or, where `pinned` is non-empty (the value of QTK_CONV_ALGO), the algorithm of that name

@@ -83,12 +83,14 @@ struct Session::Impl {
     std::vector<double> node_seconds;  // per node, summed over runs (profiling only)
     int64_t profiled_runs = 0;
     std::shared_ptr<Arena> shared_arena;
+    detail::Int8QuantizeFn quantize_input;  // float inputs of int8 graph inputs
 
     Impl(std::shared_ptr<const Model> m, const SessionOptions& options)
         : model(std::move(m)),
           pool(checked_threads(options.threads)),
           profiling(options.profile),
-          shared_arena(options.arena) {}
+          shared_arena(options.arena),
+          quantize_input(detail::choose_int8_quantizer()) {}
 
     // Points every node's activations into the arena at `base`.
     void bind(detail::ExecutionPlan& p, uint8_t* base) const;
@@ -344,8 +346,8 @@ void Session::quantize_input(size_t index, const float* x, size_t count, int8_t*
                     "; pass float data directly (graph input '" + inputs[index].name +
                     "' is not quantized)");
     }
-    detail::quantize_int8(x, static_cast<int64_t>(count),
-                          arith::inverse_scale(inputs[index].scale), inputs[index].zero_point, q);
+    impl_->quantize_input(x, static_cast<int64_t>(count), arith::inverse_scale(inputs[index].scale),
+                          inputs[index].zero_point, q);
 }
 
 void Session::dequantize_output(size_t index, const int8_t* q, size_t count, float* x) const {

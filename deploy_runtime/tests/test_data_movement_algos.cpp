@@ -330,8 +330,8 @@ void test_float32_add_mul() {
     }
 }
 
-// detail::quantize_int8, which quantizes a session's float inputs, against arith::quantize at
-// every QTK_ISA level this CPU runs.
+// The quantizer of a session's float inputs (detail::choose_int8_quantizer) against
+// arith::quantize at every QTK_ISA level this CPU runs.
 void check_session_quantizer(const float* x, int64_t count, float scale, int32_t zero_point,
                              const std::string& what) {
     const float inv_scale = qtk::arith::inverse_scale(scale);
@@ -344,10 +344,10 @@ void check_session_quantizer(const float* x, int64_t count, float scale, int32_t
             continue;
         }
         setenv("QTK_ISA", qtk::detail::isa_name(level), 1);
-        qtk::detail::quantize_int8(x, count, inv_scale, zero_point, got.data());
+        qtk::detail::choose_int8_quantizer()(x, count, inv_scale, zero_point, got.data());
         if (got != want) {
             qtk_test::report_failure(__FILE__, __LINE__,
-                                     std::string("quantize_int8 at QTK_ISA=") +
+                                     std::string("the session quantizer at QTK_ISA=") +
                                          qtk::detail::isa_name(level) + " differs on " + what);
         }
     }
@@ -356,7 +356,7 @@ void check_session_quantizer(const float* x, int64_t count, float scale, int32_t
 
 // quantize (float32 -> int8): ties at .5 (scales of a power of two make x / scale exact), values
 // far outside the int8 range, NaN, infinities and signed zeros, random zero points; and the same
-// values through detail::quantize_int8 (a session's float inputs) at every QTK_ISA level.
+// values through the quantizer of a session's float inputs at every QTK_ISA level.
 void test_quantize() {
     Rng rng(6);
     const int64_t sizes[] = {1, 7, 8, 9, 15, 16, 17, 33, 64, 65, 1001};

@@ -1,6 +1,6 @@
 // quantize (float32 -> int8, docs/quantization_spec.md section 1) on x86: the vectorized
 // micro-kernels of int8_quantize.h over chunks of the tensor, bit for bit the reference's bytes.
-// The same micro-kernels quantize a session's float inputs (op_registry.h quantize_int8).
+// The same micro-kernels quantize a session's float inputs (op_registry.h choose_int8_quantizer).
 #include "beside_reference.h"
 #include "int8_quantize.h"
 #include "op_algo.h"
