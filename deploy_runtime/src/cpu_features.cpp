@@ -16,6 +16,10 @@
 #else
 #include <cpuid.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #endif
 
 namespace qtk {
@@ -54,8 +58,19 @@ uint64_t xgetbv0() {
 bool bit(uint32_t word, int index) { return ((word >> index) & 1u) != 0; }
 
 struct Support {
-    bool avx2 = false, avx_vnni = false, avx512_vnni = false;
+    bool avx2 = false, avx_vnni = false, avx512_vnni = false, amx_int8 = false;
 };
+
+// Linux enables the AMX tile data state per process, on request (arch_prctl ARCH_REQ_XCOMP_PERM
+// for XFEATURE_XTILEDATA); without it the first tile instruction faults.
+bool os_grants_amx() {
+#if defined(__linux__)
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;  // not wired up elsewhere yet
+#endif
+}
 
 Support detect() {
     Support s;
@@ -74,6 +89,9 @@ Support detect() {
     s.avx512_vnni = s.avx2 && zmm_state && bit(leaf7.ebx, 16) /* F */ &&
                     bit(leaf7.ebx, 30) /* BW */ && bit(leaf7.ebx, 31) /* VL */ &&
                     bit(leaf7.ecx, 11) /* VNNI */;
+    const bool tile_state = (xcr0 & 0x60000) == 0x60000;  // XTILECFG and XTILEDATA
+    s.amx_int8 = s.avx512_vnni && tile_state && bit(leaf7.edx, 24) /* AMX-TILE */ &&
+                 bit(leaf7.edx, 25) /* AMX-INT8 */ && os_grants_amx();
     return s;
 }
 #endif
@@ -90,6 +108,8 @@ const char* isa_name(IsaLevel level) {
             return "avx_vnni";
         case IsaLevel::kAvx512Vnni:
             return "avx512_vnni";
+        case IsaLevel::kAmxInt8:
+            return "amx_int8";
     }
     return "?";
 }
@@ -106,6 +126,8 @@ bool cpu_supports(IsaLevel level) {
             return s.avx_vnni;
         case IsaLevel::kAvx512Vnni:
             return s.avx512_vnni;
+        case IsaLevel::kAmxInt8:
+            return s.amx_int8;
     }
     return false;
 #else
@@ -162,7 +184,7 @@ std::string cpu_name() {
 IsaLevel isa_cap() {
     const char* value = std::getenv("QTK_ISA");
     if (value == nullptr || *value == '\0') {
-        return IsaLevel::kAvx512Vnni;
+        return IsaLevel::kAmxInt8;
     }
     std::string valid;
     for (IsaLevel level : kIsaLevels) {

@@ -10,16 +10,18 @@ namespace detail {
 // Ordered: a cap at one level allows every lower one. A CPU may lack a level below one it has
 // (Ice Lake and Zen 4 run AVX-512 VNNI but not the VEX-encoded AVX-VNNI), so "usable" is always
 // cpu_supports(level) && level <= cap, never a comparison with the highest level found.
-enum class IsaLevel { kScalar, kAvx2, kAvxVnni, kAvx512Vnni };
+enum class IsaLevel { kScalar, kAvx2, kAvxVnni, kAvx512Vnni, kAmxInt8 };
 
 constexpr IsaLevel kIsaLevels[] = {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvxVnni,
-                                   IsaLevel::kAvx512Vnni};
+                                   IsaLevel::kAvx512Vnni, IsaLevel::kAmxInt8};
 
-const char* isa_name(IsaLevel level);  // "scalar", "avx2", "avx_vnni", "avx512_vnni"
+// "scalar", "avx2", "avx_vnni", "avx512_vnni", "amx_int8"
+const char* isa_name(IsaLevel level);
 
 // cpuid plus xgetbv (the OS must save the ymm / zmm state): avx2 needs AVX2 and FMA, avx_vnni
-// adds AVX-VNNI, avx512_vnni needs AVX-512 F, BW, VL and VNNI. Detected once; always true for
-// kScalar and false for the others on non-x86 targets.
+// adds AVX-VNNI, avx512_vnni needs AVX-512 F, BW, VL and VNNI, amx_int8 adds AMX-TILE and AMX-INT8
+// with the OS's tile state (on Linux, granted to the process by arch_prctl when first asked here).
+// Detected once; always true for kScalar and false for the others on non-x86 targets.
 bool cpu_supports(IsaLevel level);
 
 // The CPU's brand string ("AMD EPYC 9R14 96-Core Processor"), which keys Fast-Run caches.

@@ -72,9 +72,12 @@ void test_ukernels() {
 #if QTK_X86_AVX512_VNNI
         {"8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, &qtk::detail::kInt8Gemm8x32c4Avx512Vnni},
 #endif
+#if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
+        {"32x32c4_amx_int8", IsaLevel::kAmxInt8, &qtk::detail::kInt8Gemm32x32c4Amx},
+#endif
     };
     // {outer count, inner count}: inner 1 is the packed operand.
-    const int64_t layouts[][2] = {{1, 1}, {2, 1}, {3, 1}, {7, 1}, {16, 1}, {145, 1},
+    const int64_t layouts[][2] = {{1, 1}, {2, 1}, {3, 1}, {7, 1}, {16, 1}, {48, 1}, {145, 1},
                                   {1, 9}, {2, 9}, {5, 3}, {16, 9}, {3, 25}};
     Rng rng(7);
     for (const Entry& e : entries) {
@@ -83,8 +86,15 @@ void test_ukernels() {
             continue;
         }
         const Int8GemmUkernel& u = *e.ukernel;
+        if (u.prepare != nullptr) {
+            u.prepare();
+        }
+        const int64_t block = u.quad_block;
         for (const auto& layout : layouts) {
             const int64_t outer = layout[0], inner = layout[1], quads = outer * inner;
+            if (block > 1 && (inner > 1 || quads % block != 0)) {
+                continue;  // a quad-block micro-kernel reads whole blocks of the packed operand
+            }
             const int64_t quad_bytes = u.nr * 4;
             // Packed: quads back to back. In place: each outer step holds its quads at random
             // byte offsets within a span of 2 * inner quads (overlapping, as conv taps do).
@@ -120,8 +130,9 @@ void test_ukernels() {
                                 const uint8_t* bq = b.data() + q / inner * outer_stride +
                                                     offsets[size_t(q % inner)];
                                 for (int i = 0; i < 4; ++i) {
-                                    want += int64_t{a[size_t((q * u.mr + r) * 4 + i)]} *
-                                            bq[j * 4 + i];
+                                    const int64_t at =
+                                        ((q / block * u.mr + r) * block + q % block) * 4 + i;
+                                    want += int64_t{a[size_t(at)]} * bq[j * 4 + i];
                                 }
                             }
                         }
@@ -901,7 +912,7 @@ void test_isa_cap() {
         }
     }
     set_env("QTK_ISA", nullptr);
-    CHECK(qtk::detail::isa_cap() == IsaLevel::kAvx512Vnni);
+    CHECK(qtk::detail::isa_cap() == IsaLevel::kAmxInt8);
 }
 
 void test_errors() {
@@ -910,7 +921,7 @@ void test_errors() {
     set_env("QTK_ISA", "avx3");
     CHECK_THROWS_WITH(run(c, nullptr, 1, 1),
                       "node 'conv' (conv2d): QTK_ISA='avx3' is not an ISA level; use one of: "
-                      "scalar, avx2, avx_vnni, avx512_vnni");
+                      "scalar, avx2, avx_vnni, avx512_vnni, amx_int8");
     set_env("QTK_ISA", nullptr);
     CHECK_THROWS_WITH(run(c, "winograd", 1, 1),
                       "node 'conv' (conv2d): QTK_CONV_ALGO=winograd names no int8 conv2d "
@@ -924,19 +935,19 @@ void test_errors() {
     for (const Conv2dAlgo* algo : qtk::detail::conv2d_algos(qtk::DType::kInt8)) {
         if (!cpu_supports(algo->isa)) {
             CHECK_THROWS_WITH(
-                choose(IsaLevel::kAvx512Vnni, algo->name),
+                choose(IsaLevel::kAmxInt8, algo->name),
                 "is not usable here: this CPU lacks " + std::string(isa_name(algo->isa)));
             continue;
         }
         if (!algo->fits(params)) {  // depthwise only: the layer keeps its usual choice
-            CHECK(choose(IsaLevel::kAvx512Vnni, algo->name) ==
-                  choose(IsaLevel::kAvx512Vnni, nullptr));
+            CHECK(choose(IsaLevel::kAmxInt8, algo->name) ==
+                  choose(IsaLevel::kAmxInt8, nullptr));
             continue;
         }
         // Scratch for a 5x7 plane: none for the reference, one packed tile or more for a GEMM.
         const size_t workspace = algo->workspace_bytes(params, 35);
         CHECK(algo == &qtk::detail::kConv2dInt8Reference ? workspace == 0 : workspace >= 16 * 36);
-        CHECK(choose(IsaLevel::kAvx512Vnni, algo->name) == algo);
+        CHECK(choose(IsaLevel::kAmxInt8, algo->name) == algo);
         if (algo->isa != IsaLevel::kScalar) {
             CHECK_THROWS_WITH(
                 choose(IsaLevel::kScalar, algo->name),

@@ -38,6 +38,11 @@ constexpr int64_t kPackedQuadOffset = 0;  // packed B quads follow one another (
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// ceil(K / 4) quads, rounded up to whole quad blocks of the micro-kernel (zero weights past K).
+int64_t padded_quads(const Conv2dParams& p, const Int8GemmUkernel& u) {
+    return ceil_div(ceil_div(p.products_per_output(), 4), u.quad_block) * u.quad_block;
+}
+
 // How one run cuts a plane of output pixels; depends on shapes and thread count, never on data.
 struct Blocking {
     int64_t tile_bytes;  // one packed tile of nr pixels: quads * nr * 4
@@ -59,7 +64,7 @@ struct Blocking {
 Blocking make_blocking(const Conv2dParams& p, const Int8GemmUkernel& u, int64_t plane_pixels,
                        int64_t planes, int threads) {
     Blocking b;
-    b.tile_bytes = ceil_div(p.products_per_output(), 4) * u.nr * 4;
+    b.tile_bytes = padded_quads(p, u) * u.nr * 4;
     const int64_t plane_tiles = ceil_div(plane_pixels, u.nr);
     const int64_t max_tiles = std::max<int64_t>(1, kBlockBytes / b.tile_bytes);
     const int64_t blocks = std::max(ceil_div(plane_tiles, max_tiles),
@@ -157,7 +162,7 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
           ukernel_(ukernel),
           constants_(node, params_),
           epilogue_(constants_, requantize, vadd),
-          quads_(ceil_div(params_.products_per_output(), 4)),
+          quads_(padded_quads(params_, ukernel)),
           oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
         pack_weights();
     }
@@ -192,22 +197,25 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
     }
 
  private:
-    // Weights [O, K] -> per group, per tile of mr output channels, [quads][mr][4] with zeros past
-    // K and past the group's channels; and the per-channel constant of the header comment.
+    // Weights [O, K] -> per group, per tile of mr output channels, [quads / B][mr][B][4] (B the
+    // micro-kernel's quad block) with zeros past K and past the group's channels; and the
+    // per-channel constant of the header comment.
     void pack_weights() {
         const int64_t k_count = params_.products_per_output();
         const int64_t per_group = params_.out_per_group();
-        const int mr = ukernel_.mr;
+        const int64_t mr = ukernel_.mr, block = ukernel_.quad_block;
         packed_weights_.assign(size_t(params_.groups * oc_tiles_ * quads_ * mr * 4), 0);
         acc_init_.resize(size_t(params_.out_channels));
         for (int64_t oc = 0; oc < params_.out_channels; ++oc) {
             const int64_t group = oc / per_group, in_group = oc % per_group;
             int8_t* dst = packed_weights_.data() +
-                          ((group * oc_tiles_ + in_group / mr) * quads_ * mr + in_group % mr) * 4;
+                          ((group * oc_tiles_ + in_group / mr) * quads_ * mr +
+                           in_group % mr * block) * 4;
             const int8_t* w = constants_.weight + oc * k_count;
             int64_t sum = 0;
             for (int64_t k = 0; k < k_count; ++k) {
-                dst[(k / 4) * mr * 4 + k % 4] = w[k];
+                const int64_t q = k / 4;
+                dst[((q / block) * mr * block + q % block) * 4 + k % 4] = w[k];
                 sum += w[k];
             }
             acc_init_[oc] = c4_acc_init(constants_.bias[oc], constants_.input_zero_point, sum);
@@ -234,11 +242,11 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
             padded.planes + (n * xs[1] + group * p.group_in_channels) * padded_plane;
         const int64_t taps = p.kernel_h * p.kernel_w;
         const int64_t k_count = p.products_per_output();
+        const int8_t* rows[4] = {};
         for (int64_t q = 0; q < quads_; ++q) {
-            const int8_t* rows[4];
             for (int64_t j = 0, k = 4 * q; j < 4; ++j, ++k) {
-                if (k >= k_count) {
-                    rows[j] = rows[j - 1];  // its weights are 0: any bytes will do
+                if (k >= k_count) {  // its weights are 0: any bytes will do, here the last row's
+                    rows[j] = rows[j > 0 ? j - 1 : 3];
                 } else if (p.pointwise()) {
                     rows[j] = x_padded + k * padded_plane + begin;  // no padding: the input
                 } else {
@@ -254,6 +262,9 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
         int8_t* y = io.output<int8_t>(0);
         const int8_t* residual = constants_.has_residual ? io.input<int8_t>(3) : nullptr;
         const int64_t per_group = p.out_per_group();
+        if (ukernel_.prepare != nullptr) {
+            ukernel_.prepare();
+        }
         for (int64_t t = 0; t < oc_tiles_; ++t) {
             const int8_t* w =
                 packed_weights_.data() + (group * oc_tiles_ + t) * quads_ * ukernel_.mr * 4;
@@ -296,6 +307,12 @@ size_t workspace(const Conv2dParams& p, int64_t plane_pixels) {
 
 }  // namespace
 
+#if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
+extern const Conv2dAlgo kConv2dInt8Gemm32x32c4Amx = {
+    "conv2d_int8_gemm_32x32c4_amx_int8", IsaLevel::kAmxInt8, fits_any_conv2d,
+    workspace<kInt8Gemm32x32c4Amx>,
+    make<kInt8Gemm32x32c4Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+#endif
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8Gemm8x32c4Avx512Vnni = {
     "conv2d_int8_gemm_8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, fits_any_conv2d,

@@ -12,6 +12,11 @@
 // conv reads its quads in place, one inner offset per kernel tap. No alignment is required. The
 // caller guarantees |every partial sum| < 2^31.
 //
+// A micro-kernel with quad_block B > 1 (AMX: one tile row holds 16 quads of one output channel)
+// reads a as [quads / B][mr][B][4] instead, and only the packed operand: quads a multiple of B,
+// inner_count 1. Its prepare(), where set, runs on the calling thread before its first run() of a
+// task (loading AMX's tile configuration, which other code on the thread may have changed).
+//
 // The ISA files include only intrinsics and this header: an inline function or template
 // instantiated there with AVX-512 flags could be the copy the linker keeps for every caller
 // (walk_quads is safe: each instantiation takes a kernel's own lambda, a type local to its file).
@@ -51,11 +56,14 @@ struct Int8GemmUkernel {
     int mr;  // output channels per tile
     int nr;  // output pixels per tile, a multiple of 16
     void (*run)(const int8_t* a, const Int8GemmB& b, int32_t* c, int64_t c_stride);
+    int quad_block = 1;             // quads per run of a's rows (see the contract)
+    void (*prepare)() = nullptr;    // per thread, before a task's first run()
 };
 
 extern const Int8GemmUkernel kInt8Gemm2x16c4Avx2;
 extern const Int8GemmUkernel kInt8Gemm4x16c4AvxVnni;
 extern const Int8GemmUkernel kInt8Gemm8x32c4Avx512Vnni;
+extern const Int8GemmUkernel kInt8Gemm32x32c4Amx;
 
 // `rounds` rounds of independent vpdpbusd chains on registers; returns the multiply-accumulates
 // done. measure_int8_peak (cpu_features.cpp) times it.

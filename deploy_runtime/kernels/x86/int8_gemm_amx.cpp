@@ -1,0 +1,64 @@
+// int8 GEMM micro-kernel, 32 output channels x 32 pixels, AMX-INT8 (int8_gemm.h, quad_block 16).
+// tdpbsud multiplies int8 weights (an A tile row: 16 quads of one output channel) by uint8
+// activations (a B tile row: one quad of 16 pixels) and adds the products to int32 without
+// saturation, so the sum is exact, as vpdpbusd's. Four accumulator tiles (2 x 2 of 16 x 16) take
+// two A and two B tiles per 16 quads: all eight tile registers.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "int8_gemm.h"
+
+namespace qtk {
+namespace detail {
+namespace {
+
+constexpr int kQuadBlock = 16;  // quads in one 64-byte tile row
+
+// LDTILECFG's operand: palette 1, tiles 0-7 of 16 rows of 64 bytes. A constant in memory: GCC 12's
+// _tile_loadconfig tells the compiler it reads 8 bytes, so a local's other stores may be dropped.
+struct alignas(64) TileConfig {
+    uint8_t palette_id;
+    uint8_t start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+constexpr TileConfig kTileConfig = {1, 0, {}, {64, 64, 64, 64, 64, 64, 64, 64},
+                                    {16, 16, 16, 16, 16, 16, 16, 16}};
+
+void load_tile_config() { _tile_loadconfig(&kTileConfig); }
+
+void int8_gemm_32x32c4_amx(const int8_t* a, const Int8GemmB& b, int32_t* c, int64_t c_stride) {
+    _tile_zero(0);  // channels 0-15, pixels 0-15
+    _tile_zero(1);  // channels 0-15, pixels 16-31
+    _tile_zero(2);  // channels 16-31, pixels 0-15
+    _tile_zero(3);  // channels 16-31, pixels 16-31
+    const uint8_t* quads = b.base + b.inner_offsets[0];
+    for (int64_t q = 0; q < b.outer_count; q += kQuadBlock) {
+        _tile_loadd(4, a, 64);
+        _tile_loadd(5, a + 16 * 64, 64);
+        _tile_loadd(6, quads, b.outer_stride);
+        _tile_loadd(7, quads + 64, b.outer_stride);
+        _tile_dpbsud(0, 4, 6);
+        _tile_dpbsud(1, 4, 7);
+        _tile_dpbsud(2, 5, 6);
+        _tile_dpbsud(3, 5, 7);
+        a += 32 * 64;
+        quads += kQuadBlock * b.outer_stride;
+    }
+    const int64_t row_bytes = c_stride * 4;
+    _tile_stored(0, c, row_bytes);
+    _tile_stored(1, c + 16, row_bytes);
+    _tile_stored(2, c + 16 * c_stride, row_bytes);
+    _tile_stored(3, c + 16 * c_stride + 16, row_bytes);
+}
+
+}  // namespace
+
+extern const Int8GemmUkernel kInt8Gemm32x32c4Amx = {32, 32, int8_gemm_32x32c4_amx, kQuadBlock,
+                                                    load_tile_config};
+
+}  // namespace detail
+}  // namespace qtk
