@@ -103,13 +103,13 @@ namespace {
 // The one hand-edited list of int8 conv2d algorithms, in preference order.
 const Conv2dAlgo* const kConv2dInt8Algos[] = {
 // Depthwise only: before every GEMM, which wastes most of its tile on one channel per group.
-// Channel-vectorized (c16/c8) after pixel-vectorized (w16/w8): on mobilenet_v2's 3x3 layers (1
-// thread, an AMD EPYC, noisy), c16 took 0.4-0.75x w16's time up to 28x28 but 1.0-1.3x at 112x112
-// (0.9-1.1x at 56x56); c8 took 0.7-0.9x w8's on 14x14 and 7x7, 1.1-1.3x from 28x28 on. Fast-Run
-// times both per layer.
+// On mobilenet_v2's 3x3 layers (1 thread, an AMD EPYC, noisy), c16 took 0.4-0.75x w16's time up
+// to 28x28 but 1.0-1.3x at 112x112 (0.9-1.1x at 56x56): c16 first, as Fast-Run chose on 15 of
+// the 17 layers on an Intel Xeon too. At AVX2 the pixel-vectorized w8 first: c8 took 0.7-0.9x its
+// time on 14x14 and 7x7 but 1.1-1.3x from 28x28 on. Fast-Run times both per layer.
 #if QTK_X86_AVX512_VNNI
-    &kConv2dInt8DepthwiseW16Avx512Vnni,
     &kConv2dInt8DepthwiseC16Avx512Vnni,
+    &kConv2dInt8DepthwiseW16Avx512Vnni,
 #endif
 #if QTK_X86_AVX2
     &kConv2dInt8DepthwiseW8Avx2,
