@@ -50,6 +50,7 @@ std::unique_ptr<OpKernel> make_resize_nearest_reference(const NodeView& node);
 // each).
 extern const Conv2dAlgo kConv2dInt8Reference;
 extern const Conv2dAlgo kConv2dInt8Gemm32x32c4Amx;
+extern const Conv2dAlgo kConv2dInt8Direct32x32c4Amx;
 extern const Conv2dAlgo kConv2dInt8DepthwiseW16Avx512Vnni;
 extern const Conv2dAlgo kConv2dInt8DepthwiseW8Avx2;
 extern const Conv2dAlgo kConv2dInt8DepthwiseC16Avx512Vnni;
@@ -122,10 +123,15 @@ const Conv2dAlgo* const kConv2dInt8Algos[] = {
 // kernels of its ISA: 2.5-4x slower than the VNNI direct conv on resnet18's 3x3 layers on an EPYC;
 // capped at AVX2 there it beat the AVX2 direct conv (1.05-1.6x), unconfirmed on AVX2-only CPUs.
 // Fast-Run times it per layer, with blocks of an L2 share and of L1 (two descriptors).
-// AMX's tile GEMM (an Intel Xeon with AMX-INT8, 1 thread) matched the VNNI direct conv on
-// resnet18 as a whole (Fast-Run took it for 14 of 20 layers): the micro-kernel is 4x faster, but
-// im2col and packing then take half the time. On 1x1 layers, which need no im2col, Fast-Run took
-// it over the VNNI GEMM on 28 of mobilenet_v2's 34 (not where K is below its 64-deep tiles).
+// AMX first where the CPU has it (an Intel Xeon with AMX-INT8, 1 thread): the direct conv on its
+// tiles ran resnet18's 16 layers of 64 channels or more at 530 GMAC/s, against 270 for the VNNI
+// direct conv (resnet18 7.1 -> 4.3 ms). Its GEMM only matched the VNNI direct conv on resnet18
+// (im2col and packing take half its time), so it comes after it; on 1x1 layers, which need no
+// im2col, Fast-Run took it over the VNNI GEMM on 28 of mobilenet_v2's 34 (not where K is below
+// its 64-deep tiles).
+#if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
+    &kConv2dInt8Direct32x32c4Amx,
+#endif
 #if QTK_X86_AVX512_VNNI
     &kConv2dInt8Direct8x32c4Avx512Vnni,
 #endif

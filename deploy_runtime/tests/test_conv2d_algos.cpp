@@ -78,7 +78,7 @@ void test_ukernels() {
     };
     // {outer count, inner count}: inner 1 is the packed operand.
     const int64_t layouts[][2] = {{1, 1}, {2, 1}, {3, 1}, {7, 1}, {16, 1}, {48, 1}, {145, 1},
-                                  {1, 9}, {2, 9}, {5, 3}, {16, 9}, {3, 25}};
+                                  {1, 9}, {2, 9}, {5, 3}, {16, 9}, {3, 25}, {32, 4}};
     Rng rng(7);
     for (const Entry& e : entries) {
         if (!cpu_supports(e.isa)) {
@@ -92,8 +92,8 @@ void test_ukernels() {
         const int64_t block = u.quad_block;
         for (const auto& layout : layouts) {
             const int64_t outer = layout[0], inner = layout[1], quads = outer * inner;
-            if (block > 1 && (inner > 1 || quads % block != 0)) {
-                continue;  // a quad-block micro-kernel reads whole blocks of the packed operand
+            if (outer % block != 0) {
+                continue;  // a quad-block micro-kernel reads whole blocks of outer quads
             }
             const int64_t quad_bytes = u.nr * 4;
             // Packed: quads back to back. In place: each outer step holds its quads at random
@@ -130,8 +130,10 @@ void test_ukernels() {
                                 const uint8_t* bq = b.data() + q / inner * outer_stride +
                                                     offsets[size_t(q % inner)];
                                 for (int i = 0; i < 4; ++i) {
+                                    const int64_t o = q / inner, t = q % inner;
                                     const int64_t at =
-                                        ((q / block * u.mr + r) * block + q % block) * 4 + i;
+                                        (((o / block * inner + t) * u.mr + r) * block +
+                                         o % block) * 4 + i;
                                     want += int64_t{a[size_t(at)]} * bq[j * 4 + i];
                                 }
                             }
@@ -463,7 +465,7 @@ void test_against_reference() {
         for (int64_t stride : {1, 2}) {
             for (int64_t pad : {0, 1, 2}) {
                 for (int64_t dilation : {1, 2}) {
-                    for (int groups_kind = 0; groups_kind < 4; ++groups_kind) {
+                    for (int groups_kind = 0; groups_kind < 5; ++groups_kind) {
                         for (const auto& size : sizes) {
                             ConvCase cc;
                             cc.kh = k[0];
@@ -473,9 +475,10 @@ void test_against_reference() {
                             cc.dh = cc.dw = dilation;
                             cc.height = size[0];
                             cc.width = size[1];
-                            // groups 1, 2, depthwise, depthwise with channel multiplier 2
-                            const int64_t in[] = {5, 6, 8, 3}, out[] = {7, 10, 8, 6},
-                                          groups[] = {1, 2, 8, 3};
+                            // groups 1, 2, depthwise, depthwise with channel multiplier 2, and
+                            // 2 of 65 channels (AMX's direct conv wants 64 or more)
+                            const int64_t in[] = {5, 6, 8, 3, 130}, out[] = {7, 10, 8, 6, 70},
+                                          groups[] = {1, 2, 8, 3, 2};
                             cc.in = in[groups_kind];
                             cc.out = out[groups_kind];
                             cc.groups = groups[groups_kind];

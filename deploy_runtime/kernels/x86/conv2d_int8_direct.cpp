@@ -194,7 +194,9 @@ class Conv2dInt8Direct final : public Conv2dKernel {
           ukernel_(ukernel),
           constants_(node, params_),
           epilogue_(constants_, requantize, vadd),
-          quads_(ceil_div(params_.group_in_channels, 4)),
+          // whole quad blocks of the micro-kernel: the c4 planes past the channels hold any bytes
+          quads_(ceil_div(ceil_div(params_.group_in_channels, 4), ukernel.quad_block) *
+                 ukernel.quad_block),
           taps_(params_.kernel_h * params_.kernel_w),
           oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
         if (!fits_direct(params_)) {  // the registry checks first
@@ -220,9 +222,10 @@ class Conv2dInt8Direct final : public Conv2dKernel {
         std::memset(input + planes * c4.group_bytes, 0, size_t(c4.slack_bytes));
         const int8_t* x = io.input<int8_t>(0);
         const int8_t z = static_cast<int8_t>(constants_.input_zero_point);
-        pool.parallel_for(planes * quads_, [&](int64_t begin, int64_t end) {
+        const int64_t channel_quads = ceil_div(p.group_in_channels, 4);  // the rest: any bytes
+        pool.parallel_for(planes * channel_quads, [&](int64_t begin, int64_t end) {
             for (int64_t unit = begin; unit < end; ++unit) {
-                const int64_t plane = unit / quads_, q = unit % quads_;
+                const int64_t plane = unit / channel_quads, q = unit % channel_quads;
                 const int64_t n = plane / p.groups, group = plane % p.groups;
                 const int64_t first = group * p.group_in_channels + 4 * q;
                 const int64_t channels = std::min<int64_t>(4, p.group_in_channels - 4 * q);
@@ -252,24 +255,27 @@ class Conv2dInt8Direct final : public Conv2dKernel {
 
  private:
     // Weights [O, C/groups, kh, kw] -> per group, per tile of mr output channels,
-    // [quads][taps][mr][4 channels] with zeros past the group's channels; and the per-channel
-    // constant of the header comment.
+    // [quads / B][taps][mr][B][4 channels] (B the micro-kernel's quad block) with zeros past the
+    // group's channels; and the per-channel constant of the header comment.
     void pack_weights() {
         const Conv2dParams& p = params_;
         const int64_t per_group = p.out_per_group(), channels = p.group_in_channels;
-        const int mr = ukernel_.mr;
+        const int64_t mr = ukernel_.mr, block = ukernel_.quad_block;
         const int64_t tile_quads = quads_ * taps_;
         packed_weights_.assign(size_t(p.groups * oc_tiles_ * tile_quads * mr * 4), 0);
         acc_init_.resize(size_t(p.out_channels));
         for (int64_t oc = 0; oc < p.out_channels; ++oc) {
             const int64_t group = oc / per_group, in_group = oc % per_group;
             const int64_t tile = group * oc_tiles_ + in_group / mr;
-            int8_t* dst = packed_weights_.data() + (tile * tile_quads * mr + in_group % mr) * 4;
+            int8_t* dst =
+                packed_weights_.data() + (tile * tile_quads * mr + in_group % mr * block) * 4;
             const int8_t* w = constants_.weight + oc * channels * taps_;
             int64_t sum = 0;
             for (int64_t ic = 0; ic < channels; ++ic) {
                 for (int64_t tap = 0; tap < taps_; ++tap) {
-                    dst[((ic / 4) * taps_ + tap) * mr * 4 + ic % 4] = w[ic * taps_ + tap];
+                    const int64_t q = ic / 4;
+                    dst[(((q / block) * taps_ + tap) * mr * block + q % block) * 4 + ic % 4] =
+                        w[ic * taps_ + tap];
                     sum += w[ic * taps_ + tap];
                 }
             }
@@ -297,6 +303,9 @@ class Conv2dInt8Direct final : public Conv2dKernel {
         const int mr = ukernel_.mr, nr = ukernel_.nr;
         const int64_t first_tile = range * b.tiles_per_range;
         const int64_t end_tile = std::min(oc_tiles_, first_tile + b.tiles_per_range);
+        if (ukernel_.prepare != nullptr) {
+            ukernel_.prepare();
+        }
         for (int64_t t = first_tile; t < end_tile; ++t) {
             const int8_t* w =
                 packed_weights_.data() + (group * oc_tiles_ + t) * quads_ * taps_ * mr * 4;
@@ -339,8 +348,18 @@ size_t workspace(const Conv2dParams& p, int64_t plane_pixels) {
     return workspace_bytes(p, kUkernel, plane_pixels);
 }
 
+// AMX's tile rows take 64 input channels: below that, zero padding does most of its work
+// (resnet18's 3-channel first layer took 3 ms, 20x the VNNI direct conv's time).
+bool fits_direct_amx(const Conv2dParams& p) { return fits_direct(p) && p.group_in_channels >= 64; }
+
 }  // namespace
 
+#if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
+extern const Conv2dAlgo kConv2dInt8Direct32x32c4Amx = {
+    "conv2d_int8_direct_32x32c4_amx_int8", IsaLevel::kAmxInt8, fits_direct_amx,
+    workspace<kInt8Gemm32x32c4Amx>,
+    make<kInt8Gemm32x32c4Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+#endif
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8Direct8x32c4Avx512Vnni = {
     "conv2d_int8_direct_8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, fits_direct,

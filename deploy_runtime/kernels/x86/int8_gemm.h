@@ -13,9 +13,10 @@
 // caller guarantees |every partial sum| < 2^31.
 //
 // A micro-kernel with quad_block B > 1 (AMX: one tile row holds 16 quads of one output channel)
-// reads a as [quads / B][mr][B][4] instead, and only the packed operand: quads a multiple of B,
-// inner_count 1. Its prepare(), where set, runs on the calling thread before its first run() of a
-// task (loading AMX's tile configuration, which other code on the thread may have changed).
+// needs outer_count a multiple of B and reads a as [outer_count / B][inner_count][mr][B][4]: B
+// consecutive outer quads of one inner offset at a time (B = 1 is the layout above). Its
+// prepare(), where set, runs on the calling thread before its first run() of a task (loading
+// AMX's tile configuration, which other code on the thread may have changed).
 //
 // The ISA files include only intrinsics and this header: an inline function or template
 // instantiated there with AVX-512 flags could be the copy the linker keeps for every caller

@@ -35,18 +35,21 @@ void int8_gemm_32x32c4_amx(const int8_t* a, const Int8GemmB& b, int32_t* c, int6
     _tile_zero(1);  // channels 0-15, pixels 16-31
     _tile_zero(2);  // channels 16-31, pixels 0-15
     _tile_zero(3);  // channels 16-31, pixels 16-31
-    const uint8_t* quads = b.base + b.inner_offsets[0];
-    for (int64_t q = 0; q < b.outer_count; q += kQuadBlock) {
-        _tile_loadd(4, a, 64);
-        _tile_loadd(5, a + 16 * 64, 64);
-        _tile_loadd(6, quads, b.outer_stride);
-        _tile_loadd(7, quads + 64, b.outer_stride);
-        _tile_dpbsud(0, 4, 6);
-        _tile_dpbsud(1, 4, 7);
-        _tile_dpbsud(2, 5, 6);
-        _tile_dpbsud(3, 5, 7);
-        a += 32 * 64;
-        quads += kQuadBlock * b.outer_stride;
+    const uint8_t* outer = b.base;
+    for (int64_t o = 0; o < b.outer_count; o += kQuadBlock) {
+        for (int64_t i = 0; i < b.inner_count; ++i) {
+            const uint8_t* quads = outer + b.inner_offsets[i];  // rows outer_stride apart
+            _tile_loadd(4, a, 64);
+            _tile_loadd(5, a + 16 * 64, 64);
+            _tile_loadd(6, quads, b.outer_stride);
+            _tile_loadd(7, quads + 64, b.outer_stride);
+            _tile_dpbsud(0, 4, 6);
+            _tile_dpbsud(1, 4, 7);
+            _tile_dpbsud(2, 5, 6);
+            _tile_dpbsud(3, 5, 7);
+            a += 32 * 64;
+        }
+        outer += kQuadBlock * b.outer_stride;
     }
     const int64_t row_bytes = c_stride * 4;
     _tile_stored(0, c, row_bytes);
