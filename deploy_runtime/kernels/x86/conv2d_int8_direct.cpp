@@ -195,8 +195,7 @@ class Conv2dInt8Direct final : public Conv2dKernel {
           constants_(node, params_),
           epilogue_(constants_, requantize, vadd),
           // whole quad blocks of the micro-kernel: the c4 planes past the channels hold any bytes
-          quads_(ceil_div(ceil_div(params_.group_in_channels, 4), ukernel.quad_block) *
-                 ukernel.quad_block),
+          quads_(c4_padded_quads(ceil_div(params_.group_in_channels, 4), ukernel)),
           taps_(params_.kernel_h * params_.kernel_w),
           oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
         if (!fits_direct(params_)) {  // the registry checks first
@@ -260,21 +259,19 @@ class Conv2dInt8Direct final : public Conv2dKernel {
     void pack_weights() {
         const Conv2dParams& p = params_;
         const int64_t per_group = p.out_per_group(), channels = p.group_in_channels;
-        const int64_t mr = ukernel_.mr, block = ukernel_.quad_block;
+        const int64_t mr = ukernel_.mr;
         const int64_t tile_quads = quads_ * taps_;
         packed_weights_.assign(size_t(p.groups * oc_tiles_ * tile_quads * mr * 4), 0);
         acc_init_.resize(size_t(p.out_channels));
         for (int64_t oc = 0; oc < p.out_channels; ++oc) {
             const int64_t group = oc / per_group, in_group = oc % per_group;
-            const int64_t tile = group * oc_tiles_ + in_group / mr;
-            int8_t* dst =
-                packed_weights_.data() + (tile * tile_quads * mr + in_group % mr * block) * 4;
+            int8_t* tile = packed_weights_.data() +
+                           (group * oc_tiles_ + in_group / mr) * tile_quads * mr * 4;
             const int8_t* w = constants_.weight + oc * channels * taps_;
             int64_t sum = 0;
             for (int64_t ic = 0; ic < channels; ++ic) {
                 for (int64_t tap = 0; tap < taps_; ++tap) {
-                    const int64_t q = ic / 4;
-                    dst[(((q / block) * taps_ + tap) * mr * block + q % block) * 4 + ic % 4] =
+                    tile[c4_weight_offset(ukernel_, taps_, ic / 4, tap, in_group % mr, ic % 4)] =
                         w[ic * taps_ + tap];
                     sum += w[ic * taps_ + tap];
                 }

@@ -40,7 +40,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ceil(K / 4) quads, rounded up to whole quad blocks of the micro-kernel (zero weights past K).
 int64_t padded_quads(const Conv2dParams& p, const Int8GemmUkernel& u) {
-    return ceil_div(ceil_div(p.products_per_output(), 4), u.quad_block) * u.quad_block;
+    return c4_padded_quads(ceil_div(p.products_per_output(), 4), u);
 }
 
 // How one run cuts a plane of output pixels; depends on shapes and thread count, never on data.
@@ -203,19 +203,17 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
     void pack_weights() {
         const int64_t k_count = params_.products_per_output();
         const int64_t per_group = params_.out_per_group();
-        const int64_t mr = ukernel_.mr, block = ukernel_.quad_block;
+        const int64_t mr = ukernel_.mr;
         packed_weights_.assign(size_t(params_.groups * oc_tiles_ * quads_ * mr * 4), 0);
         acc_init_.resize(size_t(params_.out_channels));
         for (int64_t oc = 0; oc < params_.out_channels; ++oc) {
             const int64_t group = oc / per_group, in_group = oc % per_group;
-            int8_t* dst = packed_weights_.data() +
-                          ((group * oc_tiles_ + in_group / mr) * quads_ * mr +
-                           in_group % mr * block) * 4;
+            int8_t* tile =
+                packed_weights_.data() + (group * oc_tiles_ + in_group / mr) * quads_ * mr * 4;
             const int8_t* w = constants_.weight + oc * k_count;
             int64_t sum = 0;
             for (int64_t k = 0; k < k_count; ++k) {
-                const int64_t q = k / 4;
-                dst[((q / block) * mr * block + q % block) * 4 + k % 4] = w[k];
+                tile[c4_weight_offset(ukernel_, 1, k / 4, 0, in_group % mr, k % 4)] = w[k];
                 sum += w[k];
             }
             acc_init_[oc] = c4_acc_init(constants_.bias[oc], constants_.input_zero_point, sum);

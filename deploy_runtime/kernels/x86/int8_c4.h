@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "int8_gemm.h"
+
 namespace qtk {
 namespace detail {
 
@@ -34,6 +36,19 @@ inline void store_c4_quads16(__m128i vrow0, __m128i vrow1, __m128i vrow2, __m128
 // (check_accumulator_range).
 inline int32_t c4_acc_init(int32_t bias, int32_t input_zero_point, int64_t weight_sum) {
     return static_cast<int32_t>(bias - (128 + int64_t{input_zero_point}) * weight_sum);
+}
+
+// Quads padded to whole quad blocks of the micro-kernel u (their weights are 0).
+inline int64_t c4_padded_quads(int64_t quads, const Int8GemmUkernel& u) {
+    return (quads + u.quad_block - 1) / u.quad_block * u.quad_block;
+}
+
+// Where one weight goes in a tile of u's packed weights (int8_gemm.h's a, quad_block B): outer
+// quad q, inner step i of `inner`, row r of mr, byte `lane` of the quad.
+inline int64_t c4_weight_offset(const Int8GemmUkernel& u, int64_t inner, int64_t q, int64_t i,
+                                int64_t r, int64_t lane) {
+    const int64_t block = u.quad_block;
+    return ((((q / block) * inner + i) * u.mr + r) * block + q % block) * 4 + lane;
 }
 
 }  // namespace detail
