@@ -170,8 +170,9 @@ int64_t draw(Rng& rng, int64_t lo, int64_t hi) {
 }
 
 // Each requantization epilogue this CPU runs, both forms, against arith::requantize on the sum
-// acc + offset: counts around the vector widths, every argument at its extremes (acc at the int32
-// limits, M = 0 and 2^31 - 1, shifts 1 to 62, clamps down to one value) and at random.
+// acc + offset: counts around the vector widths and the 64-value chunks, in rows of any width
+// and stride, every argument at its extremes (acc at the int32 limits, M = 0 and 2^31 - 1,
+// shifts 1 to 62, either side of the high-half form's 33, clamps down to one value) and at random.
 void test_requantize() {
     using qtk::detail::Int8Output;
     using qtk::detail::Int8RequantizeUkernel;
@@ -190,7 +191,7 @@ void test_requantize() {
     };
     constexpr int64_t kMin = std::numeric_limits<int32_t>::min();
     constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-    const int32_t shifts[] = {1, 2, 30, 31, 32, 33, 61, 62};
+    const int32_t shifts[] = {1, 2, 30, 31, 32, 33, 34, 62};
     Rng rng(11);
     for (const Entry& e : entries) {
         if (!cpu_supports(e.isa)) {
@@ -198,7 +199,7 @@ void test_requantize() {
             continue;
         }
         for (int trial = 0; trial < 4000; ++trial) {
-            const size_t count = size_t(trial % 67 + 1);
+            const size_t count = size_t(trial % 140 + 1);  // up to two 64-value chunks and a tail
             const int32_t zero_point = static_cast<int32_t>(draw(rng, -128, 127));
             const int32_t lo = static_cast<int32_t>(draw(rng, -128, 127));
             const Int8Output out = {zero_point, lo, static_cast<int32_t>(draw(rng, lo, 127))};
@@ -227,8 +228,23 @@ void test_requantize() {
                     e.ukernel->channels(acc.data(), int64_t(count), offset.data(),
                                         multiplier.data(), shift.data(), out, got.data());
                 } else {
-                    e.ukernel->channel(acc.data(), int64_t(count), offset[0], multiplier[0],
-                                       shift[0], out, got.data());
+                    // As rows of `width` values, `gap` values apart: counts past one row
+                    // come in rows, which each start the vector lanes anew.
+                    const int64_t width = trial % 3 == 0 ? int64_t(count) : trial % 13 + 1;
+                    const int64_t rows = int64_t(count) / width, gap = trial % 5;
+                    std::vector<int32_t> strided(size_t(rows * (width + gap)), 0x7EADBEEF);
+                    for (int64_t i = 0; i < rows * width; ++i) {
+                        strided[size_t(i / width * (width + gap) + i % width)] = acc[size_t(i)];
+                    }
+                    e.ukernel->channel(strided.data(), width + gap, rows, width, offset[0],
+                                       multiplier[0], shift[0], out, got.data());
+                    // The rest of the values, one row.
+                    const int64_t done = rows * width;
+                    if (done < int64_t(count)) {
+                        e.ukernel->channel(acc.data() + done, 0, 1, int64_t(count) - done,
+                                           offset[0], multiplier[0], shift[0], out,
+                                           got.data() + done);
+                    }
                 }
                 for (size_t i = 0; i < count; ++i) {
                     const size_t c = per_channel ? i : 0;

@@ -314,12 +314,10 @@ class Conv2dInt8Direct final : public Conv2dKernel {
             const int64_t tile_rows = std::min<int64_t>(mr, per_group - t * mr);
             for (int64_t r = 0; r < tile_rows; ++r) {
                 const int64_t oc = group * per_group + t * mr + r;
-                for (int64_t row = 0; row < rows; ++row) {
-                    const int64_t at = (n * p.out_channels + oc) * out_pixels +
-                                       (first_row + row) * c4.out_w;
-                    epilogue_.row(oc, acc + r * b.block_stride + row * c4.plane_w, acc_init_[oc],
-                                  c4.out_w, y + at, residual == nullptr ? nullptr : residual + at);
-                }
+                const int64_t at =
+                    (n * p.out_channels + oc) * out_pixels + first_row * c4.out_w;
+                epilogue_.rows(oc, acc + r * b.block_stride, c4.plane_w, rows, c4.out_w,
+                               acc_init_[oc], y + at, residual == nullptr ? nullptr : residual + at);
             }
         }
     }

@@ -28,14 +28,21 @@ class Conv2dInt8Epilogue {
                k.residual.lo,
                k.residual.hi} {}
 
-    // y[i] for i < count from acc[i] + offset of output channel oc; `residual` points at the
+    // `rows` rows of `count` outputs of output channel oc, from acc + offset (row r at
+    // acc + r * acc_stride), into rows * count consecutive bytes at y; `residual` points at the
     // residual's element of y[0] (ignored without a fused add).
+    void rows(int64_t oc, const int32_t* acc, int64_t acc_stride, int64_t rows, int64_t count,
+              int32_t offset, int8_t* y, const int8_t* residual) const {
+        requantize_.channel(acc, acc_stride, rows, count, offset, k_.multiplier[oc], k_.shift[oc],
+                            out_, y);
+        if (k_.has_residual) {
+            vadd_.run(y, residual, rows * count, add_, y);
+        }
+    }
+
     void row(int64_t oc, const int32_t* acc, int32_t offset, int64_t count, int8_t* y,
              const int8_t* residual) const {
-        requantize_.channel(acc, count, offset, k_.multiplier[oc], k_.shift[oc], out_, y);
-        if (k_.has_residual) {
-            vadd_.run(y, residual, count, add_, y);
-        }
+        rows(oc, acc, count, 1, count, offset, y, residual);
     }
 
  private:

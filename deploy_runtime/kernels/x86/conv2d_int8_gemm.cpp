@@ -15,8 +15,9 @@
 // divisions: they run for every k of every block. The output pixels of each
 // (sample, group) plane are then cut into blocks whose packed activations fit kBlockBytes (L2). A
 // block is one thread-pool task: it packs its activations once (im2col and the micro-kernel's
-// layout in one pass), then runs every output-channel tile of the group over them, requantizing
-// each tile as it comes out.
+// layout in one pass), then runs every output-channel tile of the group over them, a chunk of
+// pixels at a time (kChunkPixels of accumulators per channel, so one epilogue call per channel
+// and chunk, not per micro-kernel tile), requantizing each chunk as it comes out.
 #include <emmintrin.h>
 
 #include <algorithm>
@@ -34,6 +35,7 @@ namespace detail {
 namespace {
 
 constexpr int64_t kBlockBytes = 256 * 1024;
+constexpr int64_t kChunkPixels = 256;  // per channel: a tile's accumulators stay in L1/L2
 constexpr int64_t kPackedQuadOffset = 0;  // packed B quads follow one another (int8_gemm.h)
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -48,10 +50,13 @@ struct Blocking {
     int64_t tile_bytes;  // one packed tile of nr pixels: quads * nr * 4
     int64_t tiles_per_block;
     int64_t blocks_per_plane;  // the last block may be shorter
+    int64_t tiles_per_chunk;   // micro-kernel tiles of pixels per epilogue chunk
 
-    // Workspace of one thread: the micro-kernel's output tile, the packed block and, unless the
+    // Workspace of one thread: the accumulators of one chunk, the packed block and, unless the
     // conv is pointwise, the four im2col rows of one quad.
-    size_t c_bytes(const Int8GemmUkernel& u) const { return size_t(u.mr) * u.nr * 4; }
+    size_t c_bytes(const Int8GemmUkernel& u) const {
+        return size_t(u.mr) * tiles_per_chunk * u.nr * 4;
+    }
     size_t bytes_per_thread(const Conv2dParams& p, const Int8GemmUkernel& u) const {
         const int64_t block_pixels = tiles_per_block * u.nr;
         return c_bytes(u) + size_t(tiles_per_block * tile_bytes) +
@@ -71,6 +76,7 @@ Blocking make_blocking(const Conv2dParams& p, const Int8GemmUkernel& u, int64_t 
                                     std::min(plane_tiles, ceil_div(threads, planes)));
     b.tiles_per_block = ceil_div(plane_tiles, blocks);
     b.blocks_per_plane = ceil_div(plane_tiles, b.tiles_per_block);
+    b.tiles_per_chunk = std::max<int64_t>(1, std::min(b.tiles_per_block, kChunkPixels / u.nr));
     return b;
 }
 
@@ -268,16 +274,18 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
                 packed_weights_.data() + (group * oc_tiles_ + t) * quads_ * ukernel_.mr * 4;
             const int64_t oc0 = group * per_group + t * ukernel_.mr;
             const int64_t tile_rows = std::min<int64_t>(ukernel_.mr, per_group - t * ukernel_.mr);
-            for (int64_t first = 0; first < count; first += ukernel_.nr) {
-                const Int8GemmB tile = {packed + first / ukernel_.nr * b.tile_bytes, quads_,
-                                        ukernel_.nr * 4, 1, &kPackedQuadOffset};
-                ukernel_.run(w, tile, c, ukernel_.nr);
-                const int64_t cols = std::min<int64_t>(ukernel_.nr, count - first);
+            const int64_t chunk = b.tiles_per_chunk * ukernel_.nr;  // accumulators per row
+            for (int64_t first = 0; first < count; first += chunk) {
+                const int64_t cols = std::min(chunk, count - first);
+                for (int64_t g = 0; g < cols; g += ukernel_.nr) {
+                    const Int8GemmB tile = {packed + (first + g) / ukernel_.nr * b.tile_bytes,
+                                            quads_, ukernel_.nr * 4, 1, &kPackedQuadOffset};
+                    ukernel_.run(w, tile, c + g, chunk);
+                }
                 for (int64_t r = 0; r < tile_rows; ++r) {
                     const int64_t oc = oc0 + r;
                     const int64_t at = (n * p.out_channels + oc) * plane_pixels + begin + first;
-                    epilogue_.row(oc, c + r * ukernel_.nr, acc_init_[oc], cols, y + at,
-                                  residual + at);
+                    epilogue_.row(oc, c + r * chunk, acc_init_[oc], cols, y + at, residual + at);
                 }
             }
         }

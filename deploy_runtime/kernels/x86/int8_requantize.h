@@ -7,6 +7,11 @@
 // acc[i] + offset in int32 (a kernel's partial sum plus its per-channel constant is the spec's
 // int32 accumulator, so their int32 sum wraps back to it). No alignment is required.
 //
+// Both forms are exact in int64 lanes (vpmuldq). For shift n >= 33 the one-channel form needs only
+// the products' high halves: with p = h 2^32 + l (0 <= l < 2^32), (p + 2^(n-1)) >> n =
+// (h + 2^(n-33)) >> (n - 32), all in int32 (|h| < 2^30), which saves the int64 shift and clamp;
+// real layers' shifts are 33 and more (a scale ratio s_x s_w / s_y below 1/4).
+//
 // The ISA files include only intrinsics and this header (see int8_gemm.h for why).
 #pragma once
 
@@ -20,9 +25,12 @@ struct Int8Output {
 };
 
 struct Int8RequantizeUkernel {
-    // `count` values of one channel (a row of a conv's output plane).
-    void (*channel)(const int32_t* acc, int64_t count, int32_t offset, int32_t multiplier,
-                    int32_t shift, const Int8Output& out, int8_t* y);
+    // `rows` rows of `count` values of one channel (rows of a conv's output plane), row r at
+    // acc + r * acc_stride, into rows * count consecutive bytes at y. One call per block of a
+    // channel, so the constants are set up once however short its rows.
+    void (*channel)(const int32_t* acc, int64_t acc_stride, int64_t rows, int64_t count,
+                    int32_t offset, int32_t multiplier, int32_t shift, const Int8Output& out,
+                    int8_t* y);
     // One value of each of `count` consecutive channels (a linear's output features): offset,
     // multiplier and shift are per i.
     void (*channels)(const int32_t* acc, int64_t count, const int32_t* offset,

@@ -59,15 +59,9 @@ __m256i load_lanes(const int32_t* p, int64_t count) {
     return _mm256_maskload_epi32(p, vmask);
 }
 
-void requantize8(const int32_t* acc, int64_t count, const Params& p, const Output& o, int8_t* y) {
-    const __m256i vacc = _mm256_add_epi32(load_lanes(acc, count), p.offset);
-    const __m256i veven =
-        scale(_mm256_mul_epi32(vacc, p.multiplier_even), p.round_even, p.shift_even, o);
-    const __m256i vodd = scale(_mm256_mul_epi32(_mm256_srli_epi64(vacc, 32), p.multiplier_odd),
-                               p.round_odd, p.shift_odd, o);
-    const __m256i vy = _mm256_add_epi32(
-        _mm256_blend_epi32(veven, _mm256_slli_epi64(vodd, 32), 0xAA), o.zero_point);
-    // Already in [-128, 127]: the saturating packs only narrow.
+// Lanes [0, count) of vy, each already in [-128, 127] (so the saturating packs only narrow), as
+// int8 at y; count > 0.
+void store_lanes(__m256i vy, int64_t count, int8_t* y) {
     const __m128i vy16 =
         _mm_packs_epi32(_mm256_castsi256_si128(vy), _mm256_extracti128_si256(vy, 1));
     const __m128i vy8 = _mm_packs_epi16(vy16, vy16);
@@ -80,13 +74,62 @@ void requantize8(const int32_t* acc, int64_t count, const Params& p, const Outpu
     }
 }
 
-void requantize_channel_avx2(const int32_t* acc, int64_t count, int32_t offset, int32_t multiplier,
-                             int32_t shift, const Int8Output& out, int8_t* y) {
+void requantize8(const int32_t* acc, int64_t count, const Params& p, const Output& o, int8_t* y) {
+    const __m256i vacc = _mm256_add_epi32(load_lanes(acc, count), p.offset);
+    const __m256i veven =
+        scale(_mm256_mul_epi32(vacc, p.multiplier_even), p.round_even, p.shift_even, o);
+    const __m256i vodd = scale(_mm256_mul_epi32(_mm256_srli_epi64(vacc, 32), p.multiplier_odd),
+                               p.round_odd, p.shift_odd, o);
+    const __m256i vy = _mm256_add_epi32(
+        _mm256_blend_epi32(veven, _mm256_slli_epi64(vodd, 32), 0xAA), o.zero_point);
+    store_lanes(vy, count, y);
+}
+
+// The high-half form of int8_requantize.h, for n >= 33: the products' high int32 halves, then
+// int32, which has the arithmetic shift and the min/max that int64 lacks here.
+struct HighHalfParams {
+    __m256i multiplier, offset, round, zero_point, lo, hi;
+    __m128i shift;  // n - 32, for vpsrad
+};
+
+void requantize8_high_half(const int32_t* acc, int64_t count, const HighHalfParams& p,
+                           int8_t* y) {
+    const __m256i vacc = _mm256_add_epi32(load_lanes(acc, count), p.offset);
+    const __m256i veven = _mm256_mul_epi32(vacc, p.multiplier);
+    const __m256i vodd = _mm256_mul_epi32(_mm256_srli_epi64(vacc, 32), p.multiplier);
+    // h: the even products' high halves moved down, the odd ones' in place.
+    const __m256i vhigh = _mm256_blend_epi32(_mm256_srli_epi64(veven, 32), vodd, 0xAA);
+    const __m256i vscaled = _mm256_sra_epi32(_mm256_add_epi32(vhigh, p.round), p.shift);
+    const __m256i vy = _mm256_min_epi32(
+        _mm256_max_epi32(_mm256_add_epi32(vscaled, p.zero_point), p.lo), p.hi);
+    store_lanes(vy, count, y);
+}
+
+void requantize_channel_avx2(const int32_t* acc, int64_t acc_stride, int64_t rows, int64_t count,
+                             int32_t offset, int32_t multiplier, int32_t shift,
+                             const Int8Output& out, int8_t* y) {
+    if (shift >= 33) {
+        const HighHalfParams p = {_mm256_set1_epi32(multiplier),
+                                  _mm256_set1_epi32(offset),
+                                  _mm256_set1_epi32(int32_t{1} << (shift - 33)),
+                                  _mm256_set1_epi32(out.zero_point),
+                                  _mm256_set1_epi32(out.lo),
+                                  _mm256_set1_epi32(out.hi),
+                                  _mm_cvtsi32_si128(shift - 32)};
+        for (int64_t r = 0; r < rows; ++r, acc += acc_stride, y += count) {
+            for (int64_t i = 0; i < count; i += 8) {
+                requantize8_high_half(acc + i, count - i, p, y + i);
+            }
+        }
+        return;
+    }
     const Params p = make_params(_mm256_set1_epi32(multiplier), _mm256_set1_epi32(shift),
                                  _mm256_set1_epi32(offset));
     const Output o = make_output(out);
-    for (int64_t i = 0; i < count; i += 8) {
-        requantize8(acc + i, count - i, p, o, y + i);
+    for (int64_t r = 0; r < rows; ++r, acc += acc_stride, y += count) {
+        for (int64_t i = 0; i < count; i += 8) {
+            requantize8(acc + i, count - i, p, o, y + i);
+        }
     }
 }
 

@@ -60,14 +60,74 @@ void requantize16(const int32_t* acc, __mmask16 mask, const Params& p, const Out
     _mm512_mask_cvtepi32_storeu_epi8(y, mask, _mm512_add_epi32(vy, o.zero_point));
 }
 
-void requantize_channel_avx512(const int32_t* acc, int64_t count, int32_t offset,
-                               int32_t multiplier, int32_t shift, const Int8Output& out,
-                               int8_t* y) {
+// The high-half form of the header, for n >= 33: the products' high int32 halves, then int32.
+struct HighHalfParams {
+    __m512i multiplier, offset, round, zero_point, lo, hi;
+    __m128i shift;  // n - 32, for vpsrad
+    int32_t lo8, hi8;
+};
+
+// (h + 2^(n-33)) >> (n - 32) + z of 16 accumulators, before the clamp.
+__m512i scale16_high_half(const int32_t* acc, __mmask16 mask, const HighHalfParams& p) {
+    const __m512i vacc = _mm512_add_epi32(_mm512_maskz_loadu_epi32(mask, acc), p.offset);
+    const __m512i veven = _mm512_mul_epi32(vacc, p.multiplier);
+    const __m512i vodd = _mm512_mul_epi32(_mm512_srli_epi64(vacc, 32), p.multiplier);
+    // h: the even products' high halves moved down, the odd ones' in place.
+    const __m512i vhigh = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(veven, 32), vodd);
+    const __m512i vscaled = _mm512_sra_epi32(_mm512_add_epi32(vhigh, p.round), p.shift);
+    return _mm512_add_epi32(vscaled, p.zero_point);
+}
+
+// One row of `count` values. 64 at a time, the four vectors narrow with saturating packs (exact:
+// the clamp to [lo, hi] within int8 follows), which interleave them per 128-bit lane: dword
+// 4 L + j of the packed bytes is vector j's dword L, put back in order by one permute.
+void requantize_row_high_half(const int32_t* acc, int64_t count, const HighHalfParams& p,
+                              int8_t* y) {
+    const __m512i vorder = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512i vlo = _mm512_set1_epi8(static_cast<char>(p.lo8));
+    const __m512i vhi = _mm512_set1_epi8(static_cast<char>(p.hi8));
+    int64_t i = 0;
+    for (; i + 64 <= count; i += 64) {
+        const __m512i v01 = _mm512_packs_epi32(scale16_high_half(acc + i, 0xFFFF, p),
+                                               scale16_high_half(acc + i + 16, 0xFFFF, p));
+        const __m512i v23 = _mm512_packs_epi32(scale16_high_half(acc + i + 32, 0xFFFF, p),
+                                               scale16_high_half(acc + i + 48, 0xFFFF, p));
+        const __m512i vy = _mm512_permutexvar_epi32(vorder, _mm512_packs_epi16(v01, v23));
+        _mm512_storeu_si512(y + i, _mm512_min_epi8(_mm512_max_epi8(vy, vlo), vhi));
+    }
+    for (; i < count; i += 16) {
+        const __mmask16 mask = first_lanes(count - i);
+        const __m512i vy = scale16_high_half(acc + i, mask, p);
+        _mm512_mask_cvtepi32_storeu_epi8(
+            y + i, mask, _mm512_min_epi32(_mm512_max_epi32(vy, p.lo), p.hi));
+    }
+}
+
+void requantize_channel_avx512(const int32_t* acc, int64_t acc_stride, int64_t rows,
+                               int64_t count, int32_t offset, int32_t multiplier, int32_t shift,
+                               const Int8Output& out, int8_t* y) {
+    if (shift >= 33) {
+        const HighHalfParams p = {_mm512_set1_epi32(multiplier),
+                                  _mm512_set1_epi32(offset),
+                                  _mm512_set1_epi32(int32_t{1} << (shift - 33)),
+                                  _mm512_set1_epi32(out.zero_point),
+                                  _mm512_set1_epi32(out.lo),
+                                  _mm512_set1_epi32(out.hi),
+                                  _mm_cvtsi32_si128(shift - 32),
+                                  out.lo,
+                                  out.hi};
+        for (int64_t r = 0; r < rows; ++r, acc += acc_stride, y += count) {
+            requantize_row_high_half(acc, count, p, y);
+        }
+        return;
+    }
     const Params p = make_params(_mm512_set1_epi32(multiplier), _mm512_set1_epi32(shift),
                                  _mm512_set1_epi32(offset));
     const Output o = make_output(out);
-    for (int64_t i = 0; i < count; i += 16) {
-        requantize16(acc + i, first_lanes(count - i), p, o, y + i);
+    for (int64_t r = 0; r < rows; ++r, acc += acc_stride, y += count) {
+        for (int64_t i = 0; i < count; i += 16) {
+            requantize16(acc + i, first_lanes(count - i), p, o, y + i);
+        }
     }
 }
 
