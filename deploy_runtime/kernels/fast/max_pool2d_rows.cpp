@@ -1,8 +1,9 @@
 // max_pool2d by rows, int8 (docs/quantization_spec.md section 6) and float32, any window: for
 // each output row the maximum of its kernel_h input rows (an elementwise max over whole rows,
 // vectorized per ISA by vmax.h) goes into a row buffer padded with the dtype's lowest value on
-// both sides, then each output takes the maximum of its kernel_w buffer entries with no bounds
-// checks. The padding gives the reference's bytes: int8's -128 and float32's -infinity never
+// both sides, then the same elementwise max over kernel_w shifted views of the buffer gives the
+// maximum of the window starting at each column, of which the outputs take every stride-th: both
+// passes over whole vectors, with no bounds checks. The padding gives the reference's bytes: int8's -128 and float32's -infinity never
 // change a maximum, and a window with no input element (dilation) yields them in both. float32's
 // maximum (src/float32_max.h) does not depend on the order, so rows first and columns after
 // agree with the reference's window order (up to which NaN, where a window holds NaNs of different
@@ -86,10 +87,16 @@ class MaxPool2dRows final : public BesideReference {
         // it as far as any window reaches.
         const int64_t buffer_size = std::max(
             pad_[1] + width, (out_w - 1) * stride_[1] + (kernel_[1] - 1) * dilation_[1] + 1);
+        const int64_t window_starts = (out_w - 1) * stride_[1] + 1;
         pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
             std::vector<T> buffer(static_cast<size_t>(buffer_size), Max::lowest());
             T* row_max = buffer.data() + pad_[1];
             std::vector<const T*> rows(static_cast<size_t>(kernel_[0]));
+            std::vector<const T*> taps(static_cast<size_t>(kernel_[1]));
+            for (int64_t kx = 0; kx < kernel_[1]; ++kx) {
+                taps[size_t(kx)] = buffer.data() + kx * dilation_[1];
+            }
+            std::vector<T> window_max(stride_[1] > 1 ? size_t(window_starts) : 0);
             for (int64_t plane = begin; plane < end; ++plane) {
                 const T* x = io.input<T>(0) + plane * height * width;
                 T* y = io.output<T>(0) + plane * out_h * out_w;
@@ -106,24 +113,20 @@ class MaxPool2dRows final : public BesideReference {
                     } else {
                         vmax_.rows(rows.data(), count, width, row_max);
                     }
-                    max_along_row(buffer.data(), out_w, y);
+                    if (stride_[1] == 1) {
+                        vmax_.rows(taps.data(), taps.size(), out_w, y);
+                        continue;
+                    }
+                    vmax_.rows(taps.data(), taps.size(), window_starts, window_max.data());
+                    for (int64_t ox = 0; ox < out_w; ++ox) {
+                        y[ox] = window_max[size_t(ox * stride_[1])];
+                    }
                 }
             }
         });
     }
 
  private:
-    void max_along_row(const T* buffer, int64_t out_w, T* y) const {
-        for (int64_t ox = 0; ox < out_w; ++ox) {
-            const T* window = buffer + ox * stride_[1];
-            T best = window[0];
-            for (int64_t kx = 1; kx < kernel_[1]; ++kx) {
-                best = Max::larger(best, window[kx * dilation_[1]]);
-            }
-            y[ox] = best;
-        }
-    }
-
     const VmaxUkernel<T>& vmax_;
     int64_t kernel_[2], stride_[2], pad_[2], dilation_[2];  // (h, w)
 };
