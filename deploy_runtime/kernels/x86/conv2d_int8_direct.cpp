@@ -24,8 +24,8 @@
 // last, and only feed junk.
 //
 // Work: the grid rows of each (sample, group) are cut into blocks whose c4 rows fit kBlockBytes
-// (L2); a task is one block and a range of output-channel tiles (more ranges only where the blocks
-// alone leave threads idle). It runs each tile of mr channels over the block's grid pixels, nr at
+// (L2); a task is one block and a range of output-channel tiles (where the blocks leave threads
+// idle, more ranges first, then shorter blocks: make_blocking). It runs each tile of mr channels over the block's grid pixels, nr at
 // a time, into a block of accumulators, then requantizes its output rows.
 #include <emmintrin.h>
 
@@ -87,19 +87,23 @@ struct DirectBlocking {
 };
 
 // Rows per block: its c4 rows within kBlockBytes and its grid within kMaxBlockPixels (one row at
-// least); then enough blocks and tile ranges that `planes` planes give every thread a task.
+// least). Then, where `planes` planes of those blocks leave threads idle, ranges of output-channel
+// tiles first and more (shorter) blocks only after: every block reads all of the layer's weights,
+// and on small planes (7x7 and 14x14, 256 to 512 channels) the weights are the larger operand, so
+// two threads splitting the rows would each stream all of them from memory.
 DirectBlocking make_blocking(const C4Layout& c4, int64_t quads, int64_t oc_tiles,
                              const Int8GemmUkernel& u, int64_t planes, int threads) {
     DirectBlocking b;
     const int64_t row_bytes = quads * c4.stride * c4.stride * c4.plane_w * 4;
     const int64_t rows = std::max<int64_t>(
         1, std::min(kBlockBytes / row_bytes, kMaxBlockPixels / c4.plane_w));
-    const int64_t blocks = std::max(ceil_div(c4.out_h, rows),
-                                    std::min(c4.out_h, ceil_div(threads, planes)));
+    const int64_t fitting_blocks = ceil_div(c4.out_h, rows);
+    const int64_t ranges = std::min(oc_tiles, ceil_div(threads, planes * fitting_blocks));
+    const int64_t blocks =
+        std::max(fitting_blocks, std::min(c4.out_h, ceil_div(threads, planes * ranges)));
     b.rows_per_block = ceil_div(c4.out_h, blocks);
     b.blocks_per_plane = ceil_div(c4.out_h, b.rows_per_block);
     b.block_stride = ceil_div(b.rows_per_block * c4.plane_w, u.nr) * u.nr;
-    const int64_t ranges = std::min(oc_tiles, ceil_div(threads, planes * b.blocks_per_plane));
     b.tiles_per_range = ceil_div(oc_tiles, ranges);
     b.ranges = ceil_div(oc_tiles, b.tiles_per_range);
     return b;
