@@ -118,10 +118,11 @@ size_t workspace_bytes(const Conv2dParams& p, const Int8GemmUkernel& u, int64_t 
     return size_t(u.mr * ceil_div(block_pixels, u.nr) * u.nr * 4);
 }
 
-// One quad of input channels (`channels` of them from x, the rest anything) of one sample into its
-// c4 phase planes at dst.
+// Padded rows [row_begin, row_end) of one quad of input channels (`channels` of them from x, the
+// rest anything) of one sample into its c4 phase planes at dst.
 void convert_quad(const int8_t* x, int64_t channels, int64_t in_h, int64_t in_w,
-                  const Conv2dParams& p, const C4Layout& c4, int8_t z, uint8_t* dst) {
+                  const Conv2dParams& p, const C4Layout& c4, int8_t z, int64_t row_begin,
+                  int64_t row_end, uint8_t* dst) {
     const int64_t s = c4.stride;
     const int64_t row_pixels = c4.plane_w * s;  // a padded row, z up to a whole number of strides
     const int64_t vector_pixels = ceil_div(row_pixels, 16) * 16;
@@ -134,7 +135,7 @@ void convert_quad(const int8_t* x, int64_t channels, int64_t in_h, int64_t in_w,
     }
     const int64_t plane_bytes = c4.plane_h * c4.plane_w * 4;
     const uint8_t pad_u = static_cast<uint8_t>(z ^ 0x80);
-    for (int64_t py = 0; py < c4.plane_h * s; ++py) {
+    for (int64_t py = row_begin; py < row_end; ++py) {
         uint8_t* phase_row = dst + (py % s) * s * plane_bytes + (py / s) * c4.plane_w * 4;
         const int64_t iy = py - p.pad_h;
         if (iy < 0 || iy >= in_h) {
@@ -226,14 +227,22 @@ class Conv2dInt8Direct final : public Conv2dKernel {
         const int8_t* x = io.input<int8_t>(0);
         const int8_t z = static_cast<int8_t>(constants_.input_zero_point);
         const int64_t channel_quads = ceil_div(p.group_in_channels, 4);  // the rest: any bytes
-        pool.parallel_for(planes * channel_quads, [&](int64_t begin, int64_t end) {
+        // Units of whole quads, or of row ranges where there are fewer quads than threads (a
+        // first layer's one quad of RGB).
+        const int64_t padded_rows = c4.plane_h * c4.stride;
+        const int64_t row_ranges =
+            std::min(padded_rows, ceil_div(pool.threads(), planes * channel_quads));
+        pool.parallel_for(planes * channel_quads * row_ranges, [&](int64_t begin, int64_t end) {
             for (int64_t unit = begin; unit < end; ++unit) {
-                const int64_t plane = unit / channel_quads, q = unit % channel_quads;
+                const int64_t range = unit % row_ranges, quad = unit / row_ranges;
+                const int64_t plane = quad / channel_quads, q = quad % channel_quads;
                 const int64_t n = plane / p.groups, group = plane % p.groups;
                 const int64_t first = group * p.group_in_channels + 4 * q;
                 const int64_t channels = std::min<int64_t>(4, p.group_in_channels - 4 * q);
                 convert_quad(x + (n * xs[1] + first) * xs[2] * xs[3], channels, xs[2], xs[3], p,
-                             c4, z, input + plane * c4.group_bytes + q * c4.quad_bytes);
+                             c4, z, padded_rows * range / row_ranges,
+                             padded_rows * (range + 1) / row_ranges,
+                             input + plane * c4.group_bytes + q * c4.quad_bytes);
             }
         });
 
