@@ -3,11 +3,11 @@
 // vectorized per ISA by vmax.h) goes into a row buffer padded with the dtype's lowest value on
 // both sides, then the same elementwise max over kernel_w shifted views of the buffer gives the
 // maximum of the window starting at each column, of which the outputs take every stride-th: both
-// passes over whole vectors, with no bounds checks. The padding gives the reference's bytes: int8's -128 and float32's -infinity never
-// change a maximum, and a window with no input element (dilation) yields them in both. float32's
-// maximum (src/float32_max.h) does not depend on the order, so rows first and columns after
-// agree with the reference's window order (up to which NaN, where a window holds NaNs of different
-// bit patterns). Threads split the (n, c) planes.
+// passes over whole vectors, with no bounds checks. The padding gives the reference's bytes:
+// int8's -128 and float32's -infinity never change a maximum, and a window with no input element
+// (dilation) yields them in both. float32's maximum (src/float32_max.h) does not depend on the
+// order, so rows first and columns after agree with the reference's window order (up to which
+// NaN, where a window holds NaNs of different bit patterns). Threads split the (n, c) planes.
 #include <algorithm>
 #include <limits>
 #include <vector>

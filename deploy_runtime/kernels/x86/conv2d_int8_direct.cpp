@@ -25,8 +25,9 @@
 //
 // Work: the grid rows of each (sample, group) are cut into blocks whose c4 rows fit kBlockBytes
 // (L2); a task is one block and a range of output-channel tiles (where the blocks leave threads
-// idle, more ranges first, then shorter blocks: make_blocking). It runs each tile of mr channels over the block's grid pixels, nr at
-// a time, into a block of accumulators, then requantizes its output rows.
+// idle, more ranges first, then shorter blocks: make_blocking). It runs each tile of mr channels
+// over the block's grid pixels, nr at a time, into a block of accumulators, then requantizes its
+// output rows.
 #include <emmintrin.h>
 
 #include <algorithm>
@@ -330,7 +331,8 @@ class Conv2dInt8Direct final : public Conv2dKernel {
                 const int64_t at =
                     (n * p.out_channels + oc) * out_pixels + first_row * c4.out_w;
                 epilogue_.rows(oc, acc + r * b.block_stride, c4.plane_w, rows, c4.out_w,
-                               acc_init_[oc], y + at, residual == nullptr ? nullptr : residual + at);
+                               acc_init_[oc], y + at,
+                               residual == nullptr ? nullptr : residual + at);
             }
         }
     }

@@ -63,8 +63,8 @@ void requantize16(const int32_t* acc, __mmask16 mask, const Params& p, const Out
 // The high-half form of the header, for n >= 33: the products' high int32 halves, then int32.
 struct HighHalfParams {
     __m512i multiplier, offset, round, zero_point, lo, hi;
-    __m128i shift;  // n - 32, for vpsrad
-    int32_t lo8, hi8;
+    __m128i shift;      // n - 32, for vpsrad
+    __m512i lo8, hi8;  // the bounds as bytes, for the 64-value step
 };
 
 // (h + 2^(n-33)) >> (n - 32) + z of 16 accumulators, before the clamp.
@@ -84,8 +84,6 @@ __m512i scale16_high_half(const int32_t* acc, __mmask16 mask, const HighHalfPara
 void requantize_row_high_half(const int32_t* acc, int64_t count, const HighHalfParams& p,
                               int8_t* y) {
     const __m512i vorder = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    const __m512i vlo = _mm512_set1_epi8(static_cast<char>(p.lo8));
-    const __m512i vhi = _mm512_set1_epi8(static_cast<char>(p.hi8));
     int64_t i = 0;
     for (; i + 64 <= count; i += 64) {
         const __m512i v01 = _mm512_packs_epi32(scale16_high_half(acc + i, 0xFFFF, p),
@@ -93,7 +91,7 @@ void requantize_row_high_half(const int32_t* acc, int64_t count, const HighHalfP
         const __m512i v23 = _mm512_packs_epi32(scale16_high_half(acc + i + 32, 0xFFFF, p),
                                                scale16_high_half(acc + i + 48, 0xFFFF, p));
         const __m512i vy = _mm512_permutexvar_epi32(vorder, _mm512_packs_epi16(v01, v23));
-        _mm512_storeu_si512(y + i, _mm512_min_epi8(_mm512_max_epi8(vy, vlo), vhi));
+        _mm512_storeu_si512(y + i, _mm512_min_epi8(_mm512_max_epi8(vy, p.lo8), p.hi8));
     }
     for (; i < count; i += 16) {
         const __mmask16 mask = first_lanes(count - i);
@@ -114,8 +112,8 @@ void requantize_channel_avx512(const int32_t* acc, int64_t acc_stride, int64_t r
                                   _mm512_set1_epi32(out.lo),
                                   _mm512_set1_epi32(out.hi),
                                   _mm_cvtsi32_si128(shift - 32),
-                                  out.lo,
-                                  out.hi};
+                                  _mm512_set1_epi8(static_cast<char>(out.lo)),
+                                  _mm512_set1_epi8(static_cast<char>(out.hi))};
         for (int64_t r = 0; r < rows; ++r, acc += acc_stride, y += count) {
             requantize_row_high_half(acc, count, p, y);
         }
