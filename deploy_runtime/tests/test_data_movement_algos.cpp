@@ -193,6 +193,13 @@ void test_permute() {
     check_permute({1, 3, 65, 33}, {0, 2, 3, 1}, rng);
     check_permute({2, 33, 31, 2}, {0, 3, 1, 2}, rng);
     check_permute({1, 64, 64}, {0, 2, 1}, rng);
+    // The layout pass's NCHW <-> NHWC with channels and pixels either side of the int8 16 x 16
+    // blocks and the 32 x 32 tiles.
+    for (const Shape& nchw : {Shape{2, 17, 5, 7}, Shape{1, 32, 112, 3}, Shape{1, 33, 7, 9},
+                              Shape{2, 48, 4, 4}, Shape{1, 16, 1, 16}}) {
+        check_permute(nchw, {0, 2, 3, 1}, rng);
+        check_permute({nchw[0], nchw[2], nchw[3], nchw[1]}, {0, 3, 1, 2}, rng);
+    }
     check_permute({3, 1, 1, 1}, {0, 3, 2, 1}, rng);
     // Random perms of ranks 6 to 8.
     const int64_t dims[] = {1, 2, 3, 5, 7};
