@@ -56,12 +56,13 @@ def test_torchvision_model_at_224_is_byte_identical(name):
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
 def test_residual_adds_fuse_into_convs(name):
     """Every residual add of these models becomes its conv's epilogue (the runtime's graph pass);
-    the test above holds the fused model byte-identical."""
+    the test above holds the fused model byte-identical. (The layout pass may add permutes at the
+    edges of its channels-last convs, where the CPU has those kernels.)"""
     torch.manual_seed(0)
     quantized = qat_convert(getattr(torchvision.models, name)(num_classes=10), 32, steps=1)
     qmodel = qtk.export(quantized, torch.randn(1, 3, 32, 32))
     unfused = qtk.runtime.load(qmodel, optimize_graph=False).model.op_names
-    fused = qtk.runtime.load(qmodel).model.op_names
+    fused = [op for op in qtk.runtime.load(qmodel).model.op_names if op != "permute"]
     assert unfused.count("add") > 0 and "add" not in fused
     assert len(fused) == len(unfused) - unfused.count("add")
 

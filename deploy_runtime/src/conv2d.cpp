@@ -32,6 +32,8 @@ Conv2dParams read_conv2d_params(const NodeView& node, DType dtype, DType bias_dt
     p.dilation_h = dilation[0];
     p.dilation_w = dilation[1];
     p.groups = node.int_scalar("groups", 1, kMaxAttr);
+    p.nhwc = node.has_attr("layout") &&
+             node.int_scalar("layout", kLayoutNhwc, kLayoutNhwc) == kLayoutNhwc;
     if (p.out_channels % p.groups != 0) {
         node.fail("groups " + std::to_string(p.groups) + " does not divide the weight's " +
                   std::to_string(p.out_channels) + " output channels");
@@ -56,12 +58,14 @@ Conv2dInt8Constants::Conv2dInt8Constants(const NodeView& node, const Conv2dParam
     has_residual = node.input_count() == 4;
     if (!has_residual) {
         node.expect_attrs(
-            {"stride", "padding", "dilation", "groups", "multiplier", "shift", "clamp"});
+            {"stride", "padding", "dilation", "groups", "multiplier", "shift", "clamp"},
+            {"layout"});
         output_zero_point = y.zero_point;
         return;
     }
     node.expect_attrs({"stride", "padding", "dilation", "groups", "multiplier", "shift", "clamp",
-                       "conv_zero_point", "add_multiplier", "add_shift", "add_clamp"});
+                       "conv_zero_point", "add_multiplier", "add_shift", "add_clamp"},
+                      {"layout"});
     output_zero_point =
         static_cast<int32_t>(node.int_scalar("conv_zero_point", arith::kInt8Min, arith::kInt8Max));
     const std::vector<int32_t> add_multiplier = node.multipliers("add_multiplier", 2);
@@ -87,19 +91,22 @@ std::vector<Shape> Conv2dKernel::infer_shapes(const std::vector<Shape>& inputs) 
     const Conv2dParams& p = params_;
     const Shape& x = inputs[0];
     expect_rank(x, 4, "input");
-    if (x[1] != p.group_in_channels * p.groups) {
-        fail("input has " + std::to_string(x[1]) + " channels, the weight expects " +
+    // Dims of channels, height and width in this layout.
+    const size_t c = p.nhwc ? 3 : 1, h = p.nhwc ? 1 : 2, w = p.nhwc ? 2 : 3;
+    if (x[c] != p.group_in_channels * p.groups) {
+        fail("input has " + std::to_string(x[c]) + " channels, the weight expects " +
              std::to_string(p.group_in_channels * p.groups) + " (" +
              std::to_string(p.group_in_channels) + " per group x " + std::to_string(p.groups) +
              " groups)");
     }
-    const int64_t out_h = sliding_output_size(x[2], p.kernel_h, p.stride_h, p.pad_h, p.dilation_h);
-    const int64_t out_w = sliding_output_size(x[3], p.kernel_w, p.stride_w, p.pad_w, p.dilation_w);
+    const int64_t out_h = sliding_output_size(x[h], p.kernel_h, p.stride_h, p.pad_h, p.dilation_h);
+    const int64_t out_w = sliding_output_size(x[w], p.kernel_w, p.stride_w, p.pad_w, p.dilation_w);
     if (out_h < 1 || out_w < 1) {
         fail("input " + to_string(x) + " is smaller than the dilated kernel " +
              std::to_string(p.kernel_h) + "x" + std::to_string(p.kernel_w) + " with padding");
     }
-    Shape y = {x[0], p.out_channels, out_h, out_w};
+    Shape y = p.nhwc ? Shape{x[0], out_h, out_w, p.out_channels}
+                     : Shape{x[0], p.out_channels, out_h, out_w};
     if (inputs.size() == 4 && inputs[3] != y) {
         fail("the fused residual has shape " + to_string(inputs[3]) + ", the conv computes " +
              to_string(y));

@@ -18,6 +18,9 @@ namespace detail {
 struct Conv2dParams {
     int64_t out_channels, group_in_channels, kernel_h, kernel_w;
     int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups;
+    // Activations channels-last (NHWC: x [N, H, W, C], y [N, H', W', O]), where the layout pass
+    // (graph_passes.h) set the node's "layout" attribute; else NCHW, the file's layout.
+    bool nhwc = false;
 
     int64_t products_per_output() const { return group_in_channels * kernel_h * kernel_w; }
     int64_t out_per_group() const { return out_channels / groups; }
@@ -27,6 +30,9 @@ struct Conv2dParams {
                pad_w == 0;
     }
 };
+
+// The "layout" attribute's value for channels-last activations (absent: NCHW).
+constexpr int64_t kLayoutNhwc = 1;
 
 // Checks x, weight, bias [O], the fused residual of an int8 conv (input 3, optional) and y
 // (activations and weight of `dtype`) and reads the window attributes; errors name the node.
@@ -71,8 +77,8 @@ struct Conv2dFloat32Constants {
     FloatBounds bounds;         // the fused activation, unbounded without the attribute
 };
 
-// The base of every conv2d kernel: the output shapes of spec 4 for an NCHW input (and a fused
-// residual of the output's shape).
+// The base of every conv2d kernel: the output shapes of spec 4 for an NCHW input, or NHWC (and a
+// fused residual of the output's shape).
 class Conv2dKernel : public OpKernel {
  public:
     Conv2dKernel(const NodeView& node, const Conv2dParams& params)
@@ -96,10 +102,12 @@ struct Conv2dAlgo {
     // Scratch bytes one thread needs for output planes of `plane_pixels` pixels.
     size_t (*workspace_bytes)(const Conv2dParams& params, int64_t plane_pixels);
     std::unique_ptr<OpKernel> (*make)(const NodeView& node);
+    bool nchw = true, nhwc = false;  // the activation layouts it reads and writes
 
     bool usable(const Conv2dParams& params, IsaLevel cap) const {
-        return isa <= cap && cpu_supports(isa) && fits(params);
+        return isa <= cap && cpu_supports(isa) && fits_layout(params) && fits(params);
     }
+    bool fits_layout(const Conv2dParams& params) const { return params.nhwc ? nhwc : nchw; }
 };
 
 bool fits_any_conv2d(const Conv2dParams& params);

@@ -1,7 +1,10 @@
 #include "graph_passes.h"
 
+#include <map>
 #include <string>
 #include <vector>
+
+#include "conv2d.h"
 
 namespace qtk {
 namespace detail {
@@ -97,6 +100,125 @@ size_t fuse_residual_adds(Graph& g) {
         }
     }
     g.nodes = std::move(kept);
+    return count;
+}
+
+size_t use_nhwc_layout(Graph& g, const NhwcChooser& choose) {
+    std::vector<size_t> producer(g.values.size(), kNoProducer);
+    std::vector<std::vector<size_t>> readers(g.values.size());
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        for (uint32_t id : g.nodes[k].inputs) {
+            readers[id].push_back(k);
+        }
+        for (uint32_t id : g.nodes[k].outputs) {
+            producer[id] = k;
+        }
+    }
+    std::vector<bool> graph_output(g.values.size(), false);
+    for (uint32_t id : g.outputs) {
+        graph_output[id] = true;
+    }
+
+    // Candidates, then those with a candidate neighbour along an activation (input 0, the fused
+    // residual 3, output 0): a lone conv would pay two permutes for what it saves.
+    std::vector<NhwcChoice> choice(g.nodes.size(), NhwcChoice::kNo);
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        const Node& n = g.nodes[k];
+        const bool int8_conv = n.op == "conv2d" && n.outputs.size() == 1 &&
+                               (n.inputs.size() == 3 || n.inputs.size() == 4) &&
+                               g.values[n.inputs[0]].dtype == DType::kInt8 &&
+                               g.values[n.inputs[0]].shape.size() == 4;
+        if (int8_conv) {
+            choice[k] = choose(g, n);
+        }
+    }
+    const auto activations = [&](const Node& n) {
+        std::vector<uint32_t> ids = {n.inputs[0]};
+        if (n.inputs.size() == 4) {
+            ids.push_back(n.inputs[3]);
+        }
+        return ids;
+    };
+    std::vector<bool> convert(g.nodes.size(), false);
+    size_t count = 0;
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        if (choice[k] == NhwcChoice::kNo) {
+            continue;
+        }
+        bool neighbour = choice[k] == NhwcChoice::kPinned;
+        for (uint32_t id : activations(g.nodes[k])) {
+            neighbour |= producer[id] != kNoProducer && choice[producer[id]] != NhwcChoice::kNo;
+        }
+        for (size_t r : readers[g.nodes[k].outputs[0]]) {
+            neighbour |= choice[r] != NhwcChoice::kNo &&
+                         g.nodes[r].inputs[0] == g.nodes[k].outputs[0];
+        }
+        convert[k] = neighbour;
+        count += neighbour;
+    }
+    if (count == 0) {
+        return 0;
+    }
+
+    const auto add_value = [&](uint32_t from, const std::vector<int64_t>& perm, const char* tag) {
+        Value v = g.values[from];
+        v.name += tag;
+        for (size_t d = 0; d < perm.size(); ++d) {
+            v.shape[d] = g.values[from].shape[size_t(perm[d])];
+        }
+        g.values.push_back(std::move(v));
+        return uint32_t(g.values.size() - 1);
+    };
+    const auto permute = [&](uint32_t from, uint32_t to, const std::vector<int64_t>& perm) {
+        Node n;
+        n.op = "permute";
+        n.name = g.values[to].name;
+        n.inputs = {from};
+        n.outputs = {to};
+        n.attrs.push_back(ints_attr("perm", perm));
+        return n;
+    };
+    const std::vector<int64_t> to_nhwc = {0, 2, 3, 1}, to_nchw = {0, 3, 1, 2};
+
+    std::map<uint32_t, uint32_t> nhwc_of;  // NCHW value -> its NHWC twin
+    std::vector<Node> nodes;
+    nodes.reserve(g.nodes.size() + 2 * count);
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        Node node = std::move(g.nodes[k]);
+        if (!convert[k]) {
+            nodes.push_back(std::move(node));
+            continue;
+        }
+        for (size_t i : {size_t(0), size_t(3)}) {
+            if (i >= node.inputs.size()) {
+                continue;
+            }
+            const uint32_t id = node.inputs[i];
+            auto twin = nhwc_of.find(id);
+            if (twin == nhwc_of.end()) {
+                twin = nhwc_of.emplace(id, add_value(id, to_nhwc, " (NHWC)")).first;
+                nodes.push_back(permute(id, twin->second, to_nhwc));
+            }
+            node.inputs[i] = twin->second;
+        }
+        const uint32_t out = node.outputs[0];
+        const uint32_t out_nhwc = add_value(out, to_nhwc, " (NHWC)");
+        nhwc_of.emplace(out, out_nhwc);
+        node.outputs[0] = out_nhwc;
+        node.attrs.push_back(ints_attr("layout", {kLayoutNhwc}));
+        nodes.push_back(std::move(node));
+        bool nchw_read = graph_output[out];
+        for (size_t r : readers[out]) {
+            const Node& reader = g.nodes[r];  // after k: not moved yet
+            for (size_t i = 0; i < reader.inputs.size(); ++i) {
+                nchw_read |= reader.inputs[i] == out && !(convert[r] && (i == 0 || i == 3));
+            }
+        }
+        if (nchw_read) {
+            nodes.push_back(permute(out_nhwc, out, to_nchw));
+        }
+    }
+    g.nodes = std::move(nodes);
     return count;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "graph.h"
 
@@ -16,6 +17,23 @@ namespace detail {
 // residual must exist when the conv runs: where both operands are convs, the later one fuses.
 // Returns how many adds were fused.
 size_t fuse_residual_adds(Graph& graph);
+
+// Whether an int8 conv2d node has a fast channels-last (NHWC) algorithm: none, one (kFits), or
+// the one QTK_CONV_ALGO pins (kPinned). op_registry.h answers it from the algorithm lists.
+enum class NhwcChoice { kNo, kFits, kPinned };
+using NhwcChooser = std::function<NhwcChoice(const Graph& graph, const Node& node)>;
+
+// The inference layout. Kernels that vectorize over channels (depthwise, 1x1) need the channels of
+// a pixel side by side; in NCHW they transpose in and out of that layout on every layer. Here
+// every int8 conv2d with a fast NHWC algorithm whose input's producer or output's reader has one
+// too (or whose NHWC algorithm is pinned) runs channels-last: it gets the "layout" attribute
+// (conv2d.h) and NHWC tensors ([N, H, W, C]), and permute nodes convert at the edges of each such
+// region only: an NCHW input is permuted once, however many converted convs read it; a converted
+// conv's output keeps its NCHW value (name, shape) through a permute back only where another node
+// or the graph's outputs read it. Values and nodes the conversion leaves unused are dropped from
+// no list: an orphan value costs nothing (the memory plan sizes produced values only).
+// Returns how many convs now run NHWC.
+size_t use_nhwc_layout(Graph& graph, const NhwcChooser& choose);
 
 }  // namespace detail
 }  // namespace qtk

@@ -572,6 +572,7 @@ std::unique_ptr<Model::Impl> parse_model(std::shared_ptr<const uint8_t> bytes, s
     check_graph(impl->graph);
     if (options.optimize_graph) {
         fuse_residual_adds(impl->graph);
+        use_nhwc_layout(impl->graph, choose_nhwc);
     }
     if (options.fast_run_threads < 1) {
         throw Error("LoadOptions.fast_run_threads must be >= 1, got " +

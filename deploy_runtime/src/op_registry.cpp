@@ -45,15 +45,17 @@ std::unique_ptr<OpKernel> make_pad_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_resize_nearest_reference(const NodeView& node);
 
 // int8 conv2d algorithms, defined beside their kernels: kernels/reference/conv2d.cpp and
-// kernels/x86/conv2d_int8_{depthwise,depthwise_channels,gemm,direct,winograd}.cpp (built where
-// the compiler targets x86-64 and takes the ISA's flags; CMakeLists.txt defines QTK_X86_<ISA> for
-// each).
+// kernels/x86/conv2d_int8_{depthwise,depthwise_channels,gemm,gemm_nhwc,direct,winograd}.cpp
+// (built where the compiler targets x86-64 and takes the ISA's flags; CMakeLists.txt defines
+// QTK_X86_<ISA> for each).
 extern const Conv2dAlgo kConv2dInt8Reference;
 extern const Conv2dAlgo kConv2dInt8Gemm32x32c4Amx;
 extern const Conv2dAlgo kConv2dInt8Direct32x32c4Amx;
 extern const Conv2dAlgo kConv2dInt8DepthwiseW16Avx512Vnni;
 extern const Conv2dAlgo kConv2dInt8DepthwiseW8Avx2;
 extern const Conv2dAlgo kConv2dInt8DepthwiseC16Avx512Vnni;
+extern const Conv2dAlgo kConv2dInt8DepthwiseNhwcC16Avx512Vnni;
+extern const Conv2dAlgo kConv2dInt8GemmNhwc32x32Amx;
 extern const Conv2dAlgo kConv2dInt8DepthwiseC8Avx2;
 extern const Conv2dAlgo kConv2dInt8Gemm8x32c4Avx512Vnni;
 extern const Conv2dAlgo kConv2dInt8Gemm4x16c4AvxVnni;
@@ -103,6 +105,15 @@ namespace {
 
 // The one hand-edited list of int8 conv2d algorithms, in preference order.
 const Conv2dAlgo* const kConv2dInt8Algos[] = {
+// Channels-last (NHWC) only, so they never compete with the rest: the layout pass (graph_passes.h)
+// puts a conv in NHWC where one of these serves it and a neighbour. The 1x1 GEMM needs AMX: the
+// depthwise layers between 1x1 layers convert only with it.
+#if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
+    &kConv2dInt8GemmNhwc32x32Amx,
+#endif
+#if QTK_X86_AVX512_VNNI
+    &kConv2dInt8DepthwiseNhwcC16Avx512Vnni,
+#endif
 // Depthwise only: before every GEMM, which wastes most of its tile on one channel per group.
 // On mobilenet_v2's 3x3 layers (1 thread, an AMD EPYC, noisy), c16 took 0.4-0.75x w16's time up
 // to 28x28 but 1.0-1.3x at 112x112 (0.9-1.1x at 56x56): c16 first, as Fast-Run chose on 15 of
@@ -444,7 +455,8 @@ std::vector<const Conv2dAlgo*> usable_conv2d_algos(DType dtype, const Conv2dPara
         }
         // A pin serves the layers it fits (a depthwise kernel, the depthwise layers); the others
         // keep their usual choice, so one model can be run with each algorithm pinned in turn.
-        return algo->fits(params) ? std::vector<const Conv2dAlgo*>{algo}
+        return algo->fits_layout(params) && algo->fits(params)
+                   ? std::vector<const Conv2dAlgo*>{algo}
                                   : usable_conv2d_algos(dtype, params, cap, nullptr);
     }
     if (find_conv2d_algo(other, pinned) != nullptr) {  // it pins the other dtype's layers
@@ -458,6 +470,25 @@ std::vector<const Conv2dAlgo*> usable_conv2d_algos(DType dtype, const Conv2dPara
 const Conv2dAlgo& choose_conv2d_algo(DType dtype, const Conv2dParams& params, IsaLevel cap,
                                      const char* pinned) {
     return *usable_conv2d_algos(dtype, params, cap, pinned).front();
+}
+
+NhwcChoice choose_nhwc(const Graph& graph, const Node& node) {
+    try {
+        Conv2dParams params = read_conv2d_params(NodeView(graph, node), DType::kInt8,
+                                                 DType::kInt32);
+        const IsaLevel cap = isa_cap();
+        const char* pinned = std::getenv("QTK_CONV_ALGO");
+        const Conv2dAlgo& nchw = choose_conv2d_algo(DType::kInt8, params, cap, pinned);
+        params.nhwc = true;
+        const Conv2dAlgo& nhwc = choose_conv2d_algo(DType::kInt8, params, cap, pinned);
+        const bool pins = pinned != nullptr && *pinned != '\0';
+        if (&nhwc == &kConv2dInt8Reference || (pins && std::string(nchw.name) == pinned)) {
+            return NhwcChoice::kNo;
+        }
+        return pins && std::string(nhwc.name) == pinned ? NhwcChoice::kPinned : NhwcChoice::kFits;
+    } catch (const Error&) {
+        return NhwcChoice::kNo;
+    }
 }
 
 CreatedKernel create_kernel(const Graph& graph, const Node& node, const KernelPicker& pick) {

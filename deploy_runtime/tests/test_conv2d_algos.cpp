@@ -5,6 +5,7 @@
 // edges, batch 1 and 3, 1 and 2 threads, random and extreme values, and a depthwise sweep for the
 // depthwise algorithms. Also the QTK_ISA cap, QTK_CONV_ALGO's errors and the registry's default
 // choice.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -212,10 +213,18 @@ void test_requantize() {
                 shift[i] = rng.uniform(0, 1) == 0 ? shifts[rng.uniform(0, 7)]
                                                   : static_cast<int32_t>(rng.uniform(1, 62));
             }
+            // As rows of `width` values (a channel's row of pixels, or a pixel's channels in the
+            // per-channel form), `gap` values apart: counts past one row come in rows, which each
+            // start the vector lanes anew; the rest of the values are one more row.
+            const int64_t width = trial % 3 == 0 ? int64_t(count) : trial % 13 + 1;
+            const int64_t rows = int64_t(count) / width, gap = trial % 5, done = rows * width;
             for (bool per_channel : {false, true}) {
+                const auto channel_of = [&](size_t i) {
+                    return !per_channel ? 0 : int64_t(i) < done ? i % size_t(width) : i - done;
+                };
                 std::vector<int8_t> want(count), got(count + 1, 0x55);
                 for (size_t i = 0; i < count; ++i) {
-                    const size_t c = per_channel ? i : 0;
+                    const size_t c = channel_of(i);
                     // acc + offset in int32, as the contract requires.
                     total[i] = static_cast<int32_t>(
                         draw(rng, kMin + std::max<int64_t>(offset[c], 0),
@@ -224,22 +233,21 @@ void test_requantize() {
                     want[i] = qtk::arith::requantize(total[i], multiplier[c], shift[c],
                                                      out.zero_point, out.lo, out.hi);
                 }
+                std::vector<int32_t> strided(size_t(rows * (width + gap)), 0x7EADBEEF);
+                for (int64_t i = 0; i < done; ++i) {
+                    strided[size_t(i / width * (width + gap) + i % width)] = acc[size_t(i)];
+                }
                 if (per_channel) {
-                    e.ukernel->channels(acc.data(), int64_t(count), offset.data(),
-                                        multiplier.data(), shift.data(), out, got.data());
-                } else {
-                    // As rows of `width` values, `gap` values apart: counts past one row
-                    // come in rows, which each start the vector lanes anew.
-                    const int64_t width = trial % 3 == 0 ? int64_t(count) : trial % 13 + 1;
-                    const int64_t rows = int64_t(count) / width, gap = trial % 5;
-                    std::vector<int32_t> strided(size_t(rows * (width + gap)), 0x7EADBEEF);
-                    for (int64_t i = 0; i < rows * width; ++i) {
-                        strided[size_t(i / width * (width + gap) + i % width)] = acc[size_t(i)];
+                    e.ukernel->channels(strided.data(), width + gap, rows, width, offset.data(),
+                                        multiplier.data(), shift.data(), out, got.data(), width);
+                    if (done < int64_t(count)) {
+                        e.ukernel->channels(acc.data() + done, 0, 1, int64_t(count) - done,
+                                            offset.data(), multiplier.data(), shift.data(), out,
+                                            got.data() + done, 0);
                     }
+                } else {
                     e.ukernel->channel(strided.data(), width + gap, rows, width, offset[0],
                                        multiplier[0], shift[0], out, got.data());
-                    // The rest of the values, one row.
-                    const int64_t done = rows * width;
                     if (done < int64_t(count)) {
                         e.ukernel->channel(acc.data() + done, 0, 1, int64_t(count) - done,
                                            offset[0], multiplier[0], shift[0], out,
@@ -247,7 +255,7 @@ void test_requantize() {
                     }
                 }
                 for (size_t i = 0; i < count; ++i) {
-                    const size_t c = per_channel ? i : 0;
+                    const size_t c = channel_of(i);
                     if (got[i] != want[i]) {
                         qtk_test::report_failure(
                             __FILE__, __LINE__,
@@ -398,6 +406,11 @@ std::vector<int8_t> run(const BuiltCase& c, const char* algo, int threads, int64
     qtk::LoadOptions options;
     options.optimize_graph = optimize_graph;
     const auto model = qtk::Model::from_bytes(c.bytes.data(), c.bytes.size(), options);
+    const std::vector<std::string> used = model->algorithms();
+    // A pin must take effect (a channels-last one through the layout pass).
+    if (algo != nullptr && std::find(used.begin(), used.end(), algo) == used.end()) {
+        qtk_test::report_failure(__FILE__, __LINE__, std::string(algo) + " was pinned but not used");
+    }
     qtk::Session session(model, {threads});
     Shape shape = c.x_shape, residual_shape = c.residual_shape;
     shape[0] = residual_shape[0] = batch;
@@ -592,6 +605,25 @@ void test_against_reference() {
     multi_block_3x3.out = 9;
     multi_block_3x3.height = multi_block_3x3.width = 23;
     check_case(multi_block_3x3, algos);
+    // 1x1 (the channels-last GEMM's only geometry): channel counts either side of its 64-deep K
+    // blocks and 32-wide channel tiles, pixel counts either side of its 32-pixel tiles (the plane's
+    // last tile is copied where the K block would read past the plane).
+    int pointwise_index = 0;
+    for (int64_t in : {1, 3, 4, 16, 31, 63, 64, 65, 130}) {
+        for (int64_t out : {1, 16, 31, 32, 33, 65}) {
+            const int64_t sizes_1x1[][2] = {{1, 1}, {4, 8}, {5, 7}, {6, 11}, {9, 9}};
+            ConvCase cc;
+            cc.kh = cc.kw = 1;
+            cc.ph = cc.pw = 0;
+            cc.in = in;
+            cc.out = out;
+            const int i = pointwise_index++;
+            cc.height = sizes_1x1[i % 5][0];
+            cc.width = sizes_1x1[i % 5][1];
+            cc.fill = i % 11 == 5 ? Fill::kLowest : i % 11 == 10 ? Fill::kHighest : Fill::kRandom;
+            check_case(cc, algos);
+        }
+    }
     ConvCase multi_block_1x1;  // K 1024 pointwise: 256 pixels per block at nr 32
     multi_block_1x1.in = 1024;
     multi_block_1x1.out = 9;

@@ -21,18 +21,22 @@ namespace {
 
 constexpr int64_t kChannels = 6, kSize = 9;
 
-// A 3x3 conv (depthwise where asked) of `x` into a new activation; stride 1, pad 1.
-uint32_t conv(ModelBuilder& b, Rng& rng, const std::string& name, uint32_t x, bool depthwise) {
-    const int64_t per_group = depthwise ? 1 : kChannels;
-    const uint32_t w = b.weight(name + ".weight", {kChannels, per_group, 3, 3},
-                                qtk_test::random_weights(rng, size_t(kChannels * per_group * 9)));
+// A 3x3 conv (depthwise where asked; or 1x1, unpadded) of `x` into a new activation; stride 1,
+// pad 1.
+uint32_t conv(ModelBuilder& b, Rng& rng, const std::string& name, uint32_t x, bool depthwise,
+              int64_t kernel = 3) {
+    const int64_t per_group = depthwise ? 1 : kChannels, taps = kernel * kernel;
+    const uint32_t w =
+        b.weight(name + ".weight", {kChannels, per_group, kernel, kernel},
+                 qtk_test::random_weights(rng, size_t(kChannels * per_group * taps)));
     const uint32_t bias =
         b.bias(name + ".bias", {kChannels}, qtk_test::random_bias(rng, size_t(kChannels)));
     const int32_t zy = static_cast<int32_t>(rng.uniform(-20, 20));
     const uint32_t y = b.activation(name, {1, kChannels, kSize, kSize}, 0.1f, zy);
     std::vector<AttrSpec> attrs = qtk_test::requant_attrs(
-        size_t(kChannels), 0.05, 0.05 / std::sqrt(double(per_group * 9)), 0.1, zy, 127);
-    attrs.insert(attrs.begin(), {AttrSpec("stride", {1, 1}), AttrSpec("padding", {1, 1}),
+        size_t(kChannels), 0.05, 0.05 / std::sqrt(double(per_group * taps)), 0.1, zy, 127);
+    const int64_t pad = kernel / 2;
+    attrs.insert(attrs.begin(), {AttrSpec("stride", {1, 1}), AttrSpec("padding", {pad, pad}),
                                  AttrSpec("dilation", {1, 1}),
                                  AttrSpec("groups", {depthwise ? kChannels : 1})});
     b.node("conv2d", name, {x, w, bias}, {y}, attrs);
@@ -139,7 +143,8 @@ void test_fusion_is_exact() {
         std::vector<const char*> algos = {nullptr};
         for (const qtk::detail::Conv2dAlgo* algo :
              qtk::detail::conv2d_algos(qtk::DType::kInt8)) {
-            if (qtk::detail::cpu_supports(algo->isa)) {
+            // Channels-last algorithms pinned add the layout pass's permutes: test_nhwc_layout.
+            if (qtk::detail::cpu_supports(algo->isa) && algo->nchw) {
                 algos.push_back(algo->name);
             }
         }
@@ -203,10 +208,51 @@ void test_fused_conv_in_a_file() {
                       "computes [1, 6, 9, 9]");
 }
 
+// The layout pass on mobilenet_v2's block: 1x1 expand, depthwise 3x3, 1x1 project plus the
+// block's input (fused). The expand's output is also a graph output and the depthwise's is read by
+// an add: both need their NCHW value back. Where this CPU has the channels-last 1x1 kernel (AMX)
+// all three convs run NHWC behind one permute of x (read by the expand and as the residual) and
+// three permutes back; under QTK_ISA=avx512_vnni (no NHWC 1x1 kernel) the depthwise conv alone
+// qualifies and stays NCHW. Bytes as the file's own nodes in every case.
+void test_nhwc_layout() {
+    Rng rng(7);
+    ModelBuilder b;
+    const uint32_t x = b.activation("x", {1, kChannels, kSize, kSize}, 0.05f, 4);
+    b.inputs = {x};
+    const uint32_t expand = conv(b, rng, "expand", x, false, 1);
+    const uint32_t dw = conv(b, rng, "dw", expand, true);
+    const uint32_t block = add(b, "add", conv(b, rng, "project", dw, false, 1), x);
+    b.outputs = {block, expand, add(b, "dw_twice", dw, dw)};
+    const std::vector<uint8_t> bytes = b.build();
+    const std::vector<int8_t> input = rng.int8s(size_t(3 * kChannels * kSize * kSize));
+    size_t nodes = 0;
+    const std::vector<int8_t> want = run(bytes, false, 1, 3, input, &nodes);
+    using qtk::detail::IsaLevel;
+    for (IsaLevel cap : {IsaLevel::kAmxInt8, IsaLevel::kAvx512Vnni}) {
+        const char* isa = qtk::detail::isa_name(cap);
+        qtk_test::set_env("QTK_ISA", isa);
+        const bool nhwc = cap == IsaLevel::kAmxInt8 && qtk::detail::cpu_supports(cap);
+        for (int threads : {1, 2}) {
+            CHECK(run(bytes, true, threads, 3, input, &nodes) == want);
+            CHECK_EQ(nodes, size_t(nhwc ? 8 : 4));  // 3 convs, the unfused add (+ 4 permutes)
+        }
+        const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
+        size_t nhwc_algos = 0;
+        for (const std::string& algo : model->algorithms()) {
+            nhwc_algos += algo.find("_nhwc_") != std::string::npos;
+        }
+        CHECK_EQ(nhwc_algos, size_t(nhwc ? 3 : 0));
+        std::printf("NHWC layout under QTK_ISA=%s: %zu nodes, %zu channels-last convs, bytes "
+                    "equal\n", isa, nodes, nhwc_algos);
+    }
+    qtk_test::set_env("QTK_ISA", nullptr);
+}
+
 }  // namespace
 
 int main() {
     test_fusion_is_exact();
     test_fused_conv_in_a_file();
+    test_nhwc_layout();
     return qtk_test::check_report();
 }

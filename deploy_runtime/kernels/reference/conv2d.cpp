@@ -1,5 +1,5 @@
 // conv2d, reference, with PyTorch's conv2d indexing (any stride, padding, dilation and groups),
-// NCHW:
+// NCHW or, where the layout pass chose it, NHWC:
 // - int8: docs/quantization_spec.md section 4, per-output-channel requantization, then the fused
 //   residual add of spec 3 where the graph pass put one (conv2d.h);
 // - float32: the float part of a mixed-precision model, summed in float32, optional bounds.
@@ -18,58 +18,70 @@ class Conv2dReference : public Conv2dKernel {
         : Conv2dKernel(node, read_conv2d_params(node, dtype, bias_dtype)) {}
 
  protected:
-    // y[i] = finish(oc, bias[oc] + sum (x - x_zero) * w, i) in the accumulator type Acc, i the flat
-    // index of [n, oc, oy, ox]; padded positions add nothing.
+    // y[i] = finish(oc, bias[oc] + sum (x - x_zero) * w, i) in the accumulator type Acc, i the
+    // index of [n, oc, oy, ox] in y (NCHW, or NHWC where params_.nhwc); padded positions add
+    // nothing.
     template <typename T, typename Acc, typename Finish>
     void convolve(const NodeIO& io, ThreadPool& pool, const T* weight, const Acc* bias, Acc x_zero,
                   const Finish& finish) const {
-        const Shape& xs = *io.input_shapes[0];
-        const Shape& ys = *io.output_shapes[0];
-        const int64_t channels = xs[1], height = xs[2], width = xs[3];
-        const int64_t out_h = ys[2], out_w = ys[3];
         const Conv2dParams& p = params_;
+        const Layout x_at(*io.input_shapes[0], p.nhwc), y_at(*io.output_shapes[0], p.nhwc);
         const T* x = io.input<T>(0);
         T* y = io.output<T>(0);
 
         // One task per (sample, output channel) plane.
-        pool.parallel_for(xs[0] * p.out_channels, [&](int64_t begin, int64_t end) {
+        pool.parallel_for(x_at.batch * p.out_channels, [&](int64_t begin, int64_t end) {
             for (int64_t plane = begin; plane < end; ++plane) {
                 const int64_t n = plane / p.out_channels;
                 const int64_t oc = plane % p.out_channels;
-                const int64_t group = oc / p.out_per_group();
-                const T* x_group =
-                    x + (n * channels + group * p.group_in_channels) * height * width;
+                const int64_t ic0 = oc / p.out_per_group() * p.group_in_channels;
                 const T* w = weight + oc * p.products_per_output();
-                T* y_plane = y + plane * out_h * out_w;
-                for (int64_t oy = 0; oy < out_h; ++oy) {
-                    for (int64_t ox = 0; ox < out_w; ++ox) {
+                for (int64_t oy = 0; oy < y_at.height; ++oy) {
+                    for (int64_t ox = 0; ox < y_at.width; ++ox) {
                         Acc acc = bias[oc];
                         for (int64_t ic = 0; ic < p.group_in_channels; ++ic) {
-                            const T* x_channel = x_group + ic * height * width;
                             const T* w_channel = w + ic * p.kernel_h * p.kernel_w;
                             for (int64_t ky = 0; ky < p.kernel_h; ++ky) {
                                 const int64_t iy = oy * p.stride_h - p.pad_h + ky * p.dilation_h;
-                                if (iy < 0 || iy >= height) {
+                                if (iy < 0 || iy >= x_at.height) {
                                     continue;  // padding adds nothing
                                 }
                                 for (int64_t kx = 0; kx < p.kernel_w; ++kx) {
                                     const int64_t ix =
                                         ox * p.stride_w - p.pad_w + kx * p.dilation_w;
-                                    if (ix < 0 || ix >= width) {
+                                    if (ix < 0 || ix >= x_at.width) {
                                         continue;
                                     }
-                                    acc += (static_cast<Acc>(x_channel[iy * width + ix]) - x_zero) *
+                                    acc += (static_cast<Acc>(x[x_at(n, ic0 + ic, iy, ix)]) -
+                                            x_zero) *
                                            static_cast<Acc>(w_channel[ky * p.kernel_w + kx]);
                                 }
                             }
                         }
-                        const int64_t at = oy * out_w + ox;
-                        y_plane[at] = finish(oc, acc, plane * out_h * out_w + at);
+                        const int64_t at = y_at(n, oc, oy, ox);
+                        y[at] = finish(oc, acc, at);
                     }
                 }
             }
         });
     }
+
+ private:
+    // The offset of element (n, c, y, x) of a 4-d activation in either layout.
+    struct Layout {
+        Layout(const Shape& s, bool nhwc)
+            : batch(s[0]),
+              channels(s[nhwc ? 3 : 1]),
+              height(s[nhwc ? 1 : 2]),
+              width(s[nhwc ? 2 : 3]),
+              nhwc(nhwc) {}
+        int64_t operator()(int64_t n, int64_t c, int64_t y, int64_t x) const {
+            return nhwc ? ((n * height + y) * width + x) * channels + c
+                        : ((n * channels + c) * height + y) * width + x;
+        }
+        int64_t batch, channels, height, width;
+        bool nhwc;
+    };
 };
 
 class Conv2dInt8Reference final : public Conv2dReference {
@@ -115,7 +127,7 @@ std::unique_ptr<OpKernel> make_conv2d_int8_reference(const NodeView& node) {
 // The portable int8 algorithm, last in the registry's list: it serves every geometry on every CPU.
 extern const Conv2dAlgo kConv2dInt8Reference = {"conv2d_int8_reference", IsaLevel::kScalar,
                                                 fits_any_conv2d, no_conv2d_workspace,
-                                                make_conv2d_int8_reference};
+                                                make_conv2d_int8_reference, true, true};
 
 std::unique_ptr<OpKernel> make_conv2d_float32_reference(const NodeView& node) {
     return std::make_unique<Conv2dFloat32Reference>(node);

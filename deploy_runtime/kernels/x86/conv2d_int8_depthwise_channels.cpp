@@ -13,6 +13,11 @@
 // into pixel-major accumulators, which transpose_out turns into L channel planes of the band: one
 // epilogue call per channel then requantizes (and adds the residual to) the band's pixels, which
 // are contiguous in the NCHW output.
+//
+// Channels-last (NHWC, where the layout pass put the node): the same work without either
+// transpose. A pixel's L channels lie side by side in the input, so an input row is only widened
+// to int32 (widen_in), and the pixel-major accumulators are requantized as they are, L channels of
+// each pixel per step, into the pixel's run of output channels.
 #include <algorithm>
 
 #include "conv2d_int8_depthwise.h"
@@ -67,12 +72,13 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
         : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
           lanes_(ukernel.lanes),
           transpose_in_(ukernel.transpose_in),
+          widen_in_(ukernel.widen_in),
           row_(ukernel.row[params_.kernel_h == 5][params_.stride_h == 2]),
           transpose_out_(ukernel.transpose_out),
           constants_(node, params_),
           epilogue_(constants_, requantize, vadd),
           acc_init_(depthwise_acc_init(constants_, params_)) {
-        if (!fits_depthwise(params_)) {  // the registry checks first
+        if (!fits_depthwise(params_) || (params_.nhwc && widen_in_ == nullptr)) {  // checked first
             node.fail("the depthwise kernel does not fit this conv2d");
         }
         pack_weights();
@@ -81,13 +87,14 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
     size_t workspace_bytes(const std::vector<Shape>&, const std::vector<Shape>& output_shapes,
                            int threads) const override {
         const Shape& ys = output_shapes[0];
-        return WorkspaceLayout{0, BandLayout(params_, lanes_, ys[3], ys[2]).bytes(params_), threads}
+        const int64_t out_h = ys[params_.nhwc ? 1 : 2], out_w = ys[params_.nhwc ? 2 : 3];
+        return WorkspaceLayout{0, BandLayout(params_, lanes_, out_w, out_h).bytes(params_), threads}
             .bytes();
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Shape& ys = *io.output_shapes[0];
-        const int64_t out_h = ys[2], out_w = ys[3];
+        const int64_t out_h = ys[params_.nhwc ? 1 : 2], out_w = ys[params_.nhwc ? 2 : 3];
         const BandLayout layout(params_, lanes_, out_w, out_h);
         const WorkspaceLayout workspace{0, layout.bytes(params_), pool.threads()};
         // Row groups of about 4096 pixels: tasks for the threads on large planes, while the
@@ -126,23 +133,36 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
         }
     }
 
-    // Padded input row `r` (input row r - pad_h, a padding row outside the input) of the L
-    // channel planes at x[c] into a ring row: columns [0, read_cols) of the padded row.
-    void pack_row(const int8_t* const* x, int64_t height, int64_t width, int64_t r,
-                  const BandLayout& layout, int32_t* row) const {
+    // Where the input rows of one block of L channels of one sample lie: in NCHW one plane per
+    // channel (nullptr past the last channel); in NHWC the sample's first pixel, at the block's
+    // first channel.
+    struct BlockInput {
+        const int8_t* planes[kMaxLanes];
+        const int8_t* pixels;
+        int64_t channels, valid, height, width;
+    };
+
+    // Padded input row `r` (input row r - pad_h, a padding row outside the input) of the block's
+    // L channels into a ring row: columns [0, read_cols) of the padded row.
+    void pack_row(const BlockInput& in, int64_t r, const BandLayout& layout, int32_t* row) const {
         const int32_t z = constants_.input_zero_point;
         const int64_t iy = r - params_.pad_h, pad = std::min(params_.pad_w, layout.read_cols);
-        const int64_t count = std::max<int64_t>(0, std::min(width, layout.read_cols - pad));
+        const int64_t count = std::max<int64_t>(0, std::min(in.width, layout.read_cols - pad));
         const int64_t lanes = lanes_;
-        if (iy < 0 || iy >= height || count == 0) {
+        if (iy < 0 || iy >= in.height || count == 0) {
             std::fill(row, row + layout.read_cols * lanes, z);
             return;
         }
-        const int8_t* channel_rows[kMaxLanes];
-        for (int64_t c = 0; c < lanes; ++c) {
-            channel_rows[c] = x[c] == nullptr ? nullptr : x[c] + iy * width;
+        if (params_.nhwc) {
+            widen_in_(in.pixels + iy * in.width * in.channels, in.channels, in.valid, count,
+                      row + pad * lanes);
+        } else {
+            const int8_t* channel_rows[kMaxLanes];
+            for (int64_t c = 0; c < lanes; ++c) {
+                channel_rows[c] = in.planes[c] == nullptr ? nullptr : in.planes[c] + iy * in.width;
+            }
+            transpose_in_(channel_rows, count, row + pad * lanes);
         }
-        transpose_in_(channel_rows, count, row + pad * lanes);
         std::fill(row, row + pad * lanes, z);
         std::fill(row + (pad + count) * lanes, row + layout.read_cols * lanes, z);
     }
@@ -153,19 +173,27 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
         const Conv2dParams& p = params_;
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
-        const int64_t channels = p.out_channels, height = xs[2], width = xs[3];
-        const int64_t out_h = ys[2], out_w = ys[3], k = p.kernel_h, s = p.stride_h;
-        const int64_t lanes = lanes_, valid = std::min(lanes, channels - c0);
-        const int8_t* x[kMaxLanes];
+        const int64_t channels = p.out_channels;
+        const int64_t out_h = ys[p.nhwc ? 1 : 2], out_w = ys[p.nhwc ? 2 : 3];
+        const int64_t k = p.kernel_h, s = p.stride_h;
+        const int64_t lanes = lanes_;
+        BlockInput in;
+        in.channels = channels;
+        in.valid = std::min(lanes, channels - c0);
+        in.height = xs[p.nhwc ? 1 : 2];
+        in.width = xs[p.nhwc ? 2 : 3];
+        const int64_t plane = in.height * in.width;
+        in.pixels = io.input<int8_t>(0) + n * plane * channels + c0;
         for (int64_t c = 0; c < lanes; ++c) {
-            x[c] = c < valid ? io.input<int8_t>(0) + (n * channels + c0 + c) * height * width
-                             : nullptr;
+            in.planes[c] = c < in.valid ? io.input<int8_t>(0) + (n * channels + c0 + c) * plane
+                                        : nullptr;
         }
         const int32_t* weights = weight_pairs_.data() + c0 * k * k;
         int32_t* ring = scratch;
         int32_t* acc = ring + layout.ring_words(p);      // [band_cap][L]
         int32_t* planes = acc + layout.band_cap * lanes;  // [L][band_cap]
         const int64_t ring_row = layout.row_cols * lanes;
+        const int8_t* residual = constants_.has_residual ? io.input<int8_t>(3) : nullptr;
 
         // Padded input row r lives in ring slot (r - s first) % k.
         int64_t next_row = s * first, next_slot = 0;
@@ -173,7 +201,7 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
             const int64_t band_end = std::min(last, band + layout.band_rows);
             for (int64_t oy = band; oy < band_end; ++oy) {
                 for (; next_row < s * oy + k; ++next_row) {
-                    pack_row(x, height, width, next_row, layout, ring + next_slot * ring_row);
+                    pack_row(in, next_row, layout, ring + next_slot * ring_row);
                     next_slot = next_slot + 1 == k ? 0 : next_slot + 1;
                 }
                 const int32_t* rows[5];
@@ -184,20 +212,29 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
                 row_(rows, weights, out_w, acc + (oy - band) * out_w * lanes);
             }
             const int64_t pixels = (band_end - band) * out_w;
+            if (p.nhwc) {  // the accumulators are pixel-major already
+                const int64_t offset = ((n * out_h + band) * out_w) * channels + c0;
+                epilogue_.pixels(c0, acc, lanes, pixels, in.valid, acc_init_.data() + c0,
+                                 io.output<int8_t>(0) + offset, channels,
+                                 residual == nullptr ? nullptr : residual + offset);
+                continue;
+            }
             for (int64_t j = 0; j < pixels; j += lanes) {
                 transpose_out_(acc + j * lanes, layout.band_cap, planes + j);
             }
-            for (int64_t c = 0; c < valid; ++c) {
+            for (int64_t c = 0; c < in.valid; ++c) {
                 const int64_t offset = ((n * channels + c0 + c) * out_h + band) * out_w;
                 epilogue_.row(c0 + c, planes + c * layout.band_cap, acc_init_[size_t(c0 + c)],
                               pixels, io.output<int8_t>(0) + offset,
-                              constants_.has_residual ? io.input<int8_t>(3) + offset : nullptr);
+                              residual == nullptr ? nullptr : residual + offset);
             }
         }
     }
 
     const int64_t lanes_;
     void (*const transpose_in_)(const int8_t* const* channel_rows, int64_t count, int32_t* row);
+    void (*const widen_in_)(const int8_t* pixels, int64_t pixel_stride, int64_t valid,
+                            int64_t count, int32_t* row);
     const DwconvChannelsRowFn row_;
     void (*const transpose_out_)(const int32_t* acc, int64_t stride, int32_t* planes);
     const Conv2dInt8Constants constants_;
@@ -218,6 +255,10 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
 extern const Conv2dAlgo kConv2dInt8DepthwiseC16Avx512Vnni = {
     "conv2d_int8_depthwise_c16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
     workspace_bytes<16>, make<kInt8DwconvC16Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+extern const Conv2dAlgo kConv2dInt8DepthwiseNhwcC16Avx512Vnni = {
+    "conv2d_int8_depthwise_nhwc_c16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
+    workspace_bytes<16>, make<kInt8DwconvC16Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>,
+    false, true};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8DepthwiseC8Avx2 = {

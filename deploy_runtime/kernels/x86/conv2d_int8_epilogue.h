@@ -1,4 +1,5 @@
-// How every x86 int8 conv2d algorithm finishes a row of output pixels of one channel: the
+// How every x86 int8 conv2d algorithm finishes a row of output pixels of one channel (or, in
+// channels-last layout, a run of channels of each of some pixels): the
 // requantization of int8_requantize.h and, where the graph pass fused one (conv2d.h), the residual
 // add of int8_vadd.h over the bytes just written, while they are still in cache. Both are exact,
 // so the row equals the reference's conv then add. Built with the baseline flags.
@@ -37,6 +38,25 @@ class Conv2dInt8Epilogue {
                             out_, y);
         if (k_.has_residual) {
             vadd_.run(y, residual, rows * count, add_, y);
+        }
+    }
+
+    // `pixels` channels-last output pixels of channels [oc, oc + count): pixel p's accumulators
+    // at acc + p * acc_stride, plus offset[0, count), its bytes at y + p * y_stride (the
+    // residual's alike).
+    void pixels(int64_t oc, const int32_t* acc, int64_t acc_stride, int64_t pixels, int64_t count,
+                const int32_t* offset, int8_t* y, int64_t y_stride, const int8_t* residual) const {
+        requantize_.channels(acc, acc_stride, pixels, count, offset, k_.multiplier.data() + oc,
+                             k_.shift.data() + oc, out_, y, y_stride);
+        if (!k_.has_residual) {
+            return;
+        }
+        if (count == y_stride) {  // whole pixels: one run
+            vadd_.run(y, residual, pixels * count, add_, y);
+            return;
+        }
+        for (int64_t p = 0; p < pixels; ++p) {
+            vadd_.run(y + p * y_stride, residual + p * y_stride, count, add_, y + p * y_stride);
         }
     }
 

@@ -132,6 +132,7 @@ void transpose_out_avx2(const int32_t* acc, int64_t stride, int32_t* planes) {
 extern const Int8DwconvChannelsUkernel kInt8DwconvC8Avx2 = {
     8,
     transpose_in_avx2,
+    nullptr,  // no NHWC kernel at AVX2: no NHWC 1x1 conv there to neighbour it (graph_passes.h)
     {{dwconv_c8_row_avx2<3, 1>, dwconv_c8_row_avx2<3, 2>},
      {dwconv_c8_row_avx2<5, 1>, dwconv_c8_row_avx2<5, 2>}},
     transpose_out_avx2};

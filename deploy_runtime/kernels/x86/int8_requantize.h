@@ -7,7 +7,8 @@
 // acc[i] + offset in int32 (a kernel's partial sum plus its per-channel constant is the spec's
 // int32 accumulator, so their int32 sum wraps back to it). No alignment is required.
 //
-// Both forms are exact in int64 lanes (vpmuldq). For shift n >= 33 the one-channel form needs only
+// Both forms are exact in int64 lanes (vpmuldq). For shift n >= 33 (at AVX-512, in the per-channel
+// form, where a vector's 16 channels all have it) they need only
 // the products' high halves: with p = h 2^32 + l (0 <= l < 2^32), (p + 2^(n-1)) >> n =
 // (h + 2^(n-33)) >> (n - 32), all in int32 (|h| < 2^30), which saves the int64 shift and clamp;
 // real layers' shifts are 33 and more (a scale ratio s_x s_w / s_y below 1/4).
@@ -31,11 +32,12 @@ struct Int8RequantizeUkernel {
     void (*channel)(const int32_t* acc, int64_t acc_stride, int64_t rows, int64_t count,
                     int32_t offset, int32_t multiplier, int32_t shift, const Int8Output& out,
                     int8_t* y);
-    // One value of each of `count` consecutive channels (a linear's output features): offset,
-    // multiplier and shift are per i.
-    void (*channels)(const int32_t* acc, int64_t count, const int32_t* offset,
-                     const int32_t* multiplier, const int32_t* shift, const Int8Output& out,
-                     int8_t* y);
+    // `pixels` rows of one value of each of `count` consecutive channels (a linear's output
+    // features, or channels-last conv output pixels), row r at acc + r * acc_stride into
+    // y + r * y_stride: offset, multiplier and shift are per channel i, set up once per call.
+    void (*channels)(const int32_t* acc, int64_t acc_stride, int64_t pixels, int64_t count,
+                     const int32_t* offset, const int32_t* multiplier, const int32_t* shift,
+                     const Int8Output& out, int8_t* y, int64_t y_stride);
 };
 
 extern const Int8RequantizeUkernel kInt8RequantizeAvx2;

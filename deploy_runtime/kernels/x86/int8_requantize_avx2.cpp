@@ -133,15 +133,18 @@ void requantize_channel_avx2(const int32_t* acc, int64_t acc_stride, int64_t row
     }
 }
 
-void requantize_channels_avx2(const int32_t* acc, int64_t count, const int32_t* offset,
-                              const int32_t* multiplier, const int32_t* shift,
-                              const Int8Output& out, int8_t* y) {
+void requantize_channels_avx2(const int32_t* acc, int64_t acc_stride, int64_t pixels,
+                              int64_t count, const int32_t* offset, const int32_t* multiplier,
+                              const int32_t* shift, const Int8Output& out, int8_t* y,
+                              int64_t y_stride) {
     const Output o = make_output(out);
     for (int64_t i = 0; i < count; i += 8) {
         const Params p = make_params(load_lanes(multiplier + i, count - i),
                                      load_lanes(shift + i, count - i),
                                      load_lanes(offset + i, count - i));
-        requantize8(acc + i, count - i, p, o, y + i);
+        for (int64_t r = 0; r < pixels; ++r) {
+            requantize8(acc + r * acc_stride + i, count - i, p, o, y + r * y_stride + i);
+        }
     }
 }
 

@@ -62,8 +62,8 @@ void requantize16(const int32_t* acc, __mmask16 mask, const Params& p, const Out
 
 // The high-half form of the header, for n >= 33: the products' high int32 halves, then int32.
 struct HighHalfParams {
-    __m512i multiplier, offset, round, zero_point, lo, hi;
-    __m128i shift;      // n - 32, for vpsrad
+    __m512i multiplier, multiplier_odd, offset, round, zero_point, lo, hi;  // odd: shifted down
+    __m512i shift;     // n - 32 per lane, for vpsravd (one uop, where vpsrad by xmm is two)
     __m512i lo8, hi8;  // the bounds as bytes, for the 64-value step
 };
 
@@ -71,11 +71,17 @@ struct HighHalfParams {
 __m512i scale16_high_half(const int32_t* acc, __mmask16 mask, const HighHalfParams& p) {
     const __m512i vacc = _mm512_add_epi32(_mm512_maskz_loadu_epi32(mask, acc), p.offset);
     const __m512i veven = _mm512_mul_epi32(vacc, p.multiplier);
-    const __m512i vodd = _mm512_mul_epi32(_mm512_srli_epi64(vacc, 32), p.multiplier);
+    const __m512i vodd = _mm512_mul_epi32(_mm512_srli_epi64(vacc, 32), p.multiplier_odd);
     // h: the even products' high halves moved down, the odd ones' in place.
     const __m512i vhigh = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(veven, 32), vodd);
-    const __m512i vscaled = _mm512_sra_epi32(_mm512_add_epi32(vhigh, p.round), p.shift);
+    const __m512i vscaled = _mm512_srav_epi32(_mm512_add_epi32(vhigh, p.round), p.shift);
     return _mm512_add_epi32(vscaled, p.zero_point);
+}
+
+// 16 requantized values, clamped, into the bytes of y's masked lanes.
+void store16_high_half(const int32_t* acc, __mmask16 mask, const HighHalfParams& p, int8_t* y) {
+    const __m512i vy = scale16_high_half(acc, mask, p);
+    _mm512_mask_cvtepi32_storeu_epi8(y, mask, _mm512_min_epi32(_mm512_max_epi32(vy, p.lo), p.hi));
 }
 
 // One row of `count` values. 64 at a time, the four vectors narrow with saturating packs (exact:
@@ -94,10 +100,7 @@ void requantize_row_high_half(const int32_t* acc, int64_t count, const HighHalfP
         _mm512_storeu_si512(y + i, _mm512_min_epi8(_mm512_max_epi8(vy, p.lo8), p.hi8));
     }
     for (; i < count; i += 16) {
-        const __mmask16 mask = first_lanes(count - i);
-        const __m512i vy = scale16_high_half(acc + i, mask, p);
-        _mm512_mask_cvtepi32_storeu_epi8(
-            y + i, mask, _mm512_min_epi32(_mm512_max_epi32(vy, p.lo), p.hi));
+        store16_high_half(acc + i, first_lanes(count - i), p, y + i);
     }
 }
 
@@ -106,12 +109,13 @@ void requantize_channel_avx512(const int32_t* acc, int64_t acc_stride, int64_t r
                                const Int8Output& out, int8_t* y) {
     if (shift >= 33) {
         const HighHalfParams p = {_mm512_set1_epi32(multiplier),
+                                  _mm512_set1_epi32(multiplier),
                                   _mm512_set1_epi32(offset),
                                   _mm512_set1_epi32(int32_t{1} << (shift - 33)),
                                   _mm512_set1_epi32(out.zero_point),
                                   _mm512_set1_epi32(out.lo),
                                   _mm512_set1_epi32(out.hi),
-                                  _mm_cvtsi32_si128(shift - 32),
+                                  _mm512_set1_epi32(shift - 32),
                                   _mm512_set1_epi8(static_cast<char>(out.lo)),
                                   _mm512_set1_epi8(static_cast<char>(out.hi))};
         for (int64_t r = 0; r < rows; ++r, acc += acc_stride, y += count) {
@@ -129,16 +133,39 @@ void requantize_channel_avx512(const int32_t* acc, int64_t acc_stride, int64_t r
     }
 }
 
-void requantize_channels_avx512(const int32_t* acc, int64_t count, const int32_t* offset,
-                                const int32_t* multiplier, const int32_t* shift,
-                                const Int8Output& out, int8_t* y) {
+void requantize_channels_avx512(const int32_t* acc, int64_t acc_stride, int64_t pixels,
+                                int64_t count, const int32_t* offset, const int32_t* multiplier,
+                                const int32_t* shift, const Int8Output& out, int8_t* y,
+                                int64_t y_stride) {
     const Output o = make_output(out);
+    const __m512i v33 = _mm512_set1_epi32(33);
     for (int64_t i = 0; i < count; i += 16) {
         const __mmask16 mask = first_lanes(count - i);
-        const Params p = make_params(_mm512_maskz_loadu_epi32(mask, multiplier + i),
-                                     _mm512_maskz_loadu_epi32(mask, shift + i),
-                                     _mm512_maskz_loadu_epi32(mask, offset + i));
-        requantize16(acc + i, mask, p, o, y + i);
+        const __m512i vmultiplier = _mm512_maskz_loadu_epi32(mask, multiplier + i);
+        const __m512i voffset = _mm512_maskz_loadu_epi32(mask, offset + i);
+        // Unused lanes read shift 33: they take the high-half form's path harmlessly.
+        const __m512i vshift = _mm512_mask_loadu_epi32(v33, mask, shift + i);
+        if (_mm512_cmplt_epi32_mask(vshift, v33) == 0) {  // every lane's n >= 33
+            const HighHalfParams p = {
+                vmultiplier,
+                _mm512_srli_epi64(vmultiplier, 32),
+                voffset,
+                _mm512_sllv_epi32(_mm512_set1_epi32(1), _mm512_sub_epi32(vshift, v33)),
+                _mm512_set1_epi32(out.zero_point),
+                _mm512_set1_epi32(out.lo),
+                _mm512_set1_epi32(out.hi),
+                _mm512_sub_epi32(vshift, _mm512_set1_epi32(32)),
+                _mm512_set1_epi8(static_cast<char>(out.lo)),
+                _mm512_set1_epi8(static_cast<char>(out.hi))};
+            for (int64_t r = 0; r < pixels; ++r) {
+                store16_high_half(acc + r * acc_stride + i, mask, p, y + r * y_stride + i);
+            }
+            continue;
+        }
+        const Params p = make_params(vmultiplier, vshift, voffset);
+        for (int64_t r = 0; r < pixels; ++r) {
+            requantize16(acc + r * acc_stride + i, mask, p, o, y + r * y_stride + i);
+        }
     }
 }
 

@@ -64,10 +64,10 @@ class LinearInt8Gemv final : public LinearKernel {
                 const int64_t block = task / batch, n = task % batch, first = block * nr;
                 const int8_t* w = packed_weights_.data() + block * k_padded_ * nr;
                 ukernel_.run(k_padded_ / ukernel_.kr, w, u + n * row_bytes, c.data());
-                requantize_.channels(c.data(), std::min<int64_t>(nr, out_features_ - first),
+                requantize_.channels(c.data(), 0, 1, std::min<int64_t>(nr, out_features_ - first),
                                      acc_init_.data() + first, k.multiplier.data() + first,
                                      k.shift.data() + first, out,
-                                     y + n * out_features_ + first);
+                                     y + n * out_features_ + first, 0);
             }
         });
     }
