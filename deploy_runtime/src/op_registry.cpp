@@ -56,6 +56,7 @@ extern const Conv2dAlgo kConv2dInt8DepthwiseW8Avx2;
 extern const Conv2dAlgo kConv2dInt8DepthwiseC16Avx512Vnni;
 extern const Conv2dAlgo kConv2dInt8DepthwiseNhwcC16Avx512Vnni;
 extern const Conv2dAlgo kConv2dInt8GemmNhwc32x32Amx;
+extern const Conv2dAlgo kConv2dInt8GemmNhwc12x32Avx512Vnni;
 extern const Conv2dAlgo kConv2dInt8DepthwiseC8Avx2;
 extern const Conv2dAlgo kConv2dInt8Gemm8x32c4Avx512Vnni;
 extern const Conv2dAlgo kConv2dInt8Gemm4x16c4AvxVnni;
@@ -106,12 +107,12 @@ namespace {
 // The one hand-edited list of int8 conv2d algorithms, in preference order.
 const Conv2dAlgo* const kConv2dInt8Algos[] = {
 // Channels-last (NHWC) only, so they never compete with the rest: the layout pass (graph_passes.h)
-// puts a conv in NHWC where one of these serves it and a neighbour. The 1x1 GEMM needs AMX: the
-// depthwise layers between 1x1 layers convert only with it.
+// puts a conv in NHWC where one of these serves it and a neighbour. AMX's 1x1 GEMM for K > 32.
 #if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
     &kConv2dInt8GemmNhwc32x32Amx,
 #endif
 #if QTK_X86_AVX512_VNNI
+    &kConv2dInt8GemmNhwc12x32Avx512Vnni,
     &kConv2dInt8DepthwiseNhwcC16Avx512Vnni,
 #endif
 // Depthwise only: before every GEMM, which wastes most of its tile on one channel per group.

@@ -210,10 +210,10 @@ void test_fused_conv_in_a_file() {
 
 // The layout pass on mobilenet_v2's block: 1x1 expand, depthwise 3x3, 1x1 project plus the
 // block's input (fused). The expand's output is also a graph output and the depthwise's is read by
-// an add: both need their NCHW value back. Where this CPU has the channels-last 1x1 kernel (AMX)
-// all three convs run NHWC behind one permute of x (read by the expand and as the residual) and
-// three permutes back; under QTK_ISA=avx512_vnni (no NHWC 1x1 kernel) the depthwise conv alone
-// qualifies and stays NCHW. Bytes as the file's own nodes in every case.
+// an add: both need their NCHW value back. Where this CPU has the channels-last kernels (AVX-512
+// VNNI and up) all three convs run NHWC behind one permute of x (read by the expand and as the
+// residual) and three permutes back; under QTK_ISA=avx2 none do. Bytes as the file's own nodes in
+// every case.
 void test_nhwc_layout() {
     Rng rng(7);
     ModelBuilder b;
@@ -228,10 +228,11 @@ void test_nhwc_layout() {
     size_t nodes = 0;
     const std::vector<int8_t> want = run(bytes, false, 1, 3, input, &nodes);
     using qtk::detail::IsaLevel;
-    for (IsaLevel cap : {IsaLevel::kAmxInt8, IsaLevel::kAvx512Vnni}) {
+    for (IsaLevel cap : {IsaLevel::kAmxInt8, IsaLevel::kAvx512Vnni, IsaLevel::kAvx2}) {
         const char* isa = qtk::detail::isa_name(cap);
         qtk_test::set_env("QTK_ISA", isa);
-        const bool nhwc = cap == IsaLevel::kAmxInt8 && qtk::detail::cpu_supports(cap);
+        const bool nhwc = cap >= IsaLevel::kAvx512Vnni &&
+                          qtk::detail::cpu_supports(IsaLevel::kAvx512Vnni);
         for (int threads : {1, 2}) {
             CHECK(run(bytes, true, threads, 3, input, &nodes) == want);
             CHECK_EQ(nodes, size_t(nhwc ? 8 : 4));  // 3 convs, the unfused add (+ 4 permutes)

@@ -6,12 +6,14 @@
 // add go over whole pixels. The micro-kernel is per ISA (int8_gemm.h); this file, built with the
 // baseline flags, packs the weights at load and cuts the work.
 //
-// Exact: the micro-kernel sums int8 x int8 products in int32 (|sum| <= K 128 127 < 2^31 by
-// check_accumulator_range), and integer sums do not depend on their order or on the threads.
+// Exact: the micro-kernel sums products of int8 weights and int8 activations (AMX), or uint8 ones
+// u = x + 128 (VNNI; one constant per channel, bias - (z + 128) sum w, turns their sum into the
+// spec's accumulator; zero padding then reads u = 128, which the zero weights cancel), in int32: |sum| <= K 255 127 < 2^31 by check_accumulator_range; integer
+// sums do not depend on their order or on the threads.
 //
 // Work: one task per tile of mr pixels of one sample: every tile of nr output channels over it
 // into an int32 block [mr][output channels], then one epilogue call for the tile. The micro-kernel
-// reads 64 k_blocks bytes from each pixel: where that would pass the end of the sample's plane (its
+// reads 4 quads bytes from each pixel: where that would pass the end of the sample's plane (its
 // last tiles), the tile's pixels are first copied into a zero-padded scratch.
 #include <algorithm>
 #include <cstring>
@@ -25,20 +27,27 @@ namespace qtk {
 namespace detail {
 namespace {
 
-constexpr int64_t kBlockK = 64;  // k per weight block: one AMX tile row
+constexpr int64_t kWeightBlockQuads = 16;  // quads per block of the packed weights (int8_gemm.h)
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 bool fits_pointwise(const Conv2dParams& p) { return p.pointwise() && p.groups == 1; }
 
-// Per thread: the tile's accumulators [mr][channels rounded up to nr], then the padded copy of
-// mr pixels [mr][64 k_blocks].
+// AMX's tile rows take 64 k: at K <= 32 zero padding does half its work or more (as for the NCHW
+// GEMM, conv2d_int8_gemm.cpp); the VNNI kernel takes those layers.
+bool fits_pointwise_amx(const Conv2dParams& p) {
+    return fits_pointwise(p) && p.group_in_channels > 32;
+}
+
+// Per thread: the tile's accumulators [mr][channels rounded up to nr], then the copy of mr pixels
+// [mr][4 quads].
 struct TileScratch {
-    int64_t c_stride, x_stride;
+    int64_t quads, c_stride, x_stride;
 
     TileScratch(const Conv2dParams& p, const Int8GemmNhwcUkernel& u)
-        : c_stride(ceil_div(p.out_channels, u.nr) * u.nr),
-          x_stride(ceil_div(p.group_in_channels, kBlockK) * kBlockK) {}
+        : quads(ceil_div(ceil_div(p.group_in_channels, 4), u.quad_block) * u.quad_block),
+          c_stride(ceil_div(p.out_channels, u.nr) * u.nr),
+          x_stride(4 * quads) {}
 
     size_t c_bytes(const Int8GemmNhwcUkernel& u) const { return size_t(u.mr * c_stride * 4); }
     size_t bytes(const Int8GemmNhwcUkernel& u) const {
@@ -83,12 +92,12 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
     }
 
  private:
-    // Weights [O, K] -> per tile of nr output channels the micro-kernel's [k_blocks][nr / 16]
-    // [16][16][4] (zeros past K and O); and per channel bias - z sum(w).
+    // Weights [O, K] -> per tile of nr output channels the micro-kernel's [quad blocks][nr / 16]
+    // [16][16][4] (zeros past K and O); and per channel bias - (z + x_offset) sum(w).
     void pack_weights() {
         const int64_t k_count = params_.group_in_channels, nr = ukernel_.nr;
-        const int64_t k_blocks = scratch_.x_stride / kBlockK;
-        const int64_t tile_bytes = k_blocks * kBlockK * nr;
+        const int64_t block_k = 4 * kWeightBlockQuads;
+        const int64_t tile_bytes = weight_tile_bytes();
         packed_weights_.assign(size_t(scratch_.c_stride / nr * tile_bytes), 0);
         acc_init_.resize(size_t(params_.out_channels));
         for (int64_t o = 0; o < params_.out_channels; ++o) {
@@ -96,14 +105,19 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
             const int8_t* w = constants_.weight + o * k_count;
             int32_t sum = 0;
             for (int64_t k = 0; k < k_count; ++k) {
-                const int64_t at = ((k / kBlockK * (nr / 16) + o % nr / 16) * 16 + k % kBlockK / 4) *
-                                       64 +
-                                   o % 16 * 4 + k % 4;
+                const int64_t at =
+                    ((k / block_k * (nr / 16) + o % nr / 16) * 16 + k % block_k / 4) * 64 +
+                    o % 16 * 4 + k % 4;
                 tile[at] = w[k];
                 sum += w[k];
             }
-            acc_init_[size_t(o)] = constants_.bias[size_t(o)] - constants_.input_zero_point * sum;
+            acc_init_[size_t(o)] =
+                constants_.bias[size_t(o)] - (constants_.input_zero_point + ukernel_.x_offset) * sum;
         }
+    }
+
+    int64_t weight_tile_bytes() const {
+        return ceil_div(scratch_.quads, kWeightBlockQuads) * kWeightBlockQuads * 4 * ukernel_.nr;
     }
 
     // Pixels [first, first + mr) of sample n (fewer at the plane's end).
@@ -111,11 +125,10 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
                   uint8_t* scratch) const {
         const int64_t in_channels = params_.group_in_channels, out_channels = params_.out_channels;
         const int64_t pixels = std::min<int64_t>(ukernel_.mr, plane_pixels - first);
-        const int64_t k_blocks = scratch_.x_stride / kBlockK;
         int32_t* c = reinterpret_cast<int32_t*>(scratch);
         const int8_t* x = io.input<int8_t>(0) + (n * plane_pixels + first) * in_channels;
         int64_t x_stride = in_channels;
-        // The last row reads 64 k_blocks bytes: copy where that passes the plane.
+        // The last row reads 4 quads bytes: copy where that passes the plane.
         if ((first + ukernel_.mr - 1) * in_channels + scratch_.x_stride >
             plane_pixels * in_channels) {
             int8_t* copy = reinterpret_cast<int8_t*>(scratch + scratch_.c_bytes(ukernel_));
@@ -126,10 +139,11 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
             x = copy;
             x_stride = scratch_.x_stride;
         }
-        const int64_t tile_bytes = k_blocks * kBlockK * ukernel_.nr;
+        const int64_t tile_bytes = weight_tile_bytes();
         for (int64_t o = 0; o < out_channels; o += ukernel_.nr) {
-            ukernel_.run(x, x_stride, k_blocks, packed_weights_.data() + o / ukernel_.nr * tile_bytes,
-                         c + o, scratch_.c_stride);
+            ukernel_.run(x, x_stride, scratch_.quads,
+                         packed_weights_.data() + o / ukernel_.nr * tile_bytes, c + o,
+                         scratch_.c_stride);
         }
         const int64_t at = (n * plane_pixels + first) * out_channels;
         epilogue_.pixels(0, c, scratch_.c_stride, pixels, out_channels, acc_init_.data(),
@@ -161,9 +175,15 @@ size_t workspace(const Conv2dParams& p, int64_t) {
 
 #if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8GemmNhwc32x32Amx = {
-    "conv2d_int8_gemm_nhwc_32x32_amx_int8", IsaLevel::kAmxInt8, fits_pointwise,
+    "conv2d_int8_gemm_nhwc_32x32_amx_int8", IsaLevel::kAmxInt8, fits_pointwise_amx,
     workspace<kInt8GemmNhwc32x32Amx>,
     make<kInt8GemmNhwc32x32Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>, false, true};
+#endif
+#if QTK_X86_AVX512_VNNI
+extern const Conv2dAlgo kConv2dInt8GemmNhwc12x32Avx512Vnni = {
+    "conv2d_int8_gemm_nhwc_12x32_avx512_vnni", IsaLevel::kAvx512Vnni, fits_pointwise,
+    workspace<kInt8GemmNhwc12x32Avx512Vnni>,
+    make<kInt8GemmNhwc12x32Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>, false, true};
 #endif
 
 }  // namespace detail

@@ -61,18 +61,22 @@ struct Int8GemmUkernel {
     void (*prepare)() = nullptr;    // per thread, before a task's first run()
 };
 
-// The channels-last (NHWC) 1x1 conv's micro-kernel (conv2d_int8_gemm_nhwc.cpp): the activations
-// are read in place, the weights packed. Contract: c[p * c_stride + o] = sum over k < 64 k_blocks
-// of x[p * x_stride + k] * w(k, o) for pixels p < mr and output channels o < nr, exact in int32:
-//   x  int8 activations, pixel p's channels at x + p * x_stride; every byte of
-//      [x + p * x_stride, + 64 k_blocks) is read (past the input channels they meet zero weights);
-//   w  int8 weights, packed [k_blocks][nr / 16][16][16][4]: per block of 64 k and 16 output
-//      channels, per quad of k, the 16 channels' 4 k (zero past K and past the channels).
+// The channels-last (NHWC) 1x1 conv's micro-kernels (conv2d_int8_gemm_nhwc.cpp): a pixel's input
+// channels are its row of the GEMM as they lie. Contract: c[p * c_stride + o] = sum over
+// k < 4 quads of x[p * x_stride + k] * w(k, o) for pixels p < mr and output channels o < nr, exact
+// in int32, quads a multiple of quad_block:
+//   x  int8 activations, pixel p's channels at x + p * x_stride, all of [0, 4 quads) read (past
+//      the input channels they meet zero weights); a micro-kernel with x_offset 128 multiplies
+//      x + 128 (VNNI's uint8 operand: the bytes with their sign bits flipped);
+//   w  int8 weights, packed [ceil(quads / 16)][nr / 16][16][16][4]: per block of 16 quads and of
+//      16 output channels, per quad, the 16 channels' 4 k (zero past K and past the channels).
 // prepare() as Int8GemmUkernel's.
 struct Int8GemmNhwcUkernel {
     int mr;  // pixels per tile
-    int nr;  // output channels per tile
-    void (*run)(const int8_t* x, int64_t x_stride, int64_t k_blocks, const int8_t* w, int32_t* c,
+    int nr;  // output channels per tile, a multiple of 16
+    int quad_block;
+    int32_t x_offset;
+    void (*run)(const int8_t* x, int64_t x_stride, int64_t quads, const int8_t* w, int32_t* c,
                 int64_t c_stride);
     void (*prepare)();
 };
@@ -81,6 +85,7 @@ extern const Int8GemmUkernel kInt8Gemm2x16c4Avx2;
 extern const Int8GemmUkernel kInt8Gemm4x16c4AvxVnni;
 extern const Int8GemmUkernel kInt8Gemm8x32c4Avx512Vnni;
 extern const Int8GemmUkernel kInt8Gemm32x32c4Amx;
+extern const Int8GemmNhwcUkernel kInt8GemmNhwc12x32Avx512Vnni;
 extern const Int8GemmNhwcUkernel kInt8GemmNhwc32x32Amx;
 
 // `rounds` rounds of independent vpdpbusd chains on registers; returns the multiply-accumulates

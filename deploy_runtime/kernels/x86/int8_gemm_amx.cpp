@@ -60,13 +60,13 @@ void int8_gemm_32x32c4_amx(const int8_t* a, const Int8GemmB& b, int32_t* c, int6
 
 // The channels-last form: pixels are the A rows (64 channels of one pixel each, read in place),
 // weights the B rows; tdpbssd multiplies int8 by int8, so no offset is needed on either side.
-void int8_gemm_nhwc_32x32_amx(const int8_t* x, int64_t x_stride, int64_t k_blocks, const int8_t* w,
+void int8_gemm_nhwc_32x32_amx(const int8_t* x, int64_t x_stride, int64_t quads, const int8_t* w,
                               int32_t* c, int64_t c_stride) {
     _tile_zero(0);  // pixels 0-15, channels 0-15
     _tile_zero(1);  // pixels 0-15, channels 16-31
     _tile_zero(2);  // pixels 16-31, channels 0-15
     _tile_zero(3);  // pixels 16-31, channels 16-31
-    for (int64_t kb = 0; kb < k_blocks; ++kb, x += 64, w += 2 * 16 * 64) {
+    for (int64_t q = 0; q < quads; q += kQuadBlock, x += 64, w += 2 * 16 * 64) {
         _tile_loadd(4, x, x_stride);
         _tile_loadd(5, x + 16 * x_stride, x_stride);
         _tile_loadd(6, w, 64);
@@ -85,7 +85,8 @@ void int8_gemm_nhwc_32x32_amx(const int8_t* x, int64_t x_stride, int64_t k_block
 
 }  // namespace
 
-extern const Int8GemmNhwcUkernel kInt8GemmNhwc32x32Amx = {32, 32, int8_gemm_nhwc_32x32_amx,
+extern const Int8GemmNhwcUkernel kInt8GemmNhwc32x32Amx = {32, 32, kQuadBlock, 0,
+                                                         int8_gemm_nhwc_32x32_amx,
                                                          load_tile_config};
 
 extern const Int8GemmUkernel kInt8Gemm32x32c4Amx = {32, 32, int8_gemm_32x32c4_amx, kQuadBlock,

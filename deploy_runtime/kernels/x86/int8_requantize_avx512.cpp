@@ -57,7 +57,7 @@ void requantize16(const int32_t* acc, __mmask16 mask, const Params& p, const Out
     const __m512i vodd = scale(_mm512_mul_epi32(_mm512_srli_epi64(vacc, 32), p.multiplier_odd),
                                p.round_odd, p.shift_odd, o);
     const __m512i vy = _mm512_mask_blend_epi32(0xAAAA, veven, _mm512_slli_epi64(vodd, 32));
-    _mm512_mask_cvtepi32_storeu_epi8(y, mask, _mm512_add_epi32(vy, o.zero_point));
+    _mm_mask_storeu_epi8(y, mask, _mm512_cvtepi32_epi8(_mm512_add_epi32(vy, o.zero_point)));
 }
 
 // The high-half form of the header, for n >= 33: the products' high int32 halves, then int32.
@@ -81,27 +81,58 @@ __m512i scale16_high_half(const int32_t* acc, __mmask16 mask, const HighHalfPara
 // 16 requantized values, clamped, into the bytes of y's masked lanes.
 void store16_high_half(const int32_t* acc, __mmask16 mask, const HighHalfParams& p, int8_t* y) {
     const __m512i vy = scale16_high_half(acc, mask, p);
-    _mm512_mask_cvtepi32_storeu_epi8(y, mask, _mm512_min_epi32(_mm512_max_epi32(vy, p.lo), p.hi));
+    // Narrowed in a register, then stored: vpmovdb to memory is several times slower.
+    _mm_mask_storeu_epi8(y, mask,
+                         _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(vy, p.lo), p.hi)));
 }
 
-// One row of `count` values. 64 at a time, the four vectors narrow with saturating packs (exact:
-// the clamp to [lo, hi] within int8 follows), which interleave them per 128-bit lane: dword
-// 4 L + j of the packed bytes is vector j's dword L, put back in order by one permute.
+// 64 values, vector j scaled by p[j] (all four the same for one channel), narrowed with saturating
+// packs (exact: the clamp to [lo, hi] within int8 follows), which interleave them per 128-bit
+// lane: dword 4 L + j of the packed bytes is vector j's dword L, put back in order by one permute.
+void store64_high_half(const int32_t* acc, const HighHalfParams* const p[4], int8_t* y) {
+    const __m512i vorder = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512i v01 = _mm512_packs_epi32(scale16_high_half(acc, 0xFFFF, *p[0]),
+                                           scale16_high_half(acc + 16, 0xFFFF, *p[1]));
+    const __m512i v23 = _mm512_packs_epi32(scale16_high_half(acc + 32, 0xFFFF, *p[2]),
+                                           scale16_high_half(acc + 48, 0xFFFF, *p[3]));
+    const __m512i vy = _mm512_permutexvar_epi32(vorder, _mm512_packs_epi16(v01, v23));
+    _mm512_storeu_si512(y, _mm512_min_epi8(_mm512_max_epi8(vy, p[0]->lo8), p[0]->hi8));
+}
+
+// One row of `count` values of one channel: 64 at a time, then 16.
 void requantize_row_high_half(const int32_t* acc, int64_t count, const HighHalfParams& p,
                               int8_t* y) {
-    const __m512i vorder = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const HighHalfParams* const same[4] = {&p, &p, &p, &p};
     int64_t i = 0;
     for (; i + 64 <= count; i += 64) {
-        const __m512i v01 = _mm512_packs_epi32(scale16_high_half(acc + i, 0xFFFF, p),
-                                               scale16_high_half(acc + i + 16, 0xFFFF, p));
-        const __m512i v23 = _mm512_packs_epi32(scale16_high_half(acc + i + 32, 0xFFFF, p),
-                                               scale16_high_half(acc + i + 48, 0xFFFF, p));
-        const __m512i vy = _mm512_permutexvar_epi32(vorder, _mm512_packs_epi16(v01, v23));
-        _mm512_storeu_si512(y + i, _mm512_min_epi8(_mm512_max_epi8(vy, p.lo8), p.hi8));
+        store64_high_half(acc + i, same, y + i);
     }
     for (; i < count; i += 16) {
         store16_high_half(acc + i, first_lanes(count - i), p, y + i);
     }
+}
+
+// The high-half constants of 16 channels (the masked lanes of the arrays; the others read shift
+// 33 and nothing else); false where a lane's shift is below 33.
+bool high_half_params(const int32_t* offset, const int32_t* multiplier, const int32_t* shift,
+                      __mmask16 mask, const Int8Output& out, HighHalfParams* p) {
+    const __m512i v33 = _mm512_set1_epi32(33);
+    const __m512i vshift = _mm512_mask_loadu_epi32(v33, mask, shift);
+    if (_mm512_cmplt_epi32_mask(vshift, v33) != 0) {
+        return false;
+    }
+    const __m512i vmultiplier = _mm512_maskz_loadu_epi32(mask, multiplier);
+    *p = {vmultiplier,
+          _mm512_srli_epi64(vmultiplier, 32),
+          _mm512_maskz_loadu_epi32(mask, offset),
+          _mm512_sllv_epi32(_mm512_set1_epi32(1), _mm512_sub_epi32(vshift, v33)),
+          _mm512_set1_epi32(out.zero_point),
+          _mm512_set1_epi32(out.lo),
+          _mm512_set1_epi32(out.hi),
+          _mm512_sub_epi32(vshift, _mm512_set1_epi32(32)),
+          _mm512_set1_epi8(static_cast<char>(out.lo)),
+          _mm512_set1_epi8(static_cast<char>(out.hi))};
+    return true;
 }
 
 void requantize_channel_avx512(const int32_t* acc, int64_t acc_stride, int64_t rows,
@@ -138,34 +169,36 @@ void requantize_channels_avx512(const int32_t* acc, int64_t acc_stride, int64_t 
                                 const int32_t* shift, const Int8Output& out, int8_t* y,
                                 int64_t y_stride) {
     const Output o = make_output(out);
-    const __m512i v33 = _mm512_set1_epi32(33);
-    for (int64_t i = 0; i < count; i += 16) {
-        const __mmask16 mask = first_lanes(count - i);
-        const __m512i vmultiplier = _mm512_maskz_loadu_epi32(mask, multiplier + i);
-        const __m512i voffset = _mm512_maskz_loadu_epi32(mask, offset + i);
-        // Unused lanes read shift 33: they take the high-half form's path harmlessly.
-        const __m512i vshift = _mm512_mask_loadu_epi32(v33, mask, shift + i);
-        if (_mm512_cmplt_epi32_mask(vshift, v33) == 0) {  // every lane's n >= 33
-            const HighHalfParams p = {
-                vmultiplier,
-                _mm512_srli_epi64(vmultiplier, 32),
-                voffset,
-                _mm512_sllv_epi32(_mm512_set1_epi32(1), _mm512_sub_epi32(vshift, v33)),
-                _mm512_set1_epi32(out.zero_point),
-                _mm512_set1_epi32(out.lo),
-                _mm512_set1_epi32(out.hi),
-                _mm512_sub_epi32(vshift, _mm512_set1_epi32(32)),
-                _mm512_set1_epi8(static_cast<char>(out.lo)),
-                _mm512_set1_epi8(static_cast<char>(out.hi))};
+    for (int64_t i = 0; i < count;) {
+        // 64 channels a step where every one takes the high-half form, else 16.
+        HighHalfParams p[4];
+        bool wide = count - i >= 64;
+        for (int j = 0; j < 4 && wide; ++j) {
+            wide = high_half_params(offset + i + 16 * j, multiplier + i + 16 * j, shift + i + 16 * j,
+                                    0xFFFF, out, &p[j]);
+        }
+        if (wide) {
+            const HighHalfParams* const vectors[4] = {&p[0], &p[1], &p[2], &p[3]};
             for (int64_t r = 0; r < pixels; ++r) {
-                store16_high_half(acc + r * acc_stride + i, mask, p, y + r * y_stride + i);
+                store64_high_half(acc + r * acc_stride + i, vectors, y + r * y_stride + i);
             }
+            i += 64;
             continue;
         }
-        const Params p = make_params(vmultiplier, vshift, voffset);
-        for (int64_t r = 0; r < pixels; ++r) {
-            requantize16(acc + r * acc_stride + i, mask, p, o, y + r * y_stride + i);
+        const __mmask16 mask = first_lanes(count - i);
+        if (high_half_params(offset + i, multiplier + i, shift + i, mask, out, &p[0])) {
+            for (int64_t r = 0; r < pixels; ++r) {
+                store16_high_half(acc + r * acc_stride + i, mask, p[0], y + r * y_stride + i);
+            }
+        } else {
+            const Params q = make_params(_mm512_maskz_loadu_epi32(mask, multiplier + i),
+                                         _mm512_maskz_loadu_epi32(mask, shift + i),
+                                         _mm512_maskz_loadu_epi32(mask, offset + i));
+            for (int64_t r = 0; r < pixels; ++r) {
+                requantize16(acc + r * acc_stride + i, mask, q, o, y + r * y_stride + i);
+            }
         }
+        i += 16;
     }
 }
 
