@@ -199,6 +199,13 @@ void test_fused_conv_in_a_file() {
                           "node 'conv' (conv2d): missing attribute 'add_clamp'");
     }
     c.attrs.push_back(AttrSpec("add_clamp", {-3, 127}));
+    {  // a file may say "layout" = 1 (NHWC) itself, nothing else
+        c.attrs.push_back(AttrSpec("layout", {2}));
+        const std::vector<uint8_t> bytes = b.build();
+        CHECK_THROWS_WITH(qtk::Model::from_bytes(bytes.data(), bytes.size()),
+                          "node 'conv' (conv2d): attribute 'layout'");
+        c.attrs.pop_back();
+    }
     const uint32_t small = b.activation("small", {1, kChannels, kSize - 1, kSize}, 0.05f, 0);
     b.inputs.push_back(small);
     c.inputs[3] = small;
