@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -170,13 +171,15 @@ size_t use_nhwc_layout(Graph& g, const NhwcChooser& choose) {
     // A region converts where its convs' activations outweigh the bytes its permutes move
     // kRegionGain times (or where a pin asks for it). A permute moves its tensor once; each conv
     // in NHWC saves transposes of about its own input and output. mobilenet_v2 is one region of
-    // 52 convs behind permutes of 1/40 of their bytes (1 thread 2.64 -> 2.29 ms); shufflenet_v2's
+    // 51 convs behind permutes of 1/28 of their bytes (1 thread 2.64 -> 2.29 ms); shufflenet_v2's
     // branches of three convs are 2-3 times their permutes' bytes, and ran slower converted
     // (1.50 against 1.32 ms).
     constexpr uint64_t kRegionGain = 8;
     const auto bytes = [&](uint32_t id) { return uint64_t(element_count(g.values[id].shape)); };
     std::vector<uint64_t> conv_bytes(g.nodes.size(), 0), permute_bytes(g.nodes.size(), 0);
-    std::vector<bool> pinned(g.nodes.size(), false), permuted(g.values.size(), false);
+    std::vector<bool> pinned(g.nodes.size(), false);
+    std::set<std::pair<size_t, uint32_t>> permuted;  // (region, NCHW input): one permute each
+    std::vector<bool> read_nchw(g.values.size(), false);  // a conv output, outside its region
     for (size_t k = 0; k < g.nodes.size(); ++k) {
         if (choice[k] == NhwcChoice::kNo) {
             continue;
@@ -188,17 +191,16 @@ size_t use_nhwc_layout(Graph& g, const NhwcChooser& choose) {
         for (uint32_t id : activations(g.nodes[k])) {
             const size_t p = producer[id];
             if ((p == kNoProducer || choice[p] == NhwcChoice::kNo || root(p) != r) &&
-                !permuted[id]) {
-                permuted[id] = true;
+                permuted.insert({r, id}).second) {
                 permute_bytes[r] += bytes(id);
             }
         }
-        bool read_nchw = graph_output[out];
+        read_nchw[out] = graph_output[out];
         for (size_t reader : readers[out]) {
-            read_nchw |= choice[reader] == NhwcChoice::kNo || root(reader) != r ||
-                         !reads_activation(g.nodes[reader], out);
+            read_nchw[out] = read_nchw[out] || choice[reader] == NhwcChoice::kNo ||
+                             root(reader) != r || !reads_activation(g.nodes[reader], out);
         }
-        permute_bytes[r] += read_nchw ? bytes(out) : 0;
+        permute_bytes[r] += read_nchw[out] ? bytes(out) : 0;
     }
     std::vector<bool> convert(g.nodes.size(), false);
     size_t count = 0;
@@ -259,14 +261,7 @@ size_t use_nhwc_layout(Graph& g, const NhwcChooser& choose) {
         node.outputs[0] = out_nhwc;
         node.attrs.push_back(ints_attr("layout", {kLayoutNhwc}));
         nodes.push_back(std::move(node));
-        bool nchw_read = graph_output[out];
-        for (size_t r : readers[out]) {
-            const Node& reader = g.nodes[r];  // after k: not moved yet
-            for (size_t i = 0; i < reader.inputs.size(); ++i) {
-                nchw_read |= reader.inputs[i] == out && !(convert[r] && (i == 0 || i == 3));
-            }
-        }
-        if (nchw_read) {
+        if (read_nchw[out]) {
             nodes.push_back(permute(out_nhwc, out, to_nchw));
         }
     }
