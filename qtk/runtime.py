@@ -73,8 +73,8 @@ class Session:
         return results[0] if len(results) == 1 else results
 
     def _graph_input(self, index, x):
-        """What the graph takes: int8 inputs accept raw int8 or float (quantized here); float32
-        inputs (a model whose first part is float) take float."""
+        """What the graph takes: int8 inputs accept raw int8 or float (quantized in the run);
+        float32 inputs (a model whose first part is float) take float."""
         if isinstance(x, torch.Tensor):
             x = x.detach().cpu().numpy()
         x = np.asarray(x)
@@ -87,8 +87,8 @@ class Session:
             return np.ascontiguousarray(x, dtype=np.float32)
         if x.dtype == np.int8:
             return x
-        if is_float:
-            return self._session.quantize_input(index, np.ascontiguousarray(x, dtype=np.float32))
+        if is_float:  # quantized by the run itself, into a buffer it keeps
+            return np.ascontiguousarray(x, dtype=np.float32)
         raise QtkError(f"input {index} ({info['name']!r}): expected float32 or int8 data, got "
                        f"{x.dtype}")
 

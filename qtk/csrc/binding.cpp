@@ -141,11 +141,14 @@ class PySession {
         std::vector<py::array> arrays;  // keep the data alive
         std::vector<const void*> pointers;
         std::vector<qtk::Shape> shapes;
+        std::vector<bool> quantize;  // float32 data for an int8 input: quantized in the run
         for (size_t i = 0; i < infos.size(); ++i) {
             const py::object obj = seq[i];
             const qtk::Shape& want = infos[i].shape;
             const qtk::DType dtype = infos[i].dtype;
-            bool fits = has_dtype(obj, dtype);
+            quantize.push_back(dtype == qtk::DType::kInt8 &&
+                               has_dtype(obj, qtk::DType::kFloat32));
+            bool fits = quantize.back() || has_dtype(obj, dtype);
             if (fits) {
                 const qtk::Shape got = shape_of(py::reinterpret_borrow<py::array>(obj));
                 fits = got.size() == want.size() && got[0] >= 1;
@@ -155,12 +158,14 @@ class PySession {
             }
             if (!fits) {
                 throw qtk::Error("input " + std::to_string(i) + " ('" + infos[i].name +
-                                 "'): expected " + qtk::dtype_name(dtype) + " array of shape " +
-                                 qtk::batch_shape_pattern(want) + " (any N >= 1), got " +
-                                 describe(obj));
+                                 "'): expected " +
+                                 (dtype == qtk::DType::kInt8 ? "int8 (or float32)"
+                                                             : qtk::dtype_name(dtype)) +
+                                 " array of shape " + qtk::batch_shape_pattern(want) +
+                                 " (any N >= 1), got " + describe(obj));
             }
             // Copies only a non-contiguous array.
-            if (dtype == qtk::DType::kFloat32) {
+            if (dtype == qtk::DType::kFloat32 || quantize.back()) {
                 arrays.push_back(c_contiguous<float>(obj));
             } else {
                 arrays.push_back(c_contiguous<int8_t>(obj));
@@ -172,7 +177,17 @@ class PySession {
         {
             py::gil_scoped_release no_gil;
             std::lock_guard<std::mutex> lock(
-                mutex_);  // one run at a time: the session has one arena
+                mutex_);  // one run at a time: the session has one arena, and one buffer per input
+            quantized_.resize(infos.size());
+            for (size_t i = 0; i < infos.size(); ++i) {
+                if (quantize[i]) {  // into a buffer kept between runs: no allocation per run
+                    const size_t count = static_cast<size_t>(arrays[i].size());
+                    quantized_[i].resize(count);
+                    session_.quantize_input(i, static_cast<const float*>(pointers[i]), count,
+                                            quantized_[i].data());
+                    pointers[i] = quantized_[i].data();
+                }
+            }
             outputs = session_.run(pointers, shapes);
         }
         py::list result;
@@ -239,6 +254,7 @@ class PySession {
 
     qtk::Session session_;
     std::mutex mutex_;
+    std::vector<std::vector<int8_t>> quantized_;  // per graph input: float data quantized
 };
 
 // fast_run: "off", "use" or "search" (see qtk::FastRun).
@@ -325,8 +341,9 @@ PYBIND11_MODULE(_C, m) {
              "and the multiply-accumulates of one run (conv2d, linear).")
         .def("run", &PySession::run, py::arg("inputs"),
              "Runs the model on a list of arrays, one per graph input in its dtype (int8, or "
-             "float32 for a float32 input; any batch N >= 1), and returns the outputs as int8 or "
-             "float32 arrays by their dtype.")
+             "float32 for a float32 input; any batch N >= 1; float32 data for an int8 input is "
+             "quantized with its (scale, zero_point) as quantize_input does), and returns the "
+             "outputs as int8 or float32 arrays by their dtype.")
         .def("quantize_input", &PySession::quantize_input, py::arg("index"), py::arg("x"),
              "float32 array -> int8 array with graph input `index`'s (scale, zero_point); a "
              "float32 input takes float data directly (QtkError).")
