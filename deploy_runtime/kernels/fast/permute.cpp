@@ -33,16 +33,23 @@ constexpr int64_t kTile = 32;  // a 32 x 32 tile of 4-byte elements stays in L1 
 // i + 8 interleaved byte by byte), SSE2, in every x86-64's baseline.
 void transpose16x16(const uint8_t* x, int64_t x_stride, uint8_t* y, int64_t y_stride) {
     __m128i v[16], t[16];
+#pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
         v[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i * x_stride));
     }
+#pragma GCC unroll 4
     for (int round = 0; round < 4; ++round) {
+#pragma GCC unroll 8
         for (int i = 0; i < 8; ++i) {
             t[2 * i] = _mm_unpacklo_epi8(v[i], v[i + 8]);
             t[2 * i + 1] = _mm_unpackhi_epi8(v[i], v[i + 8]);
         }
-        std::copy(t, t + 16, v);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i) {
+            v[i] = t[i];
+        }
     }
+#pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
         _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i * y_stride), v[i]);
     }
