@@ -101,6 +101,7 @@ extern const OpAlgo kQuantizeInt8Avx512;
 extern const OpAlgo kQuantizeInt8Avx2;
 extern const OpAlgo kMulFloat32Flat;
 extern const OpAlgo kPermuteRuns;
+extern const OpAlgo kGlobalAvgPool2dInt8Sums;
 
 namespace {
 
@@ -233,6 +234,9 @@ const OpAlgo kAddFloat32Reference = {"add_float32_reference", IsaLevel::kScalar,
 const OpAlgo kMulFloat32Reference = {"mul_float32_reference", IsaLevel::kScalar,
                                      make_mul_float32_reference};
 const OpAlgo kPermuteReference = {"permute_reference", IsaLevel::kScalar, make_permute_reference};
+const OpAlgo kGlobalAvgPool2dInt8Reference = {"global_avg_pool2d_int8_reference",
+                                              IsaLevel::kScalar,
+                                              make_global_avg_pool2d_int8_reference};
 
 const OpAlgo* const kLinearInt8Algos[] = {
 #if QTK_X86_AVX512_VNNI
@@ -294,6 +298,8 @@ const OpAlgo* const kQuantizeAlgos[] = {  // float32 in, int8 out
 const OpAlgo* const kAddFloat32Algos[] = {&kAddFloat32Flat, &kAddFloat32Reference};
 const OpAlgo* const kMulFloat32Algos[] = {&kMulFloat32Flat, &kMulFloat32Reference};
 const OpAlgo* const kPermuteAlgos[] = {&kPermuteRuns, &kPermuteReference};  // int8 and float32
+const OpAlgo* const kGlobalAvgPool2dInt8Algos[] = {&kGlobalAvgPool2dInt8Sums,
+                                                   &kGlobalAvgPool2dInt8Reference};
 
 // The candidates: every algorithm of the list that QTK_ISA (read at each load) allows on this CPU.
 template <const auto& kAlgos>
@@ -366,6 +372,7 @@ const MultiAlgorithmOp kMultiAlgorithmOps[] = {
     {"quantize", DType::kFloat32, usable_candidates<kQuantizeAlgos>},
     {"permute", DType::kInt8, usable_candidates<kPermuteAlgos>},
     {"permute", DType::kFloat32, usable_candidates<kPermuteAlgos>},
+    {"global_avg_pool2d", DType::kInt8, usable_candidates<kGlobalAvgPool2dInt8Algos>},
 };
 
 struct OpEntry {
@@ -390,8 +397,8 @@ constexpr OpEntry kOps[] = {
     {"concat", nullptr, make_concat_float32_reference},  // int8: kMultiAlgorithmOps
     {"max_pool2d", nullptr, nullptr},  // kMultiAlgorithmOps
     {"avg_pool2d", make_avg_pool2d_int8_reference, make_avg_pool2d_float32_reference},
-    {"global_avg_pool2d", make_global_avg_pool2d_int8_reference,
-     make_global_avg_pool2d_float32_reference},
+    {"global_avg_pool2d", nullptr,
+     make_global_avg_pool2d_float32_reference},  // int8: kMultiAlgorithmOps
     {"resize_bilinear", make_resize_bilinear_int8_reference, nullptr},
     {"quantize", nullptr, nullptr},  // kMultiAlgorithmOps
     {"dequantize", make_dequantize_reference, nullptr},

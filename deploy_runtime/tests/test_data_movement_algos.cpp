@@ -1,5 +1,6 @@
-// Every algorithm of concat (int8), of add and max_pool2d (int8 and float32), of mul and quantize
-// (float32 in) and of permute (int8 and float32) against the op's reference, byte for byte. Each
+// Every algorithm of concat and global_avg_pool2d (int8), of add and max_pool2d (int8 and
+// float32), of mul and quantize (float32 in) and of permute (int8 and float32) against the op's
+// reference, byte for byte. Each
 // node is built as a graph and every candidate the registry offers on this CPU (every ISA level it
 // runs, the portable fast paths, the reference last) runs with 1 and 2 threads over shapes around
 // the vector widths (8, 16, 32, 64) and tiles (32), odd sizes, and adversarial values: -128 and
@@ -290,6 +291,25 @@ void test_max_pool2d() {
     }
 }
 
+// Planes of 1 to 70x70 (either side of the 16-byte sums), all -128 or 127 now and then, random
+// zero points, keepdim 0 and 1.
+void test_global_avg_pool2d() {
+    Rng rng(9);
+    const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33, 70};
+    for (int trial = 0; trial < 200; ++trial) {
+        const Shape x = {rng.uniform(1, 2), rng.uniform(1, 5), sizes[rng.uniform(0, 11)],
+                         sizes[rng.uniform(0, 11)]};
+        const int32_t zp = int32_t(rng.uniform(-128, 127));
+        OneNode c("global_avg_pool2d", DType::kInt8, {x}, {zp}, zp,
+                  {ints("keepdim", {trial % 2})});
+        c.inputs = {trial % 7 == 3   ? Bytes(size_t(count_of(x)), 0x80)
+                    : trial % 7 == 5 ? Bytes(size_t(count_of(x)), 0x7F)
+                                     : int8_data(rng, size_t(count_of(x)))};
+        check_all(c, "int8 global_avg_pool2d " + describe(x) + " zero point " +
+                         std::to_string(zp));
+    }
+}
+
 void test_add() {
     Rng rng(4);
     const int64_t sizes[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 1001};
@@ -399,6 +419,7 @@ int main() {
     test_permute();
     test_concat();
     test_max_pool2d();
+    test_global_avg_pool2d();
     test_add();
     test_float32_add_mul();
     test_quantize();
