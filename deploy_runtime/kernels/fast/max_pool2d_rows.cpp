@@ -14,6 +14,7 @@
 
 #include "../x86/vmax.h"
 #include "beside_reference.h"
+#include "even_bytes.h"
 #include "float32_max.h"
 #include "op_algo.h"
 #include "qtk/arithmetic.h"
@@ -58,6 +59,21 @@ void vmax_rows_scalar(const typename Max::T* const* rows, size_t count, int64_t 
 
 const VmaxUkernel<int8_t> kInt8VmaxScalar = {vmax_rows_scalar<Int8Max>};
 const VmaxUkernel<float> kFloat32VmaxScalar = {vmax_rows_scalar<Float32Max>};
+
+// y[i] = x[i * stride] for i < count.
+template <typename T>
+void take_every(const T* x, int64_t stride, int64_t count, T* y) {
+    int64_t i = 0;
+    if constexpr (sizeof(T) == 1) {
+        if (stride == 2) {
+            i = copy_even_bytes(reinterpret_cast<const int8_t*>(x), count,
+                                reinterpret_cast<int8_t*>(y));
+        }
+    }
+    for (; i < count; ++i) {
+        y[i] = x[i * stride];
+    }
+}
 
 template <typename Max>
 class MaxPool2dRows final : public BesideReference {
@@ -118,9 +134,7 @@ class MaxPool2dRows final : public BesideReference {
                         continue;
                     }
                     vmax_.rows(taps.data(), taps.size(), window_starts, window_max.data());
-                    for (int64_t ox = 0; ox < out_w; ++ox) {
-                        y[ox] = window_max[size_t(ox * stride_[1])];
-                    }
+                    take_every(window_max.data(), stride_[1], out_w, y);
                 }
             }
         });

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "../fast/even_bytes.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
 #include "conv2d_padded_planes.h"
@@ -113,19 +114,7 @@ void im2col_row(const int8_t* padded, int64_t padded_w, int64_t out_w, const Con
         if (sw == 1) {
             std::memcpy(out, src, size_t(len));
         } else {
-            int64_t i = 0;
-            if (sw == 2) {  // the even bytes of 32, all before the last tap
-                const __m128i vlow = _mm_set1_epi16(0xFF);
-                for (; i + 16 < len; i += 16) {
-                    const __m128i va =
-                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
-                    const __m128i vb =
-                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i + 16));
-                    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                                     _mm_packus_epi16(_mm_and_si128(va, vlow),
-                                                      _mm_and_si128(vb, vlow)));
-                }
-            }
+            int64_t i = sw == 2 ? copy_even_bytes(src, len, out) : 0;
             for (; i < len; ++i) {
                 out[i] = src[i * sw];
             }
