@@ -411,7 +411,8 @@ std::vector<int8_t> run(const BuiltCase& c, const char* algo, int threads, int64
     const std::vector<std::string> used = model->algorithms();
     // A pin must take effect (a channels-last one through the layout pass).
     if (algo != nullptr && std::find(used.begin(), used.end(), algo) == used.end()) {
-        qtk_test::report_failure(__FILE__, __LINE__, std::string(algo) + " was pinned but not used");
+        qtk_test::report_failure(__FILE__, __LINE__,
+                                 std::string(algo) + " was pinned but not used");
     }
     qtk::Session session(model, {threads});
     Shape shape = c.x_shape, residual_shape = c.residual_shape;

@@ -6,10 +6,11 @@
 // add go over whole pixels. The micro-kernel is per ISA (int8_gemm.h); this file, built with the
 // baseline flags, packs the weights at load and cuts the work.
 //
-// Exact: the micro-kernel sums products of int8 weights and int8 activations (AMX), or uint8 ones
-// u = x + 128 (VNNI; one constant per channel, bias - (z + 128) sum w, turns their sum into the
-// spec's accumulator; zero padding then reads u = 128, which the zero weights cancel), in int32: |sum| <= K 255 127 < 2^31 by check_accumulator_range; integer
-// sums do not depend on their order or on the threads.
+// Exact: the micro-kernel sums, in int32, products of int8 weights and int8 activations (AMX) or
+// uint8 ones u = x + 128 (VNNI; one constant per channel, bias - (z + 128) sum w, turns their sum
+// into the spec's accumulator); bytes read past a pixel's channels meet zero weights. |sum| <=
+// K 255 127 < 2^31 by check_accumulator_range; integer sums do not depend on their order or on
+// the threads.
 //
 // Work: one task per tile of mr pixels of one sample: every tile of nr output channels over it
 // into an int32 block [mr][output channels], then one epilogue call for the tile. The micro-kernel
@@ -111,8 +112,8 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
                 tile[at] = w[k];
                 sum += w[k];
             }
-            acc_init_[size_t(o)] =
-                constants_.bias[size_t(o)] - (constants_.input_zero_point + ukernel_.x_offset) * sum;
+            const int32_t z = constants_.input_zero_point + ukernel_.x_offset;
+            acc_init_[size_t(o)] = constants_.bias[size_t(o)] - z * sum;
         }
     }
 
@@ -147,8 +148,8 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
         }
         const int64_t at = (n * plane_pixels + first) * out_channels;
         epilogue_.pixels(0, c, scratch_.c_stride, pixels, out_channels, acc_init_.data(),
-                         io.output<int8_t>(0) + at,
-                         out_channels, constants_.has_residual ? io.input<int8_t>(3) + at : nullptr);
+                         io.output<int8_t>(0) + at, out_channels,
+                         constants_.has_residual ? io.input<int8_t>(3) + at : nullptr);
     }
 
     const Int8GemmNhwcUkernel& ukernel_;

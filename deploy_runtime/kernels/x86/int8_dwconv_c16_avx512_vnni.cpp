@@ -57,8 +57,8 @@ void widen_in_avx512(const int8_t* pixels, int64_t pixel_stride, int64_t valid, 
                      int32_t* row) {
     const __mmask16 mask = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
     for (int64_t j = 0; j < count; ++j) {
-        _mm512_storeu_si512(row + 16 * j, _mm512_cvtepi8_epi32(
-                                              _mm_maskz_loadu_epi8(mask, pixels + pixel_stride * j)));
+        const __m128i vpixel = _mm_maskz_loadu_epi8(mask, pixels + pixel_stride * j);
+        _mm512_storeu_si512(row + 16 * j, _mm512_cvtepi8_epi32(vpixel));
     }
 }
 

@@ -68,7 +68,8 @@ struct HighHalfParams {
 };
 
 // (h + 2^(n-33)) >> (n - 32) + z of 16 accumulators, before the clamp.
-[[gnu::always_inline]] inline __m512i scale16_high_half(const int32_t* acc, __mmask16 mask, const HighHalfParams& p) {
+[[gnu::always_inline]] inline __m512i scale16_high_half(const int32_t* acc, __mmask16 mask,
+                                                        const HighHalfParams& p) {
     const __m512i vacc = _mm512_add_epi32(_mm512_maskz_loadu_epi32(mask, acc), p.offset);
     const __m512i veven = _mm512_mul_epi32(vacc, p.multiplier);
     const __m512i vodd = _mm512_mul_epi32(_mm512_srli_epi64(vacc, 32), p.multiplier_odd);
@@ -89,7 +90,8 @@ void store16_high_half(const int32_t* acc, __mmask16 mask, const HighHalfParams&
 // 64 values, vector j scaled by p[j] (all four the same for one channel), narrowed with saturating
 // packs (exact: the clamp to [lo, hi] within int8 follows), which interleave them per 128-bit
 // lane: dword 4 L + j of the packed bytes is vector j's dword L, put back in order by one permute.
-[[gnu::always_inline]] inline void store64_high_half(const int32_t* acc, const HighHalfParams* const p[4], int8_t* y) {
+[[gnu::always_inline]] inline void store64_high_half(const int32_t* acc,
+                                                     const HighHalfParams* const p[4], int8_t* y) {
     const __m512i vorder = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const __m512i v01 = _mm512_packs_epi32(scale16_high_half(acc, 0xFFFF, *p[0]),
                                            scale16_high_half(acc + 16, 0xFFFF, *p[1]));
@@ -174,8 +176,8 @@ void requantize_channels_avx512(const int32_t* acc, int64_t acc_stride, int64_t 
         HighHalfParams p[4];
         bool wide = count - i >= 64;
         for (int j = 0; j < 4 && wide; ++j) {
-            wide = high_half_params(offset + i + 16 * j, multiplier + i + 16 * j, shift + i + 16 * j,
-                                    0xFFFF, out, &p[j]);
+            const int64_t c = i + 16 * j;
+            wide = high_half_params(offset + c, multiplier + c, shift + c, 0xFFFF, out, &p[j]);
         }
         if (wide) {
             const HighHalfParams* const vectors[4] = {&p[0], &p[1], &p[2], &p[3]};
