@@ -173,7 +173,8 @@ int64_t draw(Rng& rng, int64_t lo, int64_t hi) {
 // Each requantization epilogue this CPU runs, both forms, against arith::requantize on the sum
 // acc + offset: counts around the vector widths and the 64-value chunks, in rows of any width
 // and stride, every argument at its extremes (acc at the int32 limits, M = 0 and 2^31 - 1,
-// shifts 1 to 62, either side of the high-half form's 33, clamps down to one value) and at random.
+// shifts 1 to 62, either side of the high-half form's 33 and 54, clamps down to one value) and at
+// random.
 void test_requantize() {
     using qtk::detail::Int8Output;
     using qtk::detail::Int8RequantizeUkernel;
@@ -192,7 +193,7 @@ void test_requantize() {
     };
     constexpr int64_t kMin = std::numeric_limits<int32_t>::min();
     constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-    const int32_t shifts[] = {1, 2, 30, 31, 32, 33, 34, 62};
+    const int32_t shifts[] = {1, 2, 30, 31, 32, 33, 34, 54, 55, 62};  // 33-54: high-half form
     Rng rng(11);
     for (const Entry& e : entries) {
         if (!cpu_supports(e.isa)) {
@@ -211,8 +212,8 @@ void test_requantize() {
                 offset[i] = static_cast<int32_t>(draw(rng, kMin, kMax));
                 multiplier[i] = static_cast<int32_t>(draw(rng, 0, kMax));
                 // A quarter of the trials all in the high-half form (64 channels a step there).
-                shift[i] = trial % 4 == 1           ? static_cast<int32_t>(rng.uniform(33, 62))
-                           : rng.uniform(0, 1) == 0 ? shifts[rng.uniform(0, 7)]
+                shift[i] = trial % 4 == 1           ? static_cast<int32_t>(rng.uniform(33, 54))
+                           : rng.uniform(0, 1) == 0 ? shifts[rng.uniform(0, 9)]
                                                     : static_cast<int32_t>(rng.uniform(1, 62));
             }
             // As rows of `width` values (a channel's row of pixels, or a pixel's channels in the

@@ -60,9 +60,15 @@ void requantize16(const int32_t* acc, __mmask16 mask, const Params& p, const Out
     _mm_mask_storeu_epi8(y, mask, _mm512_cvtepi32_epi8(_mm512_add_epi32(vy, o.zero_point)));
 }
 
-// The high-half form of the header, for n >= 33: the products' high int32 halves, then int32.
+// The high-half form of the header, for 33 <= n <= 54: the products' high int32 halves, then
+// int32, with the zero point z folded into the rounding constant: (h + 2^(n-33) + z 2^(n-32)) >>
+// (n - 32) = ((h + 2^(n-33)) >> (n - 32)) + z, as z 2^(n-32) is a multiple of the divisor, and
+// the sum stays below 2^30 + 2^21 + 2^29 < 2^31 in magnitude for n <= 54 (|h| <= 2^30, |z| <= 128).
+constexpr int32_t kHighHalfMinShift = 33, kHighHalfMaxShift = 54;
+
 struct HighHalfParams {
-    __m512i multiplier, multiplier_odd, offset, round, zero_point, lo, hi;  // odd: shifted down
+    __m512i multiplier, multiplier_odd, offset, lo, hi;  // odd: shifted down
+    __m512i round;     // 2^(n-33) + z 2^(n-32) per lane
     __m512i shift;     // n - 32 per lane, for vpsravd (one uop, where vpsrad by xmm is two)
     __m512i lo8, hi8;  // the bounds as bytes, for the 64-value step
 };
@@ -70,13 +76,14 @@ struct HighHalfParams {
 // (h + 2^(n-33)) >> (n - 32) + z of 16 accumulators, before the clamp.
 [[gnu::always_inline]] inline __m512i scale16_high_half(const int32_t* acc, __mmask16 mask,
                                                         const HighHalfParams& p) {
+    // h: the high (odd) dword of each product, the even lanes' from veven, the odd ones' from vodd.
+    const __m512i vhigh_halves =
+        _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
     const __m512i vacc = _mm512_add_epi32(_mm512_maskz_loadu_epi32(mask, acc), p.offset);
     const __m512i veven = _mm512_mul_epi32(vacc, p.multiplier);
     const __m512i vodd = _mm512_mul_epi32(_mm512_srli_epi64(vacc, 32), p.multiplier_odd);
-    // h: the even products' high halves moved down, the odd ones' in place.
-    const __m512i vhigh = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(veven, 32), vodd);
-    const __m512i vscaled = _mm512_srav_epi32(_mm512_add_epi32(vhigh, p.round), p.shift);
-    return _mm512_add_epi32(vscaled, p.zero_point);
+    const __m512i vhigh = _mm512_permutex2var_epi32(veven, vhigh_halves, vodd);
+    return _mm512_srav_epi32(_mm512_add_epi32(vhigh, p.round), p.shift);
 }
 
 // 16 requantized values, clamped, into the bytes of y's masked lanes.
@@ -115,23 +122,27 @@ void requantize_row_high_half(const int32_t* acc, int64_t count, const HighHalfP
 }
 
 // The high-half constants of 16 channels (the masked lanes of the arrays; the others read shift
-// 33 and nothing else); false where a lane's shift is below 33.
+// 33 and nothing else); false where a lane's shift is outside 33..54.
 bool high_half_params(const int32_t* offset, const int32_t* multiplier, const int32_t* shift,
                       __mmask16 mask, const Int8Output& out, HighHalfParams* p) {
-    const __m512i v33 = _mm512_set1_epi32(33);
-    const __m512i vshift = _mm512_mask_loadu_epi32(v33, mask, shift);
-    if (_mm512_cmplt_epi32_mask(vshift, v33) != 0) {
+    const __m512i vmin = _mm512_set1_epi32(kHighHalfMinShift);
+    const __m512i vshift = _mm512_mask_loadu_epi32(vmin, mask, shift);
+    if ((_mm512_cmplt_epi32_mask(vshift, vmin) |
+         _mm512_cmpgt_epi32_mask(vshift, _mm512_set1_epi32(kHighHalfMaxShift))) != 0) {
         return false;
     }
     const __m512i vmultiplier = _mm512_maskz_loadu_epi32(mask, multiplier);
+    const __m512i vdown = _mm512_sub_epi32(vshift, _mm512_set1_epi32(32));  // n - 32
+    const __m512i vround = _mm512_add_epi32(
+        _mm512_sllv_epi32(_mm512_set1_epi32(1), _mm512_sub_epi32(vdown, _mm512_set1_epi32(1))),
+        _mm512_sllv_epi32(_mm512_set1_epi32(out.zero_point), vdown));
     *p = {vmultiplier,
           _mm512_srli_epi64(vmultiplier, 32),
           _mm512_maskz_loadu_epi32(mask, offset),
-          _mm512_sllv_epi32(_mm512_set1_epi32(1), _mm512_sub_epi32(vshift, v33)),
-          _mm512_set1_epi32(out.zero_point),
           _mm512_set1_epi32(out.lo),
           _mm512_set1_epi32(out.hi),
-          _mm512_sub_epi32(vshift, _mm512_set1_epi32(32)),
+          vround,
+          vdown,
           _mm512_set1_epi8(static_cast<char>(out.lo)),
           _mm512_set1_epi8(static_cast<char>(out.hi))};
     return true;
@@ -140,14 +151,15 @@ bool high_half_params(const int32_t* offset, const int32_t* multiplier, const in
 void requantize_channel_avx512(const int32_t* acc, int64_t acc_stride, int64_t rows,
                                int64_t count, int32_t offset, int32_t multiplier, int32_t shift,
                                const Int8Output& out, int8_t* y) {
-    if (shift >= 33) {
+    if (shift >= kHighHalfMinShift && shift <= kHighHalfMaxShift) {
+        const int32_t down = shift - 32;
+        const int32_t round = (int32_t{1} << (down - 1)) + out.zero_point * (int32_t{1} << down);
         const HighHalfParams p = {_mm512_set1_epi32(multiplier),
                                   _mm512_set1_epi32(multiplier),
                                   _mm512_set1_epi32(offset),
-                                  _mm512_set1_epi32(int32_t{1} << (shift - 33)),
-                                  _mm512_set1_epi32(out.zero_point),
                                   _mm512_set1_epi32(out.lo),
                                   _mm512_set1_epi32(out.hi),
+                                  _mm512_set1_epi32(round),
                                   _mm512_set1_epi32(shift - 32),
                                   _mm512_set1_epi8(static_cast<char>(out.lo)),
                                   _mm512_set1_epi8(static_cast<char>(out.hi))};
