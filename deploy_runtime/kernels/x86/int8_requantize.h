@@ -7,12 +7,12 @@
 // acc[i] + offset in int32 (a kernel's partial sum plus its per-channel constant is the spec's
 // int32 accumulator, so their int32 sum wraps back to it). No alignment is required.
 //
-// Both forms are exact in int64 lanes (vpmuldq). For shift n >= 33 (at AVX-512: 33 to 54, and in
-// the per-channel form where a vector's 16 channels all have it) they need only the products' high
+// Both forms are exact in int64 lanes (vpmuldq). For shift n in 33..54 (at AVX-512 also in the
+// per-channel form, where a vector's 16 channels all have it) they need only the products' high
 // halves: with p = h 2^32 + l (0 <= l < 2^32), (p + 2^(n-1)) >> n = (h + 2^(n-33)) >> (n - 32),
 // all in int32 (|h| < 2^30), which saves the int64 shift and clamp; real layers' shifts are 33 and
-// more (a scale ratio s_x s_w / s_y below 1/4). AVX-512 also folds the zero point into that
-// rounding constant (int8_requantize_avx512.cpp).
+// more (a scale ratio s_x s_w / s_y below 1/4). Both ISAs also fold the zero point into that
+// rounding constant (int8_requantize_avx512.cpp), which holds up to n = 54.
 //
 // The ISA files include only intrinsics and this header (see int8_gemm.h for why).
 #pragma once

@@ -85,11 +85,15 @@ void requantize8(const int32_t* acc, int64_t count, const Params& p, const Outpu
     store_lanes(vy, count, y);
 }
 
-// The high-half form of int8_requantize.h, for n >= 33: the products' high int32 halves, then
-// int32, which has the arithmetic shift and the min/max that int64 lacks here.
+// The high-half form of int8_requantize.h, for 33 <= n <= 54: the products' high int32 halves,
+// then int32, which has the arithmetic shift and the min/max that int64 lacks here; the zero point
+// folded into the rounding constant, exact as at AVX-512 (int8_requantize_avx512.cpp).
+constexpr int32_t kHighHalfMinShift = 33, kHighHalfMaxShift = 54;
+
 struct HighHalfParams {
-    __m256i multiplier, offset, round, zero_point, lo, hi;
-    __m128i shift;  // n - 32, for vpsrad
+    __m256i multiplier, offset, lo, hi;
+    __m256i round;  // 2^(n-33) + z 2^(n-32)
+    __m256i shift;  // n - 32, for vpsravd (one uop, where vpsrad by xmm is two)
 };
 
 void requantize8_high_half(const int32_t* acc, int64_t count, const HighHalfParams& p,
@@ -99,23 +103,23 @@ void requantize8_high_half(const int32_t* acc, int64_t count, const HighHalfPara
     const __m256i vodd = _mm256_mul_epi32(_mm256_srli_epi64(vacc, 32), p.multiplier);
     // h: the even products' high halves moved down, the odd ones' in place.
     const __m256i vhigh = _mm256_blend_epi32(_mm256_srli_epi64(veven, 32), vodd, 0xAA);
-    const __m256i vscaled = _mm256_sra_epi32(_mm256_add_epi32(vhigh, p.round), p.shift);
-    const __m256i vy = _mm256_min_epi32(
-        _mm256_max_epi32(_mm256_add_epi32(vscaled, p.zero_point), p.lo), p.hi);
+    const __m256i vscaled = _mm256_srav_epi32(_mm256_add_epi32(vhigh, p.round), p.shift);
+    const __m256i vy = _mm256_min_epi32(_mm256_max_epi32(vscaled, p.lo), p.hi);
     store_lanes(vy, count, y);
 }
 
 void requantize_channel_avx2(const int32_t* acc, int64_t acc_stride, int64_t rows, int64_t count,
                              int32_t offset, int32_t multiplier, int32_t shift,
                              const Int8Output& out, int8_t* y) {
-    if (shift >= 33) {
-        const HighHalfParams p = {_mm256_set1_epi32(multiplier),
-                                  _mm256_set1_epi32(offset),
-                                  _mm256_set1_epi32(int32_t{1} << (shift - 33)),
-                                  _mm256_set1_epi32(out.zero_point),
-                                  _mm256_set1_epi32(out.lo),
-                                  _mm256_set1_epi32(out.hi),
-                                  _mm_cvtsi32_si128(shift - 32)};
+    if (shift >= kHighHalfMinShift && shift <= kHighHalfMaxShift) {
+        const int32_t down = shift - 32;
+        const HighHalfParams p = {
+            _mm256_set1_epi32(multiplier),
+            _mm256_set1_epi32(offset),
+            _mm256_set1_epi32(out.lo),
+            _mm256_set1_epi32(out.hi),
+            _mm256_set1_epi32((int32_t{1} << (down - 1)) + out.zero_point * (int32_t{1} << down)),
+            _mm256_set1_epi32(down)};
         for (int64_t r = 0; r < rows; ++r, acc += acc_stride, y += count) {
             for (int64_t i = 0; i < count; i += 8) {
                 requantize8_high_half(acc + i, count - i, p, y + i);
