@@ -52,15 +52,15 @@ Int8QuantizeFn choose_int8_quantizer();
 // when the CPU lacks its ISA or the cap excludes it.
 std::vector<const Conv2dAlgo*> usable_conv2d_algos(DType dtype, const Conv2dParams& params,
                                                    IsaLevel cap, const char* pinned);
+// The first of them: the default choice.
+const Conv2dAlgo& choose_conv2d_algo(DType dtype, const Conv2dParams& params, IsaLevel cap,
+                                     const char* pinned);
+
 // Whether an int8 conv2d node would run channels-last (graph_passes.h): kNo where the first
 // usable NHWC algorithm is the reference, or where QTK_CONV_ALGO pins an NCHW algorithm that fits
 // it; kPinned where it pins the NHWC one; never throws (a malformed node is kNo, for its kernel
 // to report).
 NhwcChoice choose_nhwc(const Graph& graph, const Node& node);
-
-// The first of them: the default choice.
-const Conv2dAlgo& choose_conv2d_algo(DType dtype, const Conv2dParams& params, IsaLevel cap,
-                                     const char* pinned);
 
 }  // namespace detail
 }  // namespace qtk
