@@ -157,7 +157,7 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
     const Conv2dInt8Epilogue epilogue_;
     const TileScratch scratch_;
     std::vector<int8_t> packed_weights_;
-    std::vector<int32_t> acc_init_;  // per output channel: bias - z * sum(w)
+    std::vector<int32_t> acc_init_;  // per output channel: bias - (z + x_offset) sum(w)
 };
 
 template <const Int8GemmNhwcUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
