@@ -20,10 +20,11 @@ def test_other_batch_sizes_run(session):
         assert session.run(torch.randn(batch, 3, 8, 8)).shape == (batch, 5)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.float32])  # float32: quantized inside the run
 @pytest.mark.parametrize("shape", [(3, 8, 8), (1, 4, 8, 8), (1, 3, 9, 8), (1, 3, 8, 8, 1), (0, 3, 8, 8)])
-def test_wrong_input_shape_is_named(session, shape):
+def test_wrong_input_shape_is_named(session, shape, dtype):
     with pytest.raises(qtk.QtkError, match=r"input 0 .*shape"):
-        session.run(np.zeros(shape, dtype=np.int8))
+        session.run(np.zeros(shape, dtype=dtype))
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.int64, np.bool_])
