@@ -346,7 +346,8 @@ def section(dataset, model, rows, sizes, args, command, minutes, qat_epochs):
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"## {model} on {dataset} ({sizes[0]:,} training / {sizes[1]:,} test images)", "",
              f"Run by `{command}` on {now}: {args.epochs} float epochs, {qat_epochs} QAT "
-             f"epochs, {minutes:.1f} min (torch {torch.__version__}, qtk {qtk.__version__}).", "",
+             f"epochs, {minutes:.1f} min on {args.threads} torch thread(s) "
+             f"(torch {torch.__version__}, qtk {qtk.__version__}).", "",
              "Acceptance checks:", ""]
     lines += [f"- {'✅' if holds else '❌'} {text}" for text, holds in acceptance(rows)]
     return "\n".join(lines + [""] + table_markdown(rows) + [""])
@@ -384,6 +385,9 @@ def main(argv=None):
                         help="more shuffles where needed for this many test predictions per side")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads; with more than one, training here is not "
+                             "reproducible: the same seed gives another float model run to run")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: 1 epoch each on 256 training / 100 test images")
     args = parser.parse_args(argv)
@@ -392,7 +396,7 @@ def main(argv=None):
         args.min_qat_steps, args.seeds, args.min_compared_images = 0, 2, 0
     command = "python -m model_zoo.accuracy_study " + shlex.join(sys.argv[1:] if argv is None
                                                                   else argv)
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(args.threads)
     sections = []
     for dataset in args.datasets:
         train_data, test_data = DATASETS[dataset]()
