@@ -609,8 +609,43 @@ void test_against_reference() {
     multi_block_3x3.out = 9;
     multi_block_3x3.height = multi_block_3x3.width = 23;
     check_case(multi_block_3x3, algos);
-    // 1x1 (the channels-last GEMM's only geometry): channel counts either side of its 64-deep K
-    // blocks and 32-wide channel tiles, pixel counts either side of its 32-pixel tiles (the plane's
+    // The channels-last implicit GEMM's padded phase planes (groups 1, more than 32 channels for
+    // AMX): every kernel, stride (some unequal), padding (some unequal) and dilation, over planes
+    // whose slot counts (output rows times the phase plane's pitch) fall either side of its
+    // 32-slot tiles, channel counts either side of its 64-deep K blocks and 32-wide channel tiles.
+    {
+        const int64_t kernels_nhwc[][2] = {{1, 1}, {3, 3}, {5, 5}, {1, 3}, {7, 7}};
+        const int64_t sizes_nhwc[][2] = {{5, 7}, {9, 13}, {14, 14}, {3, 31}};
+        const int64_t in_nhwc[] = {33, 64, 65, 130}, out_nhwc[] = {17, 32, 33, 70};
+        int index = 0;
+        for (const auto& k : kernels_nhwc) {
+            for (int64_t stride : {1, 2}) {
+                for (int64_t pad : {0, 1, 2}) {
+                    for (int64_t dilation : {1, 2}) {
+                        ConvCase cc;
+                        cc.kh = k[0];
+                        cc.kw = k[1];
+                        cc.sh = stride;
+                        cc.sw = index % 5 == 2 ? 3 - stride : stride;
+                        cc.ph = pad;
+                        cc.pw = index % 7 == 3 ? (pad + 1) % 3 : pad;
+                        cc.dh = cc.dw = dilation;
+                        cc.height = sizes_nhwc[index % 4][0];
+                        cc.width = sizes_nhwc[index % 4][1];
+                        cc.in = in_nhwc[index % 4];
+                        cc.out = out_nhwc[index / 4 % 4];
+                        cc.fill = index % 9 == 4 ? Fill::kLowest
+                                  : index % 9 == 8 ? Fill::kHighest
+                                                   : Fill::kRandom;
+                        check_case(cc, algos);
+                        ++index;
+                    }
+                }
+            }
+        }
+    }
+    // 1x1: channel counts either side of the channels-last GEMM's 64-deep K blocks and 32-wide
+    // channel tiles, pixel counts either side of its 32-pixel tiles (read in place, the plane's
     // last tile is copied where the K block would read past the plane).
     int pointwise_index = 0;
     for (int64_t in : {1, 3, 4, 16, 31, 63, 64, 65, 130}) {

@@ -21,31 +21,32 @@ namespace {
 
 constexpr int64_t kChannels = 6, kSize = 9;
 
-// A 3x3 conv (depthwise where asked; or 1x1, unpadded) of `x` into a new activation; stride 1,
-// pad 1.
+// A 3x3 conv (depthwise where asked; or 1x1, unpadded) of `x` into a new activation of as many
+// channels; stride 1, pad 1.
 uint32_t conv(ModelBuilder& b, Rng& rng, const std::string& name, uint32_t x, bool depthwise,
-              int64_t kernel = 3) {
-    const int64_t per_group = depthwise ? 1 : kChannels, taps = kernel * kernel;
+              int64_t kernel = 3, int64_t channels = kChannels) {
+    const int64_t per_group = depthwise ? 1 : channels, taps = kernel * kernel;
     const uint32_t w =
-        b.weight(name + ".weight", {kChannels, per_group, kernel, kernel},
-                 qtk_test::random_weights(rng, size_t(kChannels * per_group * taps)));
+        b.weight(name + ".weight", {channels, per_group, kernel, kernel},
+                 qtk_test::random_weights(rng, size_t(channels * per_group * taps)));
     const uint32_t bias =
-        b.bias(name + ".bias", {kChannels}, qtk_test::random_bias(rng, size_t(kChannels)));
+        b.bias(name + ".bias", {channels}, qtk_test::random_bias(rng, size_t(channels)));
     const int32_t zy = static_cast<int32_t>(rng.uniform(-20, 20));
-    const uint32_t y = b.activation(name, {1, kChannels, kSize, kSize}, 0.1f, zy);
+    const uint32_t y = b.activation(name, {1, channels, kSize, kSize}, 0.1f, zy);
     std::vector<AttrSpec> attrs = qtk_test::requant_attrs(
-        size_t(kChannels), 0.05, 0.05 / std::sqrt(double(per_group * taps)), 0.1, zy, 127);
+        size_t(channels), 0.05, 0.05 / std::sqrt(double(per_group * taps)), 0.1, zy, 127);
     const int64_t pad = kernel / 2;
     attrs.insert(attrs.begin(), {AttrSpec("stride", {1, 1}), AttrSpec("padding", {pad, pad}),
                                  AttrSpec("dilation", {1, 1}),
-                                 AttrSpec("groups", {depthwise ? kChannels : 1})});
+                                 AttrSpec("groups", {depthwise ? channels : 1})});
     b.node("conv2d", name, {x, w, bias}, {y}, attrs);
     return y;
 }
 
 // a + c with unequal multipliers, so that swapping the operands changes the sum.
-uint32_t add(ModelBuilder& b, const std::string& name, uint32_t a, uint32_t c) {
-    const uint32_t y = b.activation(name, {1, kChannels, kSize, kSize}, 0.15f, -3);
+uint32_t add(ModelBuilder& b, const std::string& name, uint32_t a, uint32_t c,
+             int64_t channels = kChannels) {
+    const uint32_t y = b.activation(name, {1, channels, kSize, kSize}, 0.15f, -3);
     const auto m = qtk_test::rescale_multipliers({0.1, 0.06}, 0.15);
     b.node("add", name, {a, c}, {y},
            {AttrSpec("multiplier", m.first), AttrSpec("shift", {m.second}),
@@ -118,14 +119,15 @@ std::vector<Graph> graphs() {
 }
 
 std::vector<int8_t> run(const std::vector<uint8_t>& bytes, bool optimize_graph, int threads,
-                        int64_t batch, const std::vector<int8_t>& x, size_t* nodes) {
+                        int64_t batch, const std::vector<int8_t>& x, size_t* nodes,
+                        int64_t channels = kChannels) {
     qtk::LoadOptions options;
     options.optimize_graph = optimize_graph;
     const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size(), options);
     *nodes = model->node_count();
     qtk::Session session(model, {threads});
     std::vector<int8_t> joined;
-    for (const qtk::Tensor& t : session.run({x.data()}, {{batch, kChannels, kSize, kSize}})) {
+    for (const qtk::Tensor& t : session.run({x.data()}, {{batch, channels, kSize, kSize}})) {
         joined.insert(joined.end(), t.data.begin(), t.data.end());
     }
     return joined;
@@ -269,11 +271,56 @@ void test_nhwc_layout() {
     qtk_test::set_env("QTK_ISA", nullptr);
 }
 
+// resnet's basic blocks (3x3 conv, 3x3 conv plus the block's input, fused) at 40 channels: with
+// AMX the implicit GEMM takes every conv (K > 32), so a chain of 5 blocks runs NHWC behind one
+// permute in and one out (10 convs' activations against 2 permutes); at AVX-512 VNNI the
+// channels-last kernels do not take 3x3 windows and the chain stays NCHW. Bytes as the file's own
+// nodes.
+void test_nhwc_layout_dense() {
+    constexpr int64_t channels = 40;
+    constexpr int blocks = 5;
+    Rng rng(9);
+    ModelBuilder b;
+    uint32_t block = b.activation("x", {1, channels, kSize, kSize}, 0.05f, 4);
+    b.inputs = {block};
+    for (int i = 0; i < blocks; ++i) {
+        const std::string name = "block" + std::to_string(i);
+        const uint32_t conv1 = conv(b, rng, name + ".conv1", block, false, 3, channels);
+        const uint32_t conv2 = conv(b, rng, name + ".conv2", conv1, false, 3, channels);
+        block = add(b, name + ".add", conv2, block, channels);
+    }
+    b.outputs = {block};
+    const std::vector<uint8_t> bytes = b.build();
+    const std::vector<int8_t> input = rng.int8s(size_t(3 * channels * kSize * kSize));
+    size_t nodes = 0;
+    const std::vector<int8_t> want = run(bytes, false, 1, 3, input, &nodes, channels);
+    using qtk::detail::IsaLevel;
+    for (IsaLevel cap : {IsaLevel::kAmxInt8, IsaLevel::kAvx512Vnni}) {
+        const char* isa = qtk::detail::isa_name(cap);
+        qtk_test::set_env("QTK_ISA", isa);
+        const bool nhwc = cap == IsaLevel::kAmxInt8 && qtk::detail::cpu_supports(cap);
+        for (int threads : {1, 2}) {
+            CHECK(run(bytes, true, threads, 3, input, &nodes, channels) == want);
+            CHECK_EQ(nodes, size_t(2 * blocks + (nhwc ? 2 : 0)));  // the convs (+ 2 permutes)
+        }
+        const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
+        size_t nhwc_algos = 0;
+        for (const std::string& algo : model->algorithms()) {
+            nhwc_algos += algo.find("_nhwc_") != std::string::npos;
+        }
+        CHECK_EQ(nhwc_algos, size_t(nhwc ? 2 * blocks : 0));
+        std::printf("NHWC layout, %d basic blocks, QTK_ISA=%s: %zu nodes, %zu channels-last "
+                    "convs, bytes equal\n", blocks, isa, nodes, nhwc_algos);
+    }
+    qtk_test::set_env("QTK_ISA", nullptr);
+}
+
 }  // namespace
 
 int main() {
     test_fusion_is_exact();
     test_fused_conv_in_a_file();
     test_nhwc_layout();
+    test_nhwc_layout_dense();
     return qtk_test::check_report();
 }

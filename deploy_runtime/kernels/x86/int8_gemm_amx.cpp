@@ -58,23 +58,28 @@ void int8_gemm_32x32c4_amx(const int8_t* a, const Int8GemmB& b, int32_t* c, int6
     _tile_stored(3, c + 16 * c_stride + 16, row_bytes);
 }
 
-// The channels-last form: pixels are the A rows (64 channels of one pixel each, read in place),
-// weights the B rows; tdpbssd multiplies int8 by int8, so no offset is needed on either side.
-void int8_gemm_nhwc_32x32_amx(const int8_t* x, int64_t x_stride, int64_t quads, const int8_t* w,
-                              int32_t* c, int64_t c_stride) {
+// The channels-last form: pixels are the A rows (64 channels of one pixel each, read in place at
+// each tap), weights the B rows; tdpbssd multiplies int8 by int8, so no offset is needed on either
+// side.
+void int8_gemm_nhwc_32x32_amx(const int8_t* x, int64_t x_stride, const int64_t* tap_offsets,
+                              int64_t taps, int64_t quads, const int8_t* w, int32_t* c,
+                              int64_t c_stride) {
     _tile_zero(0);  // pixels 0-15, channels 0-15
     _tile_zero(1);  // pixels 0-15, channels 16-31
     _tile_zero(2);  // pixels 16-31, channels 0-15
     _tile_zero(3);  // pixels 16-31, channels 16-31
-    for (int64_t q = 0; q < quads; q += kQuadBlock, x += 64, w += 2 * 16 * 64) {
-        _tile_loadd(4, x, x_stride);
-        _tile_loadd(5, x + 16 * x_stride, x_stride);
-        _tile_loadd(6, w, 64);
-        _tile_loadd(7, w + 16 * 64, 64);
-        _tile_dpbssd(0, 4, 6);
-        _tile_dpbssd(1, 4, 7);
-        _tile_dpbssd(2, 5, 6);
-        _tile_dpbssd(3, 5, 7);
+    for (int64_t t = 0; t < taps; ++t) {
+        const int8_t* xt = x + tap_offsets[t];
+        for (int64_t q = 0; q < quads; q += kQuadBlock, xt += 64, w += 2 * 16 * 64) {
+            _tile_loadd(4, xt, x_stride);
+            _tile_loadd(5, xt + 16 * x_stride, x_stride);
+            _tile_loadd(6, w, 64);
+            _tile_loadd(7, w + 16 * 64, 64);
+            _tile_dpbssd(0, 4, 6);
+            _tile_dpbssd(1, 4, 7);
+            _tile_dpbssd(2, 5, 6);
+            _tile_dpbssd(3, 5, 7);
+        }
     }
     const int64_t row_bytes = c_stride * 4;
     _tile_stored(0, c, row_bytes);

@@ -42,24 +42,29 @@ void int8_gemm_8x32c4_avx512_vnni(const int8_t* a, const Int8GemmB& b, int32_t* 
 // The channels-last form: 12 pixels x 32 output channels. The weights are the int8 operand (two
 // vectors per quad), each pixel's quad of activations, sign bits flipped in a general register
 // (u = x + 128 as uint8), the broadcast one.
-void int8_gemm_nhwc_12x32_avx512_vnni(const int8_t* x, int64_t x_stride, int64_t quads,
+void int8_gemm_nhwc_12x32_avx512_vnni(const int8_t* x, int64_t x_stride,
+                                      const int64_t* tap_offsets, int64_t taps, int64_t quads,
                                       const int8_t* w, int32_t* c, int64_t c_stride) {
     __m512i vacc[12][2];
 #pragma GCC unroll 12
     for (int p = 0; p < 12; ++p) {
         vacc[p][0] = vacc[p][1] = _mm512_setzero_si512();
     }
-    for (int64_t q = 0; q < quads; ++q) {
-        const int8_t* wq = w + (q / 16 * 2 * 16 + q % 16) * 64;  // channels 16-31: 16 rows on
-        const __m512i vw0 = _mm512_loadu_si512(wq);
-        const __m512i vw1 = _mm512_loadu_si512(wq + 16 * 64);
+    const int64_t tap_bytes = (quads + 15) / 16 * 2 * 16 * 64;
+    for (int64_t t = 0; t < taps; ++t, w += tap_bytes) {
+        const int8_t* xt = x + tap_offsets[t];
+        for (int64_t q = 0; q < quads; ++q) {
+            const int8_t* wq = w + (q / 16 * 2 * 16 + q % 16) * 64;  // channels 16-31: 16 rows on
+            const __m512i vw0 = _mm512_loadu_si512(wq);
+            const __m512i vw1 = _mm512_loadu_si512(wq + 16 * 64);
 #pragma GCC unroll 12
-        for (int p = 0; p < 12; ++p) {
-            uint32_t u;
-            std::memcpy(&u, x + p * x_stride + 4 * q, 4);
-            const __m512i vu = _mm512_set1_epi32(int32_t(u ^ 0x80808080u));
-            vacc[p][0] = _mm512_dpbusd_epi32(vacc[p][0], vu, vw0);
-            vacc[p][1] = _mm512_dpbusd_epi32(vacc[p][1], vu, vw1);
+            for (int p = 0; p < 12; ++p) {
+                uint32_t u;
+                std::memcpy(&u, xt + p * x_stride + 4 * q, 4);
+                const __m512i vu = _mm512_set1_epi32(int32_t(u ^ 0x80808080u));
+                vacc[p][0] = _mm512_dpbusd_epi32(vacc[p][0], vu, vw0);
+                vacc[p][1] = _mm512_dpbusd_epi32(vacc[p][1], vu, vw1);
+            }
         }
     }
 #pragma GCC unroll 12
