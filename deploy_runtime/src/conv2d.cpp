@@ -32,8 +32,7 @@ Conv2dParams read_conv2d_params(const NodeView& node, DType dtype, DType bias_dt
     p.dilation_h = dilation[0];
     p.dilation_w = dilation[1];
     p.groups = node.int_scalar("groups", 1, kMaxAttr);
-    p.nhwc = node.has_attr("layout") &&
-             node.int_scalar("layout", kLayoutNhwc, kLayoutNhwc) == kLayoutNhwc;
+    p.nhwc = node.channels_last();
     if (p.out_channels % p.groups != 0) {
         node.fail("groups " + std::to_string(p.groups) + " does not divide the weight's " +
                   std::to_string(p.out_channels) + " output channels");

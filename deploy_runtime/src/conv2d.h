@@ -31,9 +31,6 @@ struct Conv2dParams {
     }
 };
 
-// The "layout" attribute's value for channels-last activations (absent: NCHW).
-constexpr int64_t kLayoutNhwc = 1;
-
 // Checks x, weight, bias [O], the fused residual of an int8 conv (input 3, optional) and y
 // (activations and weight of `dtype`) and reads the window attributes; errors name the node.
 Conv2dParams read_conv2d_params(const NodeView& node, DType dtype, DType bias_dtype);

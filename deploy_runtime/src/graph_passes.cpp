@@ -128,12 +128,19 @@ size_t use_nhwc_layout(Graph& g, const NhwcChooser& choose) {
                                (n.inputs.size() == 3 || n.inputs.size() == 4) &&
                                g.values[n.inputs[0]].dtype == DType::kInt8 &&
                                g.values[n.inputs[0]].shape.size() == 4;
+        // int8 max_pool2d reads either layout alike: it joins a region, never pays for one.
+        const bool int8_max_pool = n.op == "max_pool2d" && n.inputs.size() == 1 &&
+                                   n.outputs.size() == 1 &&
+                                   g.values[n.inputs[0]].dtype == DType::kInt8 &&
+                                   g.values[n.inputs[0]].shape.size() == 4;
         if (int8_conv) {
             choice[k] = choose(g, n);
+        } else if (int8_max_pool) {
+            choice[k] = NhwcChoice::kFits;
         }
     }
-    // The activations a conv reads (input 0, the fused residual 3) and whether a reader reads
-    // `id` as one.
+    // The activations a member reads (input 0, a conv's fused residual 3) and whether a reader
+    // reads `id` as one.
     const auto activations = [&](const Node& n) {
         std::vector<uint32_t> ids = {n.inputs[0]};
         if (n.inputs.size() == 4) {
@@ -187,7 +194,9 @@ size_t use_nhwc_layout(Graph& g, const NhwcChooser& choose) {
         const size_t r = root(k);
         const uint32_t out = g.nodes[k].outputs[0];
         pinned[r] = pinned[r] || choice[k] == NhwcChoice::kPinned;
-        conv_bytes[r] += bytes(g.nodes[k].inputs[0]) + bytes(out);
+        if (g.nodes[k].op == "conv2d") {
+            conv_bytes[r] += bytes(g.nodes[k].inputs[0]) + bytes(out);
+        }
         for (uint32_t id : activations(g.nodes[k])) {
             const size_t p = producer[id];
             if ((p == kNoProducer || choice[p] == NhwcChoice::kNo || root(p) != r) &&

@@ -65,6 +65,10 @@ bool NodeView::has_attr(const char* key) const {
     return false;
 }
 
+bool NodeView::channels_last() const {
+    return has_attr("layout") && int_scalar("layout", kLayoutNhwc, kLayoutNhwc) == kLayoutNhwc;
+}
+
 const Attr& NodeView::attr(const char* key, AttrKind kind) const {
     for (const Attr& a : node_.attrs) {
         if (a.key == key) {

@@ -102,6 +102,9 @@ struct FloatBounds {
 };
 
 // A node's inputs, outputs and attributes, checked against what the op requires.
+// The "layout" attribute's value for channels-last activations (absent: NCHW).
+constexpr int64_t kLayoutNhwc = 1;
+
 class NodeView {
  public:
     NodeView(const Graph& graph, const Node& node) : graph_(graph), node_(node) {}
@@ -118,6 +121,9 @@ class NodeView {
     void expect_attrs(std::initializer_list<const char*> required,
                       std::initializer_list<const char*> optional = {}) const;
     bool has_attr(const char* key) const;
+    // Whether the activations are channels-last: the "layout" attribute, kLayoutNhwc where the
+    // layout pass (graph_passes.h) converted the node; absent, NCHW. Other values fail.
+    bool channels_last() const;
 
     // The kernel's dtype: that of input 0, by which the registry chose the kernel.
     DType dtype() const;

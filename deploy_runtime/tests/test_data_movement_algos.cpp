@@ -1,6 +1,7 @@
 // Every algorithm of concat and global_avg_pool2d (int8), of add and max_pool2d (int8 and
-// float32), of mul and quantize (float32 in) and of permute (int8 and float32) against the op's
-// reference, byte for byte. Each
+// float32; max_pool2d also channels-last, whose reference gives the NCHW bytes permuted), of mul
+// and quantize (float32 in) and of permute (int8 and float32) against the op's reference, byte for
+// byte. Each
 // node is built as a graph and every candidate the registry offers on this CPU (every ISA level it
 // runs, the portable fast paths, the reference last) runs with 1 and 2 threads over shapes around
 // the vector widths (8, 16, 32, 64) and tiles (32), odd sizes, and adversarial values: -128 and
@@ -106,8 +107,9 @@ Bytes run_candidate(const OneNode& c, size_t index, int threads, std::vector<std
 int g_cases = 0;
 std::set<std::string> g_checked;  // the algorithms compared with a reference
 
-// Every candidate, with 1 and 2 threads, against the last one (the reference).
-void check_all(const OneNode& c, const std::string& what) {
+// Every candidate, with 1 and 2 threads, against the last one (the reference); returns the
+// reference's bytes.
+Bytes check_all(const OneNode& c, const std::string& what) {
     ++g_cases;
     std::vector<std::string> names;
     run_candidate(c, 0, 1, &names);
@@ -124,6 +126,22 @@ void check_all(const OneNode& c, const std::string& what) {
             }
         }
     }
+    return want;
+}
+
+// x [N, C, H, W] of `size`-byte elements, channels-last: [N, H, W, C].
+Bytes to_nhwc(const Bytes& x, const Shape& s, size_t size) {
+    Bytes y(x.size());
+    const int64_t plane = s[2] * s[3];
+    for (int64_t n = 0; n < s[0]; ++n) {
+        for (int64_t c = 0; c < s[1]; ++c) {
+            for (int64_t p = 0; p < plane; ++p) {
+                std::memcpy(&y[size_t(((n * plane + p) * s[1] + c)) * size],
+                            &x[size_t(((n * s[1] + c) * plane + p)) * size], size);
+            }
+        }
+    }
+    return y;
 }
 
 std::string describe(const Shape& s) { return qtk::to_string(s); }
@@ -277,17 +295,33 @@ void test_max_pool2d() {
             qtk::detail::sliding_output_size(w, kw, sw, pw, dw) < 1) {
             continue;
         }
-        const Shape x = {rng.uniform(1, 2), rng.uniform(1, 3), h, w};
+        const int64_t channel_counts[] = {1, 2, 3, 16, 17, 64};
+        const Shape x = {rng.uniform(1, 2), channel_counts[rng.uniform(0, 5)], h, w};
         const bool int8 = trial % 2 == 0;
         const int32_t zp = int8 ? int32_t(rng.uniform(-128, 127)) : 0;
-        OneNode c("max_pool2d", int8 ? DType::kInt8 : DType::kFloat32, {x}, {zp}, zp,
-                  {ints("kernel", {kh, kw}), ints("stride", {sh, sw}), ints("padding", {ph, pw}),
-                   ints("dilation", {dh, dw})});
+        std::vector<Attr> attrs = {ints("kernel", {kh, kw}), ints("stride", {sh, sw}),
+                                   ints("padding", {ph, pw}), ints("dilation", {dh, dw})};
+        const DType dtype = int8 ? DType::kInt8 : DType::kFloat32;
+        OneNode c("max_pool2d", dtype, {x}, {zp}, zp, attrs);
         c.inputs = {int8 ? int8_data(rng, size_t(count_of(x)))
                          : float32_data(rng, size_t(count_of(x)))};
-        check_all(c, std::string(int8 ? "int8" : "float32") + " max_pool2d " + describe(x) +
-                         " kernel " + describe({kh, kw}) + " stride " + describe({sh, sw}) +
-                         " pad " + describe({ph, pw}) + " dilation " + describe({dh, dw}));
+        const std::string what = std::string(int8 ? "int8" : "float32") + " max_pool2d " +
+                                 describe(x) + " kernel " + describe({kh, kw}) + " stride " +
+                                 describe({sh, sw}) + " pad " + describe({ph, pw}) +
+                                 " dilation " + describe({dh, dw});
+        const Bytes want = check_all(c, what);
+        // Channels-last (the layout pass's "layout" attribute): every candidate against the
+        // reference, which gives the NCHW bytes permuted.
+        attrs.push_back(ints("layout", {qtk::detail::kLayoutNhwc}));
+        OneNode nhwc("max_pool2d", dtype, {{x[0], x[2], x[3], x[1]}}, {zp}, zp, attrs);
+        const size_t size = int8 ? 1 : 4;
+        nhwc.inputs = {to_nhwc(c.inputs[0], x, size)};
+        const Shape y = {x[0], x[1], qtk::detail::sliding_output_size(x[2], kh, sh, ph, dh),
+                         qtk::detail::sliding_output_size(x[3], kw, sw, pw, dw)};
+        if (check_all(nhwc, what + " channels-last") != to_nhwc(want, y, size)) {
+            qtk_test::report_failure(__FILE__, __LINE__,
+                                     "the channels-last reference differs on " + what);
+        }
     }
 }
 

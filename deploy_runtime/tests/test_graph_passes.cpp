@@ -271,11 +271,11 @@ void test_nhwc_layout() {
     qtk_test::set_env("QTK_ISA", nullptr);
 }
 
-// resnet's basic blocks (3x3 conv, 3x3 conv plus the block's input, fused) at 40 channels: with
-// AMX the implicit GEMM takes every conv (K > 32), so a chain of 5 blocks runs NHWC behind one
-// permute in and one out (10 convs' activations against 2 permutes); at AVX-512 VNNI the
-// channels-last kernels do not take 3x3 windows and the chain stays NCHW. Bytes as the file's own
-// nodes.
+// resnet's basic blocks (3x3 conv, 3x3 conv plus the block's input, fused) at 40 channels, a 3x3
+// max-pool after the second: with AMX the implicit GEMM takes every conv (K > 32) and the max-pool
+// joins them, so the chain runs NHWC behind one permute in and one out (10 convs' activations
+// against 2 permutes); at AVX-512 VNNI the channels-last kernels do not take 3x3 windows and the
+// chain stays NCHW. Bytes as the file's own nodes.
 void test_nhwc_layout_dense() {
     constexpr int64_t channels = 40;
     constexpr int blocks = 5;
@@ -288,6 +288,13 @@ void test_nhwc_layout_dense() {
         const uint32_t conv1 = conv(b, rng, name + ".conv1", block, false, 3, channels);
         const uint32_t conv2 = conv(b, rng, name + ".conv2", conv1, false, 3, channels);
         block = add(b, name + ".add", conv2, block, channels);
+        if (i == 1) {
+            const uint32_t pooled = b.activation("pool", {1, channels, kSize, kSize}, 0.15f, -3);
+            b.node("max_pool2d", "pool", {block}, {pooled},
+                   {AttrSpec("kernel", {3, 3}), AttrSpec("stride", {1, 1}),
+                    AttrSpec("padding", {1, 1}), AttrSpec("dilation", {1, 1})});
+            block = pooled;
+        }
     }
     b.outputs = {block};
     const std::vector<uint8_t> bytes = b.build();
@@ -301,7 +308,8 @@ void test_nhwc_layout_dense() {
         const bool nhwc = cap == IsaLevel::kAmxInt8 && qtk::detail::cpu_supports(cap);
         for (int threads : {1, 2}) {
             CHECK(run(bytes, true, threads, 3, input, &nodes, channels) == want);
-            CHECK_EQ(nodes, size_t(2 * blocks + (nhwc ? 2 : 0)));  // the convs (+ 2 permutes)
+            // The convs and the max-pool (+ 2 permutes).
+            CHECK_EQ(nodes, size_t(2 * blocks + 1 + (nhwc ? 2 : 0)));
         }
         const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
         size_t nhwc_algos = 0;
@@ -313,6 +321,15 @@ void test_nhwc_layout_dense() {
                     "convs, bytes equal\n", blocks, isa, nodes, nhwc_algos);
     }
     qtk_test::set_env("QTK_ISA", nullptr);
+    // A file's max_pool2d may say "layout" = 1 (NHWC) too, nothing else.
+    for (qtk_test::NodeSpec& node : b.nodes) {
+        if (node.op == "max_pool2d") {
+            node.attrs.push_back(AttrSpec("layout", {2}));
+        }
+    }
+    const std::vector<uint8_t> bad = b.build();
+    CHECK_THROWS_WITH(qtk::Model::from_bytes(bad.data(), bad.size()),
+                      "node 'pool' (max_pool2d): attribute 'layout'");
 }
 
 }  // namespace

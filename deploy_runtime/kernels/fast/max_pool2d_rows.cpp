@@ -7,7 +7,10 @@
 // int8's -128 and float32's -infinity never change a maximum, and a window with no input element
 // (dilation) yields them in both. float32's maximum (src/float32_max.h) does not depend on the
 // order, so rows first and columns after agree with the reference's window order (up to which
-// NaN, where a window holds NaNs of different bit patterns). Threads split the (n, c) planes.
+// NaN, where a window holds NaNs of different bit patterns). Channels-last (where the layout pass
+// put the node: graph_passes.h) the same passes run over a sample's rows of pixels, each pixel's
+// C channels one element group: the rows are C times longer and a column step is C elements.
+// Threads split the output rows.
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -60,9 +63,15 @@ void vmax_rows_scalar(const typename Max::T* const* rows, size_t count, int64_t 
 const VmaxUkernel<int8_t> kInt8VmaxScalar = {vmax_rows_scalar<Int8Max>};
 const VmaxUkernel<float> kFloat32VmaxScalar = {vmax_rows_scalar<Float32Max>};
 
-// y[i] = x[i * stride] for i < count.
+// y[i] = x[i * stride] for i < count, in groups of `group` elements.
 template <typename T>
-void take_every(const T* x, int64_t stride, int64_t count, T* y) {
+void take_every(const T* x, int64_t stride, int64_t count, int64_t group, T* y) {
+    if (group > 1) {
+        for (int64_t i = 0; i < count; ++i) {
+            std::copy(x + i * stride * group, x + (i * stride + 1) * group, y + i * group);
+        }
+        return;
+    }
     int64_t i = 0;
     if constexpr (sizeof(T) == 1) {
         if (stride == 2) {
@@ -81,7 +90,7 @@ class MaxPool2dRows final : public BesideReference {
     using T = typename Max::T;
 
     MaxPool2dRows(const NodeView& node, const VmaxUkernel<T>& vmax)
-        : BesideReference(node, Max::make_reference), vmax_(vmax) {
+        : BesideReference(node, Max::make_reference), vmax_(vmax), nhwc_(node.channels_last()) {
         // Checked by the reference.
         const std::vector<int64_t> kernel = node.ints("kernel", 2, 1, kMaxAttr);
         const std::vector<int64_t> stride = node.ints("stride", 2, 1, kMaxAttr);
@@ -98,50 +107,54 @@ class MaxPool2dRows final : public BesideReference {
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
-        const int64_t height = xs[2], width = xs[3], out_h = ys[2], out_w = ys[3];
+        // Planes of rows of pixels of `group` elements: (n, c) planes of single elements in NCHW,
+        // samples of C-channel pixels channels-last.
+        const int64_t planes = nhwc_ ? xs[0] : xs[0] * xs[1], group = nhwc_ ? xs[3] : 1;
+        const int64_t height = xs[nhwc_ ? 1 : 2], width = xs[nhwc_ ? 2 : 3];
+        const int64_t out_h = ys[nhwc_ ? 1 : 2], out_w = ys[nhwc_ ? 2 : 3];
         // The buffer holds input column ix at pad_w + ix, and the lowest value left and right of
         // it as far as any window reaches.
         const int64_t buffer_size = std::max(
             pad_[1] + width, (out_w - 1) * stride_[1] + (kernel_[1] - 1) * dilation_[1] + 1);
         const int64_t window_starts = (out_w - 1) * stride_[1] + 1;
-        pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
-            std::vector<T> buffer(static_cast<size_t>(buffer_size), Max::lowest());
-            T* row_max = buffer.data() + pad_[1];
+        pool.parallel_for(planes * out_h, [&](int64_t begin, int64_t end) {
+            std::vector<T> buffer(size_t(buffer_size * group), Max::lowest());
+            T* row_max = buffer.data() + pad_[1] * group;
             std::vector<const T*> rows(static_cast<size_t>(kernel_[0]));
             std::vector<const T*> taps(static_cast<size_t>(kernel_[1]));
             for (int64_t kx = 0; kx < kernel_[1]; ++kx) {
-                taps[size_t(kx)] = buffer.data() + kx * dilation_[1];
+                taps[size_t(kx)] = buffer.data() + kx * dilation_[1] * group;
             }
-            std::vector<T> window_max(stride_[1] > 1 ? size_t(window_starts) : 0);
-            for (int64_t plane = begin; plane < end; ++plane) {
-                const T* x = io.input<T>(0) + plane * height * width;
-                T* y = io.output<T>(0) + plane * out_h * out_w;
-                for (int64_t oy = 0; oy < out_h; ++oy, y += out_w) {
-                    size_t count = 0;
-                    for (int64_t ky = 0; ky < kernel_[0]; ++ky) {
-                        const int64_t iy = oy * stride_[0] - pad_[0] + ky * dilation_[0];
-                        if (iy >= 0 && iy < height) {
-                            rows[count++] = x + iy * width;
-                        }
+            std::vector<T> window_max(stride_[1] > 1 ? size_t(window_starts * group) : 0);
+            for (int64_t task = begin; task < end; ++task) {
+                const int64_t plane = task / out_h, oy = task % out_h;
+                const T* x = io.input<T>(0) + plane * height * width * group;
+                T* y = io.output<T>(0) + task * out_w * group;
+                size_t count = 0;
+                for (int64_t ky = 0; ky < kernel_[0]; ++ky) {
+                    const int64_t iy = oy * stride_[0] - pad_[0] + ky * dilation_[0];
+                    if (iy >= 0 && iy < height) {
+                        rows[count++] = x + iy * width * group;
                     }
-                    if (count == 0) {
-                        std::fill(row_max, row_max + width, Max::lowest());
-                    } else {
-                        vmax_.rows(rows.data(), count, width, row_max);
-                    }
-                    if (stride_[1] == 1) {
-                        vmax_.rows(taps.data(), taps.size(), out_w, y);
-                        continue;
-                    }
-                    vmax_.rows(taps.data(), taps.size(), window_starts, window_max.data());
-                    take_every(window_max.data(), stride_[1], out_w, y);
                 }
+                if (count == 0) {
+                    std::fill(row_max, row_max + width * group, Max::lowest());
+                } else {
+                    vmax_.rows(rows.data(), count, width * group, row_max);
+                }
+                if (stride_[1] == 1) {
+                    vmax_.rows(taps.data(), taps.size(), out_w * group, y);
+                    continue;
+                }
+                vmax_.rows(taps.data(), taps.size(), window_starts * group, window_max.data());
+                take_every(window_max.data(), stride_[1], out_w, group, y);
             }
         });
     }
 
  private:
     const VmaxUkernel<T>& vmax_;
+    const bool nhwc_;
     int64_t kernel_[2], stride_[2], pad_[2], dilation_[2];  // (h, w)
 };
 

@@ -128,7 +128,9 @@ class PermuteRuns final : public BesideReference {
     }
 
     // Output dims (..., t, ..., last): t reads the input contiguously, last with stride s. Tiles
-    // of kTile x kTile (t, last) are copied so that both sides stay in cache.
+    // of kTile x kTile (t, last) are copied so that both sides stay in cache; where last is short
+    // (an image's 3 channels) a task takes as many more rows (whole 16-row blocks), or the tasks'
+    // set-up would cost more than their copies.
     template <typename E>
     void transpose(const NodeIO& io, ThreadPool& pool, const View& v) const {
         const size_t last = v.shape.size() - 1;
@@ -146,19 +148,24 @@ class PermuteRuns final : public BesideReference {
         }
         const int64_t rows = v.shape[t], cols = v.shape[last], x_step = v.x_strides[last];
         const int64_t y_step = y_strides[t];
-        const int64_t row_tiles = (rows + kTile - 1) / kTile;
+        const int64_t tile_rows = std::max(kTile, kTile * kTile / cols / 16 * 16);
+        const int64_t row_tiles = (rows + tile_rows - 1) / tile_rows;
         const E* x = io.input<E>(0);
         E* y = io.output<E>(0);
         pool.parallel_for(element_count(outer) * row_tiles, [&](int64_t begin, int64_t end) {
             for (int64_t task = begin; task < end; ++task) {
                 const StridedWalk<2> walk(outer, strides, task / row_tiles);
-                const int64_t r0 = task % row_tiles * kTile, r1 = std::min(r0 + kTile, rows);
+                const int64_t r0 = task % row_tiles * tile_rows;
+                const int64_t r1 = std::min(r0 + tile_rows, rows);
                 const E* x_tile = x + walk.offset(0);
                 E* y_tile = y + walk.offset(1);
+                // Column by column: the inner loop is long even where the columns are few.
                 const auto copy = [&](int64_t ra, int64_t rb, int64_t ca, int64_t cb) {
-                    for (int64_t r = ra; r < rb; ++r) {
-                        for (int64_t c = ca; c < cb; ++c) {
-                            y_tile[r * y_step + c] = x_tile[r + c * x_step];
+                    for (int64_t c = ca; c < cb; ++c) {
+                        const E* from = x_tile + c * x_step;
+                        E* to = y_tile + c;
+                        for (int64_t r = ra; r < rb; ++r) {
+                            to[r * y_step] = from[r];
                         }
                     }
                 };

@@ -1,9 +1,11 @@
-// max_pool2d, avg_pool2d and global_avg_pool2d, reference, NCHW, no ceil mode:
+// max_pool2d, avg_pool2d and global_avg_pool2d, reference, NCHW (max_pool2d also channels-last,
+// where the layout pass put it: graph_passes.h), no ceil mode:
 // - int8: docs/quantization_spec.md section 6, keeping the input's (scale, zero_point);
 // - float32: the same windows and divisors in float32.
 // One implementation per op, parameterized by what a dtype does with window values.
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "float32_max.h"
 #include "op_kernel.h"
@@ -83,40 +85,57 @@ struct Float32Pooling {
 class WindowPoolReference : public OpKernel {
  public:
     WindowPoolReference(const NodeView& node, bool has_dilation)
-        : OpKernel(node.label()), window_(read_window(node, has_dilation)) {}
+        : OpKernel(node.label()),
+          window_(read_window(node, has_dilation)),
+          nhwc_(node.channels_last()) {}
 
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
         const Shape& x = inputs[0];
         expect_rank(x, 4, "input");
         const Window& w = window_;
-        const int64_t out_h =
-            sliding_output_size(x[2], w.kernel_h, w.stride_h, w.pad_h, w.dilation_h);
-        const int64_t out_w =
-            sliding_output_size(x[3], w.kernel_w, w.stride_w, w.pad_w, w.dilation_w);
+        const int64_t out_h = sliding_output_size(x[nhwc_ ? 1 : 2], w.kernel_h, w.stride_h,
+                                                  w.pad_h, w.dilation_h);
+        const int64_t out_w = sliding_output_size(x[nhwc_ ? 2 : 3], w.kernel_w, w.stride_w,
+                                                  w.pad_w, w.dilation_w);
         if (out_h < 1 || out_w < 1) {
             fail("input " + to_string(x) + " is smaller than the kernel " +
                  std::to_string(w.kernel_h) + "x" + std::to_string(w.kernel_w) + " with padding");
         }
-        return {{x[0], x[1], out_h, out_w}};
+        return {nhwc_ ? Shape{x[0], out_h, out_w, x[3]} : Shape{x[0], x[1], out_h, out_w}};
     }
 
  protected:
-    // Calls reduce(plane_in, iy0, ix0) -> T for every output position of every (n, c) plane;
-    // (iy0, ix0) is the window's top-left corner in input coordinates (may be in the padding).
+    // The input's height and width.
+    std::pair<int64_t, int64_t> size(const NodeIO& io) const {
+        const Shape& x = *io.input_shapes[0];
+        return nhwc_ ? std::make_pair(x[1], x[2]) : std::make_pair(x[2], x[3]);
+    }
+
+    // Calls reduce(x, step, iy0, ix0) -> T for every output position of every (n, c) plane; the
+    // plane's pixel (iy, ix) is x[(iy * width + ix) * step] (step 1 in NCHW, C channels-last) and
+    // (iy0, ix0) the window's top-left corner in input coordinates (may be in the padding).
     template <typename T, typename Reduce>
     void for_each_window(const NodeIO& io, ThreadPool& pool, const Reduce& reduce) const {
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
-        const int64_t in_plane = xs[2] * xs[3];
-        const int64_t out_h = ys[2], out_w = ys[3];
-        pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
+        const int64_t channels = xs[nhwc_ ? 3 : 1];
+        const int64_t in_plane = size(io).first * size(io).second;
+        const int64_t out_h = ys[nhwc_ ? 1 : 2], out_w = ys[nhwc_ ? 2 : 3];
+        const int64_t step = nhwc_ ? channels : 1;
+        pool.parallel_for(xs[0] * channels, [&](int64_t begin, int64_t end) {
             for (int64_t plane = begin; plane < end; ++plane) {
-                const T* x = io.input<T>(0) + plane * in_plane;
-                T* y = io.output<T>(0) + plane * out_h * out_w;
+                const int64_t n = plane / channels, c = plane % channels;
+                // Where the (n, c) plane's first pixel lies, in the input and in the output.
+                const int64_t x_at = nhwc_ ? n * in_plane * channels + c : plane * in_plane;
+                const int64_t y_at = nhwc_ ? n * out_h * out_w * channels + c
+                                           : plane * out_h * out_w;
+                const T* x = io.input<T>(0) + x_at;
+                T* y = io.output<T>(0) + y_at;
                 for (int64_t oy = 0; oy < out_h; ++oy) {
                     for (int64_t ox = 0; ox < out_w; ++ox) {
-                        y[oy * out_w + ox] = reduce(x, oy * window_.stride_h - window_.pad_h,
-                                                    ox * window_.stride_w - window_.pad_w);
+                        y[(oy * out_w + ox) * step] =
+                            reduce(x, step, oy * window_.stride_h - window_.pad_h,
+                                   ox * window_.stride_w - window_.pad_w);
                     }
                 }
             }
@@ -124,6 +143,7 @@ class WindowPoolReference : public OpKernel {
     }
 
     const Window window_;
+    const bool nhwc_;
 };
 
 template <typename Pooling>
@@ -133,13 +153,13 @@ class MaxPool2dReference final : public WindowPoolReference {
 
     explicit MaxPool2dReference(const NodeView& node) : WindowPoolReference(node, true) {
         check_pool_node(node, Pooling::kDType);
-        node.expect_attrs({"kernel", "stride", "padding", "dilation"});
+        node.expect_attrs({"kernel", "stride", "padding", "dilation"}, {"layout"});
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
-        const int64_t height = (*io.input_shapes[0])[2], width = (*io.input_shapes[0])[3];
+        const auto [height, width] = size(io);
         const Window& w = window_;
-        for_each_window<T>(io, pool, [&](const T* x, int64_t iy0, int64_t ix0) {
+        for_each_window<T>(io, pool, [&](const T* x, int64_t step, int64_t iy0, int64_t ix0) {
             T best = Pooling::lowest();  // padding is -infinity: it never wins
             for (int64_t ky = 0; ky < w.kernel_h; ++ky) {
                 const int64_t iy = iy0 + ky * w.dilation_h;
@@ -151,7 +171,7 @@ class MaxPool2dReference final : public WindowPoolReference {
                     if (ix < 0 || ix >= width) {
                         continue;
                     }
-                    best = Pooling::larger(best, x[iy * width + ix]);
+                    best = Pooling::larger(best, x[(iy * width + ix) * step]);
                 }
             }
             return best;
@@ -172,16 +192,16 @@ class AvgPool2dReference final : public WindowPoolReference {
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
-        const int64_t height = (*io.input_shapes[0])[2], width = (*io.input_shapes[0])[3];
+        const auto [height, width] = size(io);
         const Window& w = window_;
-        for_each_window<T>(io, pool, [&](const T* x, int64_t iy0, int64_t ix0) {
+        for_each_window<T>(io, pool, [&](const T* x, int64_t step, int64_t iy0, int64_t ix0) {
             typename Pooling::Sum sum = 0;  // over the in-bounds elements; padding adds real 0
             int64_t count = 0;
             for (int64_t iy = std::max<int64_t>(iy0, 0); iy < std::min(iy0 + w.kernel_h, height);
                  ++iy) {
                 for (int64_t ix = std::max<int64_t>(ix0, 0); ix < std::min(ix0 + w.kernel_w, width);
                      ++ix) {
-                    sum += pooling_.term(x[iy * width + ix]);
+                    sum += pooling_.term(x[(iy * width + ix) * step]);
                     ++count;
                 }
             }

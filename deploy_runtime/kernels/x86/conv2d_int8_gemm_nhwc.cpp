@@ -13,7 +13,9 @@
 // stride into phase planes (rows, then columns, by their remainder mod the stride): output pixel
 // (oh, ow) is slot oh pitch + ow, and for every tap its input pixel lies at the slot's own index
 // plus one offset per tap. Slots past the output row (ow >= OW, up to the pitch) are computed and
-// dropped.
+// dropped. With few channels K is cut by kernel rows instead of taps (KStretches): the copy keeps
+// whole padded rows (split by the row stride only), a slot every stride_w pixels, and a stretch is
+// the run of pixels a kernel row spans.
 //
 // Exact: the micro-kernel sums, in int32, products of int8 weights and int8 activations (AMX) or
 // uint8 ones u = x + 128 (VNNI; one constant per channel, bias - (z + 128) sum w, turns their sum
@@ -41,24 +43,72 @@ namespace detail {
 namespace {
 
 constexpr int64_t kWeightBlockQuads = 16;  // quads per block of the packed weights (int8_gemm.h)
+constexpr int64_t kL2Share = 1 << 20;      // weight bytes a task's tiles reuse: half a 2 MB L2
+constexpr int64_t kTaskMacs = 1 << 23;     // the least work worth a task of its own
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// How K is cut into the stretches the micro-kernel reads at one offset each: per kernel tap, the
+// input channels (rounded up to whole quad blocks: the pixel's bytes in the copy); or, where that
+// pads K less (few channels, as resnet's 3-channel stem), per kernel row, the run of pixels the
+// window's row spans with their channels as they lie (the bytes between dilated taps meet zero
+// weights).
+struct KStretches {
+    bool per_row;
+    int64_t count, quads;  // stretches; quads read per stretch, a multiple of quad_block
+    int64_t channels, kernel_w, dilation_w, span;  // span: bytes of a kernel row's pixels
+
+    KStretches(const Conv2dParams& p, int64_t quad_block)
+        : channels(p.group_in_channels),
+          kernel_w(p.kernel_w),
+          dilation_w(p.dilation_w),
+          span(((p.kernel_w - 1) * p.dilation_w + 1) * p.group_in_channels) {
+        const auto whole = [&](int64_t bytes) {
+            return ceil_div(ceil_div(bytes, 4), quad_block) * quad_block;
+        };
+        per_row = !p.pointwise() && p.kernel_h * whole(span) < p.kernel_h * p.kernel_w *
+                                                                   whole(channels);
+        count = per_row ? p.kernel_h : p.kernel_h * p.kernel_w;
+        quads = whole(per_row ? span : channels);
+    }
+
+    int64_t padded_k() const { return count * 4 * quads; }
+
+    // Where byte k of stretch s lies in one output channel's weights [channels][kh][kw], or -1
+    // where it meets none.
+    int64_t weight_at(int64_t s, int64_t k, int64_t taps) const {
+        if (!per_row) {
+            return k < channels ? k * taps + s : -1;
+        }
+        const int64_t col = k / channels;
+        if (k >= span || col % dilation_w != 0) {
+            return -1;
+        }
+        return k % channels * taps + s * kernel_w + col / dilation_w;
+    }
+};
+
 bool fits_pointwise(const Conv2dParams& p) { return p.pointwise() && p.groups == 1; }
 
-// AMX's tile rows take 64 k: at K <= 32 zero padding does half its work or more (as for the NCHW
-// GEMM, conv2d_int8_gemm.cpp); the VNNI kernel takes those layers.
-bool fits_dense_amx(const Conv2dParams& p) { return p.groups == 1 && p.group_in_channels > 32; }
+// AMX's tile rows take 64 k. 1x1 at K <= 32: zero padding does half its work or more (as for the
+// NCHW GEMM, conv2d_int8_gemm.cpp) and the VNNI kernel takes those layers. Other windows: while
+// padding stays below 3/4 of K, AMX (~1.1 TMAC/s on resnet18's layers) still outruns the VNNI
+// direct conv (~0.25).
+bool fits_dense_amx(const Conv2dParams& p) {
+    if (p.groups != 1) {
+        return false;
+    }
+    const int64_t k = p.products_per_output();
+    return p.pointwise() ? k > 32 : KStretches(p, 16).padded_k() < 4 * k;
+}
 
 // Per thread: the tile's accumulators [mr][channels rounded up to nr], then the copy of mr pixels
-// [mr][4 quads].
+// [mr][4 quads] (read in place, the plane's last tiles).
 struct TileScratch {
-    int64_t quads, c_stride, x_stride;
+    int64_t c_stride, x_stride;
 
-    TileScratch(const Conv2dParams& p, const Int8GemmNhwcUkernel& u)
-        : quads(ceil_div(ceil_div(p.group_in_channels, 4), u.quad_block) * u.quad_block),
-          c_stride(ceil_div(p.out_channels, u.nr) * u.nr),
-          x_stride(4 * quads) {}
+    TileScratch(const Conv2dParams& p, const Int8GemmNhwcUkernel& u, const KStretches& k)
+        : c_stride(ceil_div(p.out_channels, u.nr) * u.nr), x_stride(4 * k.quads) {}
 
     size_t c_bytes(const Int8GemmNhwcUkernel& u) const { return size_t(u.mr * c_stride * 4); }
     size_t bytes(const Int8GemmNhwcUkernel& u) const {
@@ -66,38 +116,45 @@ struct TileScratch {
     }
 };
 
-// Where one sample's GEMM rows lie (see the top of the file): the input itself, or the padded copy
-// of stride_h x stride_w phase planes of phase_rows x pitch slots, x_stride bytes each.
+// Where one sample's GEMM rows lie (see the top of the file): the input itself, or the padded copy:
+// planes of `rows` rows of row_pixels pixels of pixel_bytes bytes. Per tap, stride_h x stride_w
+// phase planes whose pixels are the channels rounded up to the stretch; per kernel row, stride_h
+// planes of whole padded rows (a multiple of stride_w pixels), a slot every stride_w pixels.
 struct SlotPlane {
     bool in_place;
-    int64_t x_stride, phase_rows, pitch, slots, tiles;
-    std::vector<int64_t> tap_offsets;  // bytes, per tap (kh, kw) in the weights' order
-    int64_t copy_bytes;                // the copy's size: its planes and room for the last tile
+    int64_t planes, rows, row_pixels, pixel_bytes, column_phases;
+    int64_t x_stride, pitch, slots, tiles;
+    std::vector<int64_t> offsets;  // bytes, per stretch
+    int64_t copy_bytes;            // the copy's size: its planes and room for the last tile
 
-    SlotPlane(const Conv2dParams& p, const TileScratch& scratch, int64_t mr, const Shape& xs,
+    SlotPlane(const Conv2dParams& p, const KStretches& k, int64_t mr, const Shape& xs,
               const Shape& ys)
         : in_place(p.pointwise()),
-          x_stride(in_place ? xs[3] : scratch.x_stride),
-          phase_rows(in_place ? xs[1] : ceil_div(xs[1] + 2 * p.pad_h, p.stride_h)),
-          pitch(in_place ? xs[2] : ceil_div(xs[2] + 2 * p.pad_w, p.stride_w)),
-          slots(ys[1] * pitch),
-          tiles(ceil_div(slots, mr)),
-          copy_bytes(0) {
-        const int64_t phase_bytes = phase_rows * pitch * x_stride;
+          planes(k.per_row ? p.stride_h : p.stride_h * p.stride_w),
+          rows(in_place ? xs[1] : ceil_div(xs[1] + 2 * p.pad_h, p.stride_h)),
+          pixel_bytes(in_place || k.per_row ? xs[3] : 4 * k.quads),
+          column_phases(k.per_row ? 1 : p.stride_w) {
+        const int64_t padded_w = xs[2] + 2 * p.pad_w;
+        pitch = in_place ? xs[2] : ceil_div(padded_w, p.stride_w);
+        row_pixels = k.per_row ? pitch * p.stride_w : pitch;
+        x_stride = k.per_row ? p.stride_w * pixel_bytes : pixel_bytes;
+        slots = ys[1] * pitch;
+        tiles = ceil_div(slots, mr);
+        const int64_t plane_bytes = rows * row_pixels * pixel_bytes;
         for (int64_t kh = 0; kh < p.kernel_h; ++kh) {
-            for (int64_t kw = 0; kw < p.kernel_w; ++kw) {
-                const int64_t row = kh * p.dilation_h, col = kw * p.dilation_w;
-                const int64_t phase = row % p.stride_h * p.stride_w + col % p.stride_w;
-                tap_offsets.push_back(phase * phase_bytes +
-                                      (row / p.stride_h * pitch + col / p.stride_w) * x_stride);
+            const int64_t row = kh * p.dilation_h;
+            const int64_t row_offset = row % p.stride_h * column_phases * plane_bytes +
+                                       row / p.stride_h * row_pixels * pixel_bytes;
+            for (int64_t kw = 0; kw < (k.per_row ? 1 : p.kernel_w); ++kw) {
+                const int64_t col = kw * p.dilation_w;
+                offsets.push_back(row_offset + col % p.stride_w * plane_bytes +
+                                  col / p.stride_w * pixel_bytes);
             }
         }
-        if (!in_place) {
-            const int64_t last_read = *std::max_element(tap_offsets.begin(), tap_offsets.end()) +
-                                      (tiles * mr - 1) * x_stride;
-            copy_bytes = std::max(p.stride_h * p.stride_w * phase_bytes,
-                                  last_read + scratch.x_stride);
-        }
+        copy_bytes = in_place ? 0
+                              : std::max(planes * plane_bytes,
+                                         *std::max_element(offsets.begin(), offsets.end()) +
+                                             (tiles * mr - 1) * x_stride + 4 * k.quads);
     }
 };
 
@@ -109,7 +166,8 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
           ukernel_(ukernel),
           constants_(node, params_),
           epilogue_(constants_, requantize, vadd),
-          scratch_(params_, ukernel) {
+          stretches_(params_, ukernel.quad_block),
+          scratch_(params_, ukernel, stretches_) {
         if (params_.groups != 1 || !params_.nhwc) {  // the registry checks first
             node.fail("the channels-last GEMM kernel does not fit this conv2d");
         }
@@ -130,26 +188,33 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
             const int8_t* x = io.input<int8_t>(0) + n * xs[1] * xs[2] * xs[3];
             if (!plane.in_place) {
                 int8_t* copy = reinterpret_cast<int8_t*>(io.workspace);
-                pool.parallel_for(params_.stride_h * params_.stride_w * plane.phase_rows,
+                pool.parallel_for(plane.planes * plane.rows,
                                   [&](int64_t begin, int64_t end) {
                                       copy_rows(x, xs, plane, begin, end, copy);
                                   });
                 x = copy;
             }
-            // Few tiles (small planes: resnet18's 7x7 layers have two): the channel tiles split
-            // too, so every thread has work.
-            const int64_t channel_tiles = scratch_.c_stride / ukernel_.nr;
-            const int64_t parts = std::min(channel_tiles,
-                                           ceil_div(4 * int64_t(pool.threads()), plane.tiles));
-            pool.parallel_for_slots(plane.tiles * parts, [&](int64_t slot, int64_t begin,
+            // The output channels split into parts: whose weights stay in an L2 share while
+            // every tile of pixels runs over them (resnet18's last layers have 2.4 MB); and, where
+            // the tiles are few (its 14x14 layers have 7, its 7x7 ones 2), for 4 tasks a thread,
+            // as far as each keeps kTaskMacs of work (mobilenet_v2's small 1x1 layers ran 8% slower
+            // cut finer).
+            const int64_t threads = pool.threads(), channel_tiles = scratch_.c_stride / ukernel_.nr;
+            const int64_t tile_macs = ukernel_.mr * stretches_.padded_k() * params_.out_channels;
+            const int64_t balance = std::min(ceil_div(4 * threads, plane.tiles),
+                                             std::max<int64_t>(1, tile_macs / kTaskMacs));
+            const int64_t parts = std::min(
+                channel_tiles, std::max({balance, ceil_div(threads, plane.tiles),
+                                         ceil_div(int64_t(packed_weights_.size()), kL2Share)}));
+            pool.parallel_for_slots(parts * plane.tiles, [&](int64_t slot, int64_t begin,
                                                              int64_t end) {
                 if (ukernel_.prepare != nullptr) {
                     ukernel_.prepare();
                 }
                 uint8_t* scratch = workspace.slot(io.workspace, slot);
                 for (int64_t task = begin; task < end; ++task) {
-                    const int64_t part = task % parts;
-                    run_tile(io, n, x, plane, task / parts * ukernel_.mr,
+                    const int64_t part = task / plane.tiles;
+                    run_tile(io, n, x, plane, task % plane.tiles * ukernel_.mr,
                              part * channel_tiles / parts * ukernel_.nr,
                              (part + 1) * channel_tiles / parts * ukernel_.nr, scratch);
                 }
@@ -159,35 +224,39 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
 
  private:
     SlotPlane plane(const Shape& xs, const Shape& ys) const {
-        return SlotPlane(params_, scratch_, ukernel_.mr, xs, ys);
+        return SlotPlane(params_, stretches_, ukernel_.mr, xs, ys);
     }
 
     WorkspaceLayout workspace(const SlotPlane& plane, int threads) const {
         return WorkspaceLayout{size_t(plane.copy_bytes), scratch_.bytes(ukernel_), threads};
     }
 
-    // Weights [O, K, KH, KW] -> per tile of nr output channels the micro-kernel's [taps]
-    // [quad blocks][nr / 16][16][16][4] (zeros past K and O); and per channel
-    // bias - (z + x_offset) sum(w).
+    // Weights [O, K, KH, KW] -> per tile of nr output channels the micro-kernel's [stretches]
+    // [quad blocks][nr / 16][16][16][4] (zeros where a stretch meets no weight and past O); and
+    // per channel bias - (z + x_offset) sum(w).
     void pack_weights() {
-        const int64_t k_count = params_.group_in_channels, nr = ukernel_.nr;
-        const int64_t taps = params_.kernel_h * params_.kernel_w;
+        const int64_t nr = ukernel_.nr, taps = params_.kernel_h * params_.kernel_w;
         const int64_t block_k = 4 * kWeightBlockQuads;
-        const int64_t tap_bytes = weight_tap_bytes();
-        packed_weights_.assign(size_t(scratch_.c_stride / nr * taps * tap_bytes), 0);
+        const int64_t stretch_bytes = weight_stretch_bytes();
+        const int64_t tile_bytes = stretches_.count * stretch_bytes;
+        packed_weights_.assign(size_t(scratch_.c_stride / nr * tile_bytes), 0);
         acc_init_.resize(size_t(params_.out_channels));
         for (int64_t o = 0; o < params_.out_channels; ++o) {
-            int8_t* tile = packed_weights_.data() + o / nr * taps * tap_bytes;
-            const int8_t* w = constants_.weight + o * k_count * taps;
+            int8_t* tile = packed_weights_.data() + o / nr * tile_bytes;
+            const int8_t* w = constants_.weight + o * params_.products_per_output();
             int32_t sum = 0;
-            for (int64_t k = 0; k < k_count; ++k) {
-                for (int64_t t = 0; t < taps; ++t) {
+            for (int64_t t = 0; t < stretches_.count; ++t) {
+                for (int64_t k = 0; k < 4 * stretches_.quads; ++k) {
+                    const int64_t from = stretches_.weight_at(t, k, taps);
+                    if (from < 0) {
+                        continue;
+                    }
                     const int64_t at =
-                        t * tap_bytes +
+                        t * stretch_bytes +
                         ((k / block_k * (nr / 16) + o % nr / 16) * 16 + k % block_k / 4) * 64 +
                         o % 16 * 4 + k % 4;
-                    tile[at] = w[k * taps + t];
-                    sum += w[k * taps + t];
+                    tile[at] = w[from];
+                    sum += w[from];
                 }
             }
             const int32_t z = constants_.input_zero_point + ukernel_.x_offset;
@@ -195,32 +264,51 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
         }
     }
 
-    int64_t weight_tap_bytes() const {
-        return ceil_div(scratch_.quads, kWeightBlockQuads) * kWeightBlockQuads * 4 * ukernel_.nr;
+    int64_t weight_stretch_bytes() const {
+        return ceil_div(stretches_.quads, kWeightBlockQuads) * kWeightBlockQuads * 4 * ukernel_.nr;
     }
 
-    // Phase rows [begin, end) of the padded copy: the input's pixels where the window meets them,
-    // the zero point on the padding, zeros in the channels up to x_stride.
+    // Rows [begin, end) of the padded copy (plane by plane): the input's pixels where the window
+    // meets them, the zero point on the padding, zeros in the bytes past the channels.
     void copy_rows(const int8_t* x, const Shape& xs, const SlotPlane& plane, int64_t begin,
                    int64_t end, int8_t* copy) const {
         const int64_t height = xs[1], width = xs[2], channels = xs[3];
-        const int64_t stride = plane.x_stride;
+        const int64_t bytes = plane.pixel_bytes, step = plane.column_phases;
         const int8_t z = int8_t(constants_.input_zero_point);
-        for (int64_t r = begin; r < end; ++r) {
-            const int64_t phase = r / plane.phase_rows;
-            const int64_t ih = r % plane.phase_rows * params_.stride_h +
-                               phase / params_.stride_w - params_.pad_h;
-            const int64_t first_col = phase % params_.stride_w - params_.pad_w;
-            int8_t* out = copy + r * plane.pitch * stride;
-            for (int64_t j = 0; j < plane.pitch; ++j, out += stride) {
-                const int64_t iw = first_col + j * params_.stride_w;
-                if (ih < 0 || ih >= height || iw < 0 || iw >= width) {
-                    std::memset(out, z, size_t(channels));
-                } else {
-                    std::memcpy(out, x + (ih * width + iw) * channels, size_t(channels));
-                }
-                std::memset(out + channels, 0, size_t(stride - channels));
+        const auto pad = [&](int8_t* out, int64_t pixels) {
+            if (bytes == channels) {
+                std::memset(out, z, size_t(pixels * bytes));
+                return;
             }
+            for (int64_t j = 0; j < pixels; ++j, out += bytes) {
+                std::memset(out, z, size_t(channels));
+                std::memset(out + channels, 0, size_t(bytes - channels));
+            }
+        };
+        for (int64_t r = begin; r < end; ++r) {
+            const int64_t phase = r / plane.rows;
+            const int64_t ih = r % plane.rows * params_.stride_h + phase / step - params_.pad_h;
+            const int64_t first_col = phase % step - params_.pad_w;  // of pixel 0, then + step
+            int8_t* out = copy + r * plane.row_pixels * bytes;
+            if (ih < 0 || ih >= height) {
+                pad(out, plane.row_pixels);
+                continue;
+            }
+            // Pixels [lo, hi) meet the input row.
+            const int64_t lo = std::min(plane.row_pixels, ceil_div(-first_col, step));
+            const int64_t hi = std::max(
+                lo, std::min(plane.row_pixels, ceil_div(width - first_col, step)));
+            const int8_t* in = x + (ih * width + first_col + lo * step) * channels;
+            pad(out, lo);
+            if (step == 1 && bytes == channels) {
+                std::memcpy(out + lo * bytes, in, size_t((hi - lo) * bytes));
+            } else {
+                for (int64_t j = lo; j < hi; ++j, in += step * channels) {
+                    std::memcpy(out + j * bytes, in, size_t(channels));
+                    std::memset(out + j * bytes + channels, 0, size_t(bytes - channels));
+                }
+            }
+            pad(out + hi * bytes, plane.row_pixels - hi);
         }
     }
 
@@ -246,37 +334,41 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
             x = copy;
             x_stride = scratch_.x_stride;
         }
-        const int64_t taps = int64_t(plane.tap_offsets.size());
-        const int64_t tile_bytes = taps * weight_tap_bytes();
+        const int64_t tile_bytes = stretches_.count * weight_stretch_bytes();
         for (int64_t o = first_channel; o < end_channel; o += ukernel_.nr) {
-            ukernel_.run(x, x_stride, plane.tap_offsets.data(), taps, scratch_.quads,
+            ukernel_.run(x, x_stride, plane.offsets.data(), stretches_.count, stretches_.quads,
                          packed_weights_.data() + o / ukernel_.nr * tile_bytes, c + o,
                          scratch_.c_stride);
         }
-        // The tile's slots by output row: each row's slots before out_w are its pixels.
+        // Slots [s, s + count), pixels [pixel, pixel + count) of sample n.
         const Shape& ys = *io.output_shapes[0];
+        const auto write = [&](int64_t s, int64_t pixel, int64_t count) {
+            const int64_t at = (n * ys[1] * ys[2] + pixel) * out_channels + first_channel;
+            epilogue_.pixels(first_channel, c + (s - first) * scratch_.c_stride + first_channel,
+                             scratch_.c_stride, count, end_channel - first_channel,
+                             acc_init_.data() + first_channel, io.output<int8_t>(0) + at,
+                             out_channels,
+                             constants_.has_residual ? io.input<int8_t>(3) + at : nullptr);
+        };
         const int64_t out_w = ys[2];
-        for (int64_t s = first; s < first + slots;) {
-            const int64_t oh = s / plane.pitch, ow = s % plane.pitch;
-            const int64_t run_end = plane.pitch == out_w ? first + slots
-                                                          : std::min(first + slots,
-                                                                     oh * plane.pitch + out_w);
-            if (ow < out_w) {
-                const int64_t at = ((n * ys[1] + oh) * out_w + ow) * out_channels + first_channel;
-                epilogue_.pixels(first_channel,
-                                 c + (s - first) * scratch_.c_stride + first_channel,
-                                 scratch_.c_stride, run_end - s, end_channel - first_channel,
-                                 acc_init_.data() + first_channel, io.output<int8_t>(0) + at,
-                                 out_channels,
-                                 constants_.has_residual ? io.input<int8_t>(3) + at : nullptr);
+        if (plane.pitch == out_w) {  // every slot a pixel (1x1 layers): one run, no division
+            write(first, first, slots);
+            return;
+        }
+        // Else by output row: each row's slots before out_w are its pixels.
+        for (int64_t oh = first / plane.pitch; oh * plane.pitch < first + slots; ++oh) {
+            const int64_t begin = std::max(first, oh * plane.pitch);
+            const int64_t end = std::min(first + slots, oh * plane.pitch + out_w);
+            if (begin < end) {
+                write(begin, oh * out_w + begin - oh * plane.pitch, end - begin);
             }
-            s = std::max(run_end, (oh + 1) * plane.pitch);
         }
     }
 
     const Int8GemmNhwcUkernel& ukernel_;
     const Conv2dInt8Constants constants_;
     const Conv2dInt8Epilogue epilogue_;
+    const KStretches stretches_;
     const TileScratch scratch_;
     std::vector<int8_t> packed_weights_;
     std::vector<int32_t> acc_init_;  // per output channel: bias - (z + x_offset) sum(w)
@@ -291,7 +383,7 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
 // Per thread, the same for any plane: one tile of pixels (the padded copy is shared).
 template <const Int8GemmNhwcUkernel& kUkernel>
 size_t workspace(const Conv2dParams& p, int64_t) {
-    return TileScratch(p, kUkernel).bytes(kUkernel);
+    return TileScratch(p, kUkernel, KStretches(p, kUkernel.quad_block)).bytes(kUkernel);
 }
 
 }  // namespace
