@@ -125,6 +125,7 @@ struct SlotPlane {
     int64_t planes, rows, row_pixels, pixel_bytes, column_phases;
     int64_t x_stride, pitch, slots, tiles;
     std::vector<int64_t> offsets;  // bytes, per stretch
+    std::vector<bool> read;        // per plane: whether a stretch reads it (1x1 stride 2: one)
     int64_t copy_bytes;            // the copy's size: its planes and room for the last tile
 
     SlotPlane(const Conv2dParams& p, const KStretches& k, int64_t mr, const Shape& xs,
@@ -133,7 +134,8 @@ struct SlotPlane {
           planes(k.per_row ? p.stride_h : p.stride_h * p.stride_w),
           rows(in_place ? xs[1] : ceil_div(xs[1] + 2 * p.pad_h, p.stride_h)),
           pixel_bytes(in_place || k.per_row ? xs[3] : 4 * k.quads),
-          column_phases(k.per_row ? 1 : p.stride_w) {
+          column_phases(k.per_row ? 1 : p.stride_w),
+          read(size_t(planes), false) {
         const int64_t padded_w = xs[2] + 2 * p.pad_w;
         pitch = in_place ? xs[2] : ceil_div(padded_w, p.stride_w);
         row_pixels = k.per_row ? pitch * p.stride_w : pitch;
@@ -143,12 +145,13 @@ struct SlotPlane {
         const int64_t plane_bytes = rows * row_pixels * pixel_bytes;
         for (int64_t kh = 0; kh < p.kernel_h; ++kh) {
             const int64_t row = kh * p.dilation_h;
-            const int64_t row_offset = row % p.stride_h * column_phases * plane_bytes +
-                                       row / p.stride_h * row_pixels * pixel_bytes;
             for (int64_t kw = 0; kw < (k.per_row ? 1 : p.kernel_w); ++kw) {
                 const int64_t col = kw * p.dilation_w;
-                offsets.push_back(row_offset + col % p.stride_w * plane_bytes +
-                                  col / p.stride_w * pixel_bytes);
+                const int64_t plane = row % p.stride_h * column_phases + col % column_phases;
+                read[size_t(plane)] = true;
+                offsets.push_back(plane * plane_bytes +
+                                  (row / p.stride_h * row_pixels + col / column_phases) *
+                                      pixel_bytes);
             }
         }
         copy_bytes = in_place ? 0
@@ -287,6 +290,9 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
         };
         for (int64_t r = begin; r < end; ++r) {
             const int64_t phase = r / plane.rows;
+            if (!plane.read[size_t(phase)]) {
+                continue;
+            }
             const int64_t ih = r % plane.rows * params_.stride_h + phase / step - params_.pad_h;
             const int64_t first_col = phase % step - params_.pad_w;  // of pixel 0, then + step
             int8_t* out = copy + r * plane.row_pixels * bytes;
