@@ -38,7 +38,11 @@ def runner(engine, path, threads, x):
     if engine.startswith("OpenVINO"):
         import openvino as ov
 
-        compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": threads})
+        config = {"INFERENCE_NUM_THREADS": threads}
+        precision = {"OpenVINO fp32": "f32", "OpenVINO bf16": "bf16"}.get(engine)  # as peers.py
+        if precision:
+            config["INFERENCE_PRECISION_HINT"] = precision
+        compiled = ov.Core().compile_model(path, "CPU", config)
         request = compiled.create_infer_request()
         return lambda: request.infer({0: x})
     raise ValueError(f"no standalone runner for {engine!r}")

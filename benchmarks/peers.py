@@ -5,7 +5,9 @@
 
 Engines: qtk int8 (its default kernel choice, and Fast-Run), qtk fp32 (the float model exported
 as is), PyTorch fp32 and int8 (FX graph mode PTQ, 'x86' backend), ONNX Runtime fp32 and int8
-(static QDQ, per-channel weights) and OpenVINO fp32 and int8 (NNCF PTQ). Every model has random weights with BatchNorm statistics re-estimated on random data
+(static QDQ, per-channel weights) and OpenVINO fp32 (pinned to f32 arithmetic), bf16 (its default
+on CPUs with bf16 units) and int8 (NNCF PTQ). Every model has random weights with BatchNorm
+statistics re-estimated on random data
 (so activations are not degenerate), and every int8 engine calibrates on the same random batches.
 Peers that are not installed are reported as missing, not silently dropped.
 
@@ -160,11 +162,13 @@ def onnxruntime_int8(model, calibration, workdir, threads):
     return _ort_session(path, threads), path
 
 
-def _openvino_compiled(ov_model, threads):
+def _openvino_compiled(ov_model, threads, precision=None):
     import openvino as ov
 
-    compiled = ov.Core().compile_model(ov_model, "CPU", {"INFERENCE_NUM_THREADS": threads,
-                                                         "PERFORMANCE_HINT": "LATENCY"})
+    config = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"}
+    if precision:
+        config["INFERENCE_PRECISION_HINT"] = precision
+    compiled = ov.Core().compile_model(ov_model, "CPU", config)
     request = compiled.create_infer_request()
     return lambda x: request.infer({0: x.numpy()})[0]
 
@@ -184,9 +188,17 @@ def _openvino_ir(model, calibration, workdir, int8):
     return path
 
 
+# On a CPU with bf16 units (AMX, AVX512_BF16) OpenVINO's default precision hint runs an fp32 model
+# in bf16: its fp32 engine pins f32, so that the column is fp32 arithmetic, and the bf16 engine
+# shows that default.
 def openvino_fp32(model, calibration, workdir, threads):
     path = _openvino_ir(model, calibration, workdir, int8=False)
-    return _openvino_compiled(path, threads), path
+    return _openvino_compiled(path, threads, "f32"), path
+
+
+def openvino_bf16(model, calibration, workdir, threads):
+    path = _openvino_ir(model, calibration, workdir, int8=False)
+    return _openvino_compiled(path, threads, "bf16"), path
 
 
 def openvino_int8(model, calibration, workdir, threads):
@@ -203,6 +215,7 @@ ENGINES = {
     "ONNX Runtime fp32": (onnxruntime_fp32, "onnxruntime"),
     "ONNX Runtime int8": (onnxruntime_int8, "onnxruntime"),
     "OpenVINO fp32": (openvino_fp32, "openvino"),
+    "OpenVINO bf16": (openvino_bf16, "openvino"),
     "OpenVINO int8": (openvino_int8, "nncf"),
 }
 
