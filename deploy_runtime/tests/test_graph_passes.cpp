@@ -217,6 +217,26 @@ void test_fused_conv_in_a_file() {
                       "computes [1, 6, 9, 9]");
 }
 
+// The model optimized gives `want` at 1 and 2 threads with `nodes` nodes once loaded, of which
+// `nhwc_convs` convs run a channels-last algorithm.
+void check_layout(const std::vector<uint8_t>& bytes, const std::vector<int8_t>& input,
+                  const std::vector<int8_t>& want, int64_t channels, size_t nodes,
+                  size_t nhwc_convs, const std::string& what) {
+    for (int threads : {1, 2}) {
+        size_t loaded_nodes = 0;
+        CHECK(run(bytes, true, threads, 3, input, &loaded_nodes, channels) == want);
+        CHECK_EQ(loaded_nodes, nodes);
+    }
+    const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
+    size_t count = 0;
+    for (const std::string& algo : model->algorithms()) {
+        count += algo.find("_nhwc_") != std::string::npos;
+    }
+    CHECK_EQ(count, nhwc_convs);
+    std::printf("NHWC layout, %s: %zu nodes, %zu channels-last convs, bytes equal\n",
+                what.c_str(), nodes, count);
+}
+
 // The layout pass on chains of mobilenet_v2's block: 1x1 expand, depthwise 3x3, 1x1 project plus
 // the block's input (fused). The first block's expand output is also a graph output and its
 // depthwise output is read by an add: both need their NCHW value back. Where this CPU has the
@@ -253,19 +273,10 @@ void test_nhwc_layout() {
             qtk_test::set_env("QTK_ISA", isa);
             const bool nhwc = blocks > 1 && cap >= IsaLevel::kAvx512Vnni &&
                               qtk::detail::cpu_supports(IsaLevel::kAvx512Vnni);
-            for (int threads : {1, 2}) {
-                CHECK(run(bytes, true, threads, 3, input, &nodes) == want);
-                // The convs, the unfused add (+ 4 permutes).
-                CHECK_EQ(nodes, size_t(3 * blocks + 1 + (nhwc ? 4 : 0)));
-            }
-            const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
-            size_t nhwc_algos = 0;
-            for (const std::string& algo : model->algorithms()) {
-                nhwc_algos += algo.find("_nhwc_") != std::string::npos;
-            }
-            CHECK_EQ(nhwc_algos, size_t(nhwc ? 3 * blocks : 0));
-            std::printf("NHWC layout, %d block(s), QTK_ISA=%s: %zu nodes, %zu channels-last "
-                        "convs, bytes equal\n", blocks, isa, nodes, nhwc_algos);
+            // The convs, the unfused add (+ 4 permutes).
+            check_layout(bytes, input, want, kChannels, size_t(3 * blocks + 1 + (nhwc ? 4 : 0)),
+                         size_t(nhwc ? 3 * blocks : 0),
+                         std::to_string(blocks) + " block(s), QTK_ISA=" + isa);
         }
     }
     qtk_test::set_env("QTK_ISA", nullptr);
@@ -306,19 +317,10 @@ void test_nhwc_layout_dense() {
         const char* isa = qtk::detail::isa_name(cap);
         qtk_test::set_env("QTK_ISA", isa);
         const bool nhwc = cap == IsaLevel::kAmxInt8 && qtk::detail::cpu_supports(cap);
-        for (int threads : {1, 2}) {
-            CHECK(run(bytes, true, threads, 3, input, &nodes, channels) == want);
-            // The convs and the max-pool (+ 2 permutes).
-            CHECK_EQ(nodes, size_t(2 * blocks + 1 + (nhwc ? 2 : 0)));
-        }
-        const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
-        size_t nhwc_algos = 0;
-        for (const std::string& algo : model->algorithms()) {
-            nhwc_algos += algo.find("_nhwc_") != std::string::npos;
-        }
-        CHECK_EQ(nhwc_algos, size_t(nhwc ? 2 * blocks : 0));
-        std::printf("NHWC layout, %d basic blocks, QTK_ISA=%s: %zu nodes, %zu channels-last "
-                    "convs, bytes equal\n", blocks, isa, nodes, nhwc_algos);
+        // The convs and the max-pool (+ 2 permutes).
+        check_layout(bytes, input, want, channels, size_t(2 * blocks + 1 + (nhwc ? 2 : 0)),
+                     size_t(nhwc ? 2 * blocks : 0),
+                     std::to_string(blocks) + " basic blocks, QTK_ISA=" + isa);
     }
     qtk_test::set_env("QTK_ISA", nullptr);
     // A file's max_pool2d may say "layout" = 1 (NHWC) too, nothing else.
