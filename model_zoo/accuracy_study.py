@@ -334,6 +334,9 @@ INTRO = [
     "side is judged on %d test predictions (3 shuffles of MNIST 5k's 1,000 test images, 6 of "
     "the digits' 500). On the digits one image is 0.2 points, and the data order alone moves a "
     "run by that much." % (SHUFFLES, MIN_COMPARED_IMAGES), "",
+    "Every run trains on one torch thread (`--threads`): on two, the same seed gave another float "
+    "model from run to run on this machine, so no section could be reproduced; on one, two runs "
+    "of a section wrote the same table.", "",
     "*accuracy (torch)* is the float model, qtk's Quantized reference (integer arithmetic in "
     "torch) or torch.ao's converted model; *deployed* is the `.qmodel` run by qtk's C++ runtime "
     "on the whole test set; *byte-identical* counts test images whose int8 logits are the same "
