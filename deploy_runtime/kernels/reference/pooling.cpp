@@ -119,7 +119,8 @@ class WindowPoolReference : public OpKernel {
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
         const int64_t channels = xs[nhwc_ ? 3 : 1];
-        const int64_t in_plane = size(io).first * size(io).second;
+        const auto [height, width] = size(io);
+        const int64_t in_plane = height * width;
         const int64_t out_h = ys[nhwc_ ? 1 : 2], out_w = ys[nhwc_ ? 2 : 3];
         const int64_t step = nhwc_ ? channels : 1;
         pool.parallel_for(xs[0] * channels, [&](int64_t begin, int64_t end) {

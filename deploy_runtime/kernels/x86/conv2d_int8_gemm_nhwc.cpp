@@ -66,8 +66,7 @@ struct KStretches {
         const auto whole = [&](int64_t bytes) {
             return ceil_div(ceil_div(bytes, 4), quad_block) * quad_block;
         };
-        per_row = !p.pointwise() && p.kernel_h * whole(span) < p.kernel_h * p.kernel_w *
-                                                                   whole(channels);
+        per_row = !p.pointwise() && whole(span) < p.kernel_w * whole(channels);
         count = per_row ? p.kernel_h : p.kernel_h * p.kernel_w;
         quads = whole(per_row ? span : channels);
     }
