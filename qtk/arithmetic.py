@@ -14,7 +14,43 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 MAX_SHIFT = 62
 
 
-# ---- spec 1: quantize / dequantize --------------------------------------------------------------
+# ---- spec 1: quantization parameters, quantize / dequantize --------------------------------------
+
+MIN_SCALE = 2.0**-23  # float32's epsilon: the smallest scale a range of nonzero width gets
+ZERO_RANGE_SCALE = 1.0  # the scale of a range of zero width (every observed value was 0)
+
+
+class NonFiniteRangeError(ValueError):
+    """A quantizer's range or scale is NaN or infinite: the values it saw held NaN or inf."""
+
+
+def qparams_from_range(min_val, max_val, qmin, qmax, symmetric):
+    """Spec 1 ranges: (min, max) tensors -> (float32 scale, int64 zero point), the range first
+    widened to include 0. Symmetric ranges put zero at 0 and use ``max(|min|, |max|) / ((qmax -
+    qmin) / 2)`` (``amax / 127`` for narrow-range int8 weights); asymmetric ones ``(max - min) /
+    (qmax - qmin)``. A zero width gets ``ZERO_RANGE_SCALE``, any other width at least
+    ``MIN_SCALE``. NaN stays NaN, for convert to report."""
+    min_val = torch.clamp(min_val.detach().to(torch.float32), max=0.0)
+    max_val = torch.clamp(max_val.detach().to(torch.float32), min=0.0)
+    if symmetric:
+        scale = torch.maximum(-min_val, max_val) / ((qmax - qmin) / 2.0)
+    else:
+        scale = (max_val - min_val) / float(qmax - qmin)
+    scale = torch.where(scale == 0, ZERO_RANGE_SCALE, torch.clamp(scale, min=MIN_SCALE))
+    if symmetric:
+        zero_point = torch.zeros_like(scale, dtype=torch.int64)
+    else:
+        zero_point = torch.clamp(qmin - torch.round(min_val / scale).to(torch.int64), qmin, qmax)
+    return scale, zero_point
+
+
+def check_finite_scale(scale, what):
+    """Convert's guard: ``scale`` (a tensor) must be finite; ``what`` names the quantizer."""
+    if not bool(torch.isfinite(scale).all()):
+        raise NonFiniteRangeError(
+            f"the {what} scale is {scale.reshape(-1).tolist()[:4]}, not finite: the values its "
+            f"quantizer observed or learned from held NaN or inf")
+
 
 def quantize(x, scale, zero_point, qmin=INT8_MIN, qmax=INT8_MAX, axis=None):
     """Float tensor -> int64 tensor of quantized values; `scale`/`zero_point` are per tensor, or
@@ -99,21 +135,37 @@ def rescaled_sum(terms, shift, zero_point, lo=INT8_MIN, hi=INT8_MAX):
 
 # ---- spec 4: convolution and linear accumulators ------------------------------------------------
 
-def quantize_bias(bias, input_scale, weight_scale):
-    """float bias -> int64 tensor clamped to int32, at scale s_x * s_w[c], computed in float64."""
-    scale = float(input_scale) * weight_scale.to(torch.float64)
-    q = torch.round(bias.detach().to(torch.float64) / scale)
-    return torch.clamp(q, INT32_MIN, INT32_MAX).to(torch.int64)
+ZERO_CHANNEL_BIAS = 2**16
 
 
-def check_accumulator_range(bias_q, products_per_output, where):
-    """Spec 4: |bias| + K * 255 * 127 must stay below 2**31 so int32 accumulation is exact."""
-    worst = int(bias_q.abs().max()) if bias_q.numel() else 0
-    worst += products_per_output * 255 * WEIGHT_MAX
-    if worst > INT32_MAX:
-        raise ValueError(f"{where}: the int32 accumulator could overflow ({products_per_output} "
-                         f"products per output, |bias| up to {worst}); split the layer or lower its "
-                         f"fan-in")
+def weight_layer_requantization(bias, weight_q, input_scale, weight_scale, output_scale, where):
+    """Spec 4: a conv or linear layer's int32 bias and (M, n) per output channel, as int64 tensors.
+
+    ``m[c] = s_x * s_w[c] / s_y`` and ``bias[c]`` at scale ``s_x * s_w[c]``, in float64 from the
+    float32 scales. A channel whose int8 weights are all zero accumulates its bias alone: it takes
+    ``m = 1`` (M = 2**30, n = 30) and its bias at the output scale ``s_y``, so its output is its
+    bias rounded once, whatever scale the (empty) weight range was given.
+    """
+    zero_channel = (weight_q.reshape(weight_q.shape[0], -1) == 0).all(1)
+    products = float(input_scale) * weight_scale.to(torch.float64)
+    bias_scale = torch.where(zero_channel, float(output_scale), products)
+    bias_q = torch.round(bias.detach().to(torch.float64) / bias_scale)
+    bias_q = torch.clamp(bias_q, INT32_MIN, INT32_MAX).to(torch.int64)
+    # past +-2^16 a zero channel's output saturates alike; kernels keep their int32 headroom
+    bias_q = torch.where(zero_channel, bias_q.clamp(-ZERO_CHANNEL_BIAS, ZERO_CHANNEL_BIAS), bias_q)
+    # Spec 4's bound: |bias| + K * 255 * 127 < 2**31, where K products can be nonzero.
+    products_per_output = weight_q[0].numel()
+    worst = bias_q.abs() + torch.where(zero_channel, 0, products_per_output * 255 * WEIGHT_MAX)
+    if bias_q.numel() and int(worst.max()) > INT32_MAX:
+        c = int(worst.argmax())
+        raise ValueError(f"{where}: the int32 accumulator of output channel {c} could overflow: "
+                         f"{products_per_output} products of up to 255 * 127 and a bias of "
+                         f"{float(bias[c]):g}, which is {int(bias_q[c])} at its scale s_x * s_w = "
+                         f"{float(products[c]):.3g}; the layer's fan-in or that bias is too large "
+                         f"for int8 inputs at that scale")
+    multiplier, shift = quantize_multipliers(
+        torch.where(zero_channel, 1.0, products / float(output_scale)).tolist())
+    return bias_q, multiplier, shift
 
 
 def conv2d_accumulate(x_q, x_zp, w_q, bias_q, stride, padding, dilation, groups):

@@ -256,7 +256,10 @@ def convert(model):
                 f"{node.target}: {type(module).__name__} receives a float tensor; put a "
                 f"qtk.modules.QuantStub before it")
         with torch.no_grad():
-            new_module = quantized_class.from_module(module, input_qparams, where=node.target)
+            try:
+                new_module = quantized_class.from_module(module, input_qparams, where=node.target)
+            except arithmetic.NonFiniteRangeError as error:
+                raise arithmetic.NonFiniteRangeError(f"{node.target}: {error}") from None
         replace_submodule(quantized, node.target, new_module)
         if new_module.output_qparams is not None:
             qparams[node] = new_module.output_qparams

@@ -16,7 +16,7 @@ from qtk import _C, arithmetic
 SETTINGS = settings(max_examples=300, deadline=None, derandomize=True)
 int32s = st.integers(arithmetic.INT32_MIN, arithmetic.INT32_MAX)
 int8s = st.integers(-128, 127)
-multipliers = st.one_of(st.integers(2**30, 2**31 - 1), st.sampled_from([2**30, 2**31 - 1]))
+multipliers = st.one_of(st.integers(2**30, 2**31 - 1), st.sampled_from([2**30, 2**31 - 1, 0]))
 shifts = st.integers(1, 62)
 
 
@@ -115,3 +115,35 @@ def test_quantize_multiplier_is_accurate(m):
         return
     assert 2**30 <= big_m < 2**31 and 1 <= n <= 62
     assert math.isclose(big_m * 2.0**-n, m, rel_tol=2.0**-30)
+
+
+@SETTINGS
+@given(st.lists(st.floats(-1e6, 1e6, width=32), min_size=2, max_size=16),
+       st.floats(2.0**-23, 10.0, width=32), st.floats(2.0**-23, 10.0, width=32),
+       st.sampled_from([0.0, 2.0**-23, 0.01]), int8s)
+@example([0.0, 2.5, -2.5, 1e6], 2.0**-23, 0.5, 2.0**-23, -128)
+def test_zero_weight_channel_requantization(biases, input_scale, output_scale, zero_scale,
+                                            zero_point):
+    """Spec 4: a channel of all-zero int8 weights deploys as m = 1 (M = 2**30, n = 30) with its
+    bias at the output scale, whatever its weight scale; Python's plan and C++'s requantize agree
+    on it, and the output is the bias rounded once (half to even, in float64)."""
+    channels = len(biases)
+    weight_q = torch.zeros(channels, 3, 3, 3, dtype=torch.int8)
+    weight_q[0, 1, 2, 0] = 5  # channel 0 is an ordinary one
+    weight_scale = torch.full((channels,), zero_scale if zero_scale else 1.0, dtype=torch.float32)
+    weight_scale[0] = 0.01
+    bias = torch.tensor([0.0] + biases[1:], dtype=torch.float32)  # channel 0's bias fits int32
+    bias_q, big_m, n = arithmetic.weight_layer_requantization(bias, weight_q, input_scale,
+                                                              weight_scale, output_scale, "test")
+    assert big_m[1:].tolist() == [2**30] * (channels - 1) and n[1:].tolist() == [30] * (channels - 1)
+    ordinary = arithmetic.quantize_multiplier(float(input_scale) * float(weight_scale[0])
+                                                 / float(output_scale))
+    assert (int(big_m[0]), int(n[0])) == ordinary
+    acc = bias_q.to(torch.int32).numpy()
+    expected = arithmetic.requantize(bias_q, big_m, n, zero_point)
+    actual = _C.arith.requantize(acc, big_m.to(torch.int32).numpy(), n.to(torch.int32).numpy(),
+                                 zero_point, -128, 127)
+    np.testing.assert_array_equal(actual, expected.numpy().astype(np.int8))
+    once = [min(max(round(float(b) / float(output_scale)) + zero_point, -128), 127)
+            for b in bias[1:].tolist()]
+    assert expected[1:].tolist() == once

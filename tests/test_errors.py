@@ -87,8 +87,8 @@ def test_convert_before_calibration_is_explained():
         qtk.convert(prepared)
 
 
-def test_diverged_qat_is_explained_at_convert():
-    """A learned scale that went to NaN (a diverged run) names the layer and the likely cause."""
+def test_non_finite_learned_scale_is_named_at_convert():
+    """A learned scale that went to NaN names the quantizer's module and says what it saw."""
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
     lsq = qtk.bits_qconfig(4, 4, base=qtk.qconfig.QAT_QUANTIZERS["lsq"])
     qat = qtk.quantize_qat(model, lsq).train()
@@ -97,10 +97,39 @@ def test_diverged_qat_is_explained_at_convert():
         for name, p in qat.named_parameters():
             if "scale" in name:
                 p.fill_(float("nan"))
-    with pytest.raises(ValueError, match=r"not a positive finite number.*diverged"):
+    with pytest.raises(ValueError, match=r"^quant_input_1: the output scale is \[nan\], not "
+                                         r"finite: .* held NaN or inf$"):
         qtk.convert(qat.eval())
+
+
+@pytest.mark.parametrize("poisoned", ["data", "weight"])
+def test_non_finite_calibration_is_named_at_convert(poisoned):
+    """NaN or inf in what an observer saw is reported as such, with the module, and nothing
+    else is guessed."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()).eval()
+    x = torch.randn(2, 3, 8, 8)
+    if poisoned == "data":
+        x[1, 2, 3, 4] = float("inf")
+    prepared = qtk.prepare_ptq(model)
+    prepared(x)
+    if poisoned == "weight":
+        with torch.no_grad():
+            prepared.get_submodule("0").weight[1, 0, 0, 0] = float("nan")
+    where, what = ("quant_input_1", "output") if poisoned == "data" else ("0", "weight")
+    with pytest.raises(ValueError, match=rf"^{where}: the {what} scale is .*not finite: .* held "
+                                         rf"NaN or inf$"):
+        qtk.convert(prepared)
 
 
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(qtk.QtkError, match="missing.qmodel"):
         qtk.runtime.load(tmp_path / "missing.qmodel")
+
+
+def test_accumulator_overflow_names_the_channel_and_its_bias():
+    model = nn.Sequential(nn.Linear(4, 3)).eval()
+    with torch.no_grad():
+        model[0].bias[2] = 1e7  # at s_x * s_w ~ 1e-4 that is ~1e11, far beyond int32
+    with pytest.raises(ValueError, match=r"^0: the int32 accumulator of output channel 2 could "
+                                         r"overflow: 4 products .* a bias of 1e\+07"):
+        calibrated(model, [torch.randn(8, 4)])

@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from ..observers.minmax import MIN_SCALE
+from ..arithmetic import MIN_SCALE
 from .fake_quantize import FakeQuantize
 
 
@@ -44,8 +44,13 @@ class _LearnedFakeQuantize(FakeQuantize):
         self.register_buffer("initialized", torch.tensor(False))
 
     def _initialize(self, x):
+        """Start from the observed range of ``x``; while every value seen is 0 there is no range
+        to start from (the tensor fake-quantizes to itself at any scale), so wait for one."""
         with torch.no_grad():
+            self.observer.reset_statistics()
             self.observer(x)
+            if not bool(x.detach().any()):
+                return
             scale, zero_point = self.observer.calculate_qparams()
             self.zero_point.resize_(zero_point.shape).copy_(zero_point)
             self._init_parameters(scale.reshape(-1), x)
@@ -54,13 +59,13 @@ class _LearnedFakeQuantize(FakeQuantize):
     def forward(self, x):
         if not bool(self.initialized):
             self._initialize(x)
-        if not self.fake_quant_enabled:
+        if not (self.fake_quant_enabled and bool(self.initialized)):
             return x
         return self._learned_forward(x)
 
     def _fake_quantize(self, x, scale):
         zero_point = _channel_view(self.zero_point, x, self.ch_axis).to(x.dtype)
-        scale = _channel_view(scale, x, self.ch_axis)
+        scale = _channel_view(scale.clamp(min=MIN_SCALE), x, self.ch_axis)  # as deployed
         q = torch.clamp(_round_ste(x / scale) + zero_point, self.qmin, self.qmax)
         return (q - zero_point) * scale
 
@@ -119,8 +124,8 @@ class PACTFakeQuantize(_LearnedFakeQuantize):
 
     def _initialize(self, x):
         super()._initialize(x)
-        with torch.no_grad():  # zero maps exactly onto an integer: z = qmin - low / scale
-            scale = float(self._scale())
+        if bool(self.initialized):  # zero maps exactly onto an integer: z = qmin - low / scale
+            scale = float(self.calculate_qparams()[0])
             self.zero_point.fill_(int(round(self.qmin - float(self.low) / scale)))
 
     def _learned_forward(self, x):

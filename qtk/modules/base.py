@@ -1,6 +1,5 @@
 """What every QAT and Quantized module shares: qparams records and the export hook."""
 import dataclasses
-import math
 from typing import Dict, List, NamedTuple, Tuple
 
 import torch
@@ -27,6 +26,7 @@ def per_tensor_qparams(fake_quant):
     """The output qparams a fake quantizer deploys as. An unsigned range such as [0, 255] moves
     down by 128 into the int8 container: (q - z) and so every real value stay the same."""
     scale, zero_point = fake_quant.calculate_qparams()
+    arithmetic.check_finite_scale(scale, "output")
     qmin, qmax, zero_point = fake_quant.qmin, fake_quant.qmax, int(zero_point.reshape(()))
     if qmax - qmin > arithmetic.INT8_MAX - arithmetic.INT8_MIN:
         raise ValueError(f"activation range [{qmin}, {qmax}] is wider than 8 bits")
@@ -112,19 +112,6 @@ def clamp_attr(lo, hi):
     return [int(lo), int(hi)]
 
 
-def requant_multipliers(input_scale, weight_scales, output_scale, where):
-    """Per-channel (M, n) for m[c] = s_x * s_w[c] / s_y, in float64 from the float32 scales."""
-    scales = [float(input_scale), float(output_scale)] + weight_scales.tolist()
-    if not all(math.isfinite(s) and s > 0 for s in scales):
-        raise ValueError(
-            f"{where}: a quantization scale is not a positive finite number (input "
-            f"{float(input_scale)}, output {float(output_scale)}, weight min "
-            f"{min(weight_scales.tolist())} / max {max(weight_scales.tolist())}); the QAT run "
-            f"diverged (lower the learning rate) or the observers saw no finite data")
-    ms = [scales[0] * float(w) / scales[1] for w in weight_scales.tolist()]
-    return arithmetic.quantize_multipliers(ms)
-
-
 class QuantizedWeightLayer(QuantizedModule):
     """Shared by convolution and linear: int8 weight, int32 bias, per-channel requantization."""
 
@@ -135,15 +122,15 @@ class QuantizedWeightLayer(QuantizedModule):
         with torch.no_grad():
             weight_fake_quant.observer(weight)  # qparams of the final weight, not the last step's
         w_scale, _ = weight_fake_quant.calculate_qparams()
+        arithmetic.check_finite_scale(w_scale, "weight")
         # a per-tensor weight scale is the same scale for every output channel
         w_scale = w_scale.reshape(-1).expand(weight.shape[0]).contiguous()
         w_q = arithmetic.quantize(weight.detach(), w_scale, 0, weight_fake_quant.qmin,
                                   weight_fake_quant.qmax, axis=0)
         if bias is None:
             bias = torch.zeros(weight.shape[0])
-        bias_q = arithmetic.quantize_bias(bias, s_x, w_scale)
-        arithmetic.check_accumulator_range(bias_q, weight[0].numel(), where)
-        multiplier, shift = requant_multipliers(s_x, w_scale, output_qparams.scale, where)
+        bias_q, multiplier, shift = arithmetic.weight_layer_requantization(
+            bias, w_q, s_x, w_scale, output_qparams.scale, where)
         self.register_buffer("weight_q", w_q.to(torch.int8))
         self.register_buffer("bias_q", bias_q.to(torch.int32))
         self.register_buffer("multiplier", multiplier)

@@ -120,6 +120,14 @@ class QATConvBn2d(QATConv2d):
     def forward(self, x):
         scale = self._bn_scale()
         weight = self.weight_fake_quant(self.weight * scale.reshape(-1, 1, 1, 1))
+        # A channel with BatchNorm gamma = 0 (zero_init_residual) folds to zero weights, and
+        # dividing its output by its scale would be 0 / 0. BatchNorm's output there is beta
+        # whatever it reads, so it reads the unfolded conv: finite, and gamma's gradient, which is
+        # that conv's normalized output, stays alive.
+        zero = scale == 0
+        if bool(zero.any()):
+            weight = torch.where(zero.reshape(-1, 1, 1, 1), self.weight, weight)
+            scale = torch.where(zero, 1.0, scale)
         y = self._conv_forward(x, weight, None) / scale.reshape(1, -1, 1, 1)
         if self.bias is not None:
             y = y + self.bias.reshape(1, -1, 1, 1)

@@ -8,7 +8,8 @@ range grows); ``calculate_qparams`` then picks the clipping range by one of thre
 import torch
 import torch.distributed as dist
 
-from .minmax import Observer, _distributed, qparams_from_range
+from ..arithmetic import qparams_from_range
+from .minmax import Observer, _distributed
 
 METHODS = ("percentile", "mse", "kl")
 
@@ -51,6 +52,10 @@ class HistogramObserver(Observer):
             dist.all_reduce(counts)
         self.histogram += counts
         return x
+
+    def reset_statistics(self):
+        super().reset_statistics()
+        self.histogram.zero_()
 
     def _centers(self, lo, hi):
         edges = torch.linspace(lo, hi, self.bins + 1, dtype=torch.float64)

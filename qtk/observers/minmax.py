@@ -4,29 +4,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .. import arithmetic
-
-# Smallest scale an observer reports, so an all-zero tensor still gets a usable multiplier.
-MIN_SCALE = float(torch.finfo(torch.float32).eps)
-
-
-def qparams_from_range(min_val, max_val, qmin, qmax, symmetric):
-    """(min, max) tensors -> (float32 scale, int64 zero_point), the range widened to include 0.
-
-    Symmetric ranges put zero at 0 and use ``max(|min|, |max|) / ((qmax - qmin) / 2)``, which for
-    narrow-range int8 weights ([-127, 127]) is ``amax / 127``.
-    """
-    min_val = torch.clamp(min_val.detach().to(torch.float32), max=0.0)
-    max_val = torch.clamp(max_val.detach().to(torch.float32), min=0.0)
-    if symmetric:
-        amax = torch.maximum(-min_val, max_val)
-        scale = amax / ((qmax - qmin) / 2.0)
-        scale = torch.clamp(scale, min=MIN_SCALE)
-        zero_point = torch.zeros_like(scale, dtype=torch.int64)
-    else:
-        scale = torch.clamp((max_val - min_val) / float(qmax - qmin), min=MIN_SCALE)
-        zero_point = qmin - torch.round(min_val / scale).to(torch.int64)
-        zero_point = torch.clamp(zero_point, qmin, qmax)
-    return scale, zero_point
+from ..arithmetic import qparams_from_range
 
 
 def _distributed():
@@ -90,6 +68,10 @@ class Observer(nn.Module):
         self.min_val.resize_(new_min.shape).copy_(new_min)
         self.max_val.resize_(new_max.shape).copy_(new_max)
         return x
+
+    def reset_statistics(self):
+        self.min_val.resize_(0)
+        self.max_val.resize_(0)
 
     def calculate_qparams(self):
         if not self.has_statistics:
