@@ -6,7 +6,7 @@
     out = qtk.runtime.load("m.qmodel").run(x)   # identical int8 results
 """
 from . import arithmetic, modules, observers, fake_quant
-from .export.capture import UnsupportedOpError
+from .errors import UnsupportedOpError
 from .export.exporter import export
 from .qconfig import (PRESETS, QConfig, QConfigMapping, default_ptq_qconfig, default_qat_qconfig,
                       bits_qconfig, bits_qconfig_mapping, with_args)

@@ -112,6 +112,16 @@ def shared_shift_multipliers(ms):
     return [round(m * 2.0**n) for m in ms], n
 
 
+def rescale_multipliers(input_scales, output_scale, shared_shift):
+    """Spec 3: the multipliers ``s_i / s_y`` of a rescaled sum, one shared shift for an add
+    (returns ``([M_i], n)``), or each input on its own for a concat (returns ``([M_i], [n_i])``)."""
+    ms = [float(s) / float(output_scale) for s in input_scales]
+    if shared_shift:
+        return shared_shift_multipliers(ms)
+    pairs = [quantize_multiplier(m) for m in ms]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
 def rounding_shift(v, n):
     """(v + 2**(n-1)) >> n on int64 tensors; `n` is an int or an int64 tensor."""
     n = torch.as_tensor(n, dtype=torch.int64)
@@ -210,6 +220,11 @@ def average(total, divisor, zero_point):
 
 # ---- spec 9 to 13: multiplication, tables, resize ---------------------------------------------
 
+def mul_multiplier(scale_a, scale_b, output_scale):
+    """Spec 9: (M, n) of ``s_a * s_b / s_y``."""
+    return quantize_multiplier(float(scale_a) * float(scale_b) / float(output_scale))
+
+
 def lookup_table(function, input_qparams, output_qparams):
     """Spec 10: the 256-entry int8 table of ``function`` (evaluated by torch in float32)."""
     q = torch.arange(INT8_MIN, INT8_MAX + 1)
@@ -255,6 +270,12 @@ def bilinear_taps(in_size, out_size, scale_factor, align_corners):
     return i0.to(torch.int64), i1.to(torch.int64), weight.to(torch.int64)
 
 
+def bilinear_multiplier(input_scale, output_scale):
+    """Spec 12: (M, n) of ``s_x / (s_y * 2**20)``, the Q10 x Q10 weights' product undone."""
+    return quantize_multiplier(float(input_scale) / (float(output_scale)
+                                                     * 2**(2 * BILINEAR_WEIGHT_BITS)))
+
+
 def bilinear_accumulate(q, zero_point, taps_h, taps_w):
     """Spec 12: sum over the four taps of wy * wx * (q - z), exact in int64."""
     one = 2**BILINEAR_WEIGHT_BITS
@@ -268,3 +289,10 @@ def bilinear_accumulate(q, zero_point, taps_h, taps_w):
         for col_index, col_weight in cols:
             acc = acc + picked_rows[:, :, :, col_index] * row_weight.reshape(-1, 1) * col_weight
     return acc
+
+
+# ---- spec 16: bit widths below 8 ----------------------------------------------------------------
+
+def storage_bits(qmin, qmax):
+    """The packed width that holds signed integers in [qmin, qmax]: 2, 4 or 8 bits."""
+    return next(bits for bits in (2, 4, 8) if -(2 ** (bits - 1)) <= qmin and qmax < 2 ** (bits - 1))

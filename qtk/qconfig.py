@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from . import arithmetic
-from .export.capture import capture
+from .graph.capture import capture
 from .modules import QuantStub
 from .fake_quant import FakeQuantize, LSQFakeQuantize, PACTFakeQuantize, TQTFakeQuantize
 from .observers import MinMaxObserver, MovingAverageMinMaxObserver, PerChannelMinMaxObserver

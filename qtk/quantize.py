@@ -7,9 +7,10 @@ from torch import fx, nn
 from tqdm import tqdm
 
 from . import arithmetic, modules
-from .export.capture import UnsupportedOpError, capture, node_inputs, replace_submodule
-from .export.functional import TENSOR, TENSORS, classify, normalize, shape_op_kinds
-from .export.fusion import fuse
+from .errors import UnsupportedOpError
+from .graph.capture import capture, node_inputs, replace_submodule
+from .graph.functional import TENSOR, TENSORS, classify, normalize, shape_op_kinds
+from .graph.fusion import fuse
 from .fake_quant import FakeQuantize
 from .observers import HistogramObserver, MinMaxObserver
 from .qconfig import QConfigMapping, as_mapping, default_ptq_qconfig, default_qat_qconfig

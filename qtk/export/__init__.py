@@ -1,1 +1,1 @@
-"""Graph capture, export passes and the .qmodel writer."""
+"""The last step: a Quantized (or float) model written as a .qmodel for the runtime."""

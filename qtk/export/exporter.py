@@ -8,9 +8,9 @@ from .. import modules
 from ..version import __version__
 from ..modules.base import QModelOp
 from ..quantize import prepare_float
-from .capture import UnsupportedOpError, module_path, node_inputs, run_recording
-from .float_ops import float_op
-from .functional import TENSORS, shape_op_kinds
+from ..errors import UnsupportedOpError
+from ..graph.capture import module_path, node_inputs, run_recording
+from ..graph.functional import TENSORS, shape_op_kinds
 from .qmodel_writer import QModelWriter
 
 
@@ -115,7 +115,7 @@ def _export_module(writer, value_of, recorded, node, module):
     elif isinstance(module, modules.QuantizedModule):
         op, output_qparams = module.qmodel_op(input_shapes), module.output_qparams
     else:  # kept in float by its qconfig
-        op, output_qparams = float_op(module, input_shapes, node.target), None
+        op, output_qparams = _float_op(module, input_shapes, node.target), None
     if op is None:  # identity: the output is the input's value
         value_of[node] = value_of[inputs[0]]
         return
@@ -200,3 +200,13 @@ def _export_shape_op(writer, value_of, recorded, node, kind):
                                      f"dimension is not supported; keep dim 0 as the batch")
     value_of[node] = writer.add_like(node.name, out_shape, value_of[source])
     writer.add_node(op, node.name, [value_of[source]], [value_of[node]], attrs)
+
+
+def _float_op(module, input_shapes, where):
+    """The float32 runtime op of a float module (None for an identity), or a clear refusal."""
+    for cls in type(module).__mro__:
+        if cls in modules.FLOAT_EXPORTS:
+            return modules.FLOAT_EXPORTS[cls](module, input_shapes, where)
+    raise UnsupportedOpError(f"{where}: {type(module).__name__} was kept in float but the runtime "
+                             f"has no float kernel for it; quantize it (give it a qconfig and "
+                             f"export the qtk.convert model) or replace it with a supported module")

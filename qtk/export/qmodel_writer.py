@@ -14,11 +14,6 @@ PACKED_CODES = {4: 4, 2: 5}  # storage bits -> code: signed, packed low bits fir
 ATTR_INTS, ATTR_FLOATS = 1, 2
 
 
-def storage_bits(qmin, qmax):
-    """The packed width that holds signed integers in [qmin, qmax]: 2, 4 or 8 bits."""
-    return next(bits for bits in (2, 4, 8) if -(2 ** (bits - 1)) <= qmin and qmax < 2 ** (bits - 1))
-
-
 def pack_signed(values, bits):
     """int8 tensor -> bytes with 8 // bits two's-complement fields per byte, low bits first."""
     per_byte = 8 // bits

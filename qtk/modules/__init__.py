@@ -1,12 +1,15 @@
-"""Module trios: Float -> QAT (fake-quantized) -> Quantized (integer reference).
+"""Module trios: Float -> QAT (fake-quantized) -> Quantized (integer reference), and the float32
+runtime op of a part kept in float.
 
-A new op adds its classes to its family's file and to the two lists below; the conversion maps
-are derived from each class's ``FLOAT_TYPES`` / ``SOURCE_TYPES``.
+Each op family's file declares all four forms; they register themselves as the file is imported
+here (a QAT class by declaring ``FLOAT_TYPES``, a Quantized one by ``SOURCE_TYPES``, a float op by
+``@float_export``), and the conversion maps below are derived from those registries.
 """
 from torch import nn
 
 from .activation import QATTableFunction, QuantizedClamp, QuantizedLookupTable
-from .base import QATModule, QModelOp, QParams, QuantizedModule
+from .base import (FLOAT_EXPORTS, QAT_MODULES, QUANTIZED_MODULES, QATModule, QModelOp, QParams,
+                   QuantizedModule)
 from .conv import (ConvBn2d, ConvBnReLU2d, ConvReLU2d, QATConv2d, QATConvBn2d, QuantizedConv2d)
 from .elementwise import (Add, AddReLU, Concat, Mul, QATAdd, QATConcat, QATMul, QuantizedAdd,
                           QuantizedConcat, QuantizedMul)
@@ -17,15 +20,6 @@ from .resize import QATResizeBilinear, QuantizedPad, QuantizedResizeBilinear, Qu
 from .shape import QuantizedFlatten, QuantizedIdentity
 from .stubs import (DequantStub, QATDequantStub, QATQuantStub, QuantizedDequantStub,
                     QuantizedQuantStub, QuantStub)
-
-QAT_MODULES = [QATQuantStub, QATDequantStub, QATConv2d, QATConvBn2d, QATLinear, QATAdd, QATMul,
-               QATConcat, QATTableFunction, QATResizeBilinear]
-
-QUANTIZED_MODULES = [QuantizedQuantStub, QuantizedDequantStub, QuantizedConv2d, QuantizedLinear,
-                     QuantizedAdd, QuantizedMul, QuantizedConcat, QuantizedClamp,
-                     QuantizedLookupTable, QuantizedMaxPool2d, QuantizedAvgPool2d,
-                     QuantizedGlobalAvgPool2d, QuantizedFlatten, QuantizedIdentity,
-                     QuantizedResizeNearest, QuantizedResizeBilinear, QuantizedPad]
 
 
 def _type_map(classes, attribute):
@@ -43,4 +37,4 @@ FOLD_ONLY = (nn.BatchNorm2d,)
 
 __all__ = ["QuantStub", "DequantStub", "ConvBn2d", "ConvBnReLU2d", "ConvReLU2d", "LinearReLU",
            "Add", "AddReLU", "Mul", "Concat", "SpatialMean", "QParams", "QModelOp", "QATModule", "QuantizedModule",
-           "QAT_MODULES", "QUANTIZED_MODULES", "FLOAT_TO_QAT", "TO_QUANTIZED", "PASS_THROUGH"]
+           "QAT_MODULES", "QUANTIZED_MODULES", "FLOAT_EXPORTS", "FLOAT_TO_QAT", "TO_QUANTIZED", "PASS_THROUGH"]

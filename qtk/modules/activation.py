@@ -1,10 +1,12 @@
 """Standalone activations: clamps that keep their input's qparams (ReLU, ReLU6, Hardtanh) and
 functions quantized by table (HardSwish, HardSigmoid, Sigmoid)."""
+import math
+
 import torch
 from torch import nn
 
 from .. import arithmetic
-from .base import QATModule, QModelOp, QuantizedModule, clamp_attr
+from .base import QATModule, QModelOp, QuantizedModule, clamp_attr, float_export
 
 
 class QuantizedClamp(QuantizedModule):
@@ -30,12 +32,13 @@ class QuantizedClamp(QuantizedModule):
         return QModelOp("clamp", attrs={"clamp": clamp_attr(self.lo, self.hi)})
 
 
-TABLE_FUNCTIONS = (nn.Hardswish, nn.Hardsigmoid, nn.Sigmoid)
+# Functions quantized by table (spec 10), each with the name of its float32 runtime op.
+TABLE_FUNCTIONS = {nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid", nn.Sigmoid: "sigmoid"}
 
 
 class QATTableFunction(QATModule):
     """HardSwish / HardSigmoid / Sigmoid in float with a fake-quantized output."""
-    FLOAT_TYPES = TABLE_FUNCTIONS
+    FLOAT_TYPES = tuple(TABLE_FUNCTIONS)
 
     def __init__(self, function, qconfig):
         super().__init__(qconfig)
@@ -69,3 +72,17 @@ class QuantizedLookupTable(QuantizedModule):
 
     def extra_repr(self):
         return f"{self.function_name}, " + super().extra_repr()
+
+
+# ---- float32 runtime ops (parts kept in float) ---------------------------------------------------
+
+@float_export(nn.ReLU, nn.ReLU6, nn.Hardtanh)
+def float_clamp(module, input_shapes, where):
+    bounds = [0.0, math.inf] if isinstance(module, nn.ReLU) else [float(module.min_val),
+                                                                   float(module.max_val)]
+    return QModelOp("clamp", attrs={"bounds": bounds})
+
+
+@float_export(*TABLE_FUNCTIONS)
+def float_table_function(module, input_shapes, where):
+    return QModelOp(TABLE_FUNCTIONS[type(module)])

@@ -1,12 +1,12 @@
 """What every QAT and Quantized module shares: qparams records and the export hook."""
 import dataclasses
-from typing import Dict, List, NamedTuple, Tuple
+import math
+from typing import Callable, Dict, List, NamedTuple, Tuple
 
 import torch
 from torch import nn
 
 from .. import arithmetic
-from ..export.qmodel_writer import storage_bits
 
 
 class QParams(NamedTuple):
@@ -45,12 +45,33 @@ def activation_kind(module):
     raise TypeError(f"cannot fuse {type(module).__name__} as an activation; only ReLU and ReLU6")
 
 
+def float_activation_attrs(attrs, kind):
+    """A float32 op's attributes with its fused activation as ``bounds`` (docs/qmodel_format.md)."""
+    bounds = {None: None, "relu": [0.0, math.inf], "relu6": [0.0, 6.0]}[kind]
+    return attrs if bounds is None else {**attrs, "bounds": bounds}
+
+
 def apply_activation(x, kind):
     if kind == "relu":
         return torch.relu(x)
     if kind == "relu6":
         return torch.nn.functional.relu6(x)
     return x
+
+
+# Filled as the family files define their classes and functions (modules/__init__ imports them all).
+QAT_MODULES: List[type] = []  # every QATModule class that declares FLOAT_TYPES
+QUANTIZED_MODULES: List[type] = []  # every QuantizedModule class that declares SOURCE_TYPES
+FLOAT_EXPORTS: Dict[type, Callable] = {}  # float module type -> its float32 runtime op
+
+
+def float_export(*module_types):
+    """Registers ``function(module, input_shapes, where) -> QModelOp or None`` (None: an identity)
+    as the float32 runtime op of each of ``module_types``, for parts kept in float."""
+    def register(function):
+        FLOAT_EXPORTS.update(dict.fromkeys(module_types, function))
+        return function
+    return register
 
 
 @dataclasses.dataclass
@@ -70,6 +91,11 @@ class QATModule(nn.Module):
     fake quantizer.
     """
     FLOAT_TYPES: Tuple[type, ...] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "FLOAT_TYPES" in cls.__dict__:
+            QAT_MODULES.append(cls)
 
     def __init__(self, qconfig=None):
         super().__init__()
@@ -91,6 +117,11 @@ class QuantizedModule(nn.Module):
     ``from_module(module, input_qparams)``; ``qmodel_op()`` describes the node for export.
     """
     SOURCE_TYPES: Tuple[type, ...] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "SOURCE_TYPES" in cls.__dict__:
+            QUANTIZED_MODULES.append(cls)
 
     def __init__(self, input_qparams, output_qparams):
         super().__init__()
@@ -136,7 +167,7 @@ class QuantizedWeightLayer(QuantizedModule):
         self.register_buffer("multiplier", multiplier)
         self.register_buffer("shift", shift)
         self.register_buffer("weight_scale", w_scale)
-        self.weight_bits = storage_bits(weight_fake_quant.qmin, weight_fake_quant.qmax)
+        self.weight_bits = arithmetic.storage_bits(weight_fake_quant.qmin, weight_fake_quant.qmax)
         self.activation = activation
         self.lo, self.hi = arithmetic.activation_bounds(activation, output_qparams)
 

@@ -3,7 +3,8 @@ import torch
 from torch import nn
 
 from .. import arithmetic
-from .base import QATModule, QuantizedWeightLayer, activation_kind, apply_activation
+from .base import (QATModule, QModelOp, QuantizedWeightLayer, activation_kind, apply_activation,
+                   float_activation_attrs, float_export)
 
 
 # ---- float: fused containers that quantize as one layer ----------------------------------------
@@ -27,6 +28,12 @@ class ConvBnReLU2d(nn.Sequential):
 
     def __init__(self, conv, bn, relu):
         super().__init__(conv, bn, relu)
+
+
+def fold_batchnorm(weight, bias, bn):
+    """Conv weight and bias with an inference-mode BatchNorm folded in (its running statistics)."""
+    scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+    return weight * scale.reshape(-1, 1, 1, 1), (bias - bn.running_mean) * scale + bn.bias
 
 
 def check_conv_supported(conv):
@@ -112,10 +119,8 @@ class QATConvBn2d(QATConv2d):
         return self.bn.weight / torch.sqrt(self.bn.running_var + self.bn.eps)
 
     def folded_weight_and_bias(self):
-        scale = self._bn_scale()
         bias = self.bias if self.bias is not None else torch.zeros_like(self.bn.running_mean)
-        weight = self.weight * scale.reshape(-1, 1, 1, 1)
-        return weight, (bias - self.bn.running_mean) * scale + self.bn.bias
+        return fold_batchnorm(self.weight, bias, self.bn)
 
     def forward(self, x):
         scale = self._bn_scale()
@@ -166,3 +171,22 @@ class QuantizedConv2d(QuantizedWeightLayer):
         return (f"{tuple(self.weight_q.shape)}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, groups={self.groups}, clamp=[{self.lo}, {self.hi}], "
                 + super().extra_repr())
+
+
+# ---- float32 runtime op (a part kept in float) ---------------------------------------------------
+
+@float_export(nn.Conv2d, ConvReLU2d, ConvBn2d, ConvBnReLU2d)
+def float_conv2d(module, input_shapes, where):
+    """BatchNorm folded here exactly as QAT folds it."""
+    parts = list(module) if isinstance(module, nn.Sequential) else [module]
+    conv, rest = parts[0], parts[1:]
+    check_conv_supported(conv)
+    weight = conv.weight.detach()
+    bias = conv.bias.detach() if conv.bias is not None else torch.zeros(conv.out_channels)
+    if rest and isinstance(rest[0], nn.BatchNorm2d):
+        weight, bias = fold_batchnorm(weight, bias, rest.pop(0))
+        weight, bias = weight.detach(), bias.detach()
+    attrs = {"stride": list(conv.stride), "padding": list(conv.padding),
+             "dilation": list(conv.dilation), "groups": [conv.groups]}
+    return QModelOp("conv2d", [("weight", weight.float()), ("bias", bias.float())],
+                    float_activation_attrs(attrs, activation_kind(rest[0] if rest else None)))

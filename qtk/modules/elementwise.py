@@ -3,7 +3,8 @@ import torch
 from torch import nn
 
 from .. import arithmetic
-from .base import QATModule, QModelOp, QuantizedModule, apply_activation, clamp_attr, to_int8
+from .base import (QATModule, QModelOp, QuantizedModule, apply_activation, clamp_attr,
+                   float_activation_attrs, float_export, to_int8)
 
 
 def _flatten_tensors(tensors):
@@ -105,9 +106,8 @@ class QuantizedAdd(QuantizedModule):
     @classmethod
     def from_module(cls, module, input_qparams, where=""):
         layer = cls(input_qparams, module.output_qparams())
-        s_y = layer.output_qparams.scale
-        layer.multipliers, layer.shift = arithmetic.shared_shift_multipliers(
-            [float(q.scale) / float(s_y) for q in input_qparams])
+        layer.multipliers, layer.shift = arithmetic.rescale_multipliers(
+            [q.scale for q in input_qparams], layer.output_qparams.scale, shared_shift=True)
         layer.lo, layer.hi = arithmetic.activation_bounds(module.activation, layer.output_qparams)
         return layer
 
@@ -128,9 +128,8 @@ class QuantizedMul(QuantizedModule):
     @classmethod
     def from_module(cls, module, input_qparams, where=""):
         layer = cls(input_qparams, module.output_qparams())
-        s_a, s_b = input_qparams[0].scale, input_qparams[1].scale
-        layer.multiplier, layer.shift = arithmetic.quantize_multiplier(
-            float(s_a) * float(s_b) / float(layer.output_qparams.scale))
+        layer.multiplier, layer.shift = arithmetic.mul_multiplier(
+            input_qparams[0].scale, input_qparams[1].scale, layer.output_qparams.scale)
         return layer
 
     def forward(self, a, b):
@@ -154,9 +153,8 @@ class QuantizedConcat(QuantizedModule):
             raise ValueError(f"{where}: concatenation along the batch dimension is not supported")
         layer = cls(input_qparams, module.output_qparams())
         layer.dim = module.dim
-        pairs = [arithmetic.quantize_multiplier(float(q.scale) / float(layer.output_qparams.scale))
-                 for q in input_qparams]
-        layer.multipliers, layer.shifts = [p[0] for p in pairs], [p[1] for p in pairs]
+        layer.multipliers, layer.shifts = arithmetic.rescale_multipliers(
+            [q.scale for q in input_qparams], layer.output_qparams.scale, shared_shift=False)
         return layer
 
     def forward(self, *tensors):
@@ -170,3 +168,21 @@ class QuantizedConcat(QuantizedModule):
         axis = self.dim % len(input_shapes[0])
         return QModelOp("concat", attrs={"axis": [axis], "multiplier": list(self.multipliers),
                                          "shift": list(self.shifts)})
+
+
+# ---- float32 runtime ops (parts kept in float) ---------------------------------------------------
+
+@float_export(Add, AddReLU)
+def float_add(module, input_shapes, where):
+    kind = ("relu6" if module.six else "relu") if isinstance(module, AddReLU) else None
+    return QModelOp("add", attrs=float_activation_attrs({}, kind))
+
+
+@float_export(Mul)
+def float_mul(module, input_shapes, where):
+    return QModelOp("mul")
+
+
+@float_export(Concat)
+def float_concat(module, input_shapes, where):
+    return QModelOp("concat", attrs={"axis": [module.dim % len(input_shapes[0])]})

@@ -3,7 +3,8 @@ import torch
 from torch import nn
 
 from .. import arithmetic
-from .base import QATModule, QuantizedWeightLayer, activation_kind, apply_activation
+from .base import (QATModule, QModelOp, QuantizedWeightLayer, activation_kind, apply_activation,
+                   float_activation_attrs, float_export)
 
 
 class LinearReLU(nn.Sequential):
@@ -63,3 +64,14 @@ class QuantizedLinear(QuantizedWeightLayer):
 
     def qmodel_op(self, input_shapes):
         return self._weight_op("linear", {})
+
+
+# ---- float32 runtime ops (parts kept in float) ---------------------------------------------------
+
+@float_export(nn.Linear, LinearReLU)
+def float_linear(module, input_shapes, where):
+    linear, act = (module[0], module[1]) if isinstance(module, nn.Sequential) else (module, None)
+    bias = linear.bias if linear.bias is not None else torch.zeros(linear.out_features)
+    return QModelOp("linear", [("weight", linear.weight.detach().float()),
+                               ("bias", bias.detach().float())],
+                    float_activation_attrs({}, activation_kind(act)))

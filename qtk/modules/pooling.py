@@ -4,7 +4,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import arithmetic
-from .base import QModelOp, QuantizedModule, to_int8
+from .base import QModelOp, QuantizedModule, float_export, to_int8
 
 
 def _pair(v):
@@ -114,3 +114,21 @@ class QuantizedGlobalAvgPool2d(QuantizedModule):
 
     def qmodel_op(self, input_shapes):
         return QModelOp("global_avg_pool2d", attrs={"keepdim": [int(self.keepdim)]})
+
+
+# ---- float32 runtime ops (parts kept in float) ---------------------------------------------------
+
+@float_export(nn.MaxPool2d)
+def float_max_pool2d(module, input_shapes, where):
+    return QModelOp("max_pool2d", attrs=window_geometry(module, where))
+
+
+@float_export(nn.AvgPool2d)
+def float_avg_pool2d(module, input_shapes, where):
+    return QModelOp("avg_pool2d", attrs=window_geometry(module, where))
+
+
+@float_export(nn.AdaptiveAvgPool2d, SpatialMean)
+def float_global_avg_pool2d(module, input_shapes, where):
+    return QModelOp("global_avg_pool2d",
+                    attrs={"keepdim": [int(global_pool_keepdim(module, where))]})

@@ -4,7 +4,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import arithmetic
-from .base import QATModule, QModelOp, QuantizedModule, to_int8
+from .base import QATModule, QModelOp, QuantizedModule, float_export, to_int8
 
 
 def _per_axis(value):
@@ -43,18 +43,27 @@ class QuantizedResizeNearest(_Resize):
         return layer
 
     def _indices(self, in_h, in_w):
-        out_h, out_w = self._out_size(in_h, in_w)
-        return (arithmetic.nearest_indices(in_h, out_h, self.scale_factor[0]),
-                arithmetic.nearest_indices(in_w, out_w, self.scale_factor[1]))
+        return nearest_source_indices(self.size, self.scale_factor, in_h, in_w)
 
     def forward(self, x):
         index_h, index_w = self._indices(x.shape[2], x.shape[3])
         return x[:, :, index_h][:, :, :, index_w]
 
     def qmodel_op(self, input_shapes):
-        index_h, index_w = self._indices(*input_shapes[0][2:])
-        return QModelOp("resize_nearest", attrs={"index_h": index_h.tolist(),
-                                                 "index_w": index_w.tolist()})
+        return nearest_op(*self._indices(*input_shapes[0][2:]))
+
+
+def nearest_source_indices(size, scale_factor, in_h, in_w):
+    """Per axis, the source row / column of each output one (spec 12), for float and int8 alike."""
+    out = [arithmetic.resize_output_size(n, s, f) for n, s, f in zip((in_h, in_w), size,
+                                                                      scale_factor)]
+    return (arithmetic.nearest_indices(in_h, out[0], scale_factor[0]),
+            arithmetic.nearest_indices(in_w, out[1], scale_factor[1]))
+
+
+def nearest_op(index_h, index_w):
+    return QModelOp("resize_nearest", attrs={"index_h": index_h.tolist(),
+                                             "index_w": index_w.tolist()})
 
 
 class QATResizeBilinear(QATModule):
@@ -86,9 +95,8 @@ class QuantizedResizeBilinear(_Resize):
         layer = cls(input_qparams, module.output_qparams())
         layer._set_geometry(module.upsample)
         layer.align_corners = bool(module.upsample.align_corners)
-        real = float(input_qparams[0].scale) / (float(layer.output_qparams.scale)
-                                                * 2**(2 * arithmetic.BILINEAR_WEIGHT_BITS))
-        layer.multiplier, layer.shift = arithmetic.quantize_multiplier(real)
+        layer.multiplier, layer.shift = arithmetic.bilinear_multiplier(
+            input_qparams[0].scale, layer.output_qparams.scale)
         return layer
 
     def _taps(self, in_h, in_w):
@@ -126,3 +134,19 @@ class QuantizedPad(QuantizedModule):
 
     def qmodel_op(self, input_shapes):
         return QModelOp("pad", attrs={"pads": list(self.padding), "value": [self.value_q]})
+
+
+# ---- float32 runtime ops (parts kept in float) ---------------------------------------------------
+
+@float_export(nn.Upsample)
+def float_resize(module, input_shapes, where):
+    if module.mode != "nearest":
+        raise ValueError(f"{where}: float {module.mode} resizing has no runtime kernel; quantize it")
+    return nearest_op(*nearest_source_indices(_per_axis(module.size),
+                                              _per_axis(module.scale_factor),
+                                              *input_shapes[0][2:]))
+
+
+@float_export(nn.ConstantPad2d)
+def float_pad(module, input_shapes, where):
+    return QModelOp("pad", attrs={"pads": list(module.padding), "value": [float(module.value)]})

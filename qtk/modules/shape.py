@@ -1,7 +1,8 @@
 """Ops that only move int8 bytes and keep their input's qparams (spec 7)."""
 from torch import nn
 
-from .base import QModelOp, QuantizedModule
+from ..errors import UnsupportedOpError
+from .base import QModelOp, QuantizedModule, float_export
 
 
 class QuantizedFlatten(QuantizedModule):
@@ -34,3 +35,17 @@ class QuantizedIdentity(QuantizedModule):
 
     def qmodel_op(self, input_shapes):
         return None
+
+
+# ---- float32 runtime ops (parts kept in float) ---------------------------------------------------
+
+@float_export(nn.Flatten)
+def float_flatten(module, input_shapes, where):
+    if (module.start_dim, module.end_dim) != (1, -1):
+        raise UnsupportedOpError(f"{where}: only Flatten(1, -1) is supported")
+    return QModelOp("flatten")
+
+
+@float_export(nn.Identity, nn.Dropout)
+def float_identity(module, input_shapes, where):
+    return None

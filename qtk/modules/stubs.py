@@ -2,7 +2,7 @@
 from torch import nn
 
 from .. import arithmetic
-from .base import QATModule, QuantizedModule, to_int8
+from .base import QATModule, QuantizedModule, float_export, to_int8
 
 
 class QuantStub(nn.Module):
@@ -68,3 +68,10 @@ class QuantizedDequantStub(QuantizedModule):
             return x
         return arithmetic.dequantize(x, self.input_qparams[0].scale,
                                      self.input_qparams[0].zero_point)
+
+
+# ---- float32 runtime ops (parts kept in float) ---------------------------------------------------
+
+@float_export(QuantStub, DequantStub)
+def float_stub(module, input_shapes, where):
+    return None  # a float model's own stubs are identities

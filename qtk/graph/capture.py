@@ -8,10 +8,7 @@ import torch
 from torch import fx
 
 from .. import modules
-
-
-class UnsupportedOpError(ValueError):
-    """An op in the model has no quantized form in this version of qtk."""
+from ..errors import UnsupportedOpError
 
 
 def _leaf_types():
@@ -36,7 +33,7 @@ def module_path(node):
 
 def capture(model):
     """Trace ``model`` into a :class:`torch.fx.GraphModule`: leaf-module calls, functional calls
-    and shape arithmetic (see :mod:`qtk.export.functional` for what happens to the latter)."""
+    and shape arithmetic (see :mod:`qtk.graph.functional` for what happens to the latter)."""
     tracer = QtkTracer()
     try:
         graph = tracer.trace(model)

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from .. import modules
-from .capture import UnsupportedOpError, module_path
+from ..errors import UnsupportedOpError
+from .capture import module_path
 
 TENSOR, TENSORS, VALUE = "tensor", "tensors", "value"
 
