@@ -66,7 +66,8 @@ class _LearnedFakeQuantize(FakeQuantize):
     def _fake_quantize(self, x, scale):
         zero_point = _channel_view(self.zero_point, x, self.ch_axis).to(x.dtype)
         scale = _channel_view(scale.clamp(min=MIN_SCALE), x, self.ch_axis)  # as deployed
-        q = torch.clamp(_round_ste(x / scale) + zero_point, self.qmin, self.qmax)
+        # spec 1's rounding, nearbyint(x * f32(1 / s)), as the deployed quantizer rounds
+        q = torch.clamp(_round_ste(x * (1.0 / scale)) + zero_point, self.qmin, self.qmax)
         return (q - zero_point) * scale
 
     def calculate_qparams(self):
