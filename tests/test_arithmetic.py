@@ -1,4 +1,4 @@
-"""Contract 2 (one arithmetic): qtk/arithmetic.py and deploy_runtime's arithmetic.h agree exactly.
+"""Contract 2 of docs/contracts.md (one arithmetic): qtk/arithmetic.py and deploy_runtime's arithmetic.h agree exactly.
 
 Hypothesis drives both with the same integers, edge cases included: rounding ties, saturation,
 shift 1 and 62, the smallest and largest multipliers, negative accumulators.

@@ -1,4 +1,4 @@
-"""Contract 1: random conv/pool/add/concat/linear configurations export and run byte-identical.
+"""Contract 1 of docs/contracts.md: random conv/pool/add/concat/linear configurations export and run byte-identical.
 
 A hypothesis sweep over shapes that stress the kernels: channel counts that are not multiples of
 8 or 16, kernels 1/3/5/7, strides, padding, dilation, grouped and depthwise convolution, odd

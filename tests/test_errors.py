@@ -1,4 +1,4 @@
-"""Contract 5: bad input at the edges gets a clear error naming the thing and the fix."""
+"""Contract 5 of docs/contracts.md: bad input at the edges gets a clear error naming the thing and the fix."""
 import numpy as np
 import pytest
 import torch

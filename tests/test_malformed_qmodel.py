@@ -1,4 +1,4 @@
-"""Contract 4: the loader treats a .qmodel as untrusted bytes.
+"""Contract 4 of docs/contracts.md: the loader treats a .qmodel as untrusted bytes.
 
 Each malformed variant must raise qtk.QtkError whose message names what is wrong; a short fuzz run
 mutates a real model thousands of times and only ever sees clean errors (or a model that runs).

@@ -1,4 +1,4 @@
-"""Contract 6: deploy_runtime builds with CMake and a C++17 compiler alone, and its ctest passes;
+"""Contract 6 of docs/contracts.md: deploy_runtime builds with CMake and a C++17 compiler alone, and its ctest passes;
 the command-line runner runs an exported model."""
 import subprocess
 from pathlib import Path

@@ -102,11 +102,11 @@ MODULE_FORMS = {
     torch.cat: _cat, torch.concat: _cat,
     F.relu: _unary(nn.ReLU), torch.relu: _unary(nn.ReLU), "relu": _unary(nn.ReLU),
     "relu_": _unary(nn.ReLU), F.relu6: _unary(nn.ReLU6), F.hardtanh: _hardtanh,
-    F.hardswish: _unary(nn.Hardswish), F.hardsigmoid: _unary(nn.Hardsigmoid),
-    torch.sigmoid: _unary(nn.Sigmoid), F.sigmoid: _unary(nn.Sigmoid), "sigmoid": _unary(nn.Sigmoid),
     torch.mean: _mean, "mean": _mean,
     F.adaptive_avg_pool2d: _adaptive_avg_pool2d, F.max_pool2d: _max_pool2d,
     F.avg_pool2d: _avg_pool2d, F.interpolate: _interpolate, F.pad: _pad, F.dropout: _dropout,
+    **{call: _unary(module) for module, function in modules.activation.TABLE_FUNCTIONS.items()
+       for call in function.calls},
 }
 
 # Shape ops: they move bytes, so int8 tensors go through them unchanged.

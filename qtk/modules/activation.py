@@ -1,8 +1,10 @@
 """Standalone activations: clamps that keep their input's qparams (ReLU, ReLU6, Hardtanh) and
 functions quantized by table (HardSwish, HardSigmoid, Sigmoid)."""
 import math
+from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .. import arithmetic
@@ -32,8 +34,18 @@ class QuantizedClamp(QuantizedModule):
         return QModelOp("clamp", attrs={"clamp": clamp_attr(self.lo, self.hi)})
 
 
-# Functions quantized by table (spec 10), each with the name of its float32 runtime op.
-TABLE_FUNCTIONS = {nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid", nn.Sigmoid: "sigmoid"}
+class TableFunction(NamedTuple):
+    runtime_op: str  # the float32 runtime op, for a part kept in float
+    calls: tuple  # the functional spellings in forward() that mean the module
+
+
+# Functions quantized by table (spec 10). A new one is a line here (its int8 form is the table),
+# plus its float32 kernel in the runtime's registry.
+TABLE_FUNCTIONS = {
+    nn.Hardswish: TableFunction("hardswish", (F.hardswish,)),
+    nn.Hardsigmoid: TableFunction("hardsigmoid", (F.hardsigmoid,)),
+    nn.Sigmoid: TableFunction("sigmoid", (torch.sigmoid, F.sigmoid, "sigmoid")),
+}
 
 
 class QATTableFunction(QATModule):
@@ -85,4 +97,4 @@ def float_clamp(module, input_shapes, where):
 
 @float_export(*TABLE_FUNCTIONS)
 def float_table_function(module, input_shapes, where):
-    return QModelOp(TABLE_FUNCTIONS[type(module)])
+    return QModelOp(TABLE_FUNCTIONS[type(module)].runtime_op)
