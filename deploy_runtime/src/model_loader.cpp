@@ -78,7 +78,8 @@ std::unique_ptr<Model::Impl> parse_model(std::shared_ptr<const uint8_t> bytes, s
     try {
         create_kernels(impl->graph, pick, *impl);
     } catch (const Error& e) {
-        fail_qmodel(e.what());  // node errors name the node; the prefix says they come from the file
+        // Node errors name the node; the prefix says they come from the file.
+        fail_qmodel(e.what());
     }
     cache.save();
     for (uint32_t id : impl->graph.inputs) {

@@ -32,7 +32,6 @@ constexpr uint32_t kMaxAttrValues = 1u << 24;
 constexpr uint8_t kMaxRank = 8;
 constexpr int64_t kMaxDim = int64_t{1} << 31;  // exclusive
 
-
 uint32_t load_u32(const uint8_t* p) {
     return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
 }
@@ -143,8 +142,8 @@ class Reader {
         }
         if (n > remaining() / min_record_bytes) {
             fail_qmodel(context_ + ": " + field + " " + std::to_string(n) + " needs at least " +
-                 std::to_string(uint64_t{n} * min_record_bytes) + " bytes but only " +
-                 std::to_string(remaining()) + " remain in the graph section");
+                        std::to_string(uint64_t{n} * min_record_bytes) + " bytes but only " +
+                        std::to_string(remaining()) + " remain in the graph section");
         }
         return n;
     }
@@ -156,8 +155,8 @@ class Reader {
             out[i] = u32(field);
             if (out[i] >= num_values) {
                 fail_qmodel(context_ + ": " + field + "[" + std::to_string(i) +
-                     "] = " + std::to_string(out[i]) + " is not below num_values " +
-                     std::to_string(num_values));
+                            "] = " + std::to_string(out[i]) + " is not below num_values " +
+                            std::to_string(num_values));
             }
         }
         return out;
@@ -167,8 +166,8 @@ class Reader {
     const uint8_t* take(size_t n, const char* field) {
         if (n > remaining()) {
             fail_qmodel("graph section ends early: " + context_ + ": " + field + " needs " +
-                 std::to_string(n) + " bytes at graph offset " + std::to_string(pos_) +
-                 " but only " + std::to_string(remaining()) + " remain");
+                        std::to_string(n) + " bytes at graph offset " + std::to_string(pos_) +
+                        " but only " + std::to_string(remaining()) + " remain");
         }
         const uint8_t* p = data_ + pos_;
         pos_ += n;
@@ -197,7 +196,8 @@ std::string section_text(const char* name, uint64_t offset, uint64_t size) {
 
 Header read_header(const uint8_t* file, size_t file_size) {
     if (file_size < kHeaderSize) {
-        fail_qmodel("file is " + std::to_string(file_size) + " bytes, shorter than the 64-byte header");
+        fail_qmodel("file is " + std::to_string(file_size) +
+                    " bytes, shorter than the 64-byte header");
     }
     if (std::memcmp(file, kMagic, sizeof kMagic) != 0) {
         fail_qmodel("bad magic: expected \"QTKMODL\\0\" at offset 0; this is not a .qmodel file");
@@ -205,8 +205,8 @@ Header read_header(const uint8_t* file, size_t file_size) {
     const uint32_t version = load_u32(file + 8);
     if (version != kFormatVersion) {
         fail_qmodel("format_version " + std::to_string(version) +
-             " is not supported: this runtime reads version " + std::to_string(kFormatVersion) +
-             "; re-export with a matching qtk version");
+                    " is not supported: this runtime reads version " +
+                    std::to_string(kFormatVersion) + "; re-export with a matching qtk version");
     }
     const uint32_t header_size = load_u32(file + 12);
     if (header_size != kHeaderSize) {
@@ -214,8 +214,9 @@ Header read_header(const uint8_t* file, size_t file_size) {
     }
     const uint64_t declared_size = load_u64(file + 16);
     if (declared_size != file_size) {
-        fail_qmodel("file_size " + std::to_string(declared_size) + " does not match the real size " +
-             std::to_string(file_size) + " (truncated or padded file)");
+        fail_qmodel("file_size " + std::to_string(declared_size) +
+                    " does not match the real size " + std::to_string(file_size) +
+                    " (truncated or padded file)");
     }
     const uint32_t reserved = load_u32(file + 60);
     if (reserved != 0) {
@@ -224,32 +225,35 @@ Header read_header(const uint8_t* file, size_t file_size) {
 
     Header h{load_u64(file + 24), load_u64(file + 32), load_u64(file + 40), load_u64(file + 48)};
     if (h.graph_offset < kHeaderSize) {
-        fail_qmodel("graph_offset " + std::to_string(h.graph_offset) + " overlaps the 64-byte header");
+        fail_qmodel("graph_offset " + std::to_string(h.graph_offset) +
+                    " overlaps the 64-byte header");
     }
     if (!section_inside(h.graph_offset, h.graph_size, file_size)) {
-        fail_qmodel(section_text("graph", h.graph_offset, h.graph_size) + " extends past the end of the " +
-             std::to_string(file_size) + "-byte file");
+        fail_qmodel(section_text("graph", h.graph_offset, h.graph_size) +
+                    " extends past the end of the " + std::to_string(file_size) + "-byte file");
     }
     if (h.blob_offset % kBlobAlignment != 0) {
         fail_qmodel("blob_offset " + std::to_string(h.blob_offset) + " is not a multiple of 64");
     }
     if (!section_inside(h.blob_offset, h.blob_size, file_size)) {
-        fail_qmodel(section_text("blob", h.blob_offset, h.blob_size) + " extends past the end of the " +
-             std::to_string(file_size) + "-byte file");
+        fail_qmodel(section_text("blob", h.blob_offset, h.blob_size) +
+                    " extends past the end of the " + std::to_string(file_size) + "-byte file");
     }
     if (h.blob_size > 0 && h.blob_offset < kHeaderSize) {
-        fail_qmodel("blob_offset " + std::to_string(h.blob_offset) + " overlaps the 64-byte header");
+        fail_qmodel("blob_offset " + std::to_string(h.blob_offset) +
+                    " overlaps the 64-byte header");
     }
     if (h.blob_size > 0 && h.graph_size > 0 && h.graph_offset < h.blob_offset + h.blob_size &&
         h.blob_offset < h.graph_offset + h.graph_size) {
         fail_qmodel(section_text("graph", h.graph_offset, h.graph_size) + " and " +
-             section_text("blob", h.blob_offset, h.blob_size) + " overlap");
+                    section_text("blob", h.blob_offset, h.blob_size) + " overlap");
     }
     const uint32_t stored_crc = load_u32(file + 56);
     const uint32_t actual_crc = crc32(file + h.graph_offset, h.graph_size);
     if (stored_crc != actual_crc) {
-        fail_qmodel("graph_crc32 " + hex(stored_crc) + " does not match the graph section's CRC-32 " +
-             hex(actual_crc) + " (corrupted file)");
+        fail_qmodel("graph_crc32 " + hex(stored_crc) +
+                    " does not match the graph section's CRC-32 " + hex(actual_crc) +
+                    " (corrupted file)");
     }
     return h;
 }
@@ -300,14 +304,14 @@ Value read_value(Reader& r, uint32_t id, const uint8_t* blob, uint64_t blob_size
         const int64_t d = r.i64("dims");
         if (d < 1 || d >= kMaxDim) {
             fail_qmodel(r.context() + ": dims[" + std::to_string(i) + "] = " + std::to_string(d) +
-                 " is outside [1, 2^31)");
+                        " is outside [1, 2^31)");
         }
         v.shape.push_back(d);
         // Both factors are below 2^31, so the product cannot overflow before it is checked.
         elements *= d;
         if (elements > kMaxTensorElements) {
             fail_qmodel(r.context() + ": shape " + to_string(v.shape) +
-                 "... has more than 2^31 - 1 elements");
+                        "... has more than 2^31 - 1 elements");
         }
     }
 
@@ -362,7 +366,8 @@ Value read_value(Reader& r, uint32_t id, const uint8_t* blob, uint64_t blob_size
         }
         if (!section_inside(offset, size, blob_size)) {
             fail_qmodel(r.context() + ": data_offset " + std::to_string(offset) + " + data_size " +
-                 std::to_string(size) + " exceeds blob section size " + std::to_string(blob_size));
+                        std::to_string(size) + " exceeds blob section size " +
+                        std::to_string(blob_size));
         }
         v.data = blob + offset;
         v.data_size = static_cast<size_t>(size);
@@ -442,7 +447,7 @@ Graph read_graph(const uint8_t* file, const Header& h) {
     }
     if (r.remaining() != 0) {
         fail_qmodel("graph section has " + std::to_string(r.remaining()) +
-             " trailing bytes after the last node");
+                    " trailing bytes after the last node");
     }
     return g;
 }
@@ -477,14 +482,14 @@ void check_graph(const Graph& g) {
         check_edge("graph input", i, id);
         if (defined[id]) {
             fail_qmodel("graph input " + std::to_string(i) + " (" + value_label(id, g.values[id]) +
-                 ") is listed twice");
+                        ") is listed twice");
         }
         defined[id] = true;
         const Value& first = g.values[g.inputs[0]];
         if (g.values[id].shape[0] != first.shape[0]) {
             fail_qmodel("graph input " + std::to_string(i) + " (" + value_label(id, g.values[id]) +
-                 ") has batch " + std::to_string(g.values[id].shape[0]) +
-                 " but graph input 0 has batch " + std::to_string(first.shape[0]));
+                        ") has batch " + std::to_string(g.values[id].shape[0]) +
+                        " but graph input 0 has batch " + std::to_string(first.shape[0]));
         }
     }
     for (size_t k = 0; k < g.nodes.size(); ++k) {
@@ -492,8 +497,9 @@ void check_graph(const Graph& g) {
         for (uint32_t id : n.inputs) {
             const Value& v = g.values[id];
             if (!v.constant && !defined[id]) {
-                fail_qmodel(node_label(n) + ": input " + value_label(id, v) +
-                     " is used before it is defined (no graph input or earlier node produces it)");
+                fail_qmodel(
+                    node_label(n) + ": input " + value_label(id, v) +
+                    " is used before it is defined (no graph input or earlier node produces it)");
             }
         }
         for (uint32_t id : n.outputs) {
@@ -503,10 +509,11 @@ void check_graph(const Graph& g) {
             }
             if (defined[id]) {
                 fail_qmodel(node_label(n) + ": output " + value_label(id, v) +
-                     " is produced twice (already " +
-                     (producer[id] == kNone ? std::string("a graph input")
-                                            : "produced by " + node_label(g.nodes[producer[id]])) +
-                     ")");
+                            " is produced twice (already " +
+                            (producer[id] == kNone
+                                 ? std::string("a graph input")
+                                 : "produced by " + node_label(g.nodes[producer[id]])) +
+                            ")");
             }
             defined[id] = true;
             producer[id] = k;
@@ -517,7 +524,7 @@ void check_graph(const Graph& g) {
         check_edge("graph output", i, id);
         if (!defined[id]) {
             fail_qmodel("graph output " + std::to_string(i) + " (" + value_label(id, g.values[id]) +
-                 ") is produced by no node and is not a graph input");
+                        ") is produced by no node and is not a graph input");
         }
     }
 }
