@@ -1,5 +1,5 @@
-"""The module trios, numerically: float ~ QAT without fake quantization; QAT ~ Quantized within
-one output step; observers and BatchNorm folding behave as documented."""
+"""Fusion, BatchNorm folding in QAT, observers and QConfig behave as documented (the trios'
+numerics, op by op, are in test_every_op.py)."""
 import copy
 
 import pytest
@@ -10,59 +10,6 @@ import qtk
 from qtk import modules
 from qtk.observers import (MinMaxObserver, MovingAverageMinMaxObserver, PerChannelMinMaxObserver,
                            qparams_from_range)
-
-
-def _set_fake_quant(model, enabled):
-    for m in model.modules():
-        if isinstance(m, qtk.fake_quant.FakeQuantize):
-            m.fake_quant_enabled = enabled
-
-
-def _random_bn(bn):
-    with torch.no_grad():
-        bn.running_mean.uniform_(-1, 1)
-        bn.running_var.uniform_(0.5, 2)
-        bn.weight.uniform_(0.5, 2)
-        bn.bias.uniform_(-1, 1)
-    return bn
-
-
-FLOAT_MODELS = {
-    "conv": lambda: nn.Sequential(nn.Conv2d(3, 5, 3, padding=1)),
-    "conv_relu": lambda: nn.Sequential(nn.Conv2d(3, 5, 3, stride=2), nn.ReLU()),
-    "conv_bn": lambda: nn.Sequential(nn.Conv2d(3, 6, 3, groups=3), _random_bn(nn.BatchNorm2d(6))),
-    "conv_bn_relu6": lambda: nn.Sequential(nn.Conv2d(3, 5, 3, dilation=2, bias=False),
-                                           _random_bn(nn.BatchNorm2d(5)), nn.ReLU6()),
-    "linear_relu": lambda: nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 7), nn.ReLU()),
-    "pools": lambda: nn.Sequential(nn.Conv2d(3, 4, 1), nn.MaxPool2d(3, 2, 1), nn.AvgPool2d(2),
-                                   nn.AdaptiveAvgPool2d(1)),
-}
-
-
-@pytest.mark.parametrize("name", sorted(FLOAT_MODELS))
-def test_qat_without_fake_quant_equals_float(name):
-    float_model = FLOAT_MODELS[name]().eval()
-    qat = qtk.quantize_qat(float_model).eval()
-    _set_fake_quant(qat, False)
-    x = torch.randn(2, 3, 8, 8)
-    torch.testing.assert_close(qat(x), float_model(x), atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("name", sorted(FLOAT_MODELS))
-def test_quantized_matches_qat_within_one_step(name):
-    float_model = FLOAT_MODELS[name]().eval()
-    qat = qtk.quantize_qat(float_model).eval()
-    x = torch.randn(4, 3, 8, 8)
-    with torch.no_grad():
-        for _ in range(3):
-            qat.train()(x)  # settle the moving averages on this input
-    qat.eval()
-    quantized = qtk.convert(qat)
-    dequant = next(m for m in quantized.modules() if isinstance(m, modules.QuantizedDequantStub))
-    out_scale = dequant.input_qparams[0].scale
-    with torch.no_grad():
-        difference = (quantized(x) - qat(x)).abs().max().item()
-    assert difference <= 1.01 * out_scale, f"{difference} > one step ({out_scale})"
 
 
 def test_fusion_folds_conv_bn_relu_into_one_module():
