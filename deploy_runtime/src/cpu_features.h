@@ -1,5 +1,5 @@
 // Which x86 instruction set levels this CPU and its OS can run, and the cap QTK_ISA puts on them.
-// Kernel choice (op_registry.cpp) asks here; kernels never probe the CPU themselves.
+// Kernel choice (algo_policy.cpp) asks here; kernels never probe the CPU themselves.
 #pragma once
 
 #include <string>

@@ -19,7 +19,7 @@ namespace detail {
 size_t fuse_residual_adds(Graph& graph);
 
 // Whether an int8 conv2d node has a fast channels-last (NHWC) algorithm: none, one (kFits), or
-// the one QTK_CONV_ALGO pins (kPinned). op_registry.h answers it from the algorithm lists.
+// the one QTK_CONV_ALGO pins (kPinned). algo_policy.h answers it from the algorithm lists.
 enum class NhwcChoice { kNo, kFits, kPinned };
 using NhwcChooser = std::function<NhwcChoice(const Graph& graph, const Node& node)>;
 

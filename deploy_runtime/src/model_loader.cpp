@@ -6,6 +6,7 @@
 #include <iterator>
 #include <utility>
 
+#include "algo_policy.h"
 #include "aligned_buffer.h"
 #include "fast_run.h"
 #include "graph_passes.h"

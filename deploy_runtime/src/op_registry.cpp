@@ -5,6 +5,7 @@
 #include <string>
 
 #include "../kernels/x86/int8_quantize.h"
+#include "algo_policy.h"
 #include "linear.h"
 #include "qtk/arithmetic.h"
 
@@ -197,25 +198,6 @@ const Conv2dAlgo* const kConv2dFloat32Algos[] = {
     &kConv2dFloat32Reference,
 };
 
-// The candidates when the model loads: QTK_ISA and QTK_CONV_ALGO are read for each layer, so a
-// process (a test) can load the same model under several settings.
-template <DType kDtype>
-std::vector<KernelCandidate> conv2d_candidates(const NodeView& node) {
-    const Conv2dParams params =
-        read_conv2d_params(node, kDtype, kDtype == DType::kInt8 ? DType::kInt32 : kDtype);
-    std::vector<const Conv2dAlgo*> algos;
-    try {
-        algos = usable_conv2d_algos(kDtype, params, isa_cap(), std::getenv("QTK_CONV_ALGO"));
-    } catch (const Error& e) {
-        node.fail(e.what());
-    }
-    std::vector<KernelCandidate> candidates;
-    for (const Conv2dAlgo* algo : algos) {
-        candidates.push_back({algo->name, [algo, node] { return algo->make(node); }});
-    }
-    return candidates;
-}
-
 // The one hand-edited list of algorithms per op whose algorithms all fit every node, in preference
 // order, the reference last (described here, from the factories above).
 const OpAlgo kAddInt8Reference = {"add_int8_reference", IsaLevel::kScalar,
@@ -302,22 +284,10 @@ const OpAlgo* const kPermuteAlgos[] = {&kPermuteRuns, &kPermuteReference};  // i
 const OpAlgo* const kGlobalAvgPool2dInt8Algos[] = {&kGlobalAvgPool2dInt8Sums,
                                                    &kGlobalAvgPool2dInt8Reference};
 
-// The candidates: every algorithm of the list that QTK_ISA (read at each load) allows on this CPU.
+// A list's candidates (algo_policy.h), the list bound at compile time for kMultiAlgorithmOps.
 template <const auto& kAlgos>
-std::vector<KernelCandidate> usable_candidates(const NodeView& node) {
-    IsaLevel cap = IsaLevel::kScalar;
-    try {
-        cap = isa_cap();
-    } catch (const Error& e) {
-        node.fail(e.what());
-    }
-    std::vector<KernelCandidate> candidates;
-    for (const OpAlgo* algo : kAlgos) {
-        if (algo->usable(cap)) {
-            candidates.push_back({algo->name, [algo, node] { return algo->make(node); }});
-        }
-    }
-    return candidates;  // never empty: the reference is always usable
+std::vector<KernelCandidate> list_candidates(const NodeView& node) {
+    return usable_candidates(node, std::begin(kAlgos), std::end(kAlgos));
 }
 
 // Ops with several algorithms for one dtype; every other op has one kernel per dtype (kOps).
@@ -360,20 +330,21 @@ Int8QuantizeFn choose_int8_quantizer() {
 namespace {
 
 const MultiAlgorithmOp kMultiAlgorithmOps[] = {
-    {"conv2d", DType::kInt8, conv2d_candidates<DType::kInt8>},
-    {"conv2d", DType::kFloat32, conv2d_candidates<DType::kFloat32>},
-    {"linear", DType::kInt8, usable_candidates<kLinearInt8Algos>},
-    {"linear", DType::kFloat32, usable_candidates<kLinearFloat32Algos>},
-    {"add", DType::kInt8, usable_candidates<kAddInt8Algos>},
-    {"add", DType::kFloat32, usable_candidates<kAddFloat32Algos>},
-    {"mul", DType::kFloat32, usable_candidates<kMulFloat32Algos>},
-    {"concat", DType::kInt8, usable_candidates<kConcatInt8Algos>},
-    {"max_pool2d", DType::kInt8, usable_candidates<kMaxPool2dInt8Algos>},
-    {"max_pool2d", DType::kFloat32, usable_candidates<kMaxPool2dFloat32Algos>},
-    {"quantize", DType::kFloat32, usable_candidates<kQuantizeAlgos>},
-    {"permute", DType::kInt8, usable_candidates<kPermuteAlgos>},
-    {"permute", DType::kFloat32, usable_candidates<kPermuteAlgos>},
-    {"global_avg_pool2d", DType::kInt8, usable_candidates<kGlobalAvgPool2dInt8Algos>},
+    {"conv2d", DType::kInt8, [](const NodeView& n) { return conv2d_candidates(n, DType::kInt8); }},
+    {"conv2d", DType::kFloat32,
+     [](const NodeView& n) { return conv2d_candidates(n, DType::kFloat32); }},
+    {"linear", DType::kInt8, list_candidates<kLinearInt8Algos>},
+    {"linear", DType::kFloat32, list_candidates<kLinearFloat32Algos>},
+    {"add", DType::kInt8, list_candidates<kAddInt8Algos>},
+    {"add", DType::kFloat32, list_candidates<kAddFloat32Algos>},
+    {"mul", DType::kFloat32, list_candidates<kMulFloat32Algos>},
+    {"concat", DType::kInt8, list_candidates<kConcatInt8Algos>},
+    {"max_pool2d", DType::kInt8, list_candidates<kMaxPool2dInt8Algos>},
+    {"max_pool2d", DType::kFloat32, list_candidates<kMaxPool2dFloat32Algos>},
+    {"quantize", DType::kFloat32, list_candidates<kQuantizeAlgos>},
+    {"permute", DType::kInt8, list_candidates<kPermuteAlgos>},
+    {"permute", DType::kFloat32, list_candidates<kPermuteAlgos>},
+    {"global_avg_pool2d", DType::kInt8, list_candidates<kGlobalAvgPool2dInt8Algos>},
 };
 
 struct OpEntry {
@@ -419,85 +390,6 @@ const std::vector<const Conv2dAlgo*>& conv2d_algos(DType dtype) {
     static const std::vector<const Conv2dAlgo*> float32(std::begin(kConv2dFloat32Algos),
                                                         std::end(kConv2dFloat32Algos));
     return dtype == DType::kInt8 ? int8 : float32;
-}
-
-namespace {
-
-const Conv2dAlgo* find_conv2d_algo(DType dtype, const std::string& name) {
-    for (const Conv2dAlgo* algo : conv2d_algos(dtype)) {
-        if (name == algo->name) {
-            return algo;
-        }
-    }
-    return nullptr;
-}
-
-std::string conv2d_algo_names(DType dtype) {
-    std::string names;
-    for (const Conv2dAlgo* algo : conv2d_algos(dtype)) {
-        names += std::string(names.empty() ? "" : ", ") + algo->name;
-    }
-    return names;
-}
-
-}  // namespace
-
-std::vector<const Conv2dAlgo*> usable_conv2d_algos(DType dtype, const Conv2dParams& params,
-                                                   IsaLevel cap, const char* pinned) {
-    if (pinned == nullptr || *pinned == '\0') {
-        std::vector<const Conv2dAlgo*> usable;
-        for (const Conv2dAlgo* algo : conv2d_algos(dtype)) {
-            if (algo->usable(params, cap)) {
-                usable.push_back(algo);
-            }
-        }
-        return usable;  // never empty: the reference is always usable
-    }
-    const DType other = dtype == DType::kInt8 ? DType::kFloat32 : DType::kInt8;
-    if (const Conv2dAlgo* algo = find_conv2d_algo(dtype, pinned)) {
-        if (!cpu_supports(algo->isa) || algo->isa > cap) {
-            throw Error(std::string("QTK_CONV_ALGO=") + pinned + " is not usable here: " +
-                        (!cpu_supports(algo->isa)
-                             ? std::string("this CPU lacks ") + isa_name(algo->isa)
-                             : std::string("QTK_ISA=") + isa_name(cap) + " excludes " +
-                                   isa_name(algo->isa)));
-        }
-        // A pin serves the layers it fits (a depthwise kernel, the depthwise layers); the others
-        // keep their usual choice, so one model can be run with each algorithm pinned in turn.
-        return algo->fits_layout(params) && algo->fits(params)
-                   ? std::vector<const Conv2dAlgo*>{algo}
-                                  : usable_conv2d_algos(dtype, params, cap, nullptr);
-    }
-    if (find_conv2d_algo(other, pinned) != nullptr) {  // it pins the other dtype's layers
-        return usable_conv2d_algos(dtype, params, cap, nullptr);
-    }
-    throw Error(std::string("QTK_CONV_ALGO=") + pinned + " names no " + dtype_name(dtype) +
-                " conv2d algorithm built here; use one of: " + conv2d_algo_names(dtype) + " (" +
-                dtype_name(other) + " layers: " + conv2d_algo_names(other) + ")");
-}
-
-const Conv2dAlgo& choose_conv2d_algo(DType dtype, const Conv2dParams& params, IsaLevel cap,
-                                     const char* pinned) {
-    return *usable_conv2d_algos(dtype, params, cap, pinned).front();
-}
-
-NhwcChoice choose_nhwc(const Graph& graph, const Node& node) {
-    try {
-        Conv2dParams params = read_conv2d_params(NodeView(graph, node), DType::kInt8,
-                                                 DType::kInt32);
-        const IsaLevel cap = isa_cap();
-        const char* pinned = std::getenv("QTK_CONV_ALGO");
-        const Conv2dAlgo& nchw = choose_conv2d_algo(DType::kInt8, params, cap, pinned);
-        params.nhwc = true;
-        const Conv2dAlgo& nhwc = choose_conv2d_algo(DType::kInt8, params, cap, pinned);
-        const bool pins = pinned != nullptr && *pinned != '\0';
-        if (&nhwc == &kConv2dInt8Reference || (pins && std::string(nchw.name) == pinned)) {
-            return NhwcChoice::kNo;
-        }
-        return pins && std::string(nhwc.name) == pinned ? NhwcChoice::kPinned : NhwcChoice::kFits;
-    } catch (const Error&) {
-        return NhwcChoice::kNo;
-    }
 }
 
 CreatedKernel create_kernel(const Graph& graph, const Node& node, const KernelPicker& pick) {

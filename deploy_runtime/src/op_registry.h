@@ -8,7 +8,6 @@
 
 #include "conv2d.h"
 #include "graph.h"
-#include "graph_passes.h"
 #include "op_kernel.h"
 
 namespace qtk {
@@ -44,23 +43,6 @@ using Int8QuantizeFn = void (*)(const float* x, int64_t count, float inv_scale, 
 // The micro-kernel of the quantize op's first algorithm that this CPU and QTK_ISA allow, for a
 // session's float inputs; a session chooses it once, as a model chooses its kernels at load.
 Int8QuantizeFn choose_int8_quantizer();
-
-// The algorithms of that dtype that may serve a layer, in preference order: every one usable under
-// `cap`; or, where `pinned` is non-empty (the value of QTK_CONV_ALGO), the algorithm of that name
-// alone if it fits the layer (else the unpinned list). A name of the other dtype's list pins only
-// those layers: this one keeps the unpinned list. Throws Error when neither list has the name, or
-// when the CPU lacks its ISA or the cap excludes it.
-std::vector<const Conv2dAlgo*> usable_conv2d_algos(DType dtype, const Conv2dParams& params,
-                                                   IsaLevel cap, const char* pinned);
-// The first of them: the default choice.
-const Conv2dAlgo& choose_conv2d_algo(DType dtype, const Conv2dParams& params, IsaLevel cap,
-                                     const char* pinned);
-
-// Whether an int8 conv2d node would run channels-last (graph_passes.h): kNo where the first
-// usable NHWC algorithm is the reference, or where QTK_CONV_ALGO pins an NCHW algorithm that fits
-// it; kPinned where it pins the NHWC one; never throws (a malformed node is kNo, for its kernel
-// to report).
-NhwcChoice choose_nhwc(const Graph& graph, const Node& node);
 
 }  // namespace detail
 }  // namespace qtk

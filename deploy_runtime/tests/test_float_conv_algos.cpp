@@ -32,6 +32,7 @@
 #include <limits>
 #include <map>
 
+#include "algo_policy.h"
 #include "check.h"
 #include "cpu_features.h"
 #include "model_builder.h"
