@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import arithmetic
-from .base import QATModule, QModelOp, QuantizedModule, clamp_attr, float_export
+from .base import QATFloatThenQuantize, QModelOp, QuantizedModule, clamp_attr, float_export
 
 
 class QuantizedClamp(QuantizedModule):
@@ -48,20 +48,9 @@ TABLE_FUNCTIONS = {
 }
 
 
-class QATTableFunction(QATModule):
-    """HardSwish / HardSigmoid / Sigmoid in float with a fake-quantized output."""
+class QATTableFunction(QATFloatThenQuantize):
+    """A table function (HardSwish, Sigmoid, ...) in float with a fake-quantized output."""
     FLOAT_TYPES = tuple(TABLE_FUNCTIONS)
-
-    def __init__(self, function, qconfig):
-        super().__init__(qconfig)
-        self.function = function
-
-    @classmethod
-    def from_float(cls, module, qconfig):
-        return cls(module, qconfig)
-
-    def forward(self, x):
-        return self.activation_post_process(self.function(x))
 
 
 class QuantizedLookupTable(QuantizedModule):
@@ -71,9 +60,9 @@ class QuantizedLookupTable(QuantizedModule):
     @classmethod
     def from_module(cls, module, input_qparams, where=""):
         layer = cls(input_qparams, module.output_qparams())
-        layer.register_buffer("table", arithmetic.lookup_table(module.function, input_qparams[0],
+        layer.register_buffer("table", arithmetic.lookup_table(module.module, input_qparams[0],
                                                                layer.output_qparams))
-        layer.function_name = type(module.function).__name__
+        layer.function_name = type(module.module).__name__
         return layer
 
     def forward(self, x):

@@ -110,6 +110,22 @@ class QATModule(nn.Module):
         return per_tensor_qparams(self.activation_post_process)
 
 
+class QATFloatThenQuantize(QATModule):
+    """The QAT form of an op whose int8 form is fixed at convert time from the float module (a
+    table, interpolation weights): the float module as it is, its output fake-quantized."""
+
+    def __init__(self, module, qconfig):
+        super().__init__(qconfig)
+        self.module = module
+
+    @classmethod
+    def from_float(cls, module, qconfig):
+        return cls(module, qconfig)
+
+    def forward(self, *inputs):
+        return self.activation_post_process(self.module(*inputs))
+
+
 class QuantizedModule(nn.Module):
     """int8 tensors in, int8 tensors out, with integer arithmetic from :mod:`qtk.arithmetic`.
 

@@ -4,7 +4,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import arithmetic
-from .base import QATModule, QModelOp, QuantizedModule, float_export, to_int8
+from .base import QATFloatThenQuantize, QModelOp, QuantizedModule, float_export, to_int8
 
 
 def _per_axis(value):
@@ -66,23 +66,14 @@ def nearest_op(index_h, index_w):
                                              "index_w": index_w.tolist()})
 
 
-class QATResizeBilinear(QATModule):
+class QATResizeBilinear(QATFloatThenQuantize):
     """Bilinear resize with a fake-quantized output. ``from_float`` leaves nearest resizing as
     the float module: it moves values and keeps its input's quantization."""
     FLOAT_TYPES = (nn.Upsample,)
 
-    def __init__(self, upsample, qconfig):
-        super().__init__(qconfig)
-        self.upsample = upsample
-
     @classmethod
     def from_float(cls, module, qconfig):
-        if module.mode == "nearest":
-            return module
-        return cls(module, qconfig)
-
-    def forward(self, x):
-        return self.activation_post_process(self.upsample(x))
+        return module if module.mode == "nearest" else cls(module, qconfig)
 
 
 class QuantizedResizeBilinear(_Resize):
@@ -91,10 +82,10 @@ class QuantizedResizeBilinear(_Resize):
 
     @classmethod
     def from_module(cls, module, input_qparams, where=""):
-        _check_upsample(module.upsample, where, ("bilinear",))
+        _check_upsample(module.module, where, ("bilinear",))
         layer = cls(input_qparams, module.output_qparams())
-        layer._set_geometry(module.upsample)
-        layer.align_corners = bool(module.upsample.align_corners)
+        layer._set_geometry(module.module)
+        layer.align_corners = bool(module.module.align_corners)
         layer.multiplier, layer.shift = arithmetic.bilinear_multiplier(
             input_qparams[0].scale, layer.output_qparams.scale)
         return layer
