@@ -4,6 +4,7 @@
 // - float32: a copy.
 #include <cstring>
 
+#include "op_algo.h"
 #include "op_kernel.h"
 #include "qtk/arithmetic.h"
 #include "thread_pool.h"
@@ -128,6 +129,9 @@ class ConcatFloat32Reference final : public ConcatReference {
 std::unique_ptr<OpKernel> make_concat_int8_reference(const NodeView& node) {
     return std::make_unique<ConcatInt8Reference>(node);
 }
+
+extern const OpAlgo kConcatInt8Reference = {"concat_int8_reference", IsaLevel::kScalar,
+                                            make_concat_int8_reference};
 
 std::unique_ptr<OpKernel> make_concat_float32_reference(const NodeView& node) {
     return std::make_unique<ConcatFloat32Reference>(node);

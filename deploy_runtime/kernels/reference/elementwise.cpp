@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 
+#include "op_algo.h"
 #include "op_kernel.h"
 #include "qtk/arithmetic.h"
 #include "thread_pool.h"
@@ -280,9 +281,15 @@ std::unique_ptr<OpKernel> make_add_int8_reference(const NodeView& node) {
     return std::make_unique<AddInt8Reference>(node);
 }
 
+extern const OpAlgo kAddInt8Reference = {"add_int8_reference", IsaLevel::kScalar,
+                                         make_add_int8_reference};
+
 std::unique_ptr<OpKernel> make_add_float32_reference(const NodeView& node) {
     return std::make_unique<BroadcastFloat32Reference<std::plus<float>>>(node);
 }
+
+extern const OpAlgo kAddFloat32Reference = {"add_float32_reference", IsaLevel::kScalar,
+                                            make_add_float32_reference};
 
 std::unique_ptr<OpKernel> make_mul_int8_reference(const NodeView& node) {
     return std::make_unique<MulInt8Reference>(node);
@@ -291,6 +298,9 @@ std::unique_ptr<OpKernel> make_mul_int8_reference(const NodeView& node) {
 std::unique_ptr<OpKernel> make_mul_float32_reference(const NodeView& node) {
     return std::make_unique<BroadcastFloat32Reference<std::multiplies<float>>>(node);
 }
+
+extern const OpAlgo kMulFloat32Reference = {"mul_float32_reference", IsaLevel::kScalar,
+                                            make_mul_float32_reference};
 
 std::unique_ptr<OpKernel> make_clamp_int8_reference(const NodeView& node) {
     return std::make_unique<ClampInt8Reference>(node);

@@ -88,5 +88,8 @@ std::unique_ptr<OpKernel> make_linear_float32_reference(const NodeView& node) {
     return std::make_unique<LinearFloat32Reference>(node);
 }
 
+extern const OpAlgo kLinearFloat32Reference = {"linear_float32_reference", IsaLevel::kScalar,
+                                               make_linear_float32_reference};
+
 }  // namespace detail
 }  // namespace qtk

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "float32_max.h"
+#include "op_algo.h"
 #include "op_kernel.h"
 #include "qtk/arithmetic.h"
 #include "thread_pool.h"
@@ -261,9 +262,15 @@ std::unique_ptr<OpKernel> make_max_pool2d_int8_reference(const NodeView& node) {
     return std::make_unique<MaxPool2dReference<Int8Pooling>>(node);
 }
 
+extern const OpAlgo kMaxPool2dInt8Reference = {"max_pool2d_int8_reference", IsaLevel::kScalar,
+                                               make_max_pool2d_int8_reference};
+
 std::unique_ptr<OpKernel> make_max_pool2d_float32_reference(const NodeView& node) {
     return std::make_unique<MaxPool2dReference<Float32Pooling>>(node);
 }
+
+extern const OpAlgo kMaxPool2dFloat32Reference = {"max_pool2d_float32_reference", IsaLevel::kScalar,
+                                                  make_max_pool2d_float32_reference};
 
 std::unique_ptr<OpKernel> make_avg_pool2d_int8_reference(const NodeView& node) {
     return std::make_unique<AvgPool2dReference<Int8Pooling>>(node);
@@ -276,6 +283,9 @@ std::unique_ptr<OpKernel> make_avg_pool2d_float32_reference(const NodeView& node
 std::unique_ptr<OpKernel> make_global_avg_pool2d_int8_reference(const NodeView& node) {
     return std::make_unique<GlobalAvgPool2dReference<Int8Pooling>>(node);
 }
+
+extern const OpAlgo kGlobalAvgPool2dInt8Reference = {
+    "global_avg_pool2d_int8_reference", IsaLevel::kScalar, make_global_avg_pool2d_int8_reference};
 
 std::unique_ptr<OpKernel> make_global_avg_pool2d_float32_reference(const NodeView& node) {
     return std::make_unique<GlobalAvgPool2dReference<Float32Pooling>>(node);

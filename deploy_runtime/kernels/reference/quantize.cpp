@@ -1,5 +1,6 @@
 // quantize and dequantize, reference: docs/quantization_spec.md section 1, where a mixed-precision
 // model passes between its float and int8 parts (spec 15).
+#include "op_algo.h"
 #include "op_kernel.h"
 #include "qtk/arithmetic.h"
 #include "thread_pool.h"
@@ -79,6 +80,9 @@ class DequantizeReference final : public ConvertReference {
 std::unique_ptr<OpKernel> make_quantize_reference(const NodeView& node) {
     return std::make_unique<QuantizeReference>(node);
 }
+
+extern const OpAlgo kQuantizeInt8Reference = {"quantize_int8_reference", IsaLevel::kScalar,
+                                              make_quantize_reference};
 
 std::unique_ptr<OpKernel> make_dequantize_reference(const NodeView& node) {
     return std::make_unique<DequantizeReference>(node);

@@ -3,6 +3,7 @@
 // one implementation for every dtype, working on the element size. The batch stays dim 0.
 #include <cstring>
 
+#include "op_algo.h"
 #include "op_kernel.h"
 #include "thread_pool.h"
 
@@ -284,6 +285,9 @@ std::unique_ptr<OpKernel> make_reshape_reference(const NodeView& node) {
 std::unique_ptr<OpKernel> make_permute_reference(const NodeView& node) {
     return std::make_unique<PermuteReference>(node);
 }
+
+extern const OpAlgo kPermuteReference = {"permute_reference", IsaLevel::kScalar,
+                                         make_permute_reference};
 
 std::unique_ptr<OpKernel> make_split_reference(const NodeView& node) {
     return std::make_unique<SplitReference>(node);
