@@ -3,10 +3,8 @@
 #include <iterator>
 #include <string>
 
-#include "../kernels/x86/int8_quantize.h"
 #include "algo_policy.h"
 #include "op_algo.h"
-#include "qtk/arithmetic.h"
 
 namespace qtk {
 namespace detail {
@@ -37,7 +35,9 @@ std::unique_ptr<OpKernel> make_resize_nearest_reference(const NodeView& node);
 
 // Each family's algorithms are one list, algo_lists/<family>.inc: QTK_ALGO(descriptor) per line,
 // in preference order, the reference last. The descriptors are defined beside their kernels; the
-// lists declare them here, then become the arrays below.
+// lists declare them here, then become the arrays below. A quantize algorithm is listed with its
+// micro-kernel, the one a session's float inputs take where it is the algorithm chosen.
+#define QTK_QUANTIZE_ALGO(descriptor, ukernel) QTK_ALGO(descriptor)
 #define QTK_ALGO(descriptor) extern const Conv2dAlgo descriptor;
 #include "algo_lists/conv2d_float32.inc"
 #include "algo_lists/conv2d_int8.inc"
@@ -99,6 +99,18 @@ const OpAlgo* const kGlobalAvgPool2dInt8Algos[] = {
 #include "algo_lists/global_avg_pool2d_int8.inc"
 };
 #undef QTK_ALGO
+#undef QTK_QUANTIZE_ALGO
+
+// The quantize list again, each algorithm with its micro-kernel, for choose_int8_quantizer.
+struct QuantizeAlgo {
+    const OpAlgo* algo;
+    const Int8QuantizeUkernel* ukernel;
+};
+const QuantizeAlgo kQuantizeUkernels[] = {
+#define QTK_QUANTIZE_ALGO(descriptor, ukernel) {&descriptor, &ukernel},
+#include "algo_lists/quantize.inc"
+#undef QTK_QUANTIZE_ALGO
+};
 
 // A list's candidates (algo_policy.h), the list bound at compile time for kMultiAlgorithmOps.
 template <const auto& kAlgos>
@@ -115,32 +127,13 @@ struct MultiAlgorithmOp {
 
 }  // namespace
 
-namespace {
-
-void quantize_int8_scalar(const float* x, int64_t count, float inv_scale, int32_t zero_point,
-                          int8_t* y) {
-    for (int64_t i = 0; i < count; ++i) {
-        y[i] = arith::quantize(x[i], inv_scale, zero_point);
-    }
-}
-
-}  // namespace
-
-// kQuantizeAlgos' order, on the micro-kernels behind its vector algorithms.
 Int8QuantizeFn choose_int8_quantizer() {
     const IsaLevel cap = isa_cap();
-#if QTK_X86_AVX512_VNNI
-    if (kQuantizeInt8Avx512.usable(cap)) {
-        return kInt8QuantizeAvx512.run;
+    const QuantizeAlgo* q = std::begin(kQuantizeUkernels);
+    while (!q->algo->usable(cap)) {
+        ++q;  // the reference, last, is always usable
     }
-#endif
-#if QTK_X86_AVX2
-    if (kQuantizeInt8Avx2.usable(cap)) {
-        return kInt8QuantizeAvx2.run;
-    }
-#endif
-    (void)cap;
-    return quantize_int8_scalar;
+    return q->ukernel->run;
 }
 
 namespace {

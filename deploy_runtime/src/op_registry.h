@@ -8,6 +8,7 @@
 
 #include "conv2d.h"
 #include "graph.h"
+#include "int8_quantize.h"
 #include "op_kernel.h"
 
 namespace qtk {
@@ -36,12 +37,9 @@ CreatedKernel create_kernel(const Graph& graph, const Node& node,
 // reference last.
 const std::vector<const Conv2dAlgo*>& conv2d_algos(DType dtype);
 
-// y[i] = arith::quantize(x[i], inv_scale, zero_point) for i < count.
-using Int8QuantizeFn = void (*)(const float* x, int64_t count, float inv_scale, int32_t zero_point,
-                                int8_t* y);
-
-// The micro-kernel of the quantize op's first algorithm that this CPU and QTK_ISA allow, for a
-// session's float inputs; a session chooses it once, as a model chooses its kernels at load.
+// The micro-kernel (int8_quantize.h) of the quantize op's first algorithm that this CPU and QTK_ISA
+// allow, for a session's float inputs; a session chooses it once, as a model chooses its kernels at
+// load.
 Int8QuantizeFn choose_int8_quantizer();
 
 }  // namespace detail

@@ -1,5 +1,6 @@
 // quantize and dequantize, reference: docs/quantization_spec.md section 1, where a mixed-precision
 // model passes between its float and int8 parts (spec 15).
+#include "int8_quantize.h"
 #include "op_algo.h"
 #include "op_kernel.h"
 #include "qtk/arithmetic.h"
@@ -8,6 +9,13 @@
 namespace qtk {
 namespace detail {
 namespace {
+
+void quantize_int8_scalar(const float* x, int64_t count, float inv_scale, int32_t zero_point,
+                          int8_t* y) {
+    for (int64_t i = 0; i < count; ++i) {
+        y[i] = arith::quantize(x[i], inv_scale, zero_point);
+    }
+}
 
 // One activation in, one of the same shape out.
 class ConvertReference : public OpKernel {
@@ -39,9 +47,7 @@ class QuantizeReference final : public ConvertReference {
         const float* x = io.input<float>(0);
         int8_t* y = io.output<int8_t>(0);
         pool.parallel_for(element_count(*io.output_shapes[0]), [&](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i) {
-                y[i] = arith::quantize(x[i], inv_scale_, zero_point_);
-            }
+            quantize_int8_scalar(x + begin, end - begin, inv_scale_, zero_point_, y + begin);
         });
     }
 
@@ -76,6 +82,8 @@ class DequantizeReference final : public ConvertReference {
 };
 
 }  // namespace
+
+extern const Int8QuantizeUkernel kInt8QuantizeScalar = {quantize_int8_scalar};
 
 std::unique_ptr<OpKernel> make_quantize_reference(const NodeView& node) {
     return std::make_unique<QuantizeReference>(node);
