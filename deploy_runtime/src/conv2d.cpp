@@ -115,7 +115,5 @@ std::vector<Shape> Conv2dKernel::infer_shapes(const std::vector<Shape>& inputs) 
 
 bool fits_any_conv2d(const Conv2dParams&) { return true; }
 
-size_t no_conv2d_workspace(const Conv2dParams&, int64_t) { return 0; }
-
 }  // namespace detail
 }  // namespace qtk

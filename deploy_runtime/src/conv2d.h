@@ -96,8 +96,6 @@ struct Conv2dAlgo {
     const char* name;  // dtype, op, method, tile and ISA: "conv2d_int8_gemm_8x32c4_avx512_vnni""
     IsaLevel isa;      // the instructions it needs
     bool (*fits)(const Conv2dParams& params);  // the geometries it computes
-    // Scratch bytes one thread needs for output planes of `plane_pixels` pixels.
-    size_t (*workspace_bytes)(const Conv2dParams& params, int64_t plane_pixels);
     std::unique_ptr<OpKernel> (*make)(const NodeView& node);
     bool nchw = true, nhwc = false;  // the activation layouts it reads and writes
 
@@ -108,7 +106,6 @@ struct Conv2dAlgo {
 };
 
 bool fits_any_conv2d(const Conv2dParams& params);
-size_t no_conv2d_workspace(const Conv2dParams& params, int64_t plane_pixels);
 
 }  // namespace detail
 }  // namespace qtk

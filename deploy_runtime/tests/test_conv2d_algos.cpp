@@ -1035,9 +1035,6 @@ void test_errors() {
                   choose(IsaLevel::kAmxInt8, nullptr));
             continue;
         }
-        // Scratch for a 5x7 plane: none for the reference, one packed tile or more for a GEMM.
-        const size_t workspace = algo->workspace_bytes(params, 35);
-        CHECK(algo == &qtk::detail::kConv2dInt8Reference ? workspace == 0 : workspace >= 16 * 36);
         CHECK(choose(IsaLevel::kAmxInt8, algo->name) == algo);
         if (algo->isa != IsaLevel::kScalar) {
             CHECK_THROWS_WITH(

@@ -126,8 +126,8 @@ std::unique_ptr<OpKernel> make_conv2d_int8_reference(const NodeView& node) {
 
 // The portable int8 algorithm, last in the registry's list: it serves every geometry on every CPU.
 extern const Conv2dAlgo kConv2dInt8Reference = {"conv2d_int8_reference", IsaLevel::kScalar,
-                                                fits_any_conv2d, no_conv2d_workspace,
-                                                make_conv2d_int8_reference, true, true};
+                                                fits_any_conv2d, make_conv2d_int8_reference,
+                                                true, true};
 
 std::unique_ptr<OpKernel> make_conv2d_float32_reference(const NodeView& node) {
     return std::make_unique<Conv2dFloat32Reference>(node);
@@ -135,8 +135,7 @@ std::unique_ptr<OpKernel> make_conv2d_float32_reference(const NodeView& node) {
 
 // The portable float32 algorithm, last in its list: the one the optimized ones are measured by.
 extern const Conv2dAlgo kConv2dFloat32Reference = {"conv2d_float32_reference", IsaLevel::kScalar,
-                                                   fits_any_conv2d, no_conv2d_workspace,
-                                                   make_conv2d_float32_reference};
+                                                   fits_any_conv2d, make_conv2d_float32_reference};
 
 }  // namespace detail
 }  // namespace qtk

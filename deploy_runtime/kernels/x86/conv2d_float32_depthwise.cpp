@@ -46,12 +46,6 @@ struct RowRing {
     }
 };
 
-// Per thread, for an output plane of `plane_pixels` pixels: at most that many columns, so a padded
-// row of at most plane_pixels * stride_w + (kernel_w - 1) * dilation_w floats.
-size_t workspace_bytes(const Conv2dParams& p, int64_t plane_pixels) {
-    return RowRing(p, plane_pixels * p.stride_w + (p.kernel_w - 1) * p.dilation_w).bytes(p);
-}
-
 class Conv2dFloat32Depthwise final : public Conv2dKernel {
  public:
     Conv2dFloat32Depthwise(const NodeView& node, Float32DwconvRowFn row)
@@ -161,13 +155,12 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
 // AVX-512 F is all it needs; the lowest AVX-512 level this runtime detects is AVX-512 VNNI.
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx512 = {
-    "conv2d_float32_depthwise_avx512", IsaLevel::kAvx512Vnni, fits_depthwise, workspace_bytes,
+    "conv2d_float32_depthwise_avx512", IsaLevel::kAvx512Vnni, fits_depthwise,
     make<kFloat32DwconvRowAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx2 = {
-    "conv2d_float32_depthwise_avx2", IsaLevel::kAvx2, fits_depthwise, workspace_bytes,
-    make<kFloat32DwconvRowAvx2>};
+    "conv2d_float32_depthwise_avx2", IsaLevel::kAvx2, fits_depthwise, make<kFloat32DwconvRowAvx2>};
 #endif
 
 }  // namespace detail

@@ -71,14 +71,6 @@ size_t call_bytes(const Float32GemmUkernel& gemm) {
     return m_bytes(gemm) + size_t(4 * 4 * gemm.nr * 4);
 }
 
-// Per thread, for any plane and thread count (the descriptor's figure; the phase planes are the
-// workspace's shared part).
-size_t workspace_bytes(const Conv2dParams& p, const Float32GemmUkernel& gemm) {
-    const int64_t channels = p.group_in_channels;
-    return WorkspaceLayout::aligned(block_v_bytes(channels, max_block_tiles(channels, gemm))) +
-           call_bytes(gemm);
-}
-
 // The phase planes of one run (header comment), from the input shape.
 struct WinogradLayout {
     int64_t out_h, out_w, tiles_h, tiles_w, tiles;
@@ -293,11 +285,6 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
     return std::make_unique<Conv2dFloat32Winograd>(node, kUkernels);
 }
 
-template <const WinogradF4x3Ukernels& kUkernels>
-size_t workspace(const Conv2dParams& p, int64_t /*plane_pixels: blocks never outgrow their cap*/) {
-    return workspace_bytes(p, kUkernels.gemm);
-}
-
 #if QTK_X86_AVX512_VNNI
 const WinogradF4x3Ukernels kAvx512 = {kWinogradF4x3Avx512, kFloat32Gemm8x32Avx512};
 #endif
@@ -311,12 +298,11 @@ const WinogradF4x3Ukernels kAvx2 = {kWinogradF4x3Avx2, kFloat32Gemm6x16Avx2};
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dFloat32WinogradF4x3Avx512 = {
     "conv2d_float32_winograd_f4x3_8x32_avx512", IsaLevel::kAvx512Vnni, fits_winograd,
-    workspace<kAvx512>, make<kAvx512>};
+    make<kAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dFloat32WinogradF4x3Avx2 = {
-    "conv2d_float32_winograd_f4x3_6x16_avx2", IsaLevel::kAvx2, fits_winograd, workspace<kAvx2>,
-    make<kAvx2>};
+    "conv2d_float32_winograd_f4x3_6x16_avx2", IsaLevel::kAvx2, fits_winograd, make<kAvx2>};
 #endif
 
 }  // namespace detail

@@ -47,11 +47,6 @@ struct RowLayout {
     size_t bytes(const Conv2dParams& p) const { return size_t((p.kernel_h * pairs + acc) * 4); }
 };
 
-// Per thread; out_w <= plane_pixels bounds the row length.
-size_t workspace_bytes(const Conv2dParams& p, int64_t plane_pixels) {
-    return RowLayout(p, plane_pixels, plane_pixels).bytes(p);
-}
-
 // Where pack_row reads the input row straight (pairs [first, last)) and which pairs it fills at
 // all ([0, beyond)): shapes only, so computed once per run.
 struct PairSpan {
@@ -207,11 +202,11 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8DepthwiseW16Avx512Vnni = {
     "conv2d_int8_depthwise_w16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    workspace_bytes, make<kInt8DwconvAvx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+    make<kInt8DwconvAvx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8DepthwiseW8Avx2 = {
-    "conv2d_int8_depthwise_w8_avx2", IsaLevel::kAvx2, fits_depthwise, workspace_bytes,
+    "conv2d_int8_depthwise_w8_avx2", IsaLevel::kAvx2, fits_depthwise,
     make<kInt8DwconvAvx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 

@@ -57,13 +57,6 @@ struct BandLayout {
     }
 };
 
-// Per thread for output planes of `plane_pixels` pixels: a width of plane_pixels bounds the ring,
-// and a band holds at most the plane (height plane_pixels: band_rows * out_w >= plane_pixels).
-template <int64_t kLanes>
-size_t workspace_bytes(const Conv2dParams& p, int64_t plane_pixels) {
-    return BandLayout(p, kLanes, plane_pixels, plane_pixels).bytes(p);
-}
-
 class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
  public:
     Conv2dInt8DepthwiseChannels(const NodeView& node, const Int8DwconvChannelsUkernel& ukernel,
@@ -261,15 +254,14 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8DepthwiseC16Avx512Vnni = {
     "conv2d_int8_depthwise_c16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    workspace_bytes<16>, make<kInt8DwconvC16Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+    make<kInt8DwconvC16Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
 extern const Conv2dAlgo kConv2dInt8DepthwiseNhwcC16Avx512Vnni = {
     "conv2d_int8_depthwise_nhwc_c16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    workspace_bytes<16>, make<kInt8DwconvC16Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>,
-    false, true};
+    make<kInt8DwconvC16Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>, false, true};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8DepthwiseC8Avx2 = {
-    "conv2d_int8_depthwise_c8_avx2", IsaLevel::kAvx2, fits_depthwise, workspace_bytes<8>,
+    "conv2d_int8_depthwise_c8_avx2", IsaLevel::kAvx2, fits_depthwise,
     make<kInt8DwconvC8Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 

@@ -110,15 +110,6 @@ DirectBlocking make_blocking(const C4Layout& c4, int64_t quads, int64_t oc_tiles
     return b;
 }
 
-// Per thread, for any input of `plane_pixels` output pixels and any thread count: a block has at
-// most max(kMaxBlockPixels, plane_w) grid pixels, and plane_w <= out_w + d (kw - 1). (The c4
-// input is the workspace's shared part, as the GEMM conv's padded input.)
-size_t workspace_bytes(const Conv2dParams& p, const Int8GemmUkernel& u, int64_t plane_pixels) {
-    const int64_t widest_row = plane_pixels + p.dilation_w * (p.kernel_w - 1);
-    const int64_t block_pixels = std::max(kMaxBlockPixels, widest_row);
-    return size_t(u.mr * ceil_div(block_pixels, u.nr) * u.nr * 4);
-}
-
 // Padded rows [row_begin, row_end) of one quad of input channels (`channels` of them from x, the
 // rest anything) of one sample into its c4 phase planes at dst.
 void convert_quad(const int8_t* x, int64_t channels, int64_t in_h, int64_t in_w,
@@ -353,11 +344,6 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
     return std::make_unique<Conv2dInt8Direct>(node, kUkernel, kRequantize, kVadd);
 }
 
-template <const Int8GemmUkernel& kUkernel>
-size_t workspace(const Conv2dParams& p, int64_t plane_pixels) {
-    return workspace_bytes(p, kUkernel, plane_pixels);
-}
-
 // AMX's tile rows take 64 input channels: below that, zero padding does most of its work
 // (resnet18's 3-channel first layer took 3 ms, 20x the VNNI direct conv's time).
 bool fits_direct_amx(const Conv2dParams& p) { return fits_direct(p) && p.group_in_channels >= 64; }
@@ -367,25 +353,21 @@ bool fits_direct_amx(const Conv2dParams& p) { return fits_direct(p) && p.group_i
 #if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8Direct32x32c4Amx = {
     "conv2d_int8_direct_32x32c4_amx_int8", IsaLevel::kAmxInt8, fits_direct_amx,
-    workspace<kInt8Gemm32x32c4Amx>,
     make<kInt8Gemm32x32c4Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>};
 #endif
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8Direct8x32c4Avx512Vnni = {
     "conv2d_int8_direct_8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, fits_direct,
-    workspace<kInt8Gemm8x32c4Avx512Vnni>,
     make<kInt8Gemm8x32c4Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
 #endif
 #if QTK_X86_AVX_VNNI
 extern const Conv2dAlgo kConv2dInt8Direct4x16c4AvxVnni = {
     "conv2d_int8_direct_4x16c4_avx_vnni", IsaLevel::kAvxVnni, fits_direct,
-    workspace<kInt8Gemm4x16c4AvxVnni>,
     make<kInt8Gemm4x16c4AvxVnni, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8Direct2x16c4Avx2 = {
     "conv2d_int8_direct_2x16c4_avx2", IsaLevel::kAvx2, fits_direct,
-    workspace<kInt8Gemm2x16c4Avx2>,
     make<kInt8Gemm2x16c4Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 

@@ -81,8 +81,8 @@ Blocking make_blocking(const Conv2dParams& p, const Int8GemmUkernel& u, int64_t 
     return b;
 }
 
-// Per thread, for any thread count: more threads only make blocks smaller. What the algorithm
-// descriptor reports, and each thread's slot of the workspace.
+// Per thread, for any thread count: more threads only make blocks smaller. Each thread's slot of
+// the workspace.
 size_t workspace_bytes(const Conv2dParams& p, const Int8GemmUkernel& u, int64_t plane_pixels) {
     return make_blocking(p, u, plane_pixels, 1, 1).bytes_per_thread(p, u);
 }
@@ -295,11 +295,6 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
     return std::make_unique<Conv2dInt8Gemm>(node, kUkernel, kRequantize, kVadd);
 }
 
-template <const Int8GemmUkernel& kUkernel>
-size_t workspace(const Conv2dParams& p, int64_t plane_pixels) {
-    return workspace_bytes(p, kUkernel, plane_pixels);
-}
-
 // AMX's tile rows take 64 products (K padded to a multiple of 64): at K <= 32 zero padding does
 // half its work or more, and the VNNI GEMM is faster (Fast-Run chose it on all 9 such 1x1 layers
 // of mobilenet_v2, 0.7-0.9x the AMX GEMM's time).
@@ -310,25 +305,21 @@ bool fits_gemm_amx(const Conv2dParams& p) { return p.products_per_output() > 32;
 #if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8Gemm32x32c4Amx = {
     "conv2d_int8_gemm_32x32c4_amx_int8", IsaLevel::kAmxInt8, fits_gemm_amx,
-    workspace<kInt8Gemm32x32c4Amx>,
     make<kInt8Gemm32x32c4Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>};
 #endif
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8Gemm8x32c4Avx512Vnni = {
     "conv2d_int8_gemm_8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, fits_any_conv2d,
-    workspace<kInt8Gemm8x32c4Avx512Vnni>,
     make<kInt8Gemm8x32c4Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
 #endif
 #if QTK_X86_AVX_VNNI
 extern const Conv2dAlgo kConv2dInt8Gemm4x16c4AvxVnni = {
     "conv2d_int8_gemm_4x16c4_avx_vnni", IsaLevel::kAvxVnni, fits_any_conv2d,
-    workspace<kInt8Gemm4x16c4AvxVnni>,
     make<kInt8Gemm4x16c4AvxVnni, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8Gemm2x16c4Avx2 = {
     "conv2d_int8_gemm_2x16c4_avx2", IsaLevel::kAvx2, fits_any_conv2d,
-    workspace<kInt8Gemm2x16c4Avx2>,
     make<kInt8Gemm2x16c4Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 

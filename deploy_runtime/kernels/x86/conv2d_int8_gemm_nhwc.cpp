@@ -385,18 +385,11 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
     return std::make_unique<Conv2dInt8GemmNhwc>(node, kUkernel, kRequantize, kVadd);
 }
 
-// Per thread, the same for any plane: one tile of pixels (the padded copy is shared).
-template <const Int8GemmNhwcUkernel& kUkernel>
-size_t workspace(const Conv2dParams& p, int64_t) {
-    return TileScratch(p, kUkernel, KStretches(p, kUkernel.quad_block)).bytes(kUkernel);
-}
-
 }  // namespace
 
 #if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8GemmNhwc32x32Amx = {
     "conv2d_int8_gemm_nhwc_32x32_amx_int8", IsaLevel::kAmxInt8, fits_dense_amx,
-    workspace<kInt8GemmNhwc32x32Amx>,
     make<kInt8GemmNhwc32x32Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>, false, true};
 #endif
 // 1x1 only: on resnet18's other windows (QTK_ISA=avx512_vnni, an Intel Xeon) it took 8.3 ms
@@ -404,7 +397,6 @@ extern const Conv2dAlgo kConv2dInt8GemmNhwc32x32Amx = {
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8GemmNhwc12x32Avx512Vnni = {
     "conv2d_int8_gemm_nhwc_12x32_avx512_vnni", IsaLevel::kAvx512Vnni, fits_pointwise,
-    workspace<kInt8GemmNhwc12x32Avx512Vnni>,
     make<kInt8GemmNhwc12x32Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>, false, true};
 #endif
 

@@ -91,13 +91,6 @@ size_t block_v_bytes(int64_t channels, int64_t block_tiles) {
 
 size_t y_bytes(const WinogradF2x3Ukernel& u) { return size_t(u.mr * 2 * 2 * u.nr * 4); }
 
-// Per thread, for any plane and thread count: the largest block's V and one call's output rows
-// (the descriptor's figure; the split planes are the workspace's shared part).
-size_t workspace_bytes(const Conv2dParams& p, const WinogradF2x3Ukernel& u, int64_t block_bytes) {
-    const int64_t channels = p.group_in_channels;
-    return block_v_bytes(channels, max_block_tiles(channels, u.nr, block_bytes)) + y_bytes(u);
-}
-
 // d = x - z of one channel plane into its split plane at dst (header comment), 0 around it.
 void split_channel(const int8_t* x, int64_t in_h, int64_t in_w, const Conv2dParams& p,
                    const WinogradLayout& l, int32_t z, float* dst) {
@@ -324,11 +317,6 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
     return std::make_unique<Conv2dInt8Winograd>(node, kUkernel, kRequantize, kVadd, kBlockBytes);
 }
 
-template <const WinogradF2x3Ukernel& kUkernel, int64_t kBlockBytes>
-size_t workspace(const Conv2dParams& p, int64_t /*plane_pixels: blocks never outgrow their cap*/) {
-    return workspace_bytes(p, kUkernel, kBlockBytes);
-}
-
 }  // namespace
 
 // Two block budgets per ISA, one descriptor each, so Fast-Run tunes the tile count per layer:
@@ -337,21 +325,17 @@ size_t workspace(const Conv2dParams& p, int64_t /*plane_pixels: blocks never out
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx512 = {
     "conv2d_int8_winograd_f2x3_8x32_avx512", IsaLevel::kAvx512Vnni, fits_winograd,
-    workspace<kWinogradF2x3Avx512, kWinogradL2BlockBytes>,
     make<kWinogradF2x3Avx512, kInt8RequantizeAvx512, kInt8VaddAvx512, kWinogradL2BlockBytes>};
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3L1Avx512 = {
     "conv2d_int8_winograd_f2x3_8x32_l1_avx512", IsaLevel::kAvx512Vnni, fits_winograd,
-    workspace<kWinogradF2x3Avx512, kWinogradL1BlockBytes>,
     make<kWinogradF2x3Avx512, kInt8RequantizeAvx512, kInt8VaddAvx512, kWinogradL1BlockBytes>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx2 = {
     "conv2d_int8_winograd_f2x3_6x16_avx2", IsaLevel::kAvx2, fits_winograd,
-    workspace<kWinogradF2x3Avx2, kWinogradL2BlockBytes>,
     make<kWinogradF2x3Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2, kWinogradL2BlockBytes>};
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3L1Avx2 = {
     "conv2d_int8_winograd_f2x3_6x16_l1_avx2", IsaLevel::kAvx2, fits_winograd,
-    workspace<kWinogradF2x3Avx2, kWinogradL1BlockBytes>,
     make<kWinogradF2x3Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2, kWinogradL1BlockBytes>};
 #endif
 
