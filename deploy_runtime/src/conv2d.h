@@ -1,6 +1,6 @@
 // What every conv2d kernel shares, whichever algorithm computes it: the node's checked geometry and
 // int8 constants, the output shapes, and the descriptor by which the registry picks an algorithm
-// (the list is in op_registry.cpp).
+// (the lists are src/algo_lists/conv2d_{int8,float32}.inc).
 #pragma once
 
 #include <cstddef>

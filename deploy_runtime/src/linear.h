@@ -1,6 +1,6 @@
 // What every linear kernel shares, whichever algorithm computes it: the node's checked shapes and
 // int8 constants, the output shape, and the descriptor by which the registry picks an int8
-// algorithm (the list is in op_registry.cpp).
+// algorithm (the list is src/algo_lists/linear_int8.inc).
 #pragma once
 
 #include <memory>

@@ -1,6 +1,6 @@
-// The descriptor of one way of computing an op for one dtype, for ops whose algorithms all fit every
-// node (linear, add, concat, max_pool2d, permute): the registry (op_registry.cpp) lists them per op,
-// fastest first and the reference last, and Fast-Run may time them. Conv2d, whose algorithms fit
+// The descriptor of one way of computing an op for one dtype, for ops whose algorithms all fit
+// every node (linear, add, concat, max_pool2d, permute): listed per op in src/algo_lists/, fastest
+// first and the reference last, and Fast-Run may time them. Conv2d, whose algorithms fit
 // only some geometries, has its own descriptor (conv2d.h).
 #pragma once
 
