@@ -110,6 +110,7 @@ class NodeView {
     NodeView(const Graph& graph, const Node& node) : graph_(graph), node_(node) {}
 
     std::string label() const { return node_label(node_); }
+    const std::string& op() const { return node_.op; }
     [[noreturn]] void fail(const std::string& message) const;
 
     void expect_input_count(size_t count) const;

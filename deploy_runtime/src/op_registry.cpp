@@ -18,9 +18,7 @@ std::unique_ptr<OpKernel> make_mul_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_clamp_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_clamp_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_lut_int8_reference(const NodeView& node);
-std::unique_ptr<OpKernel> make_hardswish_float32_reference(const NodeView& node);
-std::unique_ptr<OpKernel> make_hardsigmoid_float32_reference(const NodeView& node);
-std::unique_ptr<OpKernel> make_sigmoid_float32_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_function_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_concat_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_avg_pool2d_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_avg_pool2d_float32_reference(const NodeView& node);
@@ -172,9 +170,10 @@ constexpr OpEntry kOps[] = {
     {"mul", make_mul_int8_reference, nullptr},  // float32: kMultiAlgorithmOps
     {"clamp", make_clamp_int8_reference, make_clamp_float32_reference},
     {"lut", make_lut_int8_reference, nullptr},
-    {"hardswish", nullptr, make_hardswish_float32_reference},
-    {"hardsigmoid", nullptr, make_hardsigmoid_float32_reference},
-    {"sigmoid", nullptr, make_sigmoid_float32_reference},
+    // Functions of one input whose int8 form is a table (kernels/reference/elementwise.cpp).
+    {"hardswish", nullptr, make_function_float32_reference},
+    {"hardsigmoid", nullptr, make_function_float32_reference},
+    {"sigmoid", nullptr, make_function_float32_reference},
     {"concat", nullptr, make_concat_float32_reference},  // int8: kMultiAlgorithmOps
     {"max_pool2d", nullptr, nullptr},  // kMultiAlgorithmOps
     {"avg_pool2d", make_avg_pool2d_int8_reference, make_avg_pool2d_float32_reference},

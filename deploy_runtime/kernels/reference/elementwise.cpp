@@ -270,10 +270,18 @@ float hardswish(float x) { return x * relu6_of_x_plus_3(x) / 6.0f; }
 float hardsigmoid(float x) { return relu6_of_x_plus_3(x) / 6.0f; }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
-std::unique_ptr<OpKernel> make_function_float32(const NodeView& node, float (*function)(float)) {
-    node.expect_attrs({});
-    return std::make_unique<UnaryFloat32Reference>(node, function, FloatBounds{});
-}
+// The float32 form of each function that int8 runs as a table (docs/quantization_spec.md section
+// 10), by op name: a new one is its definition above and a line here, plus its line in the registry.
+struct Float32Function {
+    const char* op;
+    float (*function)(float);
+};
+
+constexpr Float32Function kFloat32Functions[] = {
+    {"hardswish", hardswish},
+    {"hardsigmoid", hardsigmoid},
+    {"sigmoid", sigmoid},
+};
 
 }  // namespace
 
@@ -315,16 +323,14 @@ std::unique_ptr<OpKernel> make_lut_int8_reference(const NodeView& node) {
     return std::make_unique<LutInt8Reference>(node);
 }
 
-std::unique_ptr<OpKernel> make_hardswish_float32_reference(const NodeView& node) {
-    return make_function_float32(node, hardswish);
-}
-
-std::unique_ptr<OpKernel> make_hardsigmoid_float32_reference(const NodeView& node) {
-    return make_function_float32(node, hardsigmoid);
-}
-
-std::unique_ptr<OpKernel> make_sigmoid_float32_reference(const NodeView& node) {
-    return make_function_float32(node, sigmoid);
+std::unique_ptr<OpKernel> make_function_float32_reference(const NodeView& node) {
+    node.expect_attrs({});
+    for (const Float32Function& entry : kFloat32Functions) {
+        if (node.op() == entry.op) {
+            return std::make_unique<UnaryFloat32Reference>(node, entry.function, FloatBounds{});
+        }
+    }
+    node.fail("op '" + node.op() + "' is registered as a float32 function but has no definition");
 }
 
 }  // namespace detail
