@@ -80,6 +80,10 @@ EXAMPLES = {
     nn.Hardswish: lambda: _after_conv(nn.Hardswish()),
     nn.Hardsigmoid: lambda: _after_conv(nn.Hardsigmoid()),
     nn.Sigmoid: lambda: _after_conv(nn.Sigmoid()),
+    nn.Tanh: lambda: _after_conv(nn.Tanh()),
+    nn.SiLU: lambda: _after_conv(nn.SiLU()),
+    nn.Mish: lambda: _after_conv(nn.Mish()),
+    nn.GELU: lambda: _after_conv(nn.GELU(approximate="tanh")),
     nn.MaxPool2d: lambda: _after_conv(nn.MaxPool2d(3, 2, 1)),
     nn.AvgPool2d: lambda: _after_conv(nn.AvgPool2d(3, 2, 1, count_include_pad=False)),
     nn.AdaptiveAvgPool2d: lambda: _after_conv(nn.AdaptiveAvgPool2d(1)),
@@ -162,3 +166,9 @@ def test_float_export_matches_torch(op):
     if out.dim() == 4 and min(out.shape[2:]) >= 3:
         model = nn.Sequential(model, nn.Conv2d(out.shape[1], 5, 3)).eval()
     assert_runtime_matches_torch(model, SIZE, batch=2)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_float_export_has_both_forms(approximate):
+    """GELU's two forms are two float32 runtime ops (gelu, gelu_tanh); one example covers int8."""
+    assert_runtime_matches_torch(_after_conv(nn.GELU(approximate=approximate)).eval(), SIZE)

@@ -174,6 +174,11 @@ constexpr OpEntry kOps[] = {
     {"hardswish", nullptr, make_function_float32_reference},
     {"hardsigmoid", nullptr, make_function_float32_reference},
     {"sigmoid", nullptr, make_function_float32_reference},
+    {"tanh", nullptr, make_function_float32_reference},
+    {"silu", nullptr, make_function_float32_reference},
+    {"mish", nullptr, make_function_float32_reference},
+    {"gelu", nullptr, make_function_float32_reference},
+    {"gelu_tanh", nullptr, make_function_float32_reference},
     {"concat", nullptr, make_concat_float32_reference},  // int8: kMultiAlgorithmOps
     {"max_pool2d", nullptr, nullptr},  // kMultiAlgorithmOps
     {"avg_pool2d", make_avg_pool2d_int8_reference, make_avg_pool2d_float32_reference},

@@ -44,8 +44,10 @@ def _cat(tensors, dim=0, **_):
 
 
 def _unary(factory):
+    """``F.gelu(x, approximate="tanh")`` -> ``nn.GELU(approximate="tanh")``: the call's options are
+    the module's (``inplace`` included, which the module form ignores when it is traced)."""
     def build(input, *args, **kwargs):
-        return factory(), (input,)
+        return factory(*args, **kwargs), (input,)
     return build
 
 

@@ -1,5 +1,5 @@
 """Standalone activations: clamps that keep their input's qparams (ReLU, ReLU6, Hardtanh) and
-functions quantized by table (HardSwish, HardSigmoid, Sigmoid)."""
+functions quantized by table (HardSwish, HardSigmoid, Sigmoid, Tanh, SiLU, Mish, GELU)."""
 import math
 from typing import NamedTuple
 
@@ -45,6 +45,10 @@ TABLE_FUNCTIONS = {
     nn.Hardswish: TableFunction("hardswish", (F.hardswish,)),
     nn.Hardsigmoid: TableFunction("hardsigmoid", (F.hardsigmoid,)),
     nn.Sigmoid: TableFunction("sigmoid", (torch.sigmoid, F.sigmoid, "sigmoid")),
+    nn.Tanh: TableFunction("tanh", (torch.tanh, F.tanh, "tanh")),
+    nn.SiLU: TableFunction("silu", (F.silu,)),
+    nn.Mish: TableFunction("mish", (F.mish,)),
+    nn.GELU: TableFunction("gelu", (F.gelu,)),
 }
 
 
@@ -86,4 +90,5 @@ def float_clamp(module, input_shapes, where):
 
 @float_export(*TABLE_FUNCTIONS)
 def float_table_function(module, input_shapes, where):
-    return QModelOp(TABLE_FUNCTIONS[type(module)].runtime_op)
+    op = TABLE_FUNCTIONS[type(module)].runtime_op
+    return QModelOp(op + "_tanh" if getattr(module, "approximate", "none") == "tanh" else op)

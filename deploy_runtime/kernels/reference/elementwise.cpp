@@ -269,6 +269,13 @@ float relu6_of_x_plus_3(float x) { return std::min(std::max(x + 3.0f, 0.0f), 6.0
 float hardswish(float x) { return x * relu6_of_x_plus_3(x) / 6.0f; }
 float hardsigmoid(float x) { return relu6_of_x_plus_3(x) / 6.0f; }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float silu(float x) { return x * sigmoid(x); }
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }  // torch's threshold
+float mish(float x) { return x * std::tanh(softplus(x)); }
+float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+float gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
 
 // The float32 form of each function that int8 runs as a table (docs/quantization_spec.md section
 // 10), by op name: a new one is its definition above and a line here, plus its line in the registry.
@@ -281,6 +288,11 @@ constexpr Float32Function kFloat32Functions[] = {
     {"hardswish", hardswish},
     {"hardsigmoid", hardsigmoid},
     {"sigmoid", sigmoid},
+    {"tanh", [](float x) { return std::tanh(x); }},
+    {"silu", silu},
+    {"mish", mish},
+    {"gelu", gelu},
+    {"gelu_tanh", gelu_tanh},
 };
 
 }  // namespace
