@@ -13,6 +13,7 @@ from torch import nn
 import qtk
 from conftest import assert_not_degenerate, calibrated, reference_and_runtime
 from qtk import modules
+from torchvision.ops import StochasticDepth
 from test_float_export import assert_runtime_matches_torch
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -93,6 +94,7 @@ EXAMPLES = {
     nn.Flatten: lambda: _after_conv(nn.Flatten()),
     nn.Identity: lambda: _after_conv(nn.Identity()),
     nn.Dropout: lambda: _after_conv(nn.Dropout(0.5)),
+    StochasticDepth: lambda: _after_conv(StochasticDepth(0.2, "row")),
     modules.QuantStub: UserStubs,
     modules.DequantStub: UserStubs,
 }

@@ -1,6 +1,12 @@
 """Ops that only move int8 bytes and keep their input's qparams (spec 7)."""
 from torch import nn
 
+try:  # torchvision is optional; its StochasticDepth is an identity at inference, like Dropout
+    from torchvision.ops import StochasticDepth
+    INFERENCE_IDENTITIES = (nn.Identity, nn.Dropout, StochasticDepth)
+except ImportError:
+    INFERENCE_IDENTITIES = (nn.Identity, nn.Dropout)
+
 from ..errors import UnsupportedOpError
 from .base import QModelOp, QuantizedModule, float_export
 
@@ -23,8 +29,9 @@ class QuantizedFlatten(QuantizedModule):
 
 
 class QuantizedIdentity(QuantizedModule):
-    """Identity and Dropout: removed from the exported graph (the output aliases the input)."""
-    SOURCE_TYPES = (nn.Identity, nn.Dropout)
+    """Identity, Dropout and torchvision's StochasticDepth (identities at inference): removed from
+    the exported graph (the output aliases the input). In QAT they act as in training."""
+    SOURCE_TYPES = INFERENCE_IDENTITIES
 
     @classmethod
     def from_module(cls, module, input_qparams, where=""):
@@ -46,6 +53,6 @@ def float_flatten(module, input_shapes, where):
     return QModelOp("flatten")
 
 
-@float_export(nn.Identity, nn.Dropout)
+@float_export(*INFERENCE_IDENTITIES)
 def float_identity(module, input_shapes, where):
     return None
