@@ -174,3 +174,23 @@ def test_float_export_matches_torch(op):
 def test_gelu_float_export_has_both_forms(approximate):
     """GELU's two forms are two float32 runtime ops (gelu, gelu_tanh); one example covers int8."""
     assert_runtime_matches_torch(_after_conv(nn.GELU(approximate=approximate)).eval(), SIZE)
+
+
+@pytest.mark.parametrize("output_size", [(3, 2), (None, 4), 6, 12])
+def test_adaptive_avg_pool_to_a_dividing_size(output_size):
+    """VGG's and AlexNet's AdaptiveAvgPool2d(7 or 6): an average pool of in / out windows."""
+    model = _after_conv(nn.AdaptiveAvgPool2d(output_size)).eval()
+    x = torch.randn(2, 3, SIZE, SIZE)
+    quantized = calibrated(model, [torch.randn(4, 3, SIZE, SIZE)])
+    reference, runtime = reference_and_runtime(quantized, x[:1], x)
+    assert torch.equal(reference, runtime)
+    assert_not_degenerate(reference, min_distinct=8)
+    assert_runtime_matches_torch(model, SIZE)
+
+
+def test_adaptive_avg_pool_of_unequal_windows_is_refused_by_name():
+    quantized = calibrated(_after_conv(nn.AdaptiveAvgPool2d(5)).eval(), [torch.randn(2, 3, SIZE,
+                                                                                      SIZE)])
+    with pytest.raises(qtk.UnsupportedOpError, match=r"^1: AdaptiveAvgPool2d\(5\) of a 12x12 "
+                                                     r"plane has windows of unequal size"):
+        qtk.export(quantized, torch.randn(1, 3, SIZE, SIZE))

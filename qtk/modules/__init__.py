@@ -14,7 +14,7 @@ from .conv import (ConvBn2d, ConvBnReLU2d, ConvReLU2d, QATConv2d, QATConvBn2d, Q
 from .elementwise import (Add, AddReLU, Concat, Mul, QATAdd, QATConcat, QATMul, QuantizedAdd,
                           QuantizedConcat, QuantizedMul)
 from .linear import LinearReLU, QATLinear, QuantizedLinear
-from .pooling import (QuantizedAvgPool2d, QuantizedGlobalAvgPool2d, QuantizedMaxPool2d,
+from .pooling import (QuantizedAdaptiveAvgPool2d, QuantizedAvgPool2d, QuantizedMaxPool2d,
                       SpatialMean)
 from .resize import QATResizeBilinear, QuantizedPad, QuantizedResizeBilinear, QuantizedResizeNearest
 from .shape import QuantizedFlatten, QuantizedIdentity

@@ -4,6 +4,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import arithmetic
+from ..errors import UnsupportedOpError
 from .base import QModelOp, QuantizedModule, float_export, to_int8
 
 
@@ -58,22 +59,26 @@ class QuantizedMaxPool2d(_WindowPool):
         return QModelOp("max_pool2d", attrs=self.attrs)
 
 
+def _window_average(x, zero_point, kernel_size, stride, padding, count_include_pad):
+    centered = (x.to(torch.int64) - zero_point).to(torch.float64)
+
+    def window_sum(t):
+        return F.avg_pool2d(t, kernel_size, stride, padding, divisor_override=1)
+
+    total = window_sum(centered).to(torch.int64)
+    if count_include_pad:
+        divisor = kernel_size[0] * kernel_size[1]
+    else:
+        divisor = window_sum(torch.ones_like(centered)).to(torch.int64)
+    return to_int8(arithmetic.average(total, divisor, zero_point))
+
+
 class QuantizedAvgPool2d(_WindowPool):
     SOURCE_TYPES = (nn.AvgPool2d,)
 
     def forward(self, x):
-        z = self.input_qparams[0].zero_point
-        centered = (x.to(torch.int64) - z).to(torch.float64)
-
-        def window_sum(t):
-            return F.avg_pool2d(t, self.kernel_size, self.stride, self.padding, divisor_override=1)
-
-        total = window_sum(centered).to(torch.int64)
-        if self.count_include_pad:
-            divisor = self.kernel_size[0] * self.kernel_size[1]
-        else:
-            divisor = window_sum(torch.ones_like(centered)).to(torch.int64)
-        return to_int8(arithmetic.average(total, divisor, z))
+        return _window_average(x, self.input_qparams[0].zero_point, self.kernel_size, self.stride,
+                               self.padding, self.count_include_pad)
 
     def qmodel_op(self, input_shapes):
         return QModelOp("avg_pool2d", attrs=self.attrs)
@@ -90,30 +95,55 @@ class SpatialMean(nn.Module):
         return x.mean((2, 3), keepdim=self.keepdim)
 
 
-def global_pool_keepdim(module, where):
-    if isinstance(module, nn.AdaptiveAvgPool2d) and _pair(module.output_size) != (1, 1):
-        raise ValueError(f"{where}: AdaptiveAvgPool2d({module.output_size}) is not supported; "
-                         f"only output size 1 (global average pooling)")
-    return getattr(module, "keepdim", True)
+def adaptive_window(output_size, input_shape, where):
+    """AdaptiveAvgPool2d to a size that divides the input's: torch's windows then tile the plane,
+    so it is the average pool of kernel = stride = in / out (spec 6). Other sizes give windows of
+    unequal size, which the runtime does not run yet."""
+    in_h, in_w = input_shape[-2:]
+    out = [i if o is None else o for i, o in zip((in_h, in_w), _pair(output_size))]
+    if in_h % out[0] or in_w % out[1]:
+        raise UnsupportedOpError(
+            f"{where}: AdaptiveAvgPool2d({output_size}) of a {in_h}x{in_w} plane has windows of "
+            f"unequal size, which qtk does not run yet; use an input whose size is a multiple of "
+            f"{tuple(out)}, or keep the module in float")
+    kernel = [in_h // out[0], in_w // out[1]]
+    return {"kernel": kernel, "stride": kernel, "padding": [0, 0], "count_include_pad": [1]}
 
 
-class QuantizedGlobalAvgPool2d(QuantizedModule):
-    """AdaptiveAvgPool2d(1) or a spatial mean: the average of each whole plane."""
+def _is_global(module):
+    return isinstance(module, SpatialMean) or _pair(module.output_size) == (1, 1)
+
+
+def _global_average(x, zero_point, keepdim):
+    total = (x.to(torch.int64) - zero_point).sum(dim=(2, 3), keepdim=keepdim)
+    return to_int8(arithmetic.average(total, x.shape[2] * x.shape[3], zero_point))
+
+
+class QuantizedAdaptiveAvgPool2d(QuantizedModule):
+    """AdaptiveAvgPool2d or a spatial mean: the average of each whole plane (output size 1), or
+    of each tile of it (``adaptive_window``)."""
     SOURCE_TYPES = (nn.AdaptiveAvgPool2d, SpatialMean)
 
     @classmethod
     def from_module(cls, module, input_qparams, where=""):
         layer = cls(input_qparams, input_qparams[0])
-        layer.keepdim = global_pool_keepdim(module, where)
+        layer.is_global, layer.where = _is_global(module), where
+        layer.keepdim = getattr(module, "keepdim", True)
+        layer.output_size = getattr(module, "output_size", 1)
         return layer
 
     def forward(self, x):
         z = self.input_qparams[0].zero_point
-        total = (x.to(torch.int64) - z).sum(dim=(2, 3), keepdim=self.keepdim)
-        return to_int8(arithmetic.average(total, x.shape[2] * x.shape[3], z))
+        if self.is_global:
+            return _global_average(x, z, self.keepdim)
+        attrs = adaptive_window(self.output_size, x.shape, self.where)
+        return _window_average(x, z, attrs["kernel"], attrs["stride"], 0, True)
 
     def qmodel_op(self, input_shapes):
-        return QModelOp("global_avg_pool2d", attrs={"keepdim": [int(self.keepdim)]})
+        if self.is_global:
+            return QModelOp("global_avg_pool2d", attrs={"keepdim": [int(self.keepdim)]})
+        return QModelOp("avg_pool2d", attrs=adaptive_window(self.output_size, input_shapes[0],
+                                                            self.where))
 
 
 # ---- float32 runtime ops (parts kept in float) ---------------------------------------------------
@@ -129,6 +159,8 @@ def float_avg_pool2d(module, input_shapes, where):
 
 
 @float_export(nn.AdaptiveAvgPool2d, SpatialMean)
-def float_global_avg_pool2d(module, input_shapes, where):
-    return QModelOp("global_avg_pool2d",
-                    attrs={"keepdim": [int(global_pool_keepdim(module, where))]})
+def float_adaptive_avg_pool2d(module, input_shapes, where):
+    if _is_global(module):
+        return QModelOp("global_avg_pool2d",
+                        attrs={"keepdim": [int(getattr(module, "keepdim", True))]})
+    return QModelOp("avg_pool2d", attrs=adaptive_window(module.output_size, input_shapes[0], where))
