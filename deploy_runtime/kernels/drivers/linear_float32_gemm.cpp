@@ -6,7 +6,7 @@
 // (which rounds each product), and the same bits for every batch and thread count.
 #include <algorithm>
 
-#include "float32_gemm.h"
+#include "../x86/float32_gemm.h"
 #include "linear.h"
 #include "thread_pool.h"
 

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "int8_gemm.h"
+#include "../x86/int8_gemm.h"
 
 namespace qtk {
 namespace detail {

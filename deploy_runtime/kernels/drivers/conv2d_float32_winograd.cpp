@@ -25,11 +25,11 @@
 #include <cstring>
 #include <limits>
 
+#include "../x86/float32_gemm.h"
+#include "../x86/winograd_f4x3.h"
 #include "conv2d.h"
 #include "conv2d_winograd_blocking.h"
-#include "float32_gemm.h"
 #include "thread_pool.h"
-#include "winograd_f4x3.h"
 
 namespace qtk {
 namespace detail {

@@ -34,10 +34,10 @@
 #include <cstring>
 #include <vector>
 
+#include "../x86/int8_gemm.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
 #include "int8_c4.h"
-#include "int8_gemm.h"
 #include "thread_pool.h"
 
 namespace qtk {

@@ -5,9 +5,9 @@
 // so the row equals the reference's conv then add. Built with the baseline flags.
 #pragma once
 
+#include "../x86/int8_requantize.h"
+#include "../x86/int8_vadd.h"
 #include "conv2d.h"
-#include "int8_requantize.h"
-#include "int8_vadd.h"
 
 namespace qtk {
 namespace detail {

@@ -32,11 +32,11 @@
 #include <limits>
 #include <vector>
 
+#include "../x86/winograd_f2x3.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
 #include "conv2d_winograd_blocking.h"
 #include "thread_pool.h"
-#include "winograd_f2x3.h"
 
 namespace qtk {
 namespace detail {

@@ -23,12 +23,12 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../fast/even_bytes.h"
+#include "../x86/int8_gemm.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
 #include "conv2d_padded_planes.h"
+#include "even_bytes.h"
 #include "int8_c4.h"
-#include "int8_gemm.h"
 #include "thread_pool.h"
 
 namespace qtk {

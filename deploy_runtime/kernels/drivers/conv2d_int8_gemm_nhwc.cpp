@@ -33,9 +33,9 @@
 #include <cstring>
 #include <vector>
 
+#include "../x86/int8_gemm.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
-#include "int8_gemm.h"
 #include "thread_pool.h"
 
 namespace qtk {

@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "../x86/float32_dwconv.h"
 #include "conv2d.h"
-#include "float32_dwconv.h"
 #include "thread_pool.h"
 
 namespace qtk {

@@ -16,9 +16,9 @@
 // time in per-row overhead otherwise.
 #include <algorithm>
 
+#include "../x86/int8_dwconv.h"
 #include "conv2d_int8_depthwise.h"
 #include "conv2d_int8_epilogue.h"
-#include "int8_dwconv.h"
 #include "thread_pool.h"
 
 namespace qtk {

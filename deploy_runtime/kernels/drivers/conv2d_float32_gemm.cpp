@@ -16,9 +16,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "../x86/float32_gemm.h"
 #include "conv2d.h"
 #include "conv2d_padded_planes.h"
-#include "float32_gemm.h"
 #include "thread_pool.h"
 
 namespace qtk {

@@ -20,9 +20,9 @@
 // each pixel per step, into the pixel's run of output channels.
 #include <algorithm>
 
+#include "../x86/int8_dwconv_channels.h"
 #include "conv2d_int8_depthwise.h"
 #include "conv2d_int8_epilogue.h"
-#include "int8_dwconv_channels.h"
 #include "thread_pool.h"
 
 namespace qtk {

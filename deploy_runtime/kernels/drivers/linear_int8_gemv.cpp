@@ -12,8 +12,8 @@
 // reuse one block of packed weights (nr * K bytes) from cache across samples.
 #include <algorithm>
 
-#include "int8_gemv.h"
-#include "int8_requantize.h"
+#include "../x86/int8_gemv.h"
+#include "../x86/int8_requantize.h"
 #include "linear.h"
 #include "thread_pool.h"
 
