@@ -10,7 +10,9 @@ from .errors import UnsupportedOpError
 from .export.exporter import export
 from .qconfig import (PRESETS, QConfig, QConfigMapping, default_ptq_qconfig, default_qat_qconfig,
                       bits_qconfig, bits_qconfig_mapping, with_args)
-from .quantize import calibrate, convert, freeze_bn_stats, int8_outputs, prepare_ptq, quantize_qat
+from .quantization_report import Report, report
+from .quantize import (FloatFallbackWarning, calibrate, convert, freeze_bn_stats, int8_outputs,
+                       prepare_ptq, quantize_qat)
 from .version import __version__
 
 
@@ -26,6 +28,7 @@ def __getattr__(name):
 
 
 __all__ = ["quantize_qat", "prepare_ptq", "calibrate", "convert", "export", "freeze_bn_stats", "int8_outputs",
+           "report", "Report", "FloatFallbackWarning",
            "QConfig", "QConfigMapping", "PRESETS", "bits_qconfig", "bits_qconfig_mapping", "default_qat_qconfig", "default_ptq_qconfig", "with_args", "runtime",
            "QtkError", "UnsupportedOpError", "arithmetic", "modules", "observers", "fake_quant",
            "__version__"]

@@ -1,6 +1,7 @@
 """prepare (QAT and PTQ) and convert: the float -> QAT -> Quantized steps of the data flow."""
 import copy
 import itertools
+import warnings
 
 import torch
 from torch import fx, nn
@@ -8,12 +9,13 @@ from tqdm import tqdm
 
 from . import arithmetic, modules
 from .errors import UnsupportedOpError
-from .graph.capture import capture, node_inputs, replace_submodule
-from .graph.functional import TENSOR, TENSORS, classify, normalize, shape_op_kinds
+from .graph.capture import capture, module_path, node_inputs, replace_submodule
+from .graph.functional import FLOAT_CALL, TENSOR, TENSORS, classify, normalize, shape_op_kinds
 from .graph.fusion import fuse
 from .fake_quant import FakeQuantize
 from .observers import HistogramObserver, MinMaxObserver
 from .qconfig import QConfigMapping, as_mapping, default_ptq_qconfig, default_qat_qconfig
+from .quantization_report import BY_QCONFIG, NO_INT8_FORM, READS_FLOAT, Report, ReportRow, summary_line
 
 
 def _lookup_by_type(table, module):
@@ -35,64 +37,97 @@ def _insert_stub(graph_module, producer, consumer, stub, stubs):
     consumer.replace_input_with(producer, stubs[key])
 
 
-def _prepare(model, qconfig, default):
+def _prepare(model, qconfig, default, strict=False):
     """Capture, fuse, decide which parts are int8, put stubs on the borders, swap in QAT modules.
 
     A module is int8 when it has a QAT form and its qconfig is not None; ops that only move or
-    clamp values (pooling, ReLU, reshapes, ...) follow their input. Graph inputs and outputs are
-    float, so the borders with them get stubs like any other border between float and int8.
+    clamp values (pooling, ReLU, reshapes, ...) follow their input. An op qtk has no int8 form for
+    stays float (``strict``: is refused). Graph inputs and outputs are float, so the borders with
+    them get stubs like any other border between float and int8. The decisions are kept as the
+    model's ``qtk_report`` (:func:`qtk.report`).
     """
     mapping = as_mapping(qconfig, default)
-    graph_module = fuse(normalize(capture(copy.deepcopy(model))))
+    graph_module = fuse(normalize(capture(copy.deepcopy(model)), strict=strict))
     kinds = classify(graph_module)
-    int8, stubs = set(), {}
+    int8, stubs, rows = set(), {}, []
+
+    def no_int8_form(refusal):
+        if strict:
+            raise UnsupportedOpError(refusal)
+        return NO_INT8_FORM
+
     for node in list(graph_module.graph.nodes):
         inputs = [n for n in node_inputs(node) if kinds.get(n) in (TENSOR, TENSORS)]
         if node.op == "output":
             for producer in [n for n in inputs if n in int8]:
                 _insert_stub(graph_module, producer, node, modules.QATDequantStub(), stubs)
             continue
-        if node.op != "call_module":
+        if node.op in ("call_function", "call_method") and FLOAT_CALL in node.meta:
+            rows.append(ReportRow(_report_name(node), _call_name(node), "float",
+                                  f"{NO_INT8_FORM}: {node.meta[FLOAT_CALL]}"))
+        elif node.op != "call_module":
             if node.op in ("call_function", "call_method") and inputs and inputs[0] in int8:
                 int8.add(node)  # shape ops follow their input
             continue
-        module = graph_module.get_submodule(node.target)
-        module_qconfig = mapping.qconfig_for(node.target, module)
-        if isinstance(module, modules.QuantStub):  # the user's own borders
-            stub_qconfig = module_qconfig or mapping.default or default
-            if stub_qconfig is not None:  # None only from prepare_float: a float identity
-                replace_submodule(graph_module, node.target, modules.QATQuantStub(stub_qconfig))
+        else:
+            module = graph_module.get_submodule(node.target)
+            module_qconfig = mapping.qconfig_for(node.target, module)
+            name = type(module).__name__
+            why_float = BY_QCONFIG if module_qconfig is None else READS_FLOAT
+            if isinstance(module, modules.QuantStub):  # the user's own borders
+                stub_qconfig = module_qconfig or mapping.default or default
+                if stub_qconfig is not None:  # None only from prepare_float: a float identity
+                    replace_submodule(graph_module, node.target,
+                                      modules.QATQuantStub(stub_qconfig))
+                    int8.add(node)
+            elif isinstance(module, modules.DequantStub):
+                if inputs and inputs[0] in int8:
+                    replace_submodule(graph_module, node.target, modules.QATDequantStub())
+                continue
+            elif type(module) in modules.FLOAT_TO_QAT and module_qconfig is not None:
+                for producer in [n for n in inputs if n not in int8]:
+                    _insert_stub(graph_module, producer, node,
+                                 modules.QATQuantStub(module_qconfig), stubs)
+                qat = modules.FLOAT_TO_QAT[type(module)].from_float(module, module_qconfig)
+                replace_submodule(graph_module, node.target, qat)
                 int8.add(node)
-        elif isinstance(module, modules.DequantStub):
-            if inputs and inputs[0] in int8:
-                replace_submodule(graph_module, node.target, modules.QATDequantStub())
-            continue
-        elif type(module) in modules.FLOAT_TO_QAT and module_qconfig is not None:
-            for producer in [n for n in inputs if n not in int8]:
-                _insert_stub(graph_module, producer, node, modules.QATQuantStub(module_qconfig),
-                             stubs)
-            qat = modules.FLOAT_TO_QAT[type(module)].from_float(module, module_qconfig)
-            replace_submodule(graph_module, node.target, qat)
-            int8.add(node)
-        elif isinstance(module, modules.PASS_THROUGH):
-            if inputs and inputs[0] in int8:
-                int8.add(node)
-        elif module_qconfig is not None and isinstance(module, modules.FOLD_ONLY):
-            raise UnsupportedOpError(
-                f"{node.target}: {type(module).__name__} does not directly follow a Conv2d whose "
-                f"output it alone uses, so it cannot be folded; qtk quantizes BatchNorm only by "
-                f"folding it into the preceding convolution (or give it a qconfig of None)")
-        elif module_qconfig is not None and type(module) not in modules.FLOAT_TO_QAT:
-            raise UnsupportedOpError(
-                f"{node.target}: {type(module).__name__} has no quantized form in qtk; replace it "
-                f"with a supported module (docs/quantization_spec.md lists them) or keep it in "
-                f"float with a qconfig of None for {node.target!r}")
+            elif isinstance(module, modules.PASS_THROUGH):
+                if inputs and inputs[0] in int8:
+                    int8.add(node)
+            elif module_qconfig is None:
+                pass
+            else:
+                why_float = no_int8_form(
+                    f"{node.target}: {name} has no quantized form in qtk; replace it with a "
+                    f"supported module (docs/quantization_spec.md lists them) or keep it in float "
+                    f"with a qconfig of None for {node.target!r}")
+            rows.append(ReportRow(node.target, name, "int8" if node in int8 else "float",
+                                  "" if node in int8 else why_float))
         if node not in int8:  # a float op reads float values
             for producer in [n for n in inputs if n in int8]:
                 _insert_stub(graph_module, producer, node, modules.QATDequantStub(), stubs)
     graph_module.graph.lint()
     graph_module.recompile()
+    graph_module.qtk_report = rows
+    if Report(rows).fallbacks:
+        warnings.warn(summary_line(Report(rows)), FloatFallbackWarning, stacklevel=3)
     return graph_module
+
+
+def _call_name(node):
+    return node.target if isinstance(node.target, str) else getattr(node.target, "__name__",
+                                                                   str(node.target))
+
+
+def _report_name(node):
+    if node.op == "call_module":
+        return node.target
+    owner = module_path(node)
+    return node.name if owner == "<top-level forward>" else f"{owner}.{node.name}"
+
+
+class FloatFallbackWarning(UserWarning):
+    """Some ops of the model stay float because qtk has no int8 form for them."""
 
 
 def prepare_float(model):
@@ -106,7 +141,7 @@ def prepare_float(model):
     return _prepare(model, QConfigMapping(None), None).eval()
 
 
-def quantize_qat(model, qconfig=None):
+def quantize_qat(model, qconfig=None, strict=False):
     """Prepare a float model for quantization-aware training.
 
     Captures ``forward()``, fuses conv-bn(-relu), conv-relu, linear-relu and add-relu, adds input
@@ -118,11 +153,13 @@ def quantize_qat(model, qconfig=None):
         qconfig: a :class:`qtk.QConfig` for every module, or a :class:`qtk.QConfigMapping` per
             module type or path (``None`` keeps a module float); default
             :data:`qtk.default_qat_qconfig`.
+        strict: refuse an op qtk has no int8 form for, instead of keeping it float (the runtime
+            then runs it in float32 between a dequantize and a quantize; :func:`qtk.report`).
     """
-    return _prepare(model, qconfig, default_qat_qconfig).train(model.training)
+    return _prepare(model, qconfig, default_qat_qconfig, strict).train(model.training)
 
 
-def prepare_ptq(model, qconfig=None):
+def prepare_ptq(model, qconfig=None, strict=False):
     """Prepare a float model for post-training quantization: run calibration batches through
     the returned model (in eval mode), then call :func:`convert`.
 
@@ -130,8 +167,9 @@ def prepare_ptq(model, qconfig=None):
         model: a trained float ``nn.Module`` (it is copied, not changed).
         qconfig: a :class:`qtk.QConfig` or :class:`qtk.QConfigMapping`; default
             :data:`qtk.default_ptq_qconfig`.
+        strict: as for :func:`quantize_qat`.
     """
-    return _prepare(model, qconfig, default_ptq_qconfig).eval()
+    return _prepare(model, qconfig, default_ptq_qconfig, strict).eval()
 
 
 CALIBRATION_METHODS = ("minmax", "percentile", "mse", "kl")

@@ -68,7 +68,7 @@ def test_residual_adds_fuse_into_convs(name):
 
 
 @pytest.mark.parametrize("name", ["mobilenet_v3_large", "mnasnet0_5", "regnet_x_400mf",
-                                  "efficientnet_b0"])
+                                  "efficientnet_b0", "densenet121"])
 def test_other_torchvision_models_need_no_model_specific_code(name):
     """Any classifier built from supported ops works the same way (smaller input to stay fast)."""
     torch.manual_seed(0)

@@ -10,7 +10,7 @@ from ..modules.base import QModelOp
 from ..quantize import prepare_float
 from ..errors import UnsupportedOpError
 from ..graph.capture import module_path, node_inputs, run_recording
-from ..graph.functional import TENSORS, shape_op_kinds
+from ..graph.functional import FLOAT_CALL, TENSORS, shape_op_kinds
 from .qmodel_writer import QModelWriter
 
 
@@ -55,6 +55,11 @@ def build_writer(model, example_inputs):
             _export_module(writer, value_of, recorded, node, model.get_submodule(node.target))
         elif node in shape_ops:
             _export_shape_op(writer, value_of, recorded, node, shape_ops[node])
+        elif FLOAT_CALL in node.meta:
+            raise UnsupportedOpError(
+                f"{module_path(node)}: {node.format_node()} stays float (qtk has no int8 form for "
+                f"it) but the runtime has no float kernel for it yet; rewrite it with supported "
+                f"modules or functions (docs/quantization_spec.md lists them)")
         elif node.op == "output":
             outputs = []
             fx.node.map_arg(node.args, outputs.append)

@@ -12,7 +12,7 @@ from ..errors import UnsupportedOpError
 
 
 def _leaf_types():
-    return (tuple(modules.FLOAT_TO_QAT) + tuple(modules.TO_QUANTIZED) + modules.FOLD_ONLY
+    return (tuple(modules.FLOAT_TO_QAT) + tuple(modules.TO_QUANTIZED)
             + tuple(modules.QAT_MODULES) + tuple(modules.QUANTIZED_MODULES))
 
 

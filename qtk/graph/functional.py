@@ -149,36 +149,56 @@ def classify(graph_module):
     return kinds
 
 
-def _refuse(node, reason):
-    raise UnsupportedOpError(
-        f"{module_path(node)}: {_target_name(node)!r} ({node.format_node()}) {reason}. Ways out: "
-        f"rewrite it with supported modules or functions (docs/quantization_spec.md lists them), "
-        f"or keep this part in float with a qconfig of None for its module")
+FLOAT_CALL = "qtk_float_call"  # node.meta key: why a functional call stays float
 
 
-def normalize(graph_module):
-    """Turn supported functional calls into modules in place; refuse the unsupported ones."""
+class _Refused(Exception):
+    pass
+
+
+def _refusal(node, reason):
+    return (f"{module_path(node)}: {_target_name(node)!r} ({node.format_node()}) {reason}. Ways "
+            f"out: rewrite it with supported modules or functions (docs/quantization_spec.md "
+            f"lists them), or keep this part in float with a qconfig of None for its module")
+
+
+def _module_form(node, kinds):
+    """(module, args) for a supported call; raises _Refused with the reason otherwise."""
+    if kinds.get(node) == "slice":
+        raise _Refused("indexes or slices a tensor, which has no quantized form yet")
+    build = MODULE_FORMS.get(node.target)
+    if build is None:
+        raise _Refused("has no quantized form in qtk")
+    if any(kinds.get(n) == TENSOR and n.op == "get_attr" for n in _tensor_args(node, kinds)):
+        raise _Refused("uses a parameter or buffer directly, which has no quantized form")
+    try:
+        return build(*node.args, **node.kwargs)
+    except UnsupportedOpError as error:
+        raise _Refused(f"cannot be quantized: {error}") from None
+    except TypeError as error:
+        raise _Refused(f"has arguments qtk does not understand ({error})") from None
+
+
+def normalize(graph_module, strict=True):
+    """Turn supported functional calls into modules in place. An unsupported one is refused
+    (``strict``) or stays a float call, its reason in ``node.meta[FLOAT_CALL]``."""
     kinds = classify(graph_module)
     graph = graph_module.graph
     for node in list(graph.nodes):
         kind = kinds.get(node)
         if node.op not in ("call_function", "call_method") or kind == VALUE:
             continue
-        if kind == "slice":
-            _refuse(node, "indexes or slices a tensor, which has no quantized form yet")
-        if node.target in SHAPE_OPS or node.target in SPLIT_OPS or node.target is operator.getitem:
+        is_shape_op = (node.target in SHAPE_OPS or node.target in SPLIT_OPS
+                       or node.target is operator.getitem)
+        if is_shape_op and kind != "slice":
             continue
-        build = MODULE_FORMS.get(node.target)
-        if build is None:
-            _refuse(node, "has no quantized form in qtk")
-        if any(kinds.get(n) == TENSOR and n.op == "get_attr" for n in _tensor_args(node, kinds)):
-            _refuse(node, "uses a parameter or buffer directly, which has no quantized form")
         try:
-            module, args = build(*node.args, **node.kwargs)
-        except UnsupportedOpError as error:
-            _refuse(node, f"cannot be quantized: {error}")
-        except TypeError as error:
-            _refuse(node, f"has arguments qtk does not understand ({error})")
+            module, args = _module_form(node, kinds)
+        except _Refused as refused:
+            if strict:
+                raise UnsupportedOpError(_refusal(node, str(refused))) from None
+            node.meta[FLOAT_CALL] = str(refused)
+            continue
         owner = module_path(node) if node.op != "call_module" else ""
         name = f"{owner}.{node.name}" if owner and owner != "<top-level forward>" else node.name
         graph_module.add_submodule(name, module)
@@ -196,4 +216,5 @@ def shape_op_kinds(graph_module):
     """The shape-op nodes of a graph and what they produce (for convert and export)."""
     kinds = classify(graph_module)
     return {node: kind for node, kind in kinds.items()
-            if node.op in ("call_function", "call_method") and kind in (TENSOR, TENSORS)}
+            if node.op in ("call_function", "call_method") and kind in (TENSOR, TENSORS)
+            and FLOAT_CALL not in node.meta}

@@ -2,8 +2,12 @@
 
 Fusion runs before QAT starts, so training sees the layer that will be deployed (BatchNorm folded,
 activation as the requantization clamp). A chain fuses only when each intermediate result has a
-single user; otherwise it stays as it is.
+single user; otherwise it stays as it is. A BatchNorm that no conv feeds alone (DenseNet's, after
+a concat) is a per-channel affine: it becomes a 1x1 depthwise conv of weight 1, frozen, with the
+BatchNorm folded in, so it quantizes and deploys like any conv-bn (spec 4, no arithmetic of its
+own).
 """
+import torch
 from torch import nn
 
 from .. import modules
@@ -21,6 +25,7 @@ PATTERNS = [
     ((nn.Conv2d, nn.BatchNorm2d, _ACTIVATIONS), modules.ConvBnReLU2d),
     ((nn.Conv2d, nn.BatchNorm2d), modules.ConvBn2d),
     ((nn.Conv2d, _ACTIVATIONS), modules.ConvReLU2d),
+    ((modules.ConvBn2d, _ACTIVATIONS), lambda conv_bn, relu: modules.ConvBnReLU2d(*conv_bn, relu)),
     ((nn.Linear, _ACTIVATIONS), modules.LinearReLU),
     ((modules.Add, _ACTIVATIONS), _add_relu),
 ]
@@ -47,12 +52,33 @@ def _match(graph_module, node, pattern, call_counts):
     return chain
 
 
+def _identity_depthwise_conv(bn):
+    conv = nn.Conv2d(bn.num_features, bn.num_features, 1, groups=bn.num_features, bias=False)
+    with torch.no_grad():
+        conv.weight.fill_(1.0)
+    conv.weight.requires_grad_(False)  # the float model has no such weight to train
+    return conv.to(bn.running_mean.device)
+
+
+def _standalone_batchnorms_as_convs(graph_module, call_counts):
+    for node in graph_module.graph.nodes:
+        if not _is_call_of(graph_module, node, nn.BatchNorm2d):
+            continue
+        producer = node.args[0]
+        if _match(graph_module, producer, (nn.Conv2d, nn.BatchNorm2d), call_counts):
+            continue  # the conv-bn pattern folds it
+        bn = graph_module.get_submodule(node.target)
+        replace_submodule(graph_module, node.target,
+                          modules.ConvBn2d(_identity_depthwise_conv(bn), bn))
+
+
 def fuse(graph_module):
     """Fuse every matching chain in place; returns the graph module."""
     call_counts = {}
     for node in graph_module.graph.nodes:
         if node.op == "call_module":
             call_counts[node.target] = call_counts.get(node.target, 0) + 1
+    _standalone_batchnorms_as_convs(graph_module, call_counts)
     erased = set()
     for node in list(graph_module.graph.nodes):
         if node.op != "call_module" or node in erased:

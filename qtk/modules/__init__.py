@@ -5,8 +5,6 @@ Each op family's file declares all four forms; they register themselves as the f
 here (a QAT class by declaring ``FLOAT_TYPES``, a Quantized one by ``SOURCE_TYPES``, a float op by
 ``@float_export``), and the conversion maps below are derived from those registries.
 """
-from torch import nn
-
 from .activation import QATTableFunction, QuantizedClamp, QuantizedLookupTable
 from .base import (FLOAT_EXPORTS, QAT_MODULES, QUANTIZED_MODULES, QATModule, QModelOp, QParams,
                    QuantizedModule)
@@ -32,8 +30,6 @@ TO_QUANTIZED = _type_map(QUANTIZED_MODULES, "SOURCE_TYPES")
 # Float modules that QAT leaves as they are: their output keeps their input's quantization.
 PASS_THROUGH = tuple(t for t in TO_QUANTIZED if not issubclass(t, QATModule))
 
-# Fusable float modules that must be fused into a neighbour before QAT (they have no int8 form).
-FOLD_ONLY = (nn.BatchNorm2d,)
 
 __all__ = ["QuantStub", "DequantStub", "ConvBn2d", "ConvBnReLU2d", "ConvReLU2d", "LinearReLU",
            "Add", "AddReLU", "Mul", "Concat", "SpatialMean", "QParams", "QModelOp", "QATModule", "QuantizedModule",
