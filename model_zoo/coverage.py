@@ -1,0 +1,149 @@
+"""Model coverage: every torchvision classification and segmentation model through PTQ, convert,
+export and the runtime, with random weights (BatchNorm statistics re-estimated on random data).
+Rewrites docs/coverage.md: per model, whether it deploys, the share of its multiply-accumulates in
+int8 (qtk.report), whether the runtime's int8 output equals the Quantized reference byte for byte,
+and the .qmodel's size.
+
+    python -m model_zoo.coverage                 # every model (about an hour on 2 cores)
+    python -m model_zoo.coverage --models resnet18 vit_b_16
+"""
+import argparse
+import signal
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+import torch
+import torchvision
+
+import qtk
+from model_zoo.training import reestimate_batchnorm
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "coverage.md"
+FIXED_224 = ("vit_", "swin", "maxvit", "vgg", "alexnet")  # their input size is part of the model
+SECONDS_PER_MODEL = 600
+
+
+def input_size(name):
+    if name.startswith("inception"):
+        return 299
+    return 224 if name.startswith(FIXED_224) else 112
+
+
+def build(name):
+    if name in torchvision.models.list_models(module=torchvision.models.segmentation):
+        return torchvision.models.get_model(name, weights=None, weights_backbone=None,
+                                            num_classes=21, aux_loss=False)
+    return torchvision.models.get_model(name, weights=None)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Timeout()
+
+
+def _outputs(value):
+    """A model's output as one tensor (segmentation models return {'out': ...})."""
+    return value["out"] if isinstance(value, dict) else value
+
+
+def run(name):
+    """(status, int8 MAC share, .qmodel bytes) of one model."""
+    torch.manual_seed(0)
+    size = input_size(name)
+    model = reestimate_batchnorm(build(name), (2, 3, size, size), batches=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", qtk.FloatFallbackWarning)
+        prepared = qtk.prepare_ptq(model)
+    share = qtk.report(prepared, torch.randn(1, 3, size, size)).int8_mac_share
+    with torch.no_grad():
+        for _ in range(2):
+            prepared(torch.randn(2, 3, size, size))
+    quantized = qtk.convert(prepared)
+    data = qtk.export(quantized, torch.randn(1, 3, size, size))
+    session = qtk.runtime.load(data, threads=2)
+    x = torch.randn(1, 3, size, size)
+    with qtk.int8_outputs(quantized), torch.no_grad():
+        reference = _outputs(quantized(x))
+    runtime = session.run(x, output="int8")
+    if reference.dtype == torch.int8:
+        differing = int((reference != runtime).sum())
+        status = ("byte-identical" if differing == 0
+                  else f"{differing} of {reference.numel()} int8 outputs differ")
+    else:
+        difference = float((reference - runtime).abs().max())
+        status = f"float output, max difference {difference:.2g}"
+    return status, share, len(data)
+
+
+def first_line(error):
+    text = f"{type(error).__name__}: {error}".strip().splitlines()[0]
+    return text[:160].replace("|", "/")
+
+
+def write_document(rows, cpu):
+    deployed = sum(status.startswith(("byte-identical", "float output")) for _, status, *_ in rows)
+    lines = [
+        "# Model coverage",
+        "",
+        "Every torchvision classification and segmentation model with random weights (BatchNorm",
+        "statistics re-estimated on random data), through `qtk.prepare_ptq` with default settings,",
+        "two calibration batches, `qtk.convert`, `qtk.export` and the runtime at 2 threads, batch 1",
+        "(224x224 where the model fixes its input size, 299 for Inception, else 112). *int8 MACs* is",
+        "`qtk.report`'s share of multiply-accumulates in int8; *result* compares the runtime's int8",
+        "output with the Quantized reference. Regenerate with `python -m model_zoo.coverage`.",
+        "",
+        f"Run on {cpu}: **{deployed} of {len(rows)} models deploy.**",
+        "",
+        "| model | result | int8 MACs | .qmodel |",
+        "|---|---|---:|---:|",
+    ]
+    for name, status, share, size in rows:
+        share_text = "" if share is None else f"{100 * share:.1f}%"
+        size_text = "" if size is None else f"{size / 2**20:.1f} MiB"
+        lines.append(f"| {name} | {status} | {share_text} | {size_text} |")
+    DOC.write_text("\n".join(lines) + "\n")
+
+
+def cpu_name():
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "an unnamed CPU"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", help="only these (default: all)")
+    args = parser.parse_args()
+    names = args.models or (torchvision.models.list_models(module=torchvision.models)
+                            + torchvision.models.list_models(
+                                module=torchvision.models.segmentation))
+    torch.set_num_threads(2)
+    signal.signal(signal.SIGALRM, _alarm)
+    rows = []
+    for name in names:
+        start = time.time()
+        signal.alarm(SECONDS_PER_MODEL)
+        try:
+            status, share, size = run(name)
+        except _Timeout:
+            status, share, size = f"not finished in {SECONDS_PER_MODEL} s", None, None
+        except Exception as error:  # a row per model, whatever fails
+            status, share, size = f"refused: {first_line(error)}", None, None
+            if not isinstance(error, (qtk.UnsupportedOpError, ValueError, TypeError,
+                                      RuntimeError)):
+                traceback.print_exc()
+        finally:
+            signal.alarm(0)
+        rows.append((name, status, share, size))
+        print(f"{name}: {status} ({time.time() - start:.0f} s)", flush=True)
+        write_document(rows, cpu_name())
+
+
+if __name__ == "__main__":
+    main()
