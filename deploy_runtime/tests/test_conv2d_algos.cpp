@@ -20,16 +20,16 @@
 #include "qtk/runtime.h"
 
 #if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
-#include "../kernels/x86/int8_gemm.h"
-#include "../kernels/x86/int8_requantize.h"
-#include "../kernels/x86/winograd_f2x3.h"
+#include "../kernels/x86/gemm_int8.h"
+#include "../kernels/x86/requantize_int8.h"
+#include "../kernels/x86/winograd_int8_f2x3.h"
 #endif
 
 namespace qtk {
 namespace detail {
 extern const Conv2dAlgo kConv2dInt8Reference;  // kernels/reference/conv2d.cpp
 #if QTK_X86_AVX512_VNNI && QTK_X86_AVX_VNNI
-extern const Int8GemmUkernel kInt8Gemm4x16c4AvxVnniAsEvex;  // int8_gemm_avx_vnni_as_evex.cpp
+extern const Int8GemmUkernel kInt8Gemm4x16c4AvxVnniAsEvex;  // gemm_int8_avx_vnni_as_evex.cpp
 #endif
 }  // namespace detail
 }  // namespace qtk
@@ -48,7 +48,7 @@ using qtk_test::set_env;
 namespace {
 
 #if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
-// c = a . b by the contract of int8_gemm.h, for every micro-kernel this CPU runs: the packed GEMM
+// c = a . b by the contract of gemm_int8.h, for every micro-kernel this CPU runs: the packed GEMM
 // operand (one inner offset) over quad counts around the unrolling, and B read in place as the
 // direct conv does (several unaligned inner offsets, outer strides, a wider c row stride), with
 // random and extreme values.

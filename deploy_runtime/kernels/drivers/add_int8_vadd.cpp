@@ -1,6 +1,6 @@
 // add int8 on x86 (docs/quantization_spec.md section 3, same shapes): the vectorized rescaled sum
-// of int8_vadd.h over the flat tensors, threads splitting them. Built with the baseline flags.
-#include "../x86/int8_vadd.h"
+// of vadd_int8.h over the flat tensors, threads splitting them. Built with the baseline flags.
+#include "../x86/vadd_int8.h"
 #include "beside_reference.h"
 #include "op_algo.h"
 #include "thread_pool.h"

@@ -1,7 +1,7 @@
 // conv2d float32, depthwise (one input and one output channel per group), 3x3 or 5x5, stride 1 or
 // 2, any padding and dilation, NCHW, on x86: the float part of a mixed-precision model. The row
-// micro-kernels are per ISA (float32_dwconv.h); this file, built with the baseline flags, lays out
-// their input rows and cuts the work.
+// micro-kernels are per ISA (depthwise_float32.h); this file, built with the baseline flags, lays
+// out their input rows and cuts the work.
 //
 // Each output is its bias plus its k*k products in the order (ky, kx), one fused multiply-add
 // each: not the reference's bits (it rounds each product), within the bound of docs/design.md,
@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../x86/float32_dwconv.h"
+#include "../x86/depthwise_float32.h"
 #include "conv2d.h"
 #include "thread_pool.h"
 
@@ -48,7 +48,7 @@ struct RowRing {
 
 class Conv2dFloat32Depthwise final : public Conv2dKernel {
  public:
-    Conv2dFloat32Depthwise(const NodeView& node, Float32DwconvRowFn row)
+    Conv2dFloat32Depthwise(const NodeView& node, Float32DepthwiseRowFn row)
         : Conv2dKernel(node, read_conv2d_params(node, DType::kFloat32, DType::kFloat32)),
           row_(row),
           constants_(node) {
@@ -141,11 +141,11 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         }
     }
 
-    const Float32DwconvRowFn row_;
+    const Float32DepthwiseRowFn row_;
     const Conv2dFloat32Constants constants_;
 };
 
-template <const Float32DwconvRowFn& kRow>
+template <const Float32DepthwiseRowFn& kRow>
 std::unique_ptr<OpKernel> make(const NodeView& node) {
     return std::make_unique<Conv2dFloat32Depthwise>(node, kRow);
 }
@@ -156,11 +156,12 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx512 = {
     "conv2d_float32_depthwise_avx512", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make<kFloat32DwconvRowAvx512>};
+    make<kFloat32DepthwiseRowAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx2 = {
-    "conv2d_float32_depthwise_avx2", IsaLevel::kAvx2, fits_depthwise, make<kFloat32DwconvRowAvx2>};
+    "conv2d_float32_depthwise_avx2", IsaLevel::kAvx2, fits_depthwise,
+    make<kFloat32DepthwiseRowAvx2>};
 #endif
 
 }  // namespace detail

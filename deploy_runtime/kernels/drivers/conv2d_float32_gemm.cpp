@@ -1,5 +1,5 @@
 // conv2d float32 as im2col + GEMM on x86, NCHW, any stride, padding, dilation and groups: the
-// float part of a mixed-precision model. The GEMM micro-kernels are per ISA (float32_gemm.h); this
+// float part of a mixed-precision model. The GEMM micro-kernels are per ISA (gemm_float32.h); this
 // file, built with the baseline flags, packs their operands and cuts the work.
 //
 // Not bit-exact with the reference, which rounds each product before adding it: here each output
@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../x86/float32_gemm.h"
+#include "../x86/gemm_float32.h"
 #include "conv2d.h"
 #include "conv2d_padded_planes.h"
 #include "thread_pool.h"

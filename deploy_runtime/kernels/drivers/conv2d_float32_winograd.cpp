@@ -1,8 +1,8 @@
 // conv2d float32 as Winograd F(4x4, 3x3) on x86, NCHW, 3x3 kernels, stride 1, dilation 1, any
 // padding and groups of at least kMinChannels input and output channels: the float part of a
-// mixed-precision model. The transforms are per ISA (winograd_f4x3.h), the 36 batched products
-// per tile are the float32 GEMM micro-kernels (float32_gemm.h, zero bias, unbounded); this file,
-// built with the baseline flags, lays out the input, cuts the work and packs the weights.
+// mixed-precision model. The transforms are per ISA (winograd_float32_f4x3.h), the 36 batched
+// products per tile are the float32 GEMM micro-kernels (gemm_float32.h, zero bias, unbounded); this
+// file, built with the baseline flags, lays out the input, cuts the work and packs the weights.
 //
 // Not the direct conv's summation: per output, bias + A^T [sum over channels of U . V] A with
 // U = G g G^T (from the float weights in double, rounded once, at load) and V = B^T d B, each
@@ -25,8 +25,8 @@
 #include <cstring>
 #include <limits>
 
-#include "../x86/float32_gemm.h"
-#include "../x86/winograd_f4x3.h"
+#include "../x86/gemm_float32.h"
+#include "../x86/winograd_float32_f4x3.h"
 #include "conv2d.h"
 #include "conv2d_winograd_blocking.h"
 #include "thread_pool.h"

@@ -1,7 +1,7 @@
 // conv2d int8, depthwise (groups = input = output channels), 3x3 and 5x5, stride 1 and 2, any
 // padding, dilation 1, on x86, NCHW (docs/quantization_spec.md section 4). The micro-kernels
-// (int8_dwconv.h) and the epilogue (conv2d_int8_epilogue.h) are per ISA; this file, built with the
-// baseline flags, pads and packs the input rows and cuts the work.
+// (depthwise_int8.h) and the epilogue (conv2d_int8_epilogue.h) are per ISA; this file, built with
+// the baseline flags, pads and packs the input rows and cuts the work.
 //
 // Exact by construction. The micro-kernels sum x w over every tap, padding included, where x = z;
 // sum (x - z) w = sum x w - z sum w, so one constant per channel, bias - z sum w (computed at
@@ -16,7 +16,7 @@
 // time in per-row overhead otherwise.
 #include <algorithm>
 
-#include "../x86/int8_dwconv.h"
+#include "../x86/depthwise_int8.h"
 #include "conv2d_int8_depthwise.h"
 #include "conv2d_int8_epilogue.h"
 #include "thread_pool.h"
@@ -27,12 +27,12 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Two int8 as the int16 pair of int8_dwconv.h, `first` in the low half.
+// Two int8 as the int16 pair of depthwise_int8.h, `first` in the low half.
 int32_t int16_pair(int8_t first, int8_t second) {
     return int32_t(uint16_t(first)) | int32_t(uint32_t(second) << 16);
 }
 
-// The scratch of one thread for output planes of `out_w` x `out_h` pixels (int8_dwconv.h's
+// The scratch of one thread for output planes of `out_w` x `out_h` pixels (depthwise_int8.h's
 // bounds): the ring of k pair rows, then the accumulators of the plane, the last row's padded to
 // whole vectors.
 struct RowLayout {
@@ -40,8 +40,8 @@ struct RowLayout {
     int64_t pairs;  // int32 pairs of one packed input row: what the micro-kernel reads
 
     RowLayout(const Conv2dParams& p, int64_t out_w, int64_t plane_pixels)
-        : acc(plane_pixels + kDwconvMaxLanes),
-          pairs(ceil_div(out_w, kDwconvMaxLanes) * kDwconvMaxLanes +
+        : acc(plane_pixels + kDepthwiseMaxLanes),
+          pairs(ceil_div(out_w, kDepthwiseMaxLanes) * kDepthwiseMaxLanes +
                 (p.kernel_w - 1) / p.stride_w) {}
 
     size_t bytes(const Conv2dParams& p) const { return size_t((p.kernel_h * pairs + acc) * 4); }
@@ -63,7 +63,7 @@ struct PairSpan {
 
 class Conv2dInt8Depthwise final : public Conv2dKernel {
  public:
-    Conv2dInt8Depthwise(const NodeView& node, const Int8DwconvUkernel& ukernel,
+    Conv2dInt8Depthwise(const NodeView& node, const Int8DepthwiseUkernel& ukernel,
                         const Int8RequantizeUkernel& requantize, const Int8VaddUkernel& vadd)
         : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
           pack_pairs_(ukernel.pack_pairs),
@@ -184,14 +184,14 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
     }
 
     void (*const pack_pairs_)(const int8_t* x, int64_t count, int64_t stride, int32_t* pairs);
-    const DwconvRowFn row_;
+    const DepthwiseRowFn row_;
     const Conv2dInt8Constants constants_;
     const Conv2dInt8Epilogue epilogue_;
     const std::vector<int32_t> acc_init_;  // per channel: bias - z * sum(w)
     std::vector<int32_t> weight_pairs_;    // [C][k][(k + 1) / 2]
 };
 
-template <const Int8DwconvUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
+template <const Int8DepthwiseUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
           const Int8VaddUkernel& kVadd>
 std::unique_ptr<OpKernel> make(const NodeView& node) {
     return std::make_unique<Conv2dInt8Depthwise>(node, kUkernel, kRequantize, kVadd);
@@ -202,12 +202,12 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8DepthwiseW16Avx512Vnni = {
     "conv2d_int8_depthwise_w16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make<kInt8DwconvAvx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+    make<kInt8DepthwiseW16Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8DepthwiseW8Avx2 = {
     "conv2d_int8_depthwise_w8_avx2", IsaLevel::kAvx2, fits_depthwise,
-    make<kInt8DwconvAvx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
+    make<kInt8DepthwiseW8Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 
 }  // namespace detail

@@ -3,8 +3,8 @@
 // bias - z sum w (a padded tap reads x = z) and its epilogue, so exact by construction. That kernel
 // runs one vector of output pixels of one channel plane at a time, and on small planes (14x14, 7x7)
 // pays per-row overhead and half-empty vectors; here the vector is L channels and a plane of any
-// size fills it. The micro-kernels (int8_dwconv_channels.h) are per ISA; this file, built with the
-// baseline flags, cuts the work and calls them.
+// size fills it. The micro-kernels (depthwise_int8_channels.h) are per ISA; this file, built with
+// the baseline flags, cuts the work and calls them.
 //
 // Work: one task per (sample, block of L channels, group of output rows); the last block's
 // missing channels read zeros and are never stored. Output row oy reads the padded input rows
@@ -20,7 +20,7 @@
 // each pixel per step, into the pixel's run of output channels.
 #include <algorithm>
 
-#include "../x86/int8_dwconv_channels.h"
+#include "../x86/depthwise_int8_channels.h"
 #include "conv2d_int8_depthwise.h"
 #include "conv2d_int8_epilogue.h"
 #include "thread_pool.h"
@@ -29,7 +29,7 @@ namespace qtk {
 namespace detail {
 namespace {
 
-constexpr int64_t kMaxLanes = kDwconvChannelsMaxLanes;
+constexpr int64_t kMaxLanes = kDepthwiseChannelsMaxLanes;
 constexpr int64_t kBandPixels = 256;  // output pixels per band, at least one row
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -59,7 +59,7 @@ struct BandLayout {
 
 class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
  public:
-    Conv2dInt8DepthwiseChannels(const NodeView& node, const Int8DwconvChannelsUkernel& ukernel,
+    Conv2dInt8DepthwiseChannels(const NodeView& node, const Int8DepthwiseChannelsUkernel& ukernel,
                                 const Int8RequantizeUkernel& requantize,
                                 const Int8VaddUkernel& vadd)
         : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
@@ -235,7 +235,7 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
     void (*const transpose_in_)(const int8_t* const* channel_rows, int64_t count, int32_t* row);
     void (*const widen_in_)(const int8_t* pixels, int64_t pixel_stride, int64_t valid,
                             int64_t count, int32_t* row);
-    const DwconvChannelsRowFn row_;
+    const DepthwiseChannelsRowFn row_;
     void (*const transpose_out_)(const int32_t* acc, int64_t stride, int32_t* planes);
     const Conv2dInt8Constants constants_;
     const Conv2dInt8Epilogue epilogue_;
@@ -243,7 +243,7 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
     std::vector<int32_t> weight_pairs_;    // [ceil(C / L)][k * k][L]
 };
 
-template <const Int8DwconvChannelsUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
+template <const Int8DepthwiseChannelsUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
           const Int8VaddUkernel& kVadd>
 std::unique_ptr<OpKernel> make(const NodeView& node) {
     return std::make_unique<Conv2dInt8DepthwiseChannels>(node, kUkernel, kRequantize, kVadd);
@@ -254,15 +254,15 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8DepthwiseC16Avx512Vnni = {
     "conv2d_int8_depthwise_c16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make<kInt8DwconvC16Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+    make<kInt8DepthwiseC16Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
 extern const Conv2dAlgo kConv2dInt8DepthwiseNhwcC16Avx512Vnni = {
     "conv2d_int8_depthwise_nhwc_c16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make<kInt8DwconvC16Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>, false, true};
+    make<kInt8DepthwiseC16Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>, false, true};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8DepthwiseC8Avx2 = {
     "conv2d_int8_depthwise_c8_avx2", IsaLevel::kAvx2, fits_depthwise,
-    make<kInt8DwconvC8Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
+    make<kInt8DepthwiseC8Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 
 }  // namespace detail

@@ -1,15 +1,15 @@
 // conv2d int8 as a direct convolution on x86, NCHW, stride 1 or 2, any kernel (but 1x1), padding,
 // dilation and groups (docs/quantization_spec.md section 4). The GEMM micro-kernels of
-// int8_gemm.h read their activations in place, one quad per (4 input channels, kernel tap): no
+// gemm_int8.h read their activations in place, one quad per (4 input channels, kernel tap): no
 // im2col and no packing. This file, built with the baseline flags, lays out the input and cuts the
 // work; the epilogue is per ISA (conv2d_int8_epilogue.h).
 //
 // Exact by construction, as the GEMM conv (conv2d_int8_gemm.cpp): the micro-kernels sum u w with
 // u = x ^ 0x80 = x + 128, and one constant per output channel makes that the spec's accumulator
-// (int8_c4.h); padding holds u = z + 128, which the constant cancels; |sum u w| <= K * 255 * 127
-// < 2^31 (check_accumulator_range); integer sums do not depend on their order, so neither the
-// blocking nor the threads change a byte. Junk grid columns and the zero weights of channels
-// past the group's only ever meet bytes that the epilogue drops or that add 0.
+// (pack_int8_c4.h); padding holds u = z + 128, which the constant cancels;
+// |sum u w| <= K * 255 * 127 < 2^31 (check_accumulator_range); integer sums do not depend on their
+// order, so neither the blocking nor the threads change a byte. Junk grid columns and the zero
+// weights of channels past the group's only ever meet bytes that the epilogue drops or that add 0.
 //
 // Layout ("c4"). Each run first converts the input of every (sample, group), once, into planes of
 // 4-byte pixels (4 consecutive input channels, as u): [quad of 4 channels][row phase][column
@@ -34,10 +34,10 @@
 #include <cstring>
 #include <vector>
 
-#include "../x86/int8_gemm.h"
+#include "../x86/gemm_int8.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
-#include "int8_c4.h"
+#include "pack_int8_c4.h"
 #include "thread_pool.h"
 
 namespace qtk {

@@ -1,12 +1,12 @@
 // How every x86 int8 conv2d algorithm finishes a row of output pixels of one channel (or, in
 // channels-last layout, a run of channels of each of some pixels): the
-// requantization of int8_requantize.h and, where the graph pass fused one (conv2d.h), the residual
-// add of int8_vadd.h over the bytes just written, while they are still in cache. Both are exact,
+// requantization of requantize_int8.h and, where the graph pass fused one (conv2d.h), the residual
+// add of vadd_int8.h over the bytes just written, while they are still in cache. Both are exact,
 // so the row equals the reference's conv then add. Built with the baseline flags.
 #pragma once
 
-#include "../x86/int8_requantize.h"
-#include "../x86/int8_vadd.h"
+#include "../x86/requantize_int8.h"
+#include "../x86/vadd_int8.h"
 #include "conv2d.h"
 
 namespace qtk {

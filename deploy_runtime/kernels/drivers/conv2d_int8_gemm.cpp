@@ -1,11 +1,11 @@
 // conv2d int8 as im2col + GEMM on x86, NCHW, any stride, padding, dilation and groups
-// (docs/quantization_spec.md section 4). The GEMM micro-kernels are per ISA (int8_gemm.h); this
+// (docs/quantization_spec.md section 4). The GEMM micro-kernels are per ISA (gemm_int8.h); this
 // file, built with the baseline flags, packs their operands and cuts the work; the requantization
 // epilogue is per ISA too (conv2d_int8_epilogue.h).
 //
 // Exact by construction. The micro-kernels multiply u = x ^ 0x80 = x + 128 (as uint8) by the int8
 // weights, and one constant per output channel, computed at load, turns their sums into the
-// spec's accumulator (int8_c4.h). |sum u w| <= K * 255 * 127 < 2^31 (check_accumulator_range),
+// spec's accumulator (pack_int8_c4.h). |sum u w| <= K * 255 * 127 < 2^31 (check_accumulator_range),
 // so no int32 step overflows. Padding holds x = z, whose u = z + 128 the constant cancels: it adds
 // nothing, as in the reference. Integer sums do not depend on their order, so neither the
 // blocking nor the threads change a byte.
@@ -23,12 +23,12 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../x86/int8_gemm.h"
+#include "../x86/gemm_int8.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
 #include "conv2d_padded_planes.h"
 #include "even_bytes.h"
-#include "int8_c4.h"
+#include "pack_int8_c4.h"
 #include "thread_pool.h"
 
 namespace qtk {
@@ -37,7 +37,7 @@ namespace {
 
 constexpr int64_t kBlockBytes = 256 * 1024;
 constexpr int64_t kChunkPixels = 256;  // per channel: a tile's accumulators stay in L1/L2
-constexpr int64_t kPackedQuadOffset = 0;  // packed B quads follow one another (int8_gemm.h)
+constexpr int64_t kPackedQuadOffset = 0;  // packed B quads follow one another (gemm_int8.h)
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -4,7 +4,7 @@
 // 4). In NHWC a pixel's input channels are one stretch of the GEMM's K row as they lie, one
 // stretch per kernel tap, so no im2col is built: the micro-kernel reads each tap's pixels at the
 // tap's offset. A pixel's output channels are one run of the output: requantization and a fused
-// residual add go over whole pixels. The micro-kernel is per ISA (int8_gemm.h); this file, built
+// residual add go over whole pixels. The micro-kernel is per ISA (gemm_int8.h); this file, built
 // with the baseline flags, packs the weights at load and cuts the work.
 //
 // The GEMM's rows are slots of a plane (SlotPlane): a 1x1 stride-1 conv without padding reads the
@@ -33,7 +33,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../x86/int8_gemm.h"
+#include "../x86/gemm_int8.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
 #include "thread_pool.h"
@@ -42,7 +42,7 @@ namespace qtk {
 namespace detail {
 namespace {
 
-constexpr int64_t kWeightBlockQuads = 16;  // quads per block of the packed weights (int8_gemm.h)
+constexpr int64_t kWeightBlockQuads = 16;  // quads per block of the packed weights (gemm_int8.h)
 constexpr int64_t kL2Share = 1 << 20;      // weight bytes a task's tiles reuse: half a 2 MB L2
 constexpr int64_t kTaskMacs = 1 << 23;     // the least work worth a task of its own
 

@@ -6,7 +6,7 @@
 // exact float; channel sums stay exact in float over chunks of `chunk_` channels (partial sums
 // <= 2^24, winograd_f2x3_chunk_channels) and go on in int32; A^T M A = 4 sum (x - z) w, which
 // fits int32 for group_in_channels <= kMaxChannels, so int32 wrapping on the way does not matter
-// and an arithmetic shift divides by 4 exactly. The micro-kernel (winograd_f2x3.h) is per ISA;
+// and an arithmetic shift divides by 4 exactly. The micro-kernel (winograd_int8_f2x3.h) is per ISA;
 // this file, built with the baseline flags, lays out the input, transforms it and cuts the work;
 // the epilogue (bias, requantization, activation clamp, fused residual add) is
 // conv2d_int8_epilogue.h.
@@ -32,7 +32,7 @@
 #include <limits>
 #include <vector>
 
-#include "../x86/winograd_f2x3.h"
+#include "../x86/winograd_int8_f2x3.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
 #include "conv2d_winograd_blocking.h"

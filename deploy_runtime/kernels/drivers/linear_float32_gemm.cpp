@@ -1,4 +1,4 @@
-// linear float32 on x86, any batch, by the float32 GEMM micro-kernels of the conv (float32_gemm.h):
+// linear float32 on x86, any batch, by the float32 GEMM micro-kernels of the conv (gemm_float32.h):
 // output features are the micro-kernel's rows (its A operand, packed at load, mr features a tile),
 // samples its columns (x transposed once per run into the workspace as B, K rows of N), and the
 // [O][N] result is transposed into y [N][O]. Each output is its bias plus its K products in the
@@ -6,7 +6,7 @@
 // (which rounds each product), and the same bits for every batch and thread count.
 #include <algorithm>
 
-#include "../x86/float32_gemm.h"
+#include "../x86/gemm_float32.h"
 #include "linear.h"
 #include "thread_pool.h"
 

@@ -1,6 +1,6 @@
 // linear int8 on x86, any batch (docs/quantization_spec.md section 4 with k over the input
-// features): output features across the vector lanes. The GEMV micro-kernels (int8_gemv.h) and the
-// epilogue (int8_requantize.h) are per ISA; this file, built with the baseline flags, packs the
+// features): output features across the vector lanes. The GEMV micro-kernels (gemv_int8.h) and the
+// epilogue (requantize_int8.h) are per ISA; this file, built with the baseline flags, packs the
 // weights at load and cuts the work.
 //
 // Exact by construction, as the GEMM conv: the micro-kernels multiply u = x ^ 0x80 = x + 128 (as
@@ -12,8 +12,8 @@
 // reuse one block of packed weights (nr * K bytes) from cache across samples.
 #include <algorithm>
 
-#include "../x86/int8_gemv.h"
-#include "../x86/int8_requantize.h"
+#include "../x86/gemv_int8.h"
+#include "../x86/requantize_int8.h"
 #include "linear.h"
 #include "thread_pool.h"
 

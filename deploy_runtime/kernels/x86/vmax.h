@@ -1,7 +1,7 @@
 // Elementwise maximum of rows, the vertical pass of kernels/drivers/max_pool2d_rows.cpp: int8
 // bytewise; float32 by src/float32_max.h's rule (a NaN wins; of equal values the bitwise AND, so
 // +0 over -0). One file per ISA, each compiled with its own flags and called only where
-// cpu_supports() its level. The ISA files include only intrinsics and this header (see int8_gemm.h
+// cpu_supports() its level. The ISA files include only intrinsics and this header (see gemm_int8.h
 // for why).
 #pragma once
 

@@ -1,0 +1,113 @@
+// int8 GEMM micro-kernel, 8 output channels x 32 pixels, AVX-512 VNNI (gemm_int8.h). vpdpbusd
+// multiplies 4 uint8 activations by 4 int8 weights and adds the 4 products to an int32 lane without
+// saturation, so the sum is exact.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "gemm_int8.h"
+
+namespace qtk {
+namespace detail {
+namespace {
+
+void int8_gemm_8x32c4_avx512_vnni(const int8_t* a, const Int8GemmB& b, int32_t* c,
+                                  int64_t c_stride) {
+    __m512i vacc[8][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) {
+        vacc[r][0] = vacc[r][1] = _mm512_setzero_si512();
+    }
+    const auto multiply_quad = [&](const uint8_t* quad) {
+        const __m512i vb0 = _mm512_loadu_si512(quad);
+        const __m512i vb1 = _mm512_loadu_si512(quad + 64);
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r) {
+            int32_t w;
+            std::memcpy(&w, a + 4 * r, 4);
+            const __m512i vw = _mm512_set1_epi32(w);
+            vacc[r][0] = _mm512_dpbusd_epi32(vacc[r][0], vb0, vw);
+            vacc[r][1] = _mm512_dpbusd_epi32(vacc[r][1], vb1, vw);
+        }
+        a += 8 * 4;
+    };
+    walk_quads(b, multiply_quad);
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) {
+        _mm512_storeu_si512(c + c_stride * r, vacc[r][0]);
+        _mm512_storeu_si512(c + c_stride * r + 16, vacc[r][1]);
+    }
+}
+
+// The channels-last form: 12 pixels x 32 output channels. The weights are the int8 operand (two
+// vectors per quad), each pixel's quad of activations, sign bits flipped in a general register
+// (u = x + 128 as uint8), the broadcast one.
+void int8_gemm_nhwc_12x32_avx512_vnni(const int8_t* x, int64_t x_stride,
+                                      const int64_t* tap_offsets, int64_t taps, int64_t quads,
+                                      const int8_t* w, int32_t* c, int64_t c_stride) {
+    __m512i vacc[12][2];
+#pragma GCC unroll 12
+    for (int p = 0; p < 12; ++p) {
+        vacc[p][0] = vacc[p][1] = _mm512_setzero_si512();
+    }
+    const int64_t tap_bytes = (quads + 15) / 16 * 2 * 16 * 64;
+    for (int64_t t = 0; t < taps; ++t, w += tap_bytes) {
+        const int8_t* xt = x + tap_offsets[t];
+        for (int64_t q = 0; q < quads; ++q) {
+            const int8_t* wq = w + (q / 16 * 2 * 16 + q % 16) * 64;  // channels 16-31: 16 rows on
+            const __m512i vw0 = _mm512_loadu_si512(wq);
+            const __m512i vw1 = _mm512_loadu_si512(wq + 16 * 64);
+#pragma GCC unroll 12
+            for (int p = 0; p < 12; ++p) {
+                uint32_t u;
+                std::memcpy(&u, xt + p * x_stride + 4 * q, 4);
+                const __m512i vu = _mm512_set1_epi32(int32_t(u ^ 0x80808080u));
+                vacc[p][0] = _mm512_dpbusd_epi32(vacc[p][0], vu, vw0);
+                vacc[p][1] = _mm512_dpbusd_epi32(vacc[p][1], vu, vw1);
+            }
+        }
+    }
+#pragma GCC unroll 12
+    for (int p = 0; p < 12; ++p) {
+        _mm512_storeu_si512(c + c_stride * p, vacc[p][0]);
+        _mm512_storeu_si512(c + c_stride * p + 16, vacc[p][1]);
+    }
+}
+
+}  // namespace
+
+extern const Int8GemmNhwcUkernel kInt8GemmNhwc12x32Avx512Vnni = {
+    12, 32, 1, 128, int8_gemm_nhwc_12x32_avx512_vnni, nullptr};
+
+extern const Int8GemmUkernel kInt8Gemm8x32c4Avx512Vnni = {8, 32, int8_gemm_8x32c4_avx512_vnni};
+
+// The peak the micro-kernel above could reach on one core: independent chains of vpdpbusd on
+// registers (no memory traffic), enough of them to hide the instruction's latency. The caller
+// times it (cpu_features.cpp), so no clock code is built with this file's flags.
+int64_t int8_peak_chains_avx512_vnni(int64_t rounds) {
+    constexpr int kChains = 16;
+    constexpr int64_t kMacsPerInstruction = 64;  // 16 lanes x 4 products
+    __m512i acc[kChains];
+    for (int i = 0; i < kChains; ++i) {
+        acc[i] = _mm512_set1_epi32(i);
+    }
+    const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(-1);
+    for (int64_t r = 0; r < rounds; ++r) {
+#pragma GCC unroll 16
+        for (int i = 0; i < kChains; ++i) {
+            acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+        }
+    }
+    __m512i sum = acc[0];
+    for (int i = 1; i < kChains; ++i) {
+        sum = _mm512_add_epi32(sum, acc[i]);
+    }
+    int32_t lanes[16];
+    _mm512_storeu_si512(lanes, sum);
+    volatile int32_t sink = lanes[0];  // keeps the chains alive
+    (void)sink;
+    return rounds * kChains * kMacsPerInstruction;
+}
+
+}  // namespace detail
+}  // namespace qtk

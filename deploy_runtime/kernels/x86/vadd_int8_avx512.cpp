@@ -1,0 +1,137 @@
+// int8 add (vadd_int8.h), AVX-512. The general form: 8 elements per int64 vector, 16 per step;
+// the tail masked. Where the shift and multipliers allow (nearly always: shifts of adds are about
+// 31), a 16-bit form 64 elements per step, exact by this split: with d = q - z in [-255, 255] and
+// each M = H 2^16 + L, L in [-2^15, 2^15), 0 <= H < 2^15 (so M < 2^31 - 2^15), the sum is
+// S_H 2^16 + S_L with S_H = d_a H_a + d_b H_b and S_L = d_a L_a + d_b L_b, each below 2^24 in
+// magnitude: one vpmaddwd of the (d_a, d_b) pairs each. For 17 <= n <= 46,
+// (S_H 2^16 + S_L + 2^(n-1)) >> n = (S_H + (S_L >> 16) + 2^(n-17)) >> (n - 16), all in int32.
+#include "avx512_intrinsics.h"
+
+#include "vadd_int8.h"
+
+namespace qtk {
+namespace detail {
+namespace {
+
+struct Constants {
+    __m512i a_zero_point, a_multiplier, b_zero_point, b_multiplier, round, lo, hi, zero_point;
+    __m128i shift;
+};
+
+// 8 int8 values of a and of b (the low 8 bytes of each) to 8 output values in int64 lanes.
+__m512i add8(__m128i va, __m128i vb, const Constants& k) {
+    const __m512i vprod_a = _mm512_mul_epi32(
+        _mm512_sub_epi64(_mm512_cvtepi8_epi64(va), k.a_zero_point), k.a_multiplier);
+    const __m512i vprod_b = _mm512_mul_epi32(
+        _mm512_sub_epi64(_mm512_cvtepi8_epi64(vb), k.b_zero_point), k.b_multiplier);
+    __m512i v = _mm512_sra_epi64(_mm512_add_epi64(_mm512_add_epi64(vprod_a, vprod_b), k.round),
+                                 k.shift);
+    v = _mm512_min_epi64(_mm512_max_epi64(v, k.lo), k.hi);  // relative to the zero point
+    return _mm512_add_epi64(v, k.zero_point);
+}
+
+// The 16-bit form's constants (header comment).
+struct PairConstants {
+    __m512i a_zero_point, b_zero_point;  // int16
+    __m512i high, low;                   // (H_a, H_b) and (L_a, L_b), int16 pairs
+    __m512i round, zero_point;           // int32
+    __m512i lo, hi;                      // int8
+    __m128i shift;                       // n - 16
+};
+
+// The split of M (header comment), or false where M >= 2^31 - 2^15 leaves H at 2^15.
+bool split_multiplier(int32_t multiplier, int16_t* high, int16_t* low) {
+    const int32_t l = static_cast<int16_t>(multiplier & 0xFFFF);  // [-2^15, 2^15)
+    const int64_t h = (int64_t{multiplier} - l) >> 16;
+    if (h >= (1 << 15)) {
+        return false;
+    }
+    *high = static_cast<int16_t>(h);
+    *low = static_cast<int16_t>(l);
+    return true;
+}
+
+// 16 elements, given as (d_a, d_b) int16 pairs, to int32 (S_H + (S_L >> 16) + round) >> (n - 16)
+// plus the zero point.
+__m512i add16_pairs(__m512i vpairs, const PairConstants& k) {
+    const __m512i vhigh = _mm512_madd_epi16(vpairs, k.high);
+    const __m512i vlow = _mm512_srai_epi32(_mm512_madd_epi16(vpairs, k.low), 16);
+    const __m512i vsum = _mm512_add_epi32(_mm512_add_epi32(vhigh, vlow), k.round);
+    return _mm512_add_epi32(_mm512_sra_epi32(vsum, k.shift), k.zero_point);
+}
+
+// 32 elements of a and b to 32 int16 results in order (saturated; the clamp comes later). The
+// unpacks pair elements 8 l + i (i < 4) of each 128-bit lane l in vlo and 8 l + 4 + i in vhi, and
+// the saturating pack of the two puts them back in order.
+__m512i add32(__m256i va, __m256i vb, const PairConstants& k) {
+    const __m512i vda = _mm512_sub_epi16(_mm512_cvtepi8_epi16(va), k.a_zero_point);
+    const __m512i vdb = _mm512_sub_epi16(_mm512_cvtepi8_epi16(vb), k.b_zero_point);
+    return _mm512_packs_epi32(add16_pairs(_mm512_unpacklo_epi16(vda, vdb), k),
+                              add16_pairs(_mm512_unpackhi_epi16(vda, vdb), k));
+}
+
+void vadd_pairs(const int8_t* a, const int8_t* b, int64_t count, const PairConstants& k,
+                int8_t* y) {
+    // packs_epi16 interleaves the two halves' 64-bit groups per 128-bit lane.
+    const __m512i vorder = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+    for (int64_t i = 0; i < count; i += 64) {
+        const int64_t left = count - i;
+        const __mmask64 mask = left >= 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1;
+        const __m512i va = _mm512_maskz_loadu_epi8(mask, a + i);
+        const __m512i vb = _mm512_maskz_loadu_epi8(mask, b + i);
+        const __m512i v0 = add32(_mm512_castsi512_si256(va), _mm512_castsi512_si256(vb), k);
+        const __m512i v1 =
+            add32(_mm512_extracti64x4_epi64(va, 1), _mm512_extracti64x4_epi64(vb, 1), k);
+        const __m512i vy = _mm512_permutexvar_epi64(vorder, _mm512_packs_epi16(v0, v1));
+        _mm512_mask_storeu_epi8(y + i, mask, _mm512_min_epi8(_mm512_max_epi8(vy, k.lo), k.hi));
+    }
+}
+
+void vadd_avx512(const int8_t* a, const int8_t* b, int64_t count, const Int8AddParams& p,
+                 int8_t* y) {
+    int16_t a_high, a_low, b_high, b_low;
+    if (p.shift >= 17 && p.shift <= 46 && split_multiplier(p.a_multiplier, &a_high, &a_low) &&
+        split_multiplier(p.b_multiplier, &b_high, &b_low)) {
+        const auto pairs = [](int16_t first, int16_t second) {  // first in the low half
+            return _mm512_set1_epi32(
+                static_cast<int32_t>(uint32_t(uint16_t(first)) | uint32_t(uint16_t(second)) << 16));
+        };
+        const PairConstants k = {_mm512_set1_epi16(static_cast<int16_t>(p.a_zero_point)),
+                                 _mm512_set1_epi16(static_cast<int16_t>(p.b_zero_point)),
+                                 pairs(a_high, b_high),
+                                 pairs(a_low, b_low),
+                                 _mm512_set1_epi32(int32_t{1} << (p.shift - 17)),
+                                 _mm512_set1_epi32(p.zero_point),
+                                 _mm512_set1_epi8(static_cast<char>(p.lo)),
+                                 _mm512_set1_epi8(static_cast<char>(p.hi)),
+                                 _mm_cvtsi32_si128(p.shift - 16)};
+        vadd_pairs(a, b, count, k, y);
+        return;
+    }
+    const Constants k = {_mm512_set1_epi64(p.a_zero_point),
+                         _mm512_set1_epi64(p.a_multiplier),
+                         _mm512_set1_epi64(p.b_zero_point),
+                         _mm512_set1_epi64(p.b_multiplier),
+                         _mm512_set1_epi64(int64_t{1} << (p.shift - 1)),
+                         _mm512_set1_epi64(p.lo - p.zero_point),
+                         _mm512_set1_epi64(p.hi - p.zero_point),
+                         _mm512_set1_epi64(p.zero_point),
+                         _mm_cvtsi32_si128(p.shift)};
+    for (int64_t i = 0; i < count; i += 16) {
+        const __mmask16 mask =
+            count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
+        const __m128i va = _mm_maskz_loadu_epi8(mask, a + i);
+        const __m128i vb = _mm_maskz_loadu_epi8(mask, b + i);
+        const __m128i vy_lo = _mm512_cvtepi64_epi8(add8(va, vb, k));
+        const __m128i vy_hi =
+            _mm512_cvtepi64_epi8(add8(_mm_srli_si128(va, 8), _mm_srli_si128(vb, 8), k));
+        _mm_mask_storeu_epi8(y + i, mask, _mm_unpacklo_epi64(vy_lo, vy_hi));
+    }
+}
+
+}  // namespace
+
+extern const Int8VaddUkernel kInt8VaddAvx512 = {vadd_avx512};
+
+}  // namespace detail
+}  // namespace qtk
