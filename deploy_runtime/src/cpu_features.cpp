@@ -136,7 +136,7 @@ bool cpu_supports(IsaLevel level) {
 }
 
 #if QTK_X86_AVX512_VNNI
-int64_t int8_peak_chains_avx512_vnni(int64_t rounds);  // kernels/x86/int8_gemm_avx512_vnni.cpp
+int64_t int8_peak_chains_avx512_vnni(int64_t rounds);  // kernels/x86/gemm_int8_avx512_vnni.cpp
 #endif
 
 }  // namespace detail

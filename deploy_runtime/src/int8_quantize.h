@@ -1,7 +1,7 @@
 // float32 -> int8 quantization (docs/quantization_spec.md section 1) of a whole buffer: the
 // micro-kernels behind the quantize op's algorithms (algo_lists/quantize.inc) and a session's
 // float inputs (op_registry.h, choose_int8_quantizer). The scalar one is in
-// kernels/reference/quantize.cpp; the vectorized ones are kernels/x86/int8_quantize_<isa>.cpp, one
+// kernels/reference/quantize.cpp; the vectorized ones are kernels/x86/quantize_int8_<isa>.cpp, one
 // file per ISA, each compiled with its own flags and called only where cpu_supports() its level.
 //
 // Contract: y[i] = arith::quantize(x[i], inv_scale, zero_point) for i < count, bit for bit: the
@@ -10,7 +10,7 @@
 // [-128 - z, 127 - z] in float, then z added. No alignment is required.
 //
 // The ISA files include only intrinsics and this header, so it declares and never defines
-// (kernels/x86/int8_gemm.h says why).
+// (kernels/x86/gemm_int8.h says why).
 #pragma once
 
 #include <cstdint>
