@@ -10,7 +10,7 @@ from tqdm import tqdm
 from . import arithmetic, modules
 from .errors import UnsupportedOpError
 from .graph.capture import capture, module_path, node_inputs, replace_submodule
-from .graph.functional import FLOAT_CALL, TENSOR, TENSORS, classify, normalize, shape_op_kinds
+from .graph.functional import FLOAT_CALL, TENSOR_KINDS, classify, normalize, shape_op_kinds
 from .graph.fusion import fuse
 from .fake_quant import FakeQuantize
 from .observers import HistogramObserver, MinMaxObserver
@@ -57,7 +57,7 @@ def _prepare(model, qconfig, default, strict=False):
         return NO_INT8_FORM
 
     for node in list(graph_module.graph.nodes):
-        inputs = [n for n in node_inputs(node) if kinds.get(n) in (TENSOR, TENSORS)]
+        inputs = [n for n in node_inputs(node) if kinds.get(n) in TENSOR_KINDS]
         if node.op == "output":
             for producer in [n for n in inputs if n in int8]:
                 _insert_stub(graph_module, producer, node, modules.QATDequantStub(), stubs)
@@ -277,13 +277,14 @@ def convert(model):
     quantized = copy.deepcopy(model)
     qparams = {}  # node -> QParams of its int8 output; float outputs are absent
     shape_ops = shape_op_kinds(quantized)
+    converted = {}  # target -> its module before conversion, for a second call of the same module
     for node in quantized.graph.nodes:
         if node in shape_ops:  # moves bytes: its output keeps its input's qparams
             qparams[node] = qparams.get(node.args[0])
             continue
         if node.op != "call_module":
             continue
-        module = quantized.get_submodule(node.target)
+        module = converted.get(node.target) or quantized.get_submodule(node.target)
         input_qparams = [qparams.get(n) for n in node_inputs(node)]
         is_pass_through = (isinstance(module, modules.PASS_THROUGH) and input_qparams
                            and input_qparams[0] is not None)
@@ -299,11 +300,21 @@ def convert(model):
                 new_module = quantized_class.from_module(module, input_qparams, where=node.target)
             except arithmetic.NonFiniteRangeError as error:
                 raise arithmetic.NonFiniteRangeError(f"{node.target}: {error}") from None
-        replace_submodule(quantized, node.target, new_module)
+        if node.target in converted:  # called again, maybe on other qparams: a module per call
+            node.target = _unused_name(quantized, node.target)
+            quantized.add_submodule(node.target, new_module)
+        else:
+            converted[node.target] = module
+            replace_submodule(quantized, node.target, new_module)
         if new_module.output_qparams is not None:
             qparams[node] = new_module.output_qparams
     quantized.recompile()
     return quantized.eval()
+
+
+def _unused_name(graph_module, target):
+    taken = {name for name, _ in graph_module.named_modules()}
+    return next(f"{target}_{k}" for k in range(1, len(taken) + 2) if f"{target}_{k}" not in taken)
 
 
 class int8_outputs:

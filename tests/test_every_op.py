@@ -194,3 +194,25 @@ def test_adaptive_avg_pool_of_unequal_windows_is_refused_by_name():
     with pytest.raises(qtk.UnsupportedOpError, match=r"^1: AdaptiveAvgPool2d\(5\) of a 12x12 "
                                                      r"plane has windows of unequal size"):
         qtk.export(quantized, torch.randn(1, 3, SIZE, SIZE))
+
+
+class SharedPool(nn.Module):
+    """One AvgPool2d module called on two tensors of different quantization."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = _conv(), _conv()
+        self.pool = nn.AvgPool2d(3, 2, 1, count_include_pad=False)
+
+    def forward(self, x):
+        return torch.cat([self.pool(self.a(x)), self.pool(self.b(x))], 1)
+
+
+def test_a_module_called_twice_converts_per_call():
+    quantized = calibrated(SharedPool().eval(), [torch.randn(4, 3, SIZE, SIZE)])
+    pools = [m for m in quantized.modules() if isinstance(m, modules.QuantizedAvgPool2d)]
+    assert len(pools) == 2 and pools[0].input_qparams != pools[1].input_qparams
+    x = torch.randn(2, 3, SIZE, SIZE)
+    reference, runtime = reference_and_runtime(quantized, x[:1], x)
+    assert torch.equal(reference, runtime)
+    assert_not_degenerate(reference, min_distinct=32)

@@ -18,7 +18,8 @@ from .. import modules
 from ..errors import UnsupportedOpError
 from .capture import module_path
 
-TENSOR, TENSORS, VALUE = "tensor", "tensors", "value"
+TENSOR, TENSORS, SLICE, VALUE = "tensor", "tensors", "slice", "value"
+TENSOR_KINDS = (TENSOR, TENSORS, SLICE)  # SLICE: a tensor indexed by a tensor or slice
 
 
 def _target_name(node):
@@ -121,7 +122,7 @@ SIZE_QUERIES = {"size", "dim", "numel"}
 def _tensor_args(node, kinds):
     found = []
     fx.node.map_arg((node.args, node.kwargs), found.append)
-    return [n for n in found if kinds.get(n) in (TENSOR, TENSORS)]
+    return [n for n in found if kinds.get(n) in TENSOR_KINDS]
 
 
 def classify(graph_module):
@@ -137,7 +138,7 @@ def classify(graph_module):
             kinds[node] = TENSOR
         elif node.target is operator.getitem:
             source = kinds.get(node.args[0])
-            kinds[node] = {TENSORS: TENSOR, TENSOR: "slice"}.get(source, VALUE)
+            kinds[node] = {TENSORS: TENSOR, TENSOR: SLICE, SLICE: SLICE}.get(source, VALUE)
         elif node.target in SIZE_QUERIES or (node.target is getattr and node.args[1] == "shape"):
             kinds[node] = VALUE
         elif node.target in SPLIT_OPS:
@@ -164,7 +165,7 @@ def _refusal(node, reason):
 
 def _module_form(node, kinds):
     """(module, args) for a supported call; raises _Refused with the reason otherwise."""
-    if kinds.get(node) == "slice":
+    if kinds.get(node) == SLICE:
         raise _Refused("indexes or slices a tensor, which has no quantized form yet")
     build = MODULE_FORMS.get(node.target)
     if build is None:
@@ -190,7 +191,7 @@ def normalize(graph_module, strict=True):
             continue
         is_shape_op = (node.target in SHAPE_OPS or node.target in SPLIT_OPS
                        or node.target is operator.getitem)
-        if is_shape_op and kind != "slice":
+        if is_shape_op and kind != SLICE:
             continue
         try:
             module, args = _module_form(node, kinds)
