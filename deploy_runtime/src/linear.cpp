@@ -17,12 +17,24 @@ LinearKernel::LinearKernel(const NodeView& node, DType dtype, DType bias_dtype)
 
 std::vector<Shape> LinearKernel::infer_shapes(const std::vector<Shape>& inputs) const {
     const Shape& x = inputs[0];
-    expect_rank(x, 2, "input");
-    if (x[1] != in_features_) {
-        fail("input has " + std::to_string(x[1]) + " features, the weight expects " +
-             std::to_string(in_features_));
+    if (x.size() < 2) {
+        fail("input must have rank 2 or more, features last, got shape " + to_string(x));
     }
-    return {{x[0], out_features_}};
+    if (x.back() != in_features_) {
+        fail("input has " + std::to_string(x.back()) + " features, the weight expects " +
+             std::to_string(in_features_) + " (features are the input's last dimension)");
+    }
+    Shape y = x;
+    y.back() = out_features_;
+    return {y};
+}
+
+int64_t LinearKernel::rows(const Shape& x) {
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < x.size(); ++d) {
+        rows *= x[d];
+    }
+    return rows;
 }
 
 LinearInt8Constants::LinearInt8Constants(const NodeView& node, int64_t out_features,

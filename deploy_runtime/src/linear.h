@@ -14,12 +14,17 @@ namespace qtk {
 namespace detail {
 
 // The base of every linear kernel: checks x, weight [O, K], bias [O] and y (activations and weight
-// of `dtype`); infers [N, O] from x [N, K].
+// of `dtype`); infers [..., O] from x [..., K] of rank 2 or more, as torch's nn.Linear. Every
+// leading dimension (the batch among them) counts as rows: the kernels see x as [rows(x), K] and y
+// as [rows(x), O], which is the same memory, so no dimension is reshaped in the graph (spec 14).
 class LinearKernel : public OpKernel {
  public:
     LinearKernel(const NodeView& node, DType dtype, DType bias_dtype);
 
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override;
+
+    // The product of every dimension of x but the last.
+    static int64_t rows(const Shape& x);
 
  protected:
     int64_t out_features_, in_features_;

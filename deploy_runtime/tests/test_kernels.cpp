@@ -201,8 +201,11 @@ Naive naive_linear(const ModelBuilder& b, const NodeSpec& node, const Naive& x) 
     const std::vector<double> weight = constant_values(wv);
     const std::vector<double> bias = constant_values(b.values[node.inputs[2]]);
     const int32_t zx = b.values[node.inputs[0]].zero_point;
-    const int64_t n = x.shape[0], k = x.shape[1], o = wv.dims[0];
-    Naive y{{n, o}, x.dtype, std::vector<double>(n * o)};
+    // x [..., K]: every leading dimension is rows.
+    const int64_t k = x.shape.back(), n = count_of(x.shape) / k, o = wv.dims[0];
+    Shape out = x.shape;
+    out.back() = o;
+    Naive y{out, x.dtype, std::vector<double>(n * o)};
     for (int64_t s = 0; s < n; ++s) {
         for (int64_t j = 0; j < o; ++j) {
             double acc = bias[j];
@@ -785,6 +788,34 @@ void test_linear_and_flatten() {
     check_model("flatten + linear with clamp", b);
 }
 
+// Linear on [N, H, W, C] (ConvNeXt's MLPs) and [N, T, C] (the transformers'), int8 and float32.
+void test_linear_on_leading_dimensions() {
+    Rng rng(8);
+    for (const Shape& x_shape : {Shape{1, 3, 5, 7}, Shape{1, 4, 7}}) {
+        Shape y_shape = x_shape;
+        y_shape.back() = 5;
+        ModelBuilder b;
+        const uint32_t x = b.activation("x", x_shape, 0.1f, -3);
+        const uint32_t w = b.weight("fc.weight", {5, 7}, qtk_test::random_weights(rng, 35));
+        const uint32_t bias = b.bias("fc.bias", {5}, qtk_test::random_bias(rng, 5));
+        const uint32_t y = b.activation("y", y_shape, 0.2f, 4);
+        b.node("linear", "fc", {x, w, bias}, {y}, qtk_test::requant_attrs(5, 0.1, 0.02, 0.2));
+        b.inputs = {x};
+        b.outputs = {y};
+        check_model("linear on " + qtk::to_string(x_shape), b);
+
+        ModelBuilder f;
+        const uint32_t fx = f.float_activation("x", x_shape);
+        const uint32_t fw = f.float_constant("fc.weight", {5, 7}, rng.floats(35, -1, 1));
+        const uint32_t fb = f.float_constant("fc.bias", {5}, rng.floats(5, -1, 1));
+        const uint32_t fy = f.float_activation("y", y_shape);
+        f.node("linear", "fc", {fx, fw, fb}, {fy});
+        f.inputs = {fx};
+        f.outputs = {fy};
+        check_model("float linear on " + qtk::to_string(x_shape), f);
+    }
+}
+
 void test_elementwise() {
     ModelBuilder b = qtk_test::add_model(0, 127);
     const uint32_t sum = b.outputs[0];
@@ -1322,6 +1353,7 @@ int main() {
     test_thread_pool();
     test_conv();
     test_linear_and_flatten();
+    test_linear_on_leading_dimensions();
     test_elementwise();
     test_concat();
     test_pooling();

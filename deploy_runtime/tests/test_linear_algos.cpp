@@ -2,12 +2,13 @@
 // each QTK_ISA level this CPU runs, the first usable algorithm (the one the level picks, checked by
 // name) over feature counts either side of the vector widths (8, 16, 32, 64) and of the packed k
 // groups (2, 4), batch 5 and 1, 1 and 2 threads, random and extreme values (K up to the int32
-// accumulator limit).
+// accumulator limit); inputs of rank 2, 3 and 4 (x [N, ..., K], every leading dimension rows, as
+// ConvNeXt's and the transformers' MLPs), with odd middle dimensions.
 //
 // Every float32 linear algorithm likewise against a float64 sum within docs/design.md's bound
 // |y - bounds(s)| <= 3 K 2^-24 S + 2 K 2^-149 (S = |b| + sum |x w|), feature counts around the
-// micro-kernels' tiles (6, 8 rows; 16, 32 columns of samples), batches 1, 5 and 40, with bounds
-// and a NaN input (its sample's outputs are NaN); batch and threads change no bit.
+// micro-kernels' tiles (6, 8 rows; 16, 32 columns of rows), batches 1, 5 and 40, ranks 2 to 4,
+// with bounds and a NaN input (its row's outputs are NaN); batch and threads change no bit.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -29,15 +30,44 @@ namespace {
 
 enum class Fill { kRandom, kLowest, kHighest };  // activations all -128 / all 127, weights +-127
 
+// An input's dimensions between the batch and the features: {} for [N, K], {T} for [N, T, K],
+// {H, W} for [N, H, W, K].
+using Middle = std::vector<int64_t>;
+
+int64_t count_of(const Middle& middle) {
+    int64_t count = 1;
+    for (int64_t d : middle) {
+        count *= d;
+    }
+    return count;
+}
+
+// [batch, middle..., features]
+qtk::Shape shape_of(int64_t batch, const Middle& middle, int64_t features) {
+    qtk::Shape shape{batch};
+    shape.insert(shape.end(), middle.begin(), middle.end());
+    shape.push_back(features);
+    return shape;
+}
+
+std::string describe(int64_t in, int64_t out, const Middle& middle) {
+    std::string text = std::to_string(in) + "->" + std::to_string(out);
+    if (!middle.empty()) {
+        text += " on " + qtk::to_string(shape_of(1, middle, in)) + " per sample";
+    }
+    return text;
+}
+
 struct Built {
     std::vector<uint8_t> bytes;
     std::vector<int8_t> x;  // batch 5
+    Middle middle;
 };
 
 // One linear node with random zero points, per-feature requantization aimed at the accumulator's
 // typical size, sometimes a ReLU clamp; extreme cases take weights +-127 and the largest bias the
 // accumulator check allows.
-Built build(int64_t in, int64_t out, Fill fill, uint64_t seed) {
+Built build(int64_t in, int64_t out, Fill fill, uint64_t seed, const Middle& middle = {}) {
     Rng rng(seed);
     std::vector<int8_t> weights = qtk_test::random_weights(rng, size_t(in * out));
     std::vector<int32_t> bias = qtk_test::random_bias(rng, size_t(out));
@@ -57,18 +87,20 @@ Built build(int64_t in, int64_t out, Fill fill, uint64_t seed) {
     const bool relu = rng.uniform(0, 2) == 0;
 
     ModelBuilder b;
-    const uint32_t x = b.activation("x", {1, in}, 0.05f, zx);
+    const uint32_t x = b.activation("x", shape_of(1, middle, in), 0.05f, zx);
     const uint32_t w = b.weight("fc.weight", {out, in}, weights);
     const uint32_t bi = b.bias("fc.bias", {out}, bias);
-    const uint32_t y = b.activation("y", {1, out}, 0.1f, zy);
+    const uint32_t y = b.activation("y", shape_of(1, middle, out), 0.1f, zy);
     b.node("linear", "fc", {x, w, bi}, {y},
            qtk_test::requant_attrs(size_t(out), 1.0, 90.0 / typical, 1.0, relu ? zy : -128, 127));
     b.inputs = {x};
     b.outputs = {y};
-    const size_t x_count = size_t(5 * in);
-    return {b.build(), fill == Fill::kRandom   ? rng.int8s(x_count)
-                       : fill == Fill::kLowest ? std::vector<int8_t>(x_count, -128)
-                                               : std::vector<int8_t>(x_count, 127)};
+    const size_t x_count = size_t(5 * count_of(middle) * in);
+    return {b.build(),
+            fill == Fill::kRandom   ? rng.int8s(x_count)
+            : fill == Fill::kLowest ? std::vector<int8_t>(x_count, -128)
+                                    : std::vector<int8_t>(x_count, 127),
+            middle};
 }
 
 // Loads under QTK_ISA=level and runs `batch` samples; `algorithm` receives what served the node.
@@ -78,18 +110,19 @@ std::vector<int8_t> run(const Built& c, int64_t in, IsaLevel level, int threads,
     const auto model = qtk::Model::from_bytes(c.bytes.data(), c.bytes.size());
     *algorithm = model->algorithms().at(0);
     qtk::Session session(model, {threads});
-    return session.run({c.x.data()}, {{batch, in}})[0].data;
+    return session.run({c.x.data()}, {shape_of(batch, c.middle, in)})[0].data;
 }
 
 int g_cases = 0;
 
-void check_case(int64_t in, int64_t out, Fill fill = Fill::kRandom) {
+void check_case(int64_t in, int64_t out, Fill fill = Fill::kRandom, const Middle& middle = {}) {
     ++g_cases;
-    const Built c = build(in, out, fill, 2000 + uint64_t(g_cases));
+    const Built c = build(in, out, fill, 2000 + uint64_t(g_cases), middle);
     std::string algorithm;
     const std::vector<int8_t> want = run(c, in, IsaLevel::kScalar, 1, 5, &algorithm);
     CHECK(algorithm == "linear_int8_reference");
-    const std::vector<int8_t> want_first(want.begin(), want.begin() + out);
+    CHECK(want.size() == size_t(5 * count_of(middle) * out));
+    const std::vector<int8_t> want_first(want.begin(), want.begin() + count_of(middle) * out);
     for (IsaLevel level : {IsaLevel::kAvx2, IsaLevel::kAvx512Vnni}) {
         if (!cpu_supports(level)) {
             continue;
@@ -100,8 +133,8 @@ void check_case(int64_t in, int64_t out, Fill fill = Fill::kRandom) {
                 if (got != (batch == 5 ? want : want_first)) {
                     qtk_test::report_failure(
                         __FILE__, __LINE__,
-                        algorithm + " differs from the reference on " + std::to_string(in) +
-                            "->" + std::to_string(out) +
+                        algorithm + " differs from the reference on " +
+                            describe(in, out, middle) +
                             (fill == Fill::kRandom ? "" : fill == Fill::kLowest ? " all -128"
                                                                                 : " all 127") +
                             ", threads " + std::to_string(threads) + ", batch " +
@@ -137,24 +170,27 @@ void test_choice() {
 struct FloatBuilt {
     std::vector<uint8_t> bytes;
     std::vector<float> x, weight, bias;  // x: batch 40
+    Middle middle;
     float lo = -std::numeric_limits<float>::infinity();
     float hi = std::numeric_limits<float>::infinity();
 };
 
-FloatBuilt build_float(int64_t in, int64_t out, bool bounded, uint64_t seed) {
+FloatBuilt build_float(int64_t in, int64_t out, bool bounded, uint64_t seed,
+                       const Middle& middle = {}) {
     Rng rng(seed);
     FloatBuilt c;
-    c.x = rng.floats(size_t(40 * in), -1, 1);
+    c.middle = middle;
+    c.x = rng.floats(size_t(40 * count_of(middle) * in), -1, 1);
     c.weight = rng.floats(size_t(out * in), -1, 1);
     c.bias = rng.floats(size_t(out), -1, 1);
     if (seed % 3 == 0) {
-        c.x[size_t(rng.uniform(0, in - 1))] = std::nanf("");  // in sample 0
+        c.x[size_t(rng.uniform(0, in - 1))] = std::nanf("");  // in row 0
     }
     ModelBuilder b;
-    const uint32_t x = b.float_activation("x", {1, in});
+    const uint32_t x = b.float_activation("x", shape_of(1, middle, in));
     const uint32_t w = b.float_constant("fc.weight", {out, in}, c.weight);
     const uint32_t bi = b.float_constant("fc.bias", {out}, c.bias);
-    const uint32_t y = b.float_activation("y", {1, out});
+    const uint32_t y = b.float_activation("y", shape_of(1, middle, out));
     std::vector<qtk_test::AttrSpec> attrs;
     if (bounded) {
         c.lo = 0.0f;
@@ -174,10 +210,10 @@ std::vector<float> run_float(const FloatBuilt& c, int64_t in, IsaLevel level, in
     const auto model = qtk::Model::from_bytes(c.bytes.data(), c.bytes.size());
     *algorithm = model->algorithms().at(0);
     qtk::Session session(model, {threads});
-    return session.run({c.x.data()}, {{batch, in}})[0].float_data;
+    return session.run({c.x.data()}, {shape_of(batch, c.middle, in)})[0].float_data;
 }
 
-// Output (n, o) against the float64 sum; NaN exactly where sample n has a NaN input.
+// Output (n, o) against the float64 sum; NaN exactly where row n has a NaN input.
 bool within_bound(const FloatBuilt& c, int64_t in, int64_t out, const std::vector<float>& y,
                   int64_t n, int64_t o) {
     double s = c.bias[size_t(o)], magnitude = std::fabs(s);
@@ -199,23 +235,24 @@ bool within_bound(const FloatBuilt& c, int64_t in, int64_t out, const std::vecto
 
 int g_float_cases = 0;
 
-void check_float_case(int64_t in, int64_t out) {
+void check_float_case(int64_t in, int64_t out, const Middle& middle = {}) {
     ++g_float_cases;
     const bool bounded = g_float_cases % 2 == 0;
-    const FloatBuilt c = build_float(in, out, bounded, 5000 + uint64_t(g_float_cases));
+    const FloatBuilt c = build_float(in, out, bounded, 5000 + uint64_t(g_float_cases), middle);
+    const int64_t rows = 40 * count_of(middle);
     for (IsaLevel level : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512Vnni}) {
         if (!cpu_supports(level)) {
             continue;
         }
         std::string algorithm;
         const std::vector<float> want = run_float(c, in, level, 1, 40, &algorithm);
-        const std::string what = algorithm + " on " + std::to_string(in) + "->" +
-                                 std::to_string(out);
-        for (int64_t n = 0; n < 40; ++n) {
+        CHECK(want.size() == size_t(rows * out));
+        const std::string what = algorithm + " on " + describe(in, out, middle);
+        for (int64_t n = 0; n < rows; ++n) {
             for (int64_t o = 0; o < out; ++o) {
                 if (!within_bound(c, in, out, want, n, o)) {
                     qtk_test::report_failure(__FILE__, __LINE__,
-                                             what + " exceeds the float bound at sample " +
+                                             what + " exceeds the float bound at row " +
                                                  std::to_string(n) + ", feature " +
                                                  std::to_string(o));
                     return;
@@ -279,6 +316,23 @@ int main() {
         for (int64_t in : {5, 64, 60000}) {
             check_case(in, 19, fill);
         }
+    }
+    // Ranks 3 and 4: the leading dimensions are rows, odd so the row count crosses no tile evenly
+    // (6, 8, 16 and 32 rows; 2 and 4 k groups).
+    const Middle middles[] = {{1}, {3}, {7}, {2, 3}, {3, 5}, {1, 1}};
+    for (const Middle& middle : middles) {
+        for (int64_t in : {1, 3, 5, 17, 33, 65}) {
+            for (int64_t out : {1, 7, 9, 16, 33, 65}) {
+                check_case(in, out, Fill::kRandom, middle);
+            }
+        }
+        for (int64_t in : {1, 7, 33}) {
+            for (int64_t out : {1, 5, 7, 9, 17}) {
+                check_float_case(in, out, middle);
+            }
+        }
+        check_case(96, 384, Fill::kRandom, middle);  // a ConvNeXt-T MLP's first linear
+        check_case(61, 19, Fill::kHighest, middle);
     }
     unsetenv("QTK_ISA");
     std::printf("%d int8 linear cases checked against the reference, %d float32 against float64\n",

@@ -45,7 +45,8 @@ class QATLinear(nn.Linear, QATModule):
 
 
 class QuantizedLinear(QuantizedWeightLayer):
-    """int8 linear layer on [N, K] input (spec 4, 5)."""
+    """int8 linear layer on [N, ..., K] input, as torch's: K the last dimension, every other one
+    rows (spec 4, 5)."""
     SOURCE_TYPES = (QATLinear,)
 
     @classmethod
@@ -55,9 +56,9 @@ class QuantizedLinear(QuantizedWeightLayer):
                    module.output_qparams(), module.activation, where)
 
     def forward(self, x):
-        if x.dim() != 2:
-            raise ValueError(f"quantized Linear takes [N, K] input, got shape {list(x.shape)}; "
-                             f"flatten before it")
+        if x.dim() < 2 or x.shape[-1] != self.weight_q.shape[1]:
+            raise ValueError(f"quantized Linear takes [N, ..., {self.weight_q.shape[1]}] input "
+                             f"(features last), got shape {list(x.shape)}")
         acc = arithmetic.linear_accumulate(x, self.input_qparams[0].zero_point, self.weight_q,
                                            self.bias_q.to(torch.int64))
         return self._requantize(acc, (1, -1))

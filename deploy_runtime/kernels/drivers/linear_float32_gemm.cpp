@@ -1,9 +1,10 @@
-// linear float32 on x86, any batch, by the float32 GEMM micro-kernels of the conv (gemm_float32.h):
+// linear float32 on x86, any rows, by the float32 GEMM micro-kernels of the conv (gemm_float32.h):
 // output features are the micro-kernel's rows (its A operand, packed at load, mr features a tile),
-// samples its columns (x transposed once per run into the workspace as B, K rows of N), and the
-// [O][N] result is transposed into y [N][O]. Each output is its bias plus its K products in the
-// order of k, one fused multiply-add each: within docs/design.md's float bound of the reference
-// (which rounds each product), and the same bits for every batch and thread count.
+// the input's rows (every dimension but the last, N of them) its columns (x transposed once per run
+// into the workspace as B, K rows of N), and the [O][N] result is transposed into y [N][O]. Each
+// output is its bias plus its K products in the order of k, one fused multiply-add each: within
+// docs/design.md's float bound of the reference (which rounds each product), and the same bits for
+// every batch, shape of the leading dimensions and thread count.
 #include <algorithm>
 
 #include "../x86/gemm_float32.h"
@@ -44,36 +45,35 @@ class LinearFloat32Gemm final : public LinearKernel {
     // x transposed [K][N], then the result [O][N].
     size_t workspace_bytes(const std::vector<Shape>& input_shapes, const std::vector<Shape>&,
                            int threads) const override {
-        const int64_t batch = input_shapes[0][0];
-        return WorkspaceLayout{size_t((in_features_ + out_features_) * batch) * sizeof(float), 0,
-                               threads}
-            .bytes();
+        const int64_t row_count = rows(input_shapes[0]);
+        const size_t floats = size_t((in_features_ + out_features_) * row_count);
+        return WorkspaceLayout{floats * sizeof(float), 0, threads}.bytes();
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
-        const int64_t batch = (*io.input_shapes[0])[0], k_count = in_features_;
+        const int64_t row_count = rows(*io.input_shapes[0]), k_count = in_features_;
         const float* x = io.input<float>(0);
         float* y = io.output<float>(0);
         float* xt = reinterpret_cast<float*>(io.workspace);
-        float* yt = xt + k_count * batch;
-        for (int64_t n = 0; n < batch; ++n) {
+        float* yt = xt + k_count * row_count;
+        for (int64_t n = 0; n < row_count; ++n) {
             for (int64_t k = 0; k < k_count; ++k) {
-                xt[k * batch + n] = x[n * k_count + k];
+                xt[k * row_count + n] = x[n * k_count + k];
             }
         }
-        const int64_t mr = ukernel_.mr, nr = ukernel_.nr, column_tiles = ceil_div(batch, nr);
+        const int64_t mr = ukernel_.mr, nr = ukernel_.nr, column_tiles = ceil_div(row_count, nr);
         pool.parallel_for(tiles_ * column_tiles, [&](int64_t begin, int64_t end) {
             for (int64_t task = begin; task < end; ++task) {
                 const int64_t tile = task / column_tiles, j0 = task % column_tiles * nr;
-                ukernel_.run(k_count, packed_weight_.data() + tile * k_count * mr, xt + j0, batch,
-                             packed_bias_.data() + tile * mr, bounds_.lo, bounds_.hi,
-                             std::min(mr, out_features_ - tile * mr), std::min(nr, batch - j0),
-                             yt + tile * mr * batch + j0, batch);
+                ukernel_.run(k_count, packed_weight_.data() + tile * k_count * mr, xt + j0,
+                             row_count, packed_bias_.data() + tile * mr, bounds_.lo, bounds_.hi,
+                             std::min(mr, out_features_ - tile * mr), std::min(nr, row_count - j0),
+                             yt + tile * mr * row_count + j0, row_count);
             }
         });
-        for (int64_t n = 0; n < batch; ++n) {
+        for (int64_t n = 0; n < row_count; ++n) {
             for (int64_t o = 0; o < out_features_; ++o) {
-                y[n * out_features_ + o] = yt[o * batch + n];
+                y[n * out_features_ + o] = yt[o * row_count + n];
             }
         }
     }

@@ -1,15 +1,16 @@
-// linear int8 on x86, any batch (docs/quantization_spec.md section 4 with k over the input
-// features): output features across the vector lanes. The GEMV micro-kernels (gemv_int8.h) and the
-// epilogue (requantize_int8.h) are per ISA; this file, built with the baseline flags, packs the
-// weights at load and cuts the work.
+// linear int8 on x86, any rows (docs/quantization_spec.md section 4 with k over the input
+// features, the last dimension; every other dimension, the batch among them, is rows): output
+// features across the vector lanes. The GEMV micro-kernels (gemv_int8.h) and the epilogue
+// (requantize_int8.h) are per ISA; this file, built with the baseline flags, packs the weights at
+// load and cuts the work.
 //
 // Exact by construction, as the GEMM conv: the micro-kernels multiply u = x ^ 0x80 = x + 128 (as
 // uint8) by the int8 weights, and sum (x - z) w = sum u w - (128 + z) sum w, so one constant per
 // output feature, bias - (128 + z) sum w (computed at load), turns their sums into the spec's
 // accumulator; |sum u w| <= K * 255 * 127 < 2^31 (check_accumulator_range).
 //
-// Work: one task per (block of nr features, sample), block-major, so a thread's consecutive tasks
-// reuse one block of packed weights (nr * K bytes) from cache across samples.
+// Work: one task per (block of nr features, row), block-major, so a thread's consecutive tasks
+// reuse one block of packed weights (nr * K bytes) from cache across rows.
 #include <algorithm>
 
 #include "../x86/gemv_int8.h"
@@ -36,19 +37,19 @@ class LinearInt8Gemv final : public LinearKernel {
         pack_weights();
     }
 
-    // u = x ^ 0x80 per sample, zero past K (where the packed weights are zero too).
+    // u = x ^ 0x80 per row, zero past K (where the packed weights are zero too).
     size_t workspace_bytes(const std::vector<Shape>& input_shapes, const std::vector<Shape>&,
                            int) const override {
-        return size_t(input_shapes[0][0] * k_padded_);
+        return size_t(rows(input_shapes[0]) * k_padded_);
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
-        const int64_t batch = (*io.input_shapes[0])[0];
+        const int64_t row_count = rows(*io.input_shapes[0]);
         const int64_t row_bytes = k_padded_;
         const int8_t* x = io.input<int8_t>(0);
         int8_t* y = io.output<int8_t>(0);
         uint8_t* const u = io.workspace;
-        for (int64_t n = 0; n < batch; ++n) {
+        for (int64_t n = 0; n < row_count; ++n) {
             uint8_t* u_row = u + n * row_bytes;
             for (int64_t k = 0; k < in_features_; ++k) {
                 u_row[k] = static_cast<uint8_t>(x[n * in_features_ + k] ^ 0x80);
@@ -58,10 +59,11 @@ class LinearInt8Gemv final : public LinearKernel {
         const LinearInt8Constants& k = constants_;
         const Int8Output out = {k.output_zero_point, k.clamp.lo, k.clamp.hi};
         const int nr = ukernel_.nr;
-        pool.parallel_for(blocks_ * batch, [&](int64_t begin, int64_t end) {
+        pool.parallel_for(blocks_ * row_count, [&](int64_t begin, int64_t end) {
             std::vector<int32_t> c(static_cast<size_t>(nr));
             for (int64_t task = begin; task < end; ++task) {
-                const int64_t block = task / batch, n = task % batch, first = block * nr;
+                const int64_t block = task / row_count, n = task % row_count;
+                const int64_t first = block * nr;
                 const int8_t* w = packed_weights_.data() + block * k_padded_ * nr;
                 ukernel_.run(k_padded_ / ukernel_.kr, w, u + n * row_bytes, c.data());
                 requantize_.channels(c.data(), 0, 1, std::min<int64_t>(nr, out_features_ - first),

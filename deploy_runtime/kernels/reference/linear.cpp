@@ -1,5 +1,6 @@
 // linear, reference:
-// - int8: docs/quantization_spec.md section 4 with k over the input features;
+// - int8: docs/quantization_spec.md section 4 with k over the input features (the last dimension;
+//   every other dimension is rows);
 // - float32: the float part of a mixed-precision model, summed in float32, optional bounds.
 // Both dtypes share one loop; they differ in the accumulator and its epilogue.
 #include "linear.h"
@@ -14,15 +15,16 @@ class LinearReference : public LinearKernel {
     using LinearKernel::LinearKernel;
 
  protected:
-    // y[n, o] = finish(o, bias[o] + sum_k (x[n, k] - x_zero) * w[o, k]) in the accumulator type.
+    // y[n, o] = finish(o, bias[o] + sum_k (x[n, k] - x_zero) * w[o, k]) in the accumulator type,
+    // n over every row (all dimensions of x but the last).
     template <typename T, typename Acc, typename Finish>
     void multiply(const NodeIO& io, ThreadPool& pool, const T* weight, const Acc* bias, Acc x_zero,
                   const Finish& finish) const {
         const T* x = io.input<T>(0);
         T* y = io.output<T>(0);
-        // One task per (sample, output feature).
+        // One task per (row, output feature).
         pool.parallel_for(
-            (*io.input_shapes[0])[0] * out_features_, [&](int64_t begin, int64_t end) {
+            rows(*io.input_shapes[0]) * out_features_, [&](int64_t begin, int64_t end) {
                 for (int64_t i = begin; i < end; ++i) {
                     const int64_t n = i / out_features_;
                     const int64_t o = i % out_features_;

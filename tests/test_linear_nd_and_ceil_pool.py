@@ -1,0 +1,65 @@
+"""What torchvision's models need beyond [N, K] linears and floor-mode pooling (issue 18).
+
+nn.Linear on [N, H, W, C] (ConvNeXt's MLPs, between permutes to channels-last and back) and on
+[N, T, C] (the transformers'): every leading dimension is rows, K the last. PTQ, export and the
+runtime are byte-identical to the Quantized reference at batch 3 and 2 threads; the float export
+runs within test_float_export.py's tolerance of torch.
+"""
+import pytest
+import torch
+from torch import nn
+
+import qtk
+from conftest import assert_not_degenerate, calibrated, reference_and_runtime
+from test_float_export import assert_runtime_matches_torch
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+class ChannelsLastMlp(nn.Module):
+    """ConvNeXt's block MLP: conv, permute to [N, H, W, C], Linear, ReLU, Linear, permute back."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc1, self.relu, self.fc2 = nn.Linear(8, 19), nn.ReLU(), nn.Linear(19, 5)
+
+    def forward(self, x):
+        x = self.conv(x).permute(0, 2, 3, 1)
+        return self.fc2(self.relu(self.fc1(x))).permute(0, 3, 1, 2)
+
+
+class TokenMlp(nn.Module):
+    """A transformer's MLP on tokens: conv, flatten the plane to T tokens, [N, T, C], Linears."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, stride=2)
+        self.fc1, self.fc2 = nn.Linear(6, 11), nn.Linear(11, 7)
+
+    def forward(self, x):
+        tokens = self.conv(x).flatten(2).transpose(1, 2)
+        return self.fc2(self.fc1(tokens))
+
+
+@pytest.mark.parametrize("make", [ChannelsLastMlp, TokenMlp], ids=lambda m: m.__name__)
+def test_linear_on_leading_dimensions_is_byte_identical(make):
+    model = make().eval()
+    x = torch.randn(3, 3, 9, 11)
+    quantized = calibrated(model, [torch.randn(4, 3, 9, 11) for _ in range(2)])
+    reference, runtime = reference_and_runtime(quantized, x[:1], x, threads=2)
+    assert reference.dim() in (3, 4)
+    assert torch.equal(reference, runtime)
+    assert_not_degenerate(reference, min_distinct=8)
+
+
+@pytest.mark.parametrize("make", [ChannelsLastMlp, TokenMlp], ids=lambda m: m.__name__)
+def test_linear_on_leading_dimensions_float_export_matches_torch(make):
+    assert_runtime_matches_torch(make().eval(), 11, batch=2)
+
+
+def test_quantized_linear_names_the_features_it_expects():
+    quantized = calibrated(TokenMlp().eval(), [torch.randn(2, 3, 9, 11)])
+    with pytest.raises(ValueError, match=r"quantized Linear takes \[N, \.\.\., 6\] input "
+                                         r"\(features last\), got shape \[2, 5, 4\]"):
+        quantized.fc1(torch.zeros(2, 5, 4, dtype=torch.int8))
