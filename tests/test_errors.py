@@ -71,7 +71,7 @@ def test_scalar_arithmetic_is_explained():
 
 
 def test_unsupported_pooling_mode_is_explained():
-    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2, ceil_mode=True))
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.AvgPool2d(2, ceil_mode=True))
     with pytest.raises(ValueError, match="ceil_mode=True"):
         calibrated(model.eval(), [torch.randn(1, 1, 9, 9)])
 

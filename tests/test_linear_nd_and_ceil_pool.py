@@ -1,9 +1,10 @@
 """What torchvision's models need beyond [N, K] linears and floor-mode pooling (issue 18).
 
 nn.Linear on [N, H, W, C] (ConvNeXt's MLPs, between permutes to channels-last and back) and on
-[N, T, C] (the transformers'): every leading dimension is rows, K the last. PTQ, export and the
-runtime are byte-identical to the Quantized reference at batch 3 and 2 threads; the float export
-runs within test_float_export.py's tolerance of torch.
+[N, T, C] (the transformers'): every leading dimension is rows, K the last. MaxPool2d with
+ceil_mode=True (GoogLeNet, SqueezeNet): the last window may reach past the bottom/right padding.
+For each, PTQ, export and the runtime are byte-identical to the Quantized reference at batch 3 and
+2 threads; the float export runs within test_float_export.py's tolerance of torch.
 """
 import pytest
 import torch
@@ -63,3 +64,47 @@ def test_quantized_linear_names_the_features_it_expects():
     with pytest.raises(ValueError, match=r"quantized Linear takes \[N, \.\.\., 6\] input "
                                          r"\(features last\), got shape \[2, 5, 4\]"):
         quantized.fc1(torch.zeros(2, 5, 4, dtype=torch.int8))
+
+
+def _ceil_pool(kernel, stride, padding=0, dilation=1):
+    return nn.Sequential(nn.Conv2d(3, 6, 3, padding=1),
+                         nn.MaxPool2d(kernel, stride, padding, dilation, ceil_mode=True))
+
+
+# (pool, input size): sizes where ceil mode adds a row and a column of windows, strides 2 and 3,
+# padding, dilation, a rectangular window; GoogLeNet's and SqueezeNet's 3x3 stride 2.
+CEIL_POOLS = {
+    "3x3_s2_googlenet": (lambda: _ceil_pool(3, 2), (14, 14)),
+    "3x3_s2_odd": (lambda: _ceil_pool(3, 2), (10, 12)),
+    "2x2_s2": (lambda: _ceil_pool(2, 2), (9, 11)),
+    "3x3_s3_pad1": (lambda: _ceil_pool(3, 3, 1), (9, 9)),
+    "3x2_s3x2_dilated": (lambda: _ceil_pool((3, 2), (3, 2), 0, 2), (12, 12)),
+}
+
+
+@pytest.mark.parametrize("name", CEIL_POOLS)
+def test_max_pool_ceil_mode_is_byte_identical(name):
+    make, (h, w) = CEIL_POOLS[name]
+    model = make().eval()
+    pool = model[1]
+    floor = nn.MaxPool2d(pool.kernel_size, pool.stride, pool.padding, pool.dilation)
+    x = torch.randn(3, 3, h, w)
+    assert pool(x).shape[2:] != floor(x).shape[2:], "ceil mode adds no window here"
+    quantized = calibrated(model, [torch.randn(4, 3, h, w) for _ in range(2)])
+    reference, runtime = reference_and_runtime(quantized, x[:1], x, threads=2)
+    assert reference.shape == pool(model[0](x)).shape
+    assert torch.equal(reference, runtime)
+    assert_not_degenerate(reference, min_distinct=8)
+
+
+@pytest.mark.parametrize("name", [name for name, (_, (h, w)) in CEIL_POOLS.items() if h == w])
+def test_max_pool_ceil_mode_float_export_matches_torch(name):
+    """(assert_runtime_matches_torch takes square inputs.)"""
+    make, (size, _) = CEIL_POOLS[name]
+    assert_runtime_matches_torch(make().eval(), size, batch=2)
+
+
+def test_avg_pool_ceil_mode_is_refused_by_name():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AvgPool2d(2, ceil_mode=True)).eval()
+    with pytest.raises(ValueError, match=r"^1: AvgPool2d\(ceil_mode=True\) is not supported"):
+        calibrated(model, [torch.randn(1, 3, 9, 9)])

@@ -1,5 +1,6 @@
 // Every algorithm of concat and global_avg_pool2d (int8), of add and max_pool2d (int8 and
-// float32; max_pool2d also channels-last, whose reference gives the NCHW bytes permuted), of mul
+// float32; max_pool2d also channels-last, whose reference gives the NCHW bytes permuted, and in
+// ceil mode, whose output sizes are checked against torch's formula written out here), of mul
 // and quantize (float32 in) and of permute (int8 and float32) against the op's reference, byte for
 // byte. Each
 // node is built as a graph and every candidate the registry offers on this CPU (every ISA level it
@@ -281,9 +282,62 @@ void test_concat() {
     }
 }
 
+// torch's max_pool2d output size (aten's pooling_output_shape): floor or ceil of
+// (H + 2p - d(k-1) - 1) / s, plus 1; in ceil mode one fewer when the last window would start at or
+// beyond H + p.
+int64_t torch_pool_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
+    const int64_t span = in + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
+    int64_t out = int64_t(std::floor(double(span) / double(s))) + 1;
+    if (ceil && (out - 1) * s >= in + p) {
+        --out;
+    }
+    return out;
+}
+
+// The reference's output shape for a few ceil-mode geometries checked with torch (GoogLeNet's 3x3
+// stride 2 on 112 and 55; SqueezeNet's on 111 and 13; sizes where ceil adds a window or not, a
+// window longer than the padded input, a last window dropped for starting in the padding).
+void test_max_pool2d_ceil_sizes() {
+    struct Case {
+        int64_t in, k, s, p, d, want;
+    };
+    const Case cases[] = {{112, 3, 2, 0, 1, 56}, {55, 3, 2, 0, 1, 27}, {111, 3, 2, 0, 1, 55},
+                          {13, 3, 2, 0, 1, 6},   {5, 2, 2, 0, 1, 3},   {6, 2, 2, 0, 1, 3},
+                          {6, 3, 2, 1, 1, 4},    {7, 3, 3, 1, 1, 3},   {1, 2, 2, 0, 1, 1},
+                          {8, 3, 3, 0, 2, 2},    {2, 4, 3, 1, 1, 1},   {5, 3, 3, 1, 1, 2}};
+    for (const Case& t : cases) {
+        CHECK_EQ(torch_pool_size(t.in, t.k, t.s, t.p, t.d, true), t.want);
+        OneNode c("max_pool2d", DType::kInt8, {{1, 1, t.in, 1}}, {0}, 0,
+                  {ints("kernel", {t.k, 1}), ints("stride", {t.s, 1}), ints("padding", {t.p, 0}),
+                   ints("dilation", {t.d, 1}), ints("ceil_mode", {1})});
+        c.inputs = {Bytes(size_t(t.in), 0)};
+        const Bytes y = check_all(c, "int8 max_pool2d ceil mode on " + std::to_string(t.in));
+        CHECK_EQ(int64_t(y.size()), t.want);
+    }
+    // Refused by name: a ceil_mode other than 0 or 1, and ceil mode on an average pool (whose
+    // torch divisor in ceil mode is not the runtime's).
+    const auto create = [](const std::string& op, std::vector<Attr> attrs) {
+        const OneNode c(op, DType::kInt8, {{1, 1, 5, 5}}, {0}, 0, std::move(attrs));
+        const auto first = [](const Graph&, const Node&, const std::vector<KernelCandidate>&) {
+            return size_t{0};
+        };
+        qtk::detail::create_kernel(c.graph, c.graph.nodes[0], first);
+    };
+    CHECK_THROWS_WITH(create("max_pool2d", {ints("kernel", {2, 2}), ints("stride", {2, 2}),
+                                            ints("padding", {0, 0}), ints("dilation", {1, 1}),
+                                            ints("ceil_mode", {2})}),
+                      "node 'max_pool2d' (max_pool2d): attribute 'ceil_mode'[0] = 2 is outside "
+                      "[0, 1]");
+    CHECK_THROWS_WITH(create("avg_pool2d", {ints("kernel", {2, 2}), ints("stride", {2, 2}),
+                                            ints("padding", {0, 0}), ints("count_include_pad", {1}),
+                                            ints("ceil_mode", {1})}),
+                      "node 'avg_pool2d' (avg_pool2d): unknown attribute 'ceil_mode'");
+}
+
 void test_max_pool2d() {
     Rng rng(3);
-    for (int trial = 0; trial < 600; ++trial) {
+    int ceil_adds_a_window = 0;
+    for (int trial = 0; trial < 900; ++trial) {
         const int64_t kh = rng.uniform(1, 4), kw = rng.uniform(1, 4);
         const int64_t dh = rng.uniform(0, 3) == 0 ? 2 : 1, dw = rng.uniform(0, 3) == 0 ? 2 : 1;
         const int64_t ph = rng.uniform(0, ((kh - 1) * dh + 1) / 2);
@@ -291,16 +345,24 @@ void test_max_pool2d() {
         const int64_t sizes[] = {1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 63, 64, 65, 70, 112};
         const int64_t h = sizes[rng.uniform(0, 9)], w = sizes[rng.uniform(0, 14)];
         const int64_t sh = rng.uniform(1, 3), sw = rng.uniform(1, 3);
-        if (qtk::detail::sliding_output_size(h, kh, sh, ph, dh) < 1 ||
-            qtk::detail::sliding_output_size(w, kw, sw, pw, dw) < 1) {
+        // Floor mode, ceil mode (stated as 1) and, now and then, floor mode stated as 0.
+        const bool ceil = trial % 3 != 0, stated = ceil || trial % 5 == 0;
+        const int64_t out_h = torch_pool_size(h, kh, sh, ph, dh, ceil);
+        const int64_t out_w = torch_pool_size(w, kw, sw, pw, dw, ceil);
+        if (out_h < 1 || out_w < 1) {
             continue;
         }
+        ceil_adds_a_window += out_h > torch_pool_size(h, kh, sh, ph, dh, false) ||
+                              out_w > torch_pool_size(w, kw, sw, pw, dw, false);
         const int64_t channel_counts[] = {1, 2, 3, 16, 17, 64};
         const Shape x = {rng.uniform(1, 2), channel_counts[rng.uniform(0, 5)], h, w};
         const bool int8 = trial % 2 == 0;
         const int32_t zp = int8 ? int32_t(rng.uniform(-128, 127)) : 0;
         std::vector<Attr> attrs = {ints("kernel", {kh, kw}), ints("stride", {sh, sw}),
                                    ints("padding", {ph, pw}), ints("dilation", {dh, dw})};
+        if (stated) {
+            attrs.push_back(ints("ceil_mode", {ceil ? 1 : 0}));
+        }
         const DType dtype = int8 ? DType::kInt8 : DType::kFloat32;
         OneNode c("max_pool2d", dtype, {x}, {zp}, zp, attrs);
         c.inputs = {int8 ? int8_data(rng, size_t(count_of(x)))
@@ -308,21 +370,22 @@ void test_max_pool2d() {
         const std::string what = std::string(int8 ? "int8" : "float32") + " max_pool2d " +
                                  describe(x) + " kernel " + describe({kh, kw}) + " stride " +
                                  describe({sh, sw}) + " pad " + describe({ph, pw}) +
-                                 " dilation " + describe({dh, dw});
+                                 " dilation " + describe({dh, dw}) + (ceil ? " ceil mode" : "");
         const Bytes want = check_all(c, what);
+        CHECK_EQ(want.size(), size_t(x[0] * x[1] * out_h * out_w) * (int8 ? 1 : 4));
         // Channels-last (the layout pass's "layout" attribute): every candidate against the
         // reference, which gives the NCHW bytes permuted.
         attrs.push_back(ints("layout", {qtk::detail::kLayoutNhwc}));
         OneNode nhwc("max_pool2d", dtype, {{x[0], x[2], x[3], x[1]}}, {zp}, zp, attrs);
         const size_t size = int8 ? 1 : 4;
         nhwc.inputs = {to_nhwc(c.inputs[0], x, size)};
-        const Shape y = {x[0], x[1], qtk::detail::sliding_output_size(x[2], kh, sh, ph, dh),
-                         qtk::detail::sliding_output_size(x[3], kw, sw, pw, dw)};
+        const Shape y = {x[0], x[1], out_h, out_w};
         if (check_all(nhwc, what + " channels-last") != to_nhwc(want, y, size)) {
             qtk_test::report_failure(__FILE__, __LINE__,
                                      "the channels-last reference differs on " + what);
         }
     }
+    CHECK(ceil_adds_a_window >= 100);  // of the ~600 ceil-mode trials
 }
 
 // Planes of 1 to 70x70 (either side of the 16-byte sums), all -128 or 127 now and then, random
@@ -452,6 +515,7 @@ void test_quantize() {
 int main() {
     test_permute();
     test_concat();
+    test_max_pool2d_ceil_sizes();
     test_max_pool2d();
     test_global_avg_pool2d();
     test_add();

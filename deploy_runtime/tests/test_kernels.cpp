@@ -351,7 +351,8 @@ Naive naive_concat(const ModelBuilder& b, const NodeSpec& node, const std::vecto
     return y;
 }
 
-// Max and average pooling over an explicitly padded input; a sentinel marks padding.
+// Max and average pooling over an explicitly padded input; a sentinel marks padding. Ceil mode
+// (max pooling): torch's output size, and window elements past the padded input are skipped.
 Naive naive_pool(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
     const bool is_max = node.op == "max_pool2d";
     const bool global = node.op == "global_avg_pool2d";
@@ -366,8 +367,16 @@ Naive naive_pool(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
     constexpr double kPad = 1000;  // no test value comes near it
     const std::vector<double> padded = pad_planes(x, pad[0], pad[1], kPad);
     const int64_t hp = h + 2 * pad[0], wp = w + 2 * pad[1];
-    const int64_t ho = (hp - dil[0] * (kernel[0] - 1) - 1) / stride[0] + 1;
-    const int64_t wo = (wp - dil[1] * (kernel[1] - 1) - 1) / stride[1] + 1;
+    const bool ceil = is_max && has_attr(node, "ceil_mode") && attr(node, "ceil_mode")[0] == 1;
+    const auto out_size = [&](int64_t padded, int d) {
+        const int64_t span = padded - dil[d] * (kernel[d] - 1) - 1 + (ceil ? stride[d] - 1 : 0);
+        int64_t out = span / stride[d] + 1;  // span >= 0 in every test
+        if (ceil && (out - 1) * stride[d] >= padded - pad[d]) {
+            --out;
+        }
+        return out;
+    };
+    const int64_t ho = out_size(hp, 0), wo = out_size(wp, 1);
     Naive y{{n, c, ho, wo}, x.dtype, std::vector<double>(n * c * ho * wo)};
     for (int64_t p = 0; p < n * c; ++p) {
         for (int64_t oy = 0; oy < ho; ++oy) {
@@ -377,8 +386,12 @@ Naive naive_pool(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
                 int64_t count = 0;
                 for (int64_t ky = 0; ky < kernel[0]; ++ky) {
                     for (int64_t kx = 0; kx < kernel[1]; ++kx) {
-                        const double v = padded[(p * hp + oy * stride[0] + ky * dil[0]) * wp +
-                                                ox * stride[1] + kx * dil[1]];
+                        const int64_t py = oy * stride[0] + ky * dil[0];
+                        const int64_t px = ox * stride[1] + kx * dil[1];
+                        if (py >= hp || px >= wp) {  // past the padding (ceil mode)
+                            continue;
+                        }
+                        const double v = padded[(p * hp + py) * wp + px];
                         if (v == kPad) {
                             continue;
                         }
@@ -1085,6 +1098,37 @@ void test_global_avg_pool_keepdim() {
                                 {AttrSpec("keepdim", {1})}));
 }
 
+// max_pool2d in ceil mode, int8 and float32: the naive pool's windows skip what lies past the
+// padded input.
+void test_max_pool2d_ceil_mode() {
+    // 3x3 stride 2x3 pad 1x0 on 10x7: H ceil((10 + 2 - 2 - 1) / 2) + 1 = 6, the last window
+    // reading input row 9, the padding and a row past it; W ceil((7 - 2 - 1) / 3) + 1 = 3, the last
+    // window columns 6 to 8. GoogLeNet's 3x3 stride 2 on 14 gives 7 (floor: 6). On 5 with 3x3
+    // stride 3 pad 1 the third window would start in the bottom padding: torch drops it, 2.
+    // Dilated 2x3 stride 2 on 8: 4 (floor: 3).
+    struct CeilCase {
+        const char* name;
+        Shape x, y;
+        std::vector<int64_t> kernel, stride, padding, dilation;
+    };
+    const CeilCase ceil_cases[] = {
+        {"3x3 stride 2x3 pad 1x0", {1, 2, 10, 7}, {1, 2, 6, 3}, {3, 3}, {2, 3}, {1, 0}, {1, 1}},
+        {"3x3 stride 2", {1, 3, 14, 14}, {1, 3, 7, 7}, {3, 3}, {2, 2}, {0, 0}, {1, 1}},
+        {"3x3 stride 3 pad 1", {1, 1, 5, 5}, {1, 1, 2, 2}, {3, 3}, {3, 3}, {1, 1}, {1, 1}},
+        {"2x3 stride 2 dilation 2x1", {1, 2, 8, 8}, {1, 2, 4, 4}, {2, 3}, {2, 2}, {0, 0}, {2, 1}},
+    };
+    for (const CeilCase& t : ceil_cases) {
+        const std::vector<AttrSpec> attrs = {
+            AttrSpec("kernel", t.kernel), AttrSpec("stride", t.stride),
+            AttrSpec("padding", t.padding), AttrSpec("dilation", t.dilation),
+            AttrSpec("ceil_mode", {1})};
+        const std::string name = std::string("max_pool2d ") + t.name + " ceil mode on " +
+                                 qtk::to_string(t.x);
+        check_model(name, single_op_model("max_pool2d", t.x, t.y, attrs));
+        check_model("float " + name, float_op_model("max_pool2d", t.x, t.y, attrs));
+    }
+}
+
 void test_float_kernels() {
     Rng rng(21);
     const auto float_conv = [&](Shape x, Shape w, Shape y, std::vector<AttrSpec> attrs) {
@@ -1357,6 +1401,7 @@ int main() {
     test_elementwise();
     test_concat();
     test_pooling();
+    test_max_pool2d_ceil_mode();
     test_hand_worked();
     check_model("sample model (the first ops)", qtk_test::sample_model());
     test_mul();

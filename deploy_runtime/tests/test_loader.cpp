@@ -268,9 +268,9 @@ std::vector<Variant> malformed_variants() {
                  edited_model([](ModelBuilder& b) { attr(node(b, "conv1"), "stride").ints = {1}; }),
                  "attribute 'stride' must have 2 values, got 1"});
     v.push_back({"unknown attribute", edited_model([](ModelBuilder& b) {
-                     node(b, "maxpool").attrs.push_back(AttrSpec("ceil_mode", {1}));
+                     node(b, "maxpool").attrs.push_back(AttrSpec("return_indices", {1}));
                  }),
-                 "node 'maxpool' (max_pool2d): unknown attribute 'ceil_mode'"});
+                 "node 'maxpool' (max_pool2d): unknown attribute 'return_indices'"});
     v.push_back({"attribute twice", edited_model([](ModelBuilder& b) {
                      node(b, "cat").attrs.push_back(AttrSpec("axis", {1}));
                  }),

@@ -13,9 +13,11 @@ def _pair(v):
 
 
 def window_geometry(module, where):
-    """Kernel, stride, padding (and dilation / count_include_pad) of a torch pooling module, as
-    the runtime's pooling attributes; unsupported modes are refused."""
-    if module.ceil_mode:
+    """Kernel, stride, padding (and dilation and ceil_mode / count_include_pad) of a torch pooling
+    module, as the runtime's pooling attributes; unsupported modes are refused. MaxPool2d's ceil
+    mode is its attribute ``ceil_mode`` = 1, written only when set (spec 6); AvgPool2d's is
+    refused: torch's ceil-mode divisor counts the padding but not what lies past it."""
+    if module.ceil_mode and not isinstance(module, nn.MaxPool2d):
         raise ValueError(f"{where}: {type(module).__name__}(ceil_mode=True) is not supported; "
                          f"use ceil_mode=False (pad the input instead)")
     if getattr(module, "return_indices", False):
@@ -27,6 +29,8 @@ def window_geometry(module, where):
              "padding": list(_pair(module.padding))}
     if isinstance(module, nn.MaxPool2d):
         attrs["dilation"] = list(_pair(module.dilation))
+        if module.ceil_mode:
+            attrs["ceil_mode"] = [1]
     else:
         attrs["count_include_pad"] = [int(module.count_include_pad)]
     return attrs
@@ -43,6 +47,7 @@ class _WindowPool(QuantizedModule):
         layer.padding = tuple(layer.attrs["padding"])
         layer.dilation = tuple(layer.attrs.get("dilation", (1, 1)))
         layer.count_include_pad = bool(layer.attrs.get("count_include_pad", [1])[0])
+        layer.ceil_mode = bool(layer.attrs.get("ceil_mode", [0])[0])
         return layer
 
 
@@ -52,7 +57,7 @@ class QuantizedMaxPool2d(_WindowPool):
     def forward(self, x):
         # int8 values are exact in float32; torch pads max pooling with -inf
         y = F.max_pool2d(x.to(torch.float32), self.kernel_size, self.stride, self.padding,
-                         self.dilation)
+                         self.dilation, ceil_mode=self.ceil_mode)
         return to_int8(y)
 
     def qmodel_op(self, input_shapes):

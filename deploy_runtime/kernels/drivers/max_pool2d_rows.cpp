@@ -10,6 +10,8 @@
 // NaN, where a window holds NaNs of different bit patterns). Channels-last (where the layout pass
 // put the node: graph_passes.h) the same passes run over a sample's rows of pixels, each pixel's
 // C channels one element group: the rows are C times longer and a column step is C elements.
+// Ceil mode (its output size is the reference's) needs nothing more: rows past the input are
+// skipped like padding rows, and the buffer reaches as far right as the last window does.
 // Threads split the output rows.
 #include <algorithm>
 #include <limits>

@@ -1,5 +1,5 @@
 // max_pool2d, avg_pool2d and global_avg_pool2d, reference, NCHW (max_pool2d also channels-last,
-// where the layout pass put it: graph_passes.h), no ceil mode:
+// where the layout pass put it: graph_passes.h), max_pool2d also in ceil mode (avg_pool2d not):
 // - int8: docs/quantization_spec.md section 6, keeping the input's (scale, zero_point);
 // - float32: the same windows and divisors in float32.
 // One implementation per op, parameterized by what a dtype does with window values.
@@ -21,11 +21,32 @@ constexpr int64_t kMaxAttr = (int64_t{1} << 31) - 1;
 
 struct Window {
     int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+    bool ceil_mode;
 };
 
-// Reads the window attributes (dilation only where the op has it) and applies PyTorch's rule that
-// padding is at most half the dilated kernel, which also keeps every average window non-empty.
-Window read_window(const NodeView& node, bool has_dilation) {
+// PyTorch's pooling output size along one axis. Floor mode: sliding_output_size. Ceil mode:
+// ceil((H + 2p - d(k-1) - 1) / s) + 1 (rounded toward -infinity, as torch's div_rtn), one fewer
+// when the last window would start at or beyond H + p; so every window starts in the input or
+// the left/top padding, and the last may reach past the bottom/right padding (even when the
+// padded input is shorter than the window), where, for a max, nothing wins, as padding does not.
+int64_t pool_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t padding,
+                         int64_t dilation, bool ceil_mode) {
+    if (!ceil_mode) {
+        return sliding_output_size(input, kernel, stride, padding, dilation);
+    }
+    // Every argument is below 2^31 (format rule), so nothing here overflows int64.
+    const int64_t numerator = input + 2 * padding - dilation * (kernel - 1) - 1 + stride - 1;
+    int64_t out = (numerator >= 0 ? numerator / stride : -((-numerator + stride - 1) / stride)) + 1;
+    if (out > 0 && (out - 1) * stride >= input + padding) {
+        --out;
+    }
+    return out;
+}
+
+// Reads the window attributes (dilation and ceil_mode only where the op has them) and applies
+// PyTorch's rule that padding is at most half the dilated kernel, which also keeps every average
+// window non-empty.
+Window read_window(const NodeView& node, bool has_dilation, bool has_ceil_mode) {
     const std::vector<int64_t> kernel = node.ints("kernel", 2, 1, kMaxAttr);
     const std::vector<int64_t> stride = node.ints("stride", 2, 1, kMaxAttr);
     const std::vector<int64_t> padding = node.ints("padding", 2, 0, kMaxAttr);
@@ -38,8 +59,10 @@ Window read_window(const NodeView& node, bool has_dilation) {
                       std::to_string(extent) + " (as PyTorch requires)");
         }
     }
-    return Window{kernel[0],  kernel[1],  stride[0],   stride[1],
-                  padding[0], padding[1], dilation[0], dilation[1]};
+    const bool ceil_mode =
+        has_ceil_mode && node.has_attr("ceil_mode") && node.int_scalar("ceil_mode", 0, 1) == 1;
+    return Window{kernel[0],  kernel[1],  stride[0],   stride[1],   padding[0],
+                  padding[1], dilation[0], dilation[1], ceil_mode};
 }
 
 // Common to the three pools: one input [N, C, H, W] and one output of `dtype` with the same
@@ -85,19 +108,20 @@ struct Float32Pooling {
 
 class WindowPoolReference : public OpKernel {
  public:
-    WindowPoolReference(const NodeView& node, bool has_dilation)
+    // Max pooling has dilation and ceil mode, average pooling neither.
+    WindowPoolReference(const NodeView& node, bool is_max)
         : OpKernel(node.label()),
-          window_(read_window(node, has_dilation)),
+          window_(read_window(node, is_max, is_max)),
           nhwc_(node.channels_last()) {}
 
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
         const Shape& x = inputs[0];
         expect_rank(x, 4, "input");
         const Window& w = window_;
-        const int64_t out_h = sliding_output_size(x[nhwc_ ? 1 : 2], w.kernel_h, w.stride_h,
-                                                  w.pad_h, w.dilation_h);
-        const int64_t out_w = sliding_output_size(x[nhwc_ ? 2 : 3], w.kernel_w, w.stride_w,
-                                                  w.pad_w, w.dilation_w);
+        const int64_t out_h = pool_output_size(x[nhwc_ ? 1 : 2], w.kernel_h, w.stride_h, w.pad_h,
+                                               w.dilation_h, w.ceil_mode);
+        const int64_t out_w = pool_output_size(x[nhwc_ ? 2 : 3], w.kernel_w, w.stride_w, w.pad_w,
+                                               w.dilation_w, w.ceil_mode);
         if (out_h < 1 || out_w < 1) {
             fail("input " + to_string(x) + " is smaller than the kernel " +
                  std::to_string(w.kernel_h) + "x" + std::to_string(w.kernel_w) + " with padding");
@@ -114,7 +138,8 @@ class WindowPoolReference : public OpKernel {
 
     // Calls reduce(x, step, iy0, ix0) -> T for every output position of every (n, c) plane; the
     // plane's pixel (iy, ix) is x[(iy * width + ix) * step] (step 1 in NCHW, C channels-last) and
-    // (iy0, ix0) the window's top-left corner in input coordinates (may be in the padding).
+    // (iy0, ix0) the window's top-left corner in input coordinates (may be in the padding; in
+    // ceil mode the window may also reach past the bottom/right padding).
     template <typename T, typename Reduce>
     void for_each_window(const NodeIO& io, ThreadPool& pool, const Reduce& reduce) const {
         const Shape& xs = *io.input_shapes[0];
@@ -155,7 +180,7 @@ class MaxPool2dReference final : public WindowPoolReference {
 
     explicit MaxPool2dReference(const NodeView& node) : WindowPoolReference(node, true) {
         check_pool_node(node, Pooling::kDType);
-        node.expect_attrs({"kernel", "stride", "padding", "dilation"}, {"layout"});
+        node.expect_attrs({"kernel", "stride", "padding", "dilation"}, {"layout", "ceil_mode"});
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
