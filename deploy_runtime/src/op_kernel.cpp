@@ -100,6 +100,18 @@ const Value& NodeView::activation_input(size_t index, DType dtype) const {
     return v;
 }
 
+const Value& NodeView::float32_operand(size_t index) const {
+    const Value& v = graph_.values[node_.inputs[index]];
+    if (!v.constant) {
+        return activation_input(index, DType::kFloat32);
+    }
+    if (v.dtype != DType::kFloat32) {
+        fail("constant input " + std::to_string(index) + " ('" + v.name + "') must be float32, got " +
+             dtype_name(v.dtype));
+    }
+    return v;
+}
+
 const Value& NodeView::constant_input(size_t index, const char* role, DType dtype,
                                       size_t rank) const {
     const Value& v = graph_.values[node_.inputs[index]];
@@ -259,6 +271,37 @@ std::vector<int64_t> row_major_strides(const Shape& shape) {
         strides[d - 1] = strides[d] * shape[d];
     }
     return strides;
+}
+
+bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out) {
+    const size_t rank = std::max(a.size(), b.size());
+    out->assign(rank, 1);
+    for (size_t i = 1; i <= rank; ++i) {  // the i-th dim from the right
+        const int64_t da = i <= a.size() ? a[a.size() - i] : 1;
+        const int64_t db = i <= b.size() ? b[b.size() - i] : 1;
+        if (da != db && da != 1 && db != 1) {
+            return false;
+        }
+        (*out)[rank - i] = std::max(da, db);
+    }
+    return true;
+}
+
+std::vector<int64_t> broadcast_strides(const Shape& shape, size_t rank) {
+    const std::vector<int64_t> own = row_major_strides(shape);
+    std::vector<int64_t> strides(rank, 0);
+    const size_t missing = rank - shape.size();
+    for (size_t d = 0; d < shape.size(); ++d) {
+        strides[missing + d] = shape[d] == 1 ? 0 : own[d];
+    }
+    return strides;
+}
+
+Float32Operand::Float32Operand(const NodeView& node, size_t index)
+    : index_(index), constant_(node.float32_operand(index).constant) {
+    if (constant_) {
+        values_ = float32_values(node.float32_operand(index));
+    }
 }
 
 int64_t sliding_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t padding,

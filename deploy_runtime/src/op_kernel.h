@@ -116,6 +116,7 @@ class NodeView {
     void expect_input_count(size_t count) const;
     void expect_output_count(size_t count) const;
     size_t input_count() const { return node_.inputs.size(); }
+    const Value& input_value(size_t index) const { return graph_.values[node_.inputs[index]]; }
     size_t output_count() const { return node_.outputs.size(); }
     // The attributes are exactly the `required` keys plus any of the `optional` ones. Their kinds
     // (i64 or f32 list) are checked where they are read.
@@ -130,6 +131,9 @@ class NodeView {
     DType dtype() const;
     // An activation of this dtype; a mismatch is the error for mixed dtypes in one node.
     const Value& activation_input(size_t index, DType dtype) const;
+    // A float32 activation or constant (a float op's operand that the file may hold, such as a
+    // scale or a learned embedding).
+    const Value& float32_operand(size_t index) const;
     // A constant of this dtype and rank; `role` names it in errors ("weight").
     const Value& constant_input(size_t index, const char* role, DType dtype, size_t rank) const;
     const Value& output(size_t index, DType dtype) const;  // an activation of this dtype
@@ -171,6 +175,32 @@ std::vector<float> float32_values(const Value& value);
 int64_t element_count(const Shape& shape);
 // Row-major element strides of a tensor of this shape.
 std::vector<int64_t> row_major_strides(const Shape& shape);
+
+// numpy's broadcasting: the shapes right-aligned, a missing dim counting as 1, each pair of dims
+// equal or one of them 1. Sets *out (the larger rank, the larger dim of each pair) and returns
+// true where they broadcast.
+bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out);
+// The row-major strides of a tensor of `shape` read as one of `rank` >= shape.size() dims
+// broadcast to a larger shape: 0 for the missing leading dims and for dims of size 1 (repeated).
+std::vector<int64_t> broadcast_strides(const Shape& shape, size_t rank);
+
+// A float32 operand that may be a constant: its values decoded from little-endian once at load,
+// so that a run never reads the file's bytes as host floats; an activation is read from the
+// node's inputs.
+class Float32Operand {
+ public:
+    Float32Operand() = default;  // an activation at input 0, until assigned
+    Float32Operand(const NodeView& node, size_t index);
+
+    const float* data(const NodeIO& io) const {
+        return constant_ ? values_.data() : io.input<float>(index_);
+    }
+
+ private:
+    size_t index_ = 0;
+    bool constant_ = false;
+    std::vector<float> values_;
+};
 
 // A row-major walk over `shape` from flat position `start` that keeps, for each of K tensors, the
 // element offset of the current position given that tensor's strides per dim (stride 0 repeats a

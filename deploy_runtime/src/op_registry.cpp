@@ -15,6 +15,11 @@ using KernelFactory = std::unique_ptr<OpKernel> (*)(const NodeView& node);
 // kernels/reference/<family>.cpp. The dtype in a name is that of the node's first input; factories
 // without one serve both dtypes (pure data movement).
 std::unique_ptr<OpKernel> make_mul_int8_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_sub_float32_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_div_float32_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_matmul_float32_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_layer_norm_float32_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_softmax_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_clamp_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_clamp_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_lut_int8_reference(const NodeView& node);
@@ -24,12 +29,15 @@ std::unique_ptr<OpKernel> make_avg_pool2d_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_avg_pool2d_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_global_avg_pool2d_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_resize_bilinear_int8_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_resize_bilinear_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_dequantize_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_flatten_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_reshape_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_split_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_pad_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_resize_nearest_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_slice_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_expand_batch_reference(const NodeView& node);
 
 // Each family's algorithms are one list, algo_lists/<family>.inc: QTK_ALGO(descriptor) per line,
 // in preference order, the reference last. The descriptors are defined beside their kernels; the
@@ -168,6 +176,11 @@ constexpr OpEntry kOps[] = {
     {"linear", nullptr, nullptr},  // kMultiAlgorithmOps
     {"add", nullptr, nullptr},  // kMultiAlgorithmOps
     {"mul", make_mul_int8_reference, nullptr},  // float32: kMultiAlgorithmOps
+    {"sub", nullptr, make_sub_float32_reference},
+    {"div", nullptr, make_div_float32_reference},
+    {"matmul", nullptr, make_matmul_float32_reference},
+    {"layer_norm", nullptr, make_layer_norm_float32_reference},
+    {"softmax", nullptr, make_softmax_float32_reference},
     {"clamp", make_clamp_int8_reference, make_clamp_float32_reference},
     {"lut", make_lut_int8_reference, nullptr},
     // Functions of one input whose int8 form is a table (kernels/reference/elementwise.cpp).
@@ -184,7 +197,8 @@ constexpr OpEntry kOps[] = {
     {"avg_pool2d", make_avg_pool2d_int8_reference, make_avg_pool2d_float32_reference},
     {"global_avg_pool2d", nullptr,
      make_global_avg_pool2d_float32_reference},  // int8: kMultiAlgorithmOps
-    {"resize_bilinear", make_resize_bilinear_int8_reference, nullptr},
+    {"resize_bilinear", make_resize_bilinear_int8_reference,
+     make_resize_bilinear_float32_reference},
     {"quantize", nullptr, nullptr},  // kMultiAlgorithmOps
     {"dequantize", make_dequantize_reference, nullptr},
     {"flatten", make_flatten_reference, make_flatten_reference},
@@ -193,6 +207,8 @@ constexpr OpEntry kOps[] = {
     {"split", make_split_reference, make_split_reference},
     {"pad", make_pad_reference, make_pad_reference},
     {"resize_nearest", make_resize_nearest_reference, make_resize_nearest_reference},
+    {"slice", make_slice_reference, make_slice_reference},
+    {"expand_batch", make_expand_batch_reference, make_expand_batch_reference},
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 // add and mul, float32, where both inputs have the output's shape (a residual add, a gate of the
-// same size): one flat loop with no per-element index arithmetic, each element the reference's
+// same size, a constant of the sample's shape at batch 1): one flat loop with no per-element index arithmetic, each element the reference's
 // float operation and bounds, so the same bits. The reference's broadcast walk (an index per dimension per
 // element) serves every other shape.
 #include <functional>
@@ -21,8 +21,10 @@ class ElementwiseFloat32Flat final : public BesideReference {
  public:
     ElementwiseFloat32Flat(const NodeView& node,
                            std::unique_ptr<OpKernel> (*make_reference)(const NodeView& node))
-        : BesideReference(node, make_reference),
-          bounds_(node.optional_float_bounds("bounds")) {}  // checked by the reference
+        : BesideReference(node, make_reference),  // checks the node
+          a_(node, 0),
+          b_(node, 1),
+          bounds_(node.optional_float_bounds("bounds")) {}
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Shape& ys = *io.output_shapes[0];
@@ -30,8 +32,8 @@ class ElementwiseFloat32Flat final : public BesideReference {
             reference_->run(io, pool);
             return;
         }
-        const float* a = io.input<float>(0);
-        const float* b = io.input<float>(1);
+        const float* a = a_.data(io);
+        const float* b = b_.data(io);
         float* y = io.output<float>(0);
         pool.parallel_for(element_count(ys), [&](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; ++i) {
@@ -41,6 +43,7 @@ class ElementwiseFloat32Flat final : public BesideReference {
     }
 
  private:
+    const Float32Operand a_, b_;  // either may be a constant
     const FloatBounds bounds_;
 };
 

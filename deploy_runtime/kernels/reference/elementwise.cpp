@@ -2,8 +2,8 @@
 // - int8: add (docs/quantization_spec.md section 3, same shapes), mul (section 9, broadcast),
 //   clamp (section 5: a clamp on the int8 values, keeps (scale, zp)), lut (section 10: a stored
 //   256-entry table, own (scale, zp)).
-// - float32: add and mul (broadcast like int8 mul, optional bounds), clamp (bounds), and torch's
-//   hardswish, hardsigmoid and sigmoid.
+// - float32: add, sub, mul and div (broadcast like int8 mul, either input may be a constant,
+//   optional bounds), clamp (bounds), and torch's functions of one input (kFloat32Functions).
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -62,27 +62,19 @@ class AddInt8Reference final : public OpKernel {
 };
 
 // Two inputs of equal rank whose dims are equal or 1, torch's broadcasting for equal ranks
-// (squeeze-excitation: [N, C, H, W] * [N, C, 1, 1]).
+// (squeeze-excitation: [N, C, H, W] * [N, C, 1, 1]). The derived kernel checks the inputs' dtypes.
 class BroadcastReference : public OpKernel {
  public:
-    BroadcastReference(const NodeView& node, DType dtype) : OpKernel(node.label()) {
+    explicit BroadcastReference(const NodeView& node) : OpKernel(node.label()) {
         node.expect_input_count(2);
         node.expect_output_count(1);
-        node.activation_input(0, dtype);
-        node.activation_input(1, dtype);
-        node.output(0, dtype);
     }
 
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
         const Shape& a = inputs[0];
         const Shape& b = inputs[1];
-        bool fits = a.size() == b.size();
-        Shape out = a;
-        for (size_t d = 0; fits && d < a.size(); ++d) {
-            fits = a[d] == b[d] || a[d] == 1 || b[d] == 1;
-            out[d] = std::max(a[d], b[d]);
-        }
-        if (!fits) {
+        Shape out;
+        if (a.size() != b.size() || !broadcast_shapes(a, b, &out)) {
             fail("inputs of shapes " + to_string(a) + " and " + to_string(b) +
                  " do not broadcast (equal ranks, each dim equal or 1)");
         }
@@ -94,8 +86,8 @@ class BroadcastReference : public OpKernel {
     template <typename Fn>
     void for_each_pair(const NodeIO& io, ThreadPool& pool, const Fn& fn) const {
         const Shape& ys = *io.output_shapes[0];
-        const StridedWalk<2>::Strides strides = {broadcast_strides(*io.input_shapes[0]),
-                                                 broadcast_strides(*io.input_shapes[1])};
+        const StridedWalk<2>::Strides strides = {broadcast_strides(*io.input_shapes[0], ys.size()),
+                                                 broadcast_strides(*io.input_shapes[1], ys.size())};
         pool.parallel_for(element_count(ys), [&](int64_t begin, int64_t end) {
             StridedWalk<2> walk(ys, strides, begin);
             for (int64_t i = begin; i < end; ++i, walk.next()) {
@@ -103,27 +95,15 @@ class BroadcastReference : public OpKernel {
             }
         });
     }
-
- private:
-    // A dim of size 1 repeats: its stride is 0.
-    static std::vector<int64_t> broadcast_strides(const Shape& shape) {
-        std::vector<int64_t> strides = row_major_strides(shape);
-        for (size_t d = 0; d < shape.size(); ++d) {
-            if (shape[d] == 1) {
-                strides[d] = 0;
-            }
-        }
-        return strides;
-    }
 };
 
 class MulInt8Reference final : public BroadcastReference {
  public:
-    explicit MulInt8Reference(const NodeView& node) : BroadcastReference(node, DType::kInt8) {
-        node.expect_attrs({"multiplier", "shift", "clamp"});
+    explicit MulInt8Reference(const NodeView& node) : BroadcastReference(node) {
         a_zero_point_ = node.activation_input(0, DType::kInt8).zero_point;
         b_zero_point_ = node.activation_input(1, DType::kInt8).zero_point;
         output_zero_point_ = node.output(0, DType::kInt8).zero_point;
+        node.expect_attrs({"multiplier", "shift", "clamp"});
         multiplier_ = node.multipliers("multiplier", 1)[0];
         shift_ = node.shifts("shift", 1)[0];
         clamp_ = node.clamp("clamp");
@@ -148,18 +128,34 @@ class MulInt8Reference final : public BroadcastReference {
     ClampRange clamp_;
 };
 
+// add, sub, mul and div in float32: either input may be a constant (x * 0.5 as a [1, 1, 1]
+// constant, a learned [1, T, C] position embedding), not both, since the output follows the batch.
 template <typename Op>
 class BroadcastFloat32Reference final : public BroadcastReference {
  public:
     explicit BroadcastFloat32Reference(const NodeView& node)
-        : BroadcastReference(node, DType::kFloat32) {
+        : BroadcastReference(node), a_(node, 0), b_(node, 1) {
+        const Value& a = node.float32_operand(0);
+        const Value& b = node.float32_operand(1);
+        if (a.constant && b.constant) {
+            node.fail("both inputs are constants; at least one must be an activation (fold the "
+                      "op at export)");
+        }
+        for (const Value* v : {&a, &b}) {
+            if (v->constant && (v->shape.empty() || v->shape[0] != 1)) {
+                node.fail("constant '" + v->name + "' has shape " + to_string(v->shape) +
+                          "; its dim 0 faces the batch, so it must be 1 (store it with a " +
+                          "leading 1 and let it broadcast)");
+            }
+        }
+        node.output(0, DType::kFloat32);
         node.expect_attrs({}, {"bounds"});
         bounds_ = node.optional_float_bounds("bounds");
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
-        const float* a = io.input<float>(0);
-        const float* b = io.input<float>(1);
+        const float* a = a_.data(io);
+        const float* b = b_.data(io);
         float* y = io.output<float>(0);
         for_each_pair(io, pool, [&](int64_t i, int64_t ia, int64_t ib) {
             y[i] = bounds_.apply(Op()(a[ia], b[ib]));
@@ -167,6 +163,7 @@ class BroadcastFloat32Reference final : public BroadcastReference {
     }
 
  private:
+    const Float32Operand a_, b_;
     FloatBounds bounds_;
 };
 
@@ -321,6 +318,14 @@ std::unique_ptr<OpKernel> make_mul_float32_reference(const NodeView& node) {
 
 extern const OpAlgo kMulFloat32Reference = {"mul_float32_reference", IsaLevel::kScalar,
                                             make_mul_float32_reference};
+
+std::unique_ptr<OpKernel> make_sub_float32_reference(const NodeView& node) {
+    return std::make_unique<BroadcastFloat32Reference<std::minus<float>>>(node);
+}
+
+std::unique_ptr<OpKernel> make_div_float32_reference(const NodeView& node) {
+    return std::make_unique<BroadcastFloat32Reference<std::divides<float>>>(node);
+}
 
 std::unique_ptr<OpKernel> make_clamp_int8_reference(const NodeView& node) {
     return std::make_unique<ClampInt8Reference>(node);

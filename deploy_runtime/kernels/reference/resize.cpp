@@ -2,7 +2,8 @@
 // The source rows and columns (and bilinear weights) were computed at export by torch's rule and
 // are stored per output row/column, so the kernels only gather.
 // - resize_nearest: data movement for every dtype, keeps (scale, zero_point);
-// - resize_bilinear: int8, Q10 weights per axis, one requantization to its own (scale, zp).
+// - resize_bilinear: int8, Q10 weights per axis, one requantization to its own (scale, zp);
+//   float32, fractions per axis, in a fixed float32 order.
 #include <cstring>
 
 #include "op_kernel.h"
@@ -88,22 +89,25 @@ class ResizeNearestReference final : public ResizeReference {
     std::vector<int64_t> index_h_, index_w_;
 };
 
-class ResizeBilinearInt8Reference final : public ResizeReference {
+// The source rows and columns of resize_bilinear, both dtypes: for output row oy the rows h0[oy]
+// and h1[oy], for output column ox the columns w0[ox] and w1[ox]; the dtype's weights of index 1.
+class ResizeBilinearReference : public ResizeReference {
  public:
-    explicit ResizeBilinearInt8Reference(const NodeView& node) : ResizeReference(node) {
+    ResizeBilinearReference(const NodeView& node, DType dtype) : ResizeReference(node) {
         node.expect_input_count(1);
         node.expect_output_count(1);
-        node.expect_attrs({"h0", "h1", "h_weight", "w0", "w1", "w_weight", "multiplier", "shift"});
-        input_zero_point_ = node.activation_input(0, DType::kInt8).zero_point;
-        output_zero_point_ = node.output(0, DType::kInt8).zero_point;
+        node.activation_input(0, dtype);
+        node.output(0, dtype);
+        const bool int8 = dtype == DType::kInt8;
+        node.expect_attrs(int8 ? std::initializer_list<const char*>{"h0", "h1", "h_weight", "w0",
+                                                                    "w1", "w_weight", "multiplier",
+                                                                    "shift"}
+                               : std::initializer_list<const char*>{"h0", "h1", "h_weight", "w0",
+                                                                    "w1", "w_weight"});
         h0_ = source_indices(node, "h0");
         h1_ = node.ints("h1", h0_.size(), 0, kMaxDim);
-        h_weight_ = node.ints("h_weight", h0_.size(), 0, kWeightOne);
         w0_ = source_indices(node, "w0");
         w1_ = node.ints("w1", w0_.size(), 0, kMaxDim);
-        w_weight_ = node.ints("w_weight", w0_.size(), 0, kWeightOne);
-        multiplier_ = node.multipliers("multiplier", 1)[0];
-        shift_ = node.shifts("shift", 1)[0];
     }
 
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
@@ -116,32 +120,28 @@ class ResizeBilinearInt8Reference final : public ResizeReference {
         return {{x[0], x[1], static_cast<int64_t>(h0_.size()), static_cast<int64_t>(w0_.size())}};
     }
 
-    void run(const NodeIO& io, ThreadPool& pool) const override {
+ protected:
+    size_t output_height() const { return h0_.size(); }
+    size_t output_width() const { return w0_.size(); }
+
+    // y = fn(x00, x01, x10, x11, oy, ox) for every output element of every plane, x01 being the
+    // neighbour at row h0[oy] and column w1[ox].
+    template <typename T, typename Fn>
+    void for_each_output(const NodeIO& io, ThreadPool& pool, const Fn& fn) const {
         const Shape& xs = *io.input_shapes[0];
         const int64_t width = xs[3], in_plane = xs[2] * xs[3];
         const int64_t ho = static_cast<int64_t>(h0_.size());
         const int64_t wo = static_cast<int64_t>(w0_.size());
-        const int32_t zx = input_zero_point_;
         pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
             for (int64_t plane = begin; plane < end; ++plane) {
-                const int8_t* x = io.input<int8_t>(0) + plane * in_plane;
-                int8_t* y = io.output<int8_t>(0) + plane * ho * wo;
+                const T* x = io.input<T>(0) + plane * in_plane;
+                T* y = io.output<T>(0) + plane * ho * wo;
                 for (int64_t oy = 0; oy < ho; ++oy) {
-                    const int8_t* row0 = x + h0_[oy] * width;
-                    const int8_t* row1 = x + h1_[oy] * width;
-                    const int32_t wy1 = static_cast<int32_t>(h_weight_[oy]);
-                    const int32_t wy0 = kWeightOne - wy1;
+                    const T* row0 = x + h0_[oy] * width;
+                    const T* row1 = x + h1_[oy] * width;
                     for (int64_t ox = 0; ox < wo; ++ox) {
-                        const int64_t x0 = w0_[ox], x1 = w1_[ox];
-                        const int32_t wx1 = static_cast<int32_t>(w_weight_[ox]);
-                        const int32_t wx0 = kWeightOne - wx1;
-                        // |acc| <= 255 * 2^20 < 2^28: exact in int32 in any order.
-                        const int32_t acc =
-                            wy0 * wx0 * (row0[x0] - zx) + wy0 * wx1 * (row0[x1] - zx) +
-                            wy1 * wx0 * (row1[x0] - zx) + wy1 * wx1 * (row1[x1] - zx);
                         y[oy * wo + ox] =
-                            arith::requantize(acc, multiplier_, shift_, output_zero_point_,
-                                              arith::kInt8Min, arith::kInt8Max);
+                            fn(row0[w0_[ox]], row0[w1_[ox]], row1[w0_[ox]], row1[w1_[ox]], oy, ox);
                     }
                 }
             }
@@ -149,9 +149,76 @@ class ResizeBilinearInt8Reference final : public ResizeReference {
     }
 
  private:
-    std::vector<int64_t> h0_, h1_, h_weight_, w0_, w1_, w_weight_;
+    std::vector<int64_t> h0_, h1_, w0_, w1_;
+};
+
+class ResizeBilinearInt8Reference final : public ResizeBilinearReference {
+ public:
+    explicit ResizeBilinearInt8Reference(const NodeView& node)
+        : ResizeBilinearReference(node, DType::kInt8) {
+        input_zero_point_ = node.activation_input(0, DType::kInt8).zero_point;
+        output_zero_point_ = node.output(0, DType::kInt8).zero_point;
+        h_weight_ = node.ints("h_weight", output_height(), 0, kWeightOne);
+        w_weight_ = node.ints("w_weight", output_width(), 0, kWeightOne);
+        multiplier_ = node.multipliers("multiplier", 1)[0];
+        shift_ = node.shifts("shift", 1)[0];
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const int32_t zx = input_zero_point_;
+        for_each_output<int8_t>(io, pool, [&](int8_t x00, int8_t x01, int8_t x10, int8_t x11,
+                                              int64_t oy, int64_t ox) {
+            const int32_t wy1 = static_cast<int32_t>(h_weight_[oy]);
+            const int32_t wy0 = kWeightOne - wy1;
+            const int32_t wx1 = static_cast<int32_t>(w_weight_[ox]);
+            const int32_t wx0 = kWeightOne - wx1;
+            // |acc| <= 255 * 2^20 < 2^28: exact in int32 in any order.
+            const int32_t acc = wy0 * wx0 * (x00 - zx) + wy0 * wx1 * (x01 - zx) +
+                                wy1 * wx0 * (x10 - zx) + wy1 * wx1 * (x11 - zx);
+            return arith::requantize(acc, multiplier_, shift_, output_zero_point_,
+                                     arith::kInt8Min, arith::kInt8Max);
+        });
+    }
+
+ private:
+    std::vector<int64_t> h_weight_, w_weight_;
     int32_t multiplier_, shift_;
     int32_t input_zero_point_, output_zero_point_;
+};
+
+// float32: the weights of index 1 are fractions in [0, 1], combined in float32 in the order
+// (1 - wh) * ((1 - ww) * x00 + ww * x01) + wh * ((1 - ww) * x10 + ww * x11), which the exporter
+// and its tests rely on.
+class ResizeBilinearFloat32Reference final : public ResizeBilinearReference {
+ public:
+    explicit ResizeBilinearFloat32Reference(const NodeView& node)
+        : ResizeBilinearReference(node, DType::kFloat32) {
+        h_weight_ = fractions(node, "h_weight", output_height());
+        w_weight_ = fractions(node, "w_weight", output_width());
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        for_each_output<float>(
+            io, pool, [&](float x00, float x01, float x10, float x11, int64_t oy, int64_t ox) {
+                const float wh = h_weight_[oy], ww = w_weight_[ox];
+                return (1.0f - wh) * ((1.0f - ww) * x00 + ww * x01) +
+                       wh * ((1.0f - ww) * x10 + ww * x11);
+            });
+    }
+
+ private:
+    static std::vector<float> fractions(const NodeView& node, const char* key, size_t count) {
+        std::vector<float> v = node.floats(key, count);
+        for (size_t i = 0; i < v.size(); ++i) {
+            if (!(v[i] >= 0.0f && v[i] <= 1.0f)) {
+                node.fail(std::string("attribute '") + key + "'[" + std::to_string(i) +
+                          "] = " + std::to_string(v[i]) + " is outside [0, 1]");
+            }
+        }
+        return v;
+    }
+
+    std::vector<float> h_weight_, w_weight_;
 };
 
 }  // namespace
@@ -162,6 +229,10 @@ std::unique_ptr<OpKernel> make_resize_nearest_reference(const NodeView& node) {
 
 std::unique_ptr<OpKernel> make_resize_bilinear_int8_reference(const NodeView& node) {
     return std::make_unique<ResizeBilinearInt8Reference>(node);
+}
+
+std::unique_ptr<OpKernel> make_resize_bilinear_float32_reference(const NodeView& node) {
+    return std::make_unique<ResizeBilinearFloat32Reference>(node);
 }
 
 }  // namespace detail

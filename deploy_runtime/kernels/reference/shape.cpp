@@ -1,6 +1,7 @@
-// flatten, reshape, permute, split and pad, reference: docs/quantization_spec.md sections 7, 13
-// and 14. Pure data movement: the values and (scale, zero_point) stay as they are, so each op is
-// one implementation for every dtype, working on the element size. The batch stays dim 0.
+// flatten, reshape, permute, split, pad, slice and expand_batch, reference:
+// docs/quantization_spec.md sections 7, 13 and 14. Pure data movement: the values and (scale,
+// zero_point) stay as they are, so each op is one implementation for every dtype, working on the
+// element size. The batch stays dim 0.
 #include <cstring>
 
 #include "op_algo.h"
@@ -272,6 +273,137 @@ class PadReference final : public OpKernel {
     uint8_t value_[4] = {};  // one element of the tensor's dtype
 };
 
+// x[:, starts[0]:ends[0]:steps[0], starts[1]:ends[1]:steps[1], ...]: every dim after the batch
+// sliced, torch's basic indexing with non-negative bounds already resolved by the exporter.
+class SliceReference final : public OpKernel {
+ public:
+    explicit SliceReference(const NodeView& node)
+        : OpKernel(node.label()), element_size_(dtype_size(node.expect_data_movement(1))) {
+        node.expect_attrs({"starts", "ends", "steps"});
+        const size_t rank = node.activation_input(0, node.dtype()).shape.size();
+        if (rank < 2) {
+            node.fail("input must have rank >= 2 (dim 0 is the batch, which is not sliced)");
+        }
+        starts_ = node.ints("starts", rank - 1, 0, kMaxDim);
+        ends_ = node.ints("ends", rank - 1, 0, kMaxDim);
+        steps_ = node.ints("steps", rank - 1, 1, kMaxDim);
+        for (size_t i = 0; i < starts_.size(); ++i) {
+            if (starts_[i] >= ends_[i]) {
+                node.fail("attribute 'starts'[" + std::to_string(i) + "] = " +
+                          std::to_string(starts_[i]) + " is not below 'ends'[" +
+                          std::to_string(i) + "] = " + std::to_string(ends_[i]) +
+                          ": dim " + std::to_string(i + 1) + " would be empty");
+            }
+        }
+    }
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
+        const Shape& x = inputs[0];
+        expect_rank(x, starts_.size() + 1, "input");
+        Shape out = {x[0]};
+        for (size_t i = 0; i < starts_.size(); ++i) {
+            if (ends_[i] > x[i + 1]) {
+                fail("attribute 'ends'[" + std::to_string(i) + "] = " + std::to_string(ends_[i]) +
+                     " is past the input's dim " + std::to_string(i + 1) + " of " +
+                     std::to_string(x[i + 1]) + " (input " + to_string(x) + ")");
+            }
+            out.push_back((ends_[i] - starts_[i] + steps_[i] - 1) / steps_[i]);
+        }
+        return {out};
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Shape& ys = *io.output_shapes[0];
+        const std::vector<int64_t> x_strides = row_major_strides(*io.input_shapes[0]);
+        StridedWalk<1>::Strides strides;  // output dim d steps input dim d by its step
+        strides[0].push_back(x_strides[0]);
+        int64_t first = 0;  // the input element at output index 0
+        for (size_t i = 0; i < starts_.size(); ++i) {
+            strides[0].push_back(x_strides[i + 1] * steps_[i]);
+            first += x_strides[i + 1] * starts_[i];
+        }
+        const uint8_t* x = io.input<uint8_t>(0) + first * element_size_;
+        uint8_t* y = io.output<uint8_t>(0);
+        const size_t size = element_size_;
+        pool.parallel_for(element_count(ys), [&](int64_t begin, int64_t end) {
+            StridedWalk<1> walk(ys, strides, begin);
+            for (int64_t i = begin; i < end; ++i, walk.next()) {
+                std::memcpy(y + i * size, x + walk.offset(0) * size, size);
+            }
+        });
+    }
+
+ private:
+    const size_t element_size_;
+    std::vector<int64_t> starts_, ends_, steps_;
+};
+
+// [1, ...] repeated to [N, ...], N the batch of input 1 (`like`), whose values are not read: torch's
+// x.expand(n, -1, ...) of a parameter, such as ViT's class token. An int8 value must be an
+// activation (only activations carry (scale, zero_point)); the output keeps them.
+class ExpandBatchReference final : public OpKernel {
+ public:
+    explicit ExpandBatchReference(const NodeView& node) : OpKernel(node.label()) {
+        node.expect_input_count(2);
+        node.expect_output_count(1);
+        node.expect_attrs({});
+        const DType dtype = node.dtype();
+        if (dtype == DType::kInt8 && node.input_value(0).constant) {
+            node.fail("input 0 ('" + node.input_value(0).name + "') is an int8 constant, which " +
+                      "carries no (scale, zero_point); store it as a float32 constant and " +
+                      "quantize the output");
+        }
+        if (dtype == DType::kInt8) {
+            node.expect_same_quantization(node.activation_input(0, DType::kInt8),
+                                          node.output(0, DType::kInt8));
+        } else {
+            const Value& value = node.float32_operand(0);
+            node.output(0, DType::kFloat32);
+            if (value.constant) {
+                if (value.shape.empty() || value.shape[0] != 1) {
+                    node.fail("constant '" + value.name + "' has shape " + to_string(value.shape) +
+                              "; its dim 0 must be 1 (the one sample that is repeated)");
+                }
+                constant_ = float32_values(value);
+            }
+        }
+        const Value& like = node.input_value(1);
+        if (like.constant) {
+            node.fail("input 1 ('" + like.name + "') must be an activation: the output takes its " +
+                      "batch size");
+        }
+        element_size_ = dtype_size(dtype);
+    }
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
+        const Shape& value = inputs[0];
+        if (value[0] != 1) {
+            fail("input 0 has shape " + to_string(value) + "; its dim 0 must be 1 (the one " +
+                 "sample that is repeated), but it follows the batch");
+        }
+        Shape out = value;
+        out[0] = inputs[1][0];
+        return {out};
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const uint8_t* value = constant_.empty()
+                                   ? io.input<uint8_t>(0)
+                                   : reinterpret_cast<const uint8_t*>(constant_.data());
+        const size_t bytes = static_cast<size_t>(element_count(*io.input_shapes[0])) * element_size_;
+        uint8_t* y = io.output<uint8_t>(0);
+        pool.parallel_for((*io.output_shapes[0])[0], [&](int64_t begin, int64_t end) {
+            for (int64_t n = begin; n < end; ++n) {
+                std::memcpy(y + static_cast<size_t>(n) * bytes, value, bytes);
+            }
+        });
+    }
+
+ private:
+    size_t element_size_;
+    std::vector<float> constant_;  // a float32 constant value, decoded from little-endian
+};
+
 }  // namespace
 
 std::unique_ptr<OpKernel> make_flatten_reference(const NodeView& node) {
@@ -295,6 +427,14 @@ std::unique_ptr<OpKernel> make_split_reference(const NodeView& node) {
 
 std::unique_ptr<OpKernel> make_pad_reference(const NodeView& node) {
     return std::make_unique<PadReference>(node);
+}
+
+std::unique_ptr<OpKernel> make_slice_reference(const NodeView& node) {
+    return std::make_unique<SliceReference>(node);
+}
+
+std::unique_ptr<OpKernel> make_expand_batch_reference(const NodeView& node) {
+    return std::make_unique<ExpandBatchReference>(node);
 }
 
 }  // namespace detail
