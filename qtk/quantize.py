@@ -9,8 +9,10 @@ from tqdm import tqdm
 
 from . import arithmetic, modules
 from .errors import UnsupportedOpError
-from .graph.capture import capture, module_path, node_inputs, replace_submodule
-from .graph.functional import FLOAT_CALL, TENSOR_KINDS, classify, normalize, shape_op_kinds
+from .graph.capture import (call_name, capture, module_path, node_inputs, node_path,
+                            replace_submodule, unused_name)
+from .graph.functional import (FLOAT_CALL, TENSOR_KINDS, classify, normalize, refusal,
+                               shape_op_kinds)
 from .graph.fusion import fuse
 from .fake_quant import FakeQuantize
 from .observers import HistogramObserver, MinMaxObserver
@@ -41,19 +43,21 @@ def _prepare(model, qconfig, default, strict=False):
     """Capture, fuse, decide which parts are int8, put stubs on the borders, swap in QAT modules.
 
     A module is int8 when it has a QAT form and its qconfig is not None; ops that only move or
-    clamp values (pooling, ReLU, reshapes, ...) follow their input. An op qtk has no int8 form for
-    stays float (``strict``: is refused). Graph inputs and outputs are float, so the borders with
-    them get stubs like any other border between float and int8. The decisions are kept as the
-    model's ``qtk_report`` (:func:`qtk.report`).
+    clamp values (pooling, ReLU, reshapes, ...) follow their input, unless their qconfig is None.
+    An op qtk has no int8 form for stays float (``strict``: is refused, unless its qconfig is
+    None). Graph inputs and outputs are float, so the borders with them get stubs like any other
+    border between float and int8. The decisions are kept as the model's ``qtk_report``
+    (:func:`qtk.report`).
     """
     mapping = as_mapping(qconfig, default)
-    graph_module = fuse(normalize(capture(copy.deepcopy(model)), strict=strict))
+    graph_module = fuse(normalize(capture(copy.deepcopy(model))))
     kinds = classify(graph_module)
     int8, stubs, rows = set(), {}, []
+    originals = {}  # target -> its float module, for a second call of a module swapped to QAT
 
-    def no_int8_form(refusal):
+    def no_int8_form(refusal_message):
         if strict:
-            raise UnsupportedOpError(refusal)
+            raise UnsupportedOpError(refusal_message)
         return NO_INT8_FORM
 
     for node in list(graph_module.graph.nodes):
@@ -63,14 +67,20 @@ def _prepare(model, qconfig, default, strict=False):
                 _insert_stub(graph_module, producer, node, modules.QATDequantStub(), stubs)
             continue
         if node.op in ("call_function", "call_method") and FLOAT_CALL in node.meta:
-            rows.append(ReportRow(_report_name(node), _call_name(node), "float",
-                                  f"{NO_INT8_FORM}: {node.meta[FLOAT_CALL]}"))
+            owner = module_path(node)
+            owner_module = (graph_module.get_submodule(owner) if owner != "<top-level forward>"
+                            else graph_module)
+            if mapping.qconfig_for(node_path(node), owner_module) is None:
+                why_float = BY_QCONFIG
+            else:
+                why_float = f"{no_int8_form(refusal(node))}: {node.meta[FLOAT_CALL]}"
+            rows.append(ReportRow(node_path(node), call_name(node), "float", why_float))
         elif node.op != "call_module":
             if node.op in ("call_function", "call_method") and inputs and inputs[0] in int8:
                 int8.add(node)  # shape ops follow their input
             continue
         else:
-            module = graph_module.get_submodule(node.target)
+            module = originals.get(node.target, graph_module.get_submodule(node.target))
             module_qconfig = mapping.qconfig_for(node.target, module)
             name = type(module).__name__
             why_float = BY_QCONFIG if module_qconfig is None else READS_FLOAT
@@ -89,14 +99,17 @@ def _prepare(model, qconfig, default, strict=False):
                     _insert_stub(graph_module, producer, node,
                                  modules.QATQuantStub(module_qconfig), stubs)
                 qat = modules.FLOAT_TO_QAT[type(module)].from_float(module, module_qconfig)
-                replace_submodule(graph_module, node.target, qat)
+                if node.target in originals:  # a second call: its own observers, shared weights
+                    node.target = unused_name(graph_module, node.target)
+                    graph_module.add_submodule(node.target, qat)
+                else:
+                    originals[node.target] = module
+                    replace_submodule(graph_module, node.target, qat)
                 int8.add(node)
             elif isinstance(module, modules.PASS_THROUGH):
-                if inputs and inputs[0] in int8:
+                if inputs and inputs[0] in int8 and module_qconfig is not None:
                     int8.add(node)
-            elif module_qconfig is None:
-                pass
-            else:
+            elif module_qconfig is not None:
                 why_float = no_int8_form(
                     f"{node.target}: {name} has no quantized form in qtk; replace it with a "
                     f"supported module (docs/quantization_spec.md lists them) or keep it in float "
@@ -112,18 +125,6 @@ def _prepare(model, qconfig, default, strict=False):
     if Report(rows).fallbacks:
         warnings.warn(summary_line(Report(rows)), FloatFallbackWarning, stacklevel=3)
     return graph_module
-
-
-def _call_name(node):
-    return node.target if isinstance(node.target, str) else getattr(node.target, "__name__",
-                                                                   str(node.target))
-
-
-def _report_name(node):
-    if node.op == "call_module":
-        return node.target
-    owner = module_path(node)
-    return node.name if owner == "<top-level forward>" else f"{owner}.{node.name}"
 
 
 class FloatFallbackWarning(UserWarning):
@@ -277,19 +278,24 @@ def convert(model):
     quantized = copy.deepcopy(model)
     qparams = {}  # node -> QParams of its int8 output; float outputs are absent
     shape_ops = shape_op_kinds(quantized)
-    converted = {}  # target -> its module before conversion, for a second call of the same module
+    originals = {}  # target -> its module before conversion, for the target's other calls
+    kept = set()  # targets that a call reads unconverted (a float call of a pass-through module)
     for node in quantized.graph.nodes:
         if node in shape_ops:  # moves bytes: its output keeps its input's qparams
             qparams[node] = qparams.get(node.args[0])
             continue
         if node.op != "call_module":
             continue
-        module = converted.get(node.target) or quantized.get_submodule(node.target)
+        module = originals.get(node.target, quantized.get_submodule(node.target))
         input_qparams = [qparams.get(n) for n in node_inputs(node)]
         is_pass_through = (isinstance(module, modules.PASS_THROUGH) and input_qparams
                            and input_qparams[0] is not None)
-        if not (isinstance(module, modules.QATModule) or is_pass_through):
-            continue  # stays float
+        if not (isinstance(module, modules.QATModule) or is_pass_through):  # stays float
+            if node.target in originals:  # an earlier call converted it: read the original
+                node.target = unused_name(quantized, node.target)
+                quantized.add_submodule(node.target, module)
+            kept.add(node.target)
+            continue
         quantized_class = _lookup_by_type(modules.TO_QUANTIZED, module)
         if quantized_class is not modules.QuantizedQuantStub and None in input_qparams:
             raise UnsupportedOpError(
@@ -300,21 +306,16 @@ def convert(model):
                 new_module = quantized_class.from_module(module, input_qparams, where=node.target)
             except arithmetic.NonFiniteRangeError as error:
                 raise arithmetic.NonFiniteRangeError(f"{node.target}: {error}") from None
-        if node.target in converted:  # called again, maybe on other qparams: a module per call
-            node.target = _unused_name(quantized, node.target)
+        if node.target in originals or node.target in kept:  # another call: a module per call
+            node.target = unused_name(quantized, node.target)
             quantized.add_submodule(node.target, new_module)
         else:
-            converted[node.target] = module
+            originals[node.target] = module
             replace_submodule(quantized, node.target, new_module)
         if new_module.output_qparams is not None:
             qparams[node] = new_module.output_qparams
     quantized.recompile()
     return quantized.eval()
-
-
-def _unused_name(graph_module, target):
-    taken = {name for name, _ in graph_module.named_modules()}
-    return next(f"{target}_{k}" for k in range(1, len(taken) + 2) if f"{target}_{k}" not in taken)
 
 
 class int8_outputs:

@@ -16,7 +16,9 @@ from qtk import modules
 from torchvision.ops import StochasticDepth
 from test_float_export import assert_runtime_matches_torch
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+# every example is int8: a fallback to float here is a failure, not a warning
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
+              pytest.mark.filterwarnings("error::qtk.FloatFallbackWarning")]
 
 SIZE = 12
 
@@ -208,6 +210,51 @@ class SharedPool(nn.Module):
         return torch.cat([self.pool(self.a(x)), self.pool(self.b(x))], 1)
 
 
+class SharedTwice(nn.Module):
+    """One module called on two tensors of different ranges."""
+
+    def __init__(self, shared):
+        super().__init__()
+        self.a, self.b, self.shared = _conv(), _conv(6, 6), shared
+
+    def forward(self, x):
+        a = self.a(x)
+        return torch.cat([self.shared(a), self.shared(self.b(a))], 1)
+
+
+@pytest.mark.parametrize("shared", [nn.SiLU(), _conv(6, 6)], ids=["SiLU", "Conv2d"])
+def test_a_module_with_a_qat_form_called_twice_quantizes_per_call(shared):
+    """Each call gets its own observers (its own input range); a conv keeps one weight."""
+    prepared = qtk.prepare_ptq(SharedTwice(shared).eval())
+    qat = [m for m in prepared.modules() if isinstance(m, modules.QATModule)
+           and not isinstance(m, (modules.QATQuantStub, modules.QATDequantStub, modules.QATConcat))]
+    assert len(qat) == 4  # a, b and the shared module twice
+    if isinstance(shared, nn.Conv2d):
+        assert prepared.shared.weight is prepared.shared_1.weight
+    quantized = calibrated(SharedTwice(shared).eval(), [torch.randn(4, 3, SIZE, SIZE)])
+    x = torch.randn(2, 3, SIZE, SIZE)
+    reference, runtime = reference_and_runtime(quantized, x[:1], x)
+    assert torch.equal(reference, runtime)
+    assert_not_degenerate(reference, min_distinct=32)
+
+
+def test_a_pass_through_module_called_on_int8_and_float_data():
+    """The float call (its input kept float by the qconfig) reads the float module, not the
+    Quantized one the int8 call converted."""
+    mapping = qtk.QConfigMapping(qtk.default_ptq_qconfig, by_name={"b": None})
+    model = SharedTwice(nn.MaxPool2d(3, 1, 1)).eval()
+    prepared = qtk.prepare_ptq(model, mapping)
+    prepared(torch.randn(4, 3, SIZE, SIZE))
+    quantized = qtk.convert(prepared)
+    calls = [quantized.get_submodule(n.target) for n in quantized.graph.nodes
+             if n.op == "call_module" and n.target.startswith("shared")]
+    assert [type(m).__name__ for m in calls] == ["QuantizedMaxPool2d", "MaxPool2d"]
+    x = torch.randn(2, 3, SIZE, SIZE)
+    reference, runtime = reference_and_runtime(quantized, x[:1], x)
+    assert torch.allclose(reference, runtime, atol=1e-5)
+    assert_not_degenerate(reference, min_distinct=32)
+
+
 def test_a_module_called_twice_converts_per_call():
     quantized = calibrated(SharedPool().eval(), [torch.randn(4, 3, SIZE, SIZE)])
     pools = [m for m in quantized.modules() if isinstance(m, modules.QuantizedAvgPool2d)]
@@ -216,3 +263,29 @@ def test_a_module_called_twice_converts_per_call():
     reference, runtime = reference_and_runtime(quantized, x[:1], x)
     assert torch.equal(reference, runtime)
     assert_not_degenerate(reference, min_distinct=32)
+
+
+class FunctionalBesideModule(nn.Module):
+    """``F.relu`` in a forward that also owns a ``self.relu``, and an in-place ``x.relu_()``
+    whose input is read again after it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.conv2, self.relu = _conv(), _conv(6, 6), nn.ReLU6()
+
+    def forward(self, x):
+        y = self.conv(x)
+        y.relu_()
+        z = torch.nn.functional.relu(self.conv2(y))
+        return self.relu(z) + y
+
+
+def test_functional_calls_keep_the_modules_and_in_place_semantics():
+    model = FunctionalBesideModule().eval()
+    prepared = qtk.prepare_ptq(model)
+    assert isinstance(prepared.relu, nn.ReLU6)  # F.relu's module took another name
+    quantized = calibrated(model, [torch.randn(4, 3, SIZE, SIZE)])
+    x = torch.randn(2, 3, SIZE, SIZE)
+    with torch.no_grad():
+        expected = model(x)
+        assert (quantized(x) - expected).abs().max() < 0.05 * expected.abs().max()

@@ -58,9 +58,37 @@ def test_float_conv_counts_against_the_int8_share():
     assert report.fallbacks == []
 
 
+class LogSigmoidBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        return F.logsigmoid(self.conv(x))
+
+
 def test_strict_refuses_what_would_fall_back():
-    with pytest.raises(qtk.UnsupportedOpError, match="log_sigmoid.* has no quantized form"):
+    with pytest.raises(qtk.UnsupportedOpError, match="^squash: Softsign has no quantized form"):
         qtk.prepare_ptq(Mixed().eval(), strict=True)
+    with pytest.raises(qtk.UnsupportedOpError, match="^block: 'log_sigmoid' .* has no quantized "
+                                                     "form.*qconfig of None"):
+        model = nn.Sequential()
+        model.add_module("block", LogSigmoidBlock())
+        qtk.prepare_ptq(model.eval(), strict=True)
+
+
+def test_strict_keeps_float_what_the_qconfig_keeps_float():
+    """A call inside a module whose qconfig is None is the user's float part, not a refusal."""
+    model = nn.Sequential()
+    model.add_module("block", LogSigmoidBlock())
+    model.add_module("head", nn.Conv2d(4, 4, 1))
+    mapping = qtk.QConfigMapping(qtk.default_ptq_qconfig, by_name={"block": None})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prepared = qtk.prepare_ptq(model.eval(), mapping, strict=True)
+    rows = {row.node: row for row in qtk.report(prepared).rows}
+    assert rows["block.log_sigmoid"].reason == "its qconfig is None"
+    assert rows["block.conv"].precision == "float" and rows["head"].precision == "int8"
 
 
 def test_fallback_without_a_float_kernel_is_named_at_export():

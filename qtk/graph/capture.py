@@ -31,6 +31,29 @@ def module_path(node):
     return next(reversed(stack), "") or "<top-level forward>"
 
 
+def call_name(node):
+    """What a node calls, as users write it: a module path, a method or a function name."""
+    return node.target if isinstance(node.target, str) else getattr(node.target, "__name__",
+                                                                   str(node.target))
+
+
+def node_path(node):
+    """A node's name in reports and module names: a module call's path, or a functional call's
+    node name under the module whose forward() makes it."""
+    if node.op == "call_module":
+        return node.target
+    owner = module_path(node)
+    return node.name if owner == "<top-level forward>" else f"{owner}.{node.name}"
+
+
+def unused_name(graph_module, name):
+    """``name``, or ``name_1``, ``name_2``, ... whichever no submodule has yet."""
+    taken = {path for path, _ in graph_module.named_modules()}
+    if name not in taken:
+        return name
+    return next(f"{name}_{k}" for k in range(1, len(taken) + 2) if f"{name}_{k}" not in taken)
+
+
 def capture(model):
     """Trace ``model`` into a :class:`torch.fx.GraphModule`: leaf-module calls, functional calls
     and shape arithmetic (see :mod:`qtk.graph.functional` for what happens to the latter)."""

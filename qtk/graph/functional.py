@@ -16,15 +16,10 @@ from torch import fx, nn
 
 from .. import modules
 from ..errors import UnsupportedOpError
-from .capture import module_path
+from .capture import call_name, module_path, node_path, unused_name
 
 TENSOR, TENSORS, SLICE, VALUE = "tensor", "tensors", "slice", "value"
-TENSOR_KINDS = (TENSOR, TENSORS, SLICE)  # SLICE: a tensor indexed by a tensor or slice
-
-
-def _target_name(node):
-    return node.target if isinstance(node.target, str) else getattr(node.target, "__name__",
-                                                                   str(node.target))
+TENSOR_KINDS = (TENSOR, TENSORS, SLICE)  # SLICE: a tensor indexed (x[:, 0], x[idx], x[mask])
 
 
 # ---- module forms: (signature-compatible builder) -> (module, tensor args) -----------------------
@@ -46,8 +41,8 @@ def _cat(tensors, dim=0, **_):
 
 def _unary(factory):
     """``F.gelu(x, approximate="tanh")`` -> ``nn.GELU(approximate="tanh")``: the call's options are
-    the module's (``inplace`` included, which the module form ignores when it is traced)."""
-    def build(input, *args, **kwargs):
+    the module's but ``inplace`` (normalize points the input's later readers at the result)."""
+    def build(input, *args, inplace=False, **kwargs):
         return factory(*args, **kwargs), (input,)
     return build
 
@@ -157,8 +152,10 @@ class _Refused(Exception):
     pass
 
 
-def _refusal(node, reason):
-    return (f"{module_path(node)}: {_target_name(node)!r} ({node.format_node()}) {reason}. Ways "
+def refusal(node):
+    """The error ``strict`` raises for a call that stays float: the op, where, why, the ways out."""
+    return (f"{module_path(node)}: {call_name(node)!r} ({node.format_node()}) "
+            f"{node.meta[FLOAT_CALL]}. Ways "
             f"out: rewrite it with supported modules or functions (docs/quantization_spec.md "
             f"lists them), or keep this part in float with a qconfig of None for its module")
 
@@ -180,11 +177,19 @@ def _module_form(node, kinds):
         raise _Refused(f"has arguments qtk does not understand ({error})") from None
 
 
-def normalize(graph_module, strict=True):
-    """Turn supported functional calls into modules in place. An unsupported one is refused
-    (``strict``) or stays a float call, its reason in ``node.meta[FLOAT_CALL]``."""
+def _is_in_place(node):
+    """``x.relu_()``, ``x.add_(y)``, ``F.relu(x, inplace=True)``: the call changes its input."""
+    return ((node.op == "call_method" and node.target.endswith("_")
+             and not node.target.startswith("__")) or node.kwargs.get("inplace") is True)
+
+
+def normalize(graph_module):
+    """Turn supported functional calls into modules in place. An unsupported one stays a float
+    call, the reason in ``node.meta[FLOAT_CALL]`` (prepare refuses it when ``strict``, unless the
+    user keeps its module float: :func:`refusal`)."""
     kinds = classify(graph_module)
     graph = graph_module.graph
+    position = {node: i for i, node in enumerate(graph.nodes)}
     for node in list(graph.nodes):
         kind = kinds.get(node)
         if node.op not in ("call_function", "call_method") or kind == VALUE:
@@ -196,17 +201,18 @@ def normalize(graph_module, strict=True):
         try:
             module, args = _module_form(node, kinds)
         except _Refused as refused:
-            if strict:
-                raise UnsupportedOpError(_refusal(node, str(refused))) from None
             node.meta[FLOAT_CALL] = str(refused)
             continue
-        owner = module_path(node) if node.op != "call_module" else ""
-        name = f"{owner}.{node.name}" if owner and owner != "<top-level forward>" else node.name
+        name = unused_name(graph_module, node_path(node))  # F.relu beside a self.relu keeps both
         graph_module.add_submodule(name, module)
         with graph.inserting_before(node):
             replacement = graph.call_module(name, args)
         replacement.meta = dict(node.meta)
         node.replace_all_uses_with(replacement)
+        if _is_in_place(node):  # the module form returns a new tensor: later readers read it
+            for reader in list(node.args[0].users):
+                if position.get(reader, -1) > position[node]:
+                    reader.replace_input_with(node.args[0], replacement)
         graph.erase_node(node)
     graph.lint()
     graph_module.recompile()
