@@ -156,6 +156,9 @@ def weight_layer_requantization(bias, weight_q, input_scale, weight_scale, outpu
     ``m = 1`` (M = 2**30, n = 30) and its bias at the output scale ``s_y``, so its output is its
     bias rounded once, whatever scale the (empty) weight range was given.
     """
+    if not bool(torch.isfinite(bias).all()):
+        raise NonFiniteRangeError(f"the bias holds NaN or inf (channels "
+                                  f"{torch.nonzero(~torch.isfinite(bias)).reshape(-1).tolist()[:4]})")
     zero_channel = (weight_q.reshape(weight_q.shape[0], -1) == 0).all(1)
     products = float(input_scale) * weight_scale.to(torch.float64)
     bias_scale = torch.where(zero_channel, float(output_scale), products)

@@ -45,11 +45,14 @@ class _LearnedFakeQuantize(FakeQuantize):
 
     def _initialize(self, x):
         """Start from the observed range of ``x``; while every value seen is 0 there is no range
-        to start from (the tensor fake-quantizes to itself at any scale), so wait for one."""
+        to start from (the tensor fake-quantizes to itself at any scale), so wait for one. The
+        observer's range is the global batch's under DDP, so every rank decides alike."""
         with torch.no_grad():
             self.observer.reset_statistics()
             self.observer(x)
-            if not bool(x.detach().any()):
+            observed = torch.cat([self.observer.min_val.reshape(-1),
+                                  self.observer.max_val.reshape(-1)])
+            if not bool(observed.any()):
                 return
             scale, zero_point = self.observer.calculate_qparams()
             self.zero_point.resize_(zero_point.shape).copy_(zero_point)

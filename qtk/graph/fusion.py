@@ -37,6 +37,12 @@ def _is_call_of(graph_module, node, types):
                                                                    else (types,)))
 
 
+def _foldable(module):
+    """A BatchNorm folds into a conv only with running statistics (not track_running_stats=False,
+    which normalizes by each batch's statistics even at inference)."""
+    return not isinstance(module, nn.BatchNorm2d) or module.running_var is not None
+
+
 def _match(graph_module, node, pattern, call_counts):
     """The chain of nodes starting at ``node`` that matches ``pattern``, or None."""
     if not _is_call_of(graph_module, node, pattern[0]) or call_counts[node.target] != 1:
@@ -48,6 +54,8 @@ def _match(graph_module, node, pattern, call_counts):
             return None
         if users[0].args != (chain[-1],) or users[0].kwargs:
             return None
+        if not _foldable(graph_module.get_submodule(users[0].target)):
+            return None
         chain.append(users[0])
     return chain
 
@@ -57,12 +65,14 @@ def _identity_depthwise_conv(bn):
     with torch.no_grad():
         conv.weight.fill_(1.0)
     conv.weight.requires_grad_(False)  # the float model has no such weight to train
-    return conv.to(bn.running_mean.device)
+    return conv.to(device=bn.running_mean.device, dtype=bn.running_mean.dtype)
 
 
 def _standalone_batchnorms_as_convs(graph_module, call_counts):
     for node in graph_module.graph.nodes:
         if not _is_call_of(graph_module, node, nn.BatchNorm2d):
+            continue
+        if not _foldable(graph_module.get_submodule(node.target)):
             continue
         producer = node.args[0]
         if _match(graph_module, producer, (nn.Conv2d, nn.BatchNorm2d), call_counts):

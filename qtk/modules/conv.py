@@ -30,10 +30,17 @@ class ConvBnReLU2d(nn.Sequential):
         super().__init__(conv, bn, relu)
 
 
+def batchnorm_scale(bn):
+    """gamma / sqrt(running_var + eps): what an inference-mode BatchNorm multiplies by."""
+    gamma = bn.weight if bn.weight is not None else torch.ones_like(bn.running_var)
+    return gamma / torch.sqrt(bn.running_var + bn.eps)
+
+
 def fold_batchnorm(weight, bias, bn):
     """Conv weight and bias with an inference-mode BatchNorm folded in (its running statistics)."""
-    scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
-    return weight * scale.reshape(-1, 1, 1, 1), (bias - bn.running_mean) * scale + bn.bias
+    scale = batchnorm_scale(bn)
+    beta = bn.bias if bn.bias is not None else torch.zeros_like(bn.running_mean)
+    return weight * scale.reshape(-1, 1, 1, 1), (bias - bn.running_mean) * scale + beta
 
 
 def check_conv_supported(conv):
@@ -115,24 +122,20 @@ class QATConvBn2d(QATConv2d):
         self.bn.train(mode and not self.freeze_bn)
         return self
 
-    def _bn_scale(self):
-        return self.bn.weight / torch.sqrt(self.bn.running_var + self.bn.eps)
-
     def folded_weight_and_bias(self):
         bias = self.bias if self.bias is not None else torch.zeros_like(self.bn.running_mean)
         return fold_batchnorm(self.weight, bias, self.bn)
 
     def forward(self, x):
-        scale = self._bn_scale()
+        scale = batchnorm_scale(self.bn)
         weight = self.weight_fake_quant(self.weight * scale.reshape(-1, 1, 1, 1))
         # A channel with BatchNorm gamma = 0 (zero_init_residual) folds to zero weights, and
         # dividing its output by its scale would be 0 / 0. BatchNorm's output there is beta
         # whatever it reads, so it reads the unfolded conv: finite, and gamma's gradient, which is
         # that conv's normalized output, stays alive.
-        zero = scale == 0
-        if bool(zero.any()):
-            weight = torch.where(zero.reshape(-1, 1, 1, 1), self.weight, weight)
-            scale = torch.where(zero, 1.0, scale)
+        zero = scale == 0  # no `if zero.any()`: that would wait for the GPU at every step
+        weight = torch.where(zero.reshape(-1, 1, 1, 1), self.weight, weight)
+        scale = torch.where(zero, 1.0, scale)
         y = self._conv_forward(x, weight, None) / scale.reshape(1, -1, 1, 1)
         if self.bias is not None:
             y = y + self.bias.reshape(1, -1, 1, 1)

@@ -70,6 +70,7 @@ class Observer(nn.Module):
         return x
 
     def reset_statistics(self):
+        """Forget every observed range (a learned quantizer initializes from one batch)."""
         self.min_val.resize_(0)
         self.max_val.resize_(0)
 
