@@ -51,20 +51,22 @@ def _outputs(value):
     return value["out"] if isinstance(value, dict) else value
 
 
-def run(name):
-    """(status, int8 MAC share, .qmodel bytes) of one model."""
+def run(name, row):
+    """Fills ``row`` (status, int8 MAC share, .qmodel bytes) of one model as each step passes, so
+    a model that fails late keeps its MAC share."""
     torch.manual_seed(0)
     size = input_size(name)
     model = reestimate_batchnorm(build(name), (2, 3, size, size), batches=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", qtk.FloatFallbackWarning)
         prepared = qtk.prepare_ptq(model)
-    share = qtk.report(prepared, torch.randn(1, 3, size, size)).int8_mac_share
+    row["share"] = qtk.report(prepared, torch.randn(1, 3, size, size)).int8_mac_share
     with torch.no_grad():
         for _ in range(2):
             prepared(torch.randn(2, 3, size, size))
     quantized = qtk.convert(prepared)
     data = qtk.export(quantized, torch.randn(1, 3, size, size))
+    row["size"] = len(data)
     session = qtk.runtime.load(data, threads=2)
     x = torch.randn(1, 3, size, size)
     with qtk.int8_outputs(quantized), torch.no_grad():
@@ -77,7 +79,7 @@ def run(name):
     else:
         difference = float((reference - runtime).abs().max())
         status = f"float output, max difference {difference:.2g}"
-    return status, share, len(data)
+    row["status"] = status
 
 
 def first_line(error):
@@ -86,7 +88,8 @@ def first_line(error):
 
 
 def write_document(rows, cpu):
-    deployed = sum(status.startswith(("byte-identical", "float output")) for _, status, *_ in rows)
+    deployed = sum(row["status"].startswith(("byte-identical", "float output"))
+                   for _, row in rows)
     lines = [
         "# Model coverage",
         "",
@@ -95,17 +98,18 @@ def write_document(rows, cpu):
         "two calibration batches, `qtk.convert`, `qtk.export` and the runtime at 2 threads, batch 1",
         "(224x224 where the model fixes its input size, 299 for Inception, else 112). *int8 MACs* is",
         "`qtk.report`'s share of multiply-accumulates in int8; *result* compares the runtime's int8",
-        "output with the Quantized reference. Regenerate with `python -m model_zoo.coverage`.",
+        "output with the Quantized reference. *refused* is a clear qtk error; *crashed* is any other",
+        "error, a bug to fix. Regenerate with `python -m model_zoo.coverage`.",
         "",
         f"Run on {cpu}: **{deployed} of {len(rows)} models deploy.**",
         "",
         "| model | result | int8 MACs | .qmodel |",
         "|---|---|---:|---:|",
     ]
-    for name, status, share, size in rows:
-        share_text = "" if share is None else f"{100 * share:.1f}%"
-        size_text = "" if size is None else f"{size / 2**20:.1f} MiB"
-        lines.append(f"| {name} | {status} | {share_text} | {size_text} |")
+    for name, row in rows:
+        share_text = "" if row["share"] is None else f"{100 * row['share']:.1f}%"
+        size_text = "" if row["size"] is None else f"{row['size'] / 2**20:.1f} MiB"
+        lines.append(f"| {name} | {row['status']} | {share_text} | {size_text} |")
     DOC.write_text("\n".join(lines) + "\n")
 
 
@@ -129,19 +133,21 @@ def main():
     for name in names:
         start = time.time()
         signal.alarm(SECONDS_PER_MODEL)
+        row = {"status": "", "share": None, "size": None}
         try:
-            status, share, size = run(name)
+            run(name, row)
         except _Timeout:
-            status, share, size = f"not finished in {SECONDS_PER_MODEL} s", None, None
+            row["status"] = f"not finished in {SECONDS_PER_MODEL} s"
+        except (qtk.UnsupportedOpError, qtk.arithmetic.NonFiniteRangeError,
+                qtk.QtkError) as error:  # a clear refusal
+            row["status"] = f"refused: {first_line(error)}"
         except Exception as error:  # a row per model, whatever fails
-            status, share, size = f"refused: {first_line(error)}", None, None
-            if not isinstance(error, (qtk.UnsupportedOpError, ValueError, TypeError,
-                                      RuntimeError)):
-                traceback.print_exc()
+            row["status"] = f"crashed: {first_line(error)}"
+            traceback.print_exc()
         finally:
             signal.alarm(0)
-        rows.append((name, status, share, size))
-        print(f"{name}: {status} ({time.time() - start:.0f} s)", flush=True)
+        rows.append((name, row))
+        print(f"{name}: {row['status']} ({time.time() - start:.0f} s)", flush=True)
         write_document(rows, cpu_name())
 
 

@@ -70,7 +70,10 @@ def test_quantizer_that_saw_zeros_first_follows_its_data(quantizer):
     assert float(seen[0].abs().max()) == 0.0 and float(seen[-1].abs().max()) > 0.0
     scale = float(branch.calculate_qparams()[0])
     fitted = float(seen[-1].max() - seen[-1].min().clamp(max=0)) / (branch.qmax - branch.qmin)
-    assert 1e-3 < scale / fitted < 10, (scale, fitted)
+    # Stuck at the zero range's scale (1.0) would be a ratio in the thousands. Below 1 is expected:
+    # the STE observer's moving average moves 1% a step from the zero range it saw first (as
+    # torch.ao's), and a learned scale starts from the first nonzero batch's smaller values.
+    assert 1e-3 < scale / fitted < 3, (scale, fitted)
 
 
 class ZeroParts(nn.Module):
@@ -115,7 +118,8 @@ def check_zero_parts(quantized):
     assert dead.multiplier.tolist() == [2**30] * 16 and dead.shift.tolist() == [30] * 16
     pruned = [m for name, m in quantized.named_modules() if name == "pruned.0"][0]
     assert pruned.multiplier[:5].tolist() == [2**30] * 5 and pruned.bias_q[:5].min() > 0
-    assert pruned.multiplier[5:].max() < 2**30 or pruned.shift[5:].min() > 30
+    live = (pruned.multiplier[5:] == 2**30) & (pruned.shift[5:] == 30)
+    assert not live.any()  # the zero-channel rule is for zero channels only
 
 
 @pytest.mark.parametrize("method", PTQ_METHODS)
