@@ -176,7 +176,8 @@ int main(int argc, char** argv) {
     // The models that together use every op and both dtypes, and the smallest multi-input one.
     const std::vector<uint8_t> seeds[] = {
         qtk_test::sample_model().build(), qtk_test::int8_ops_model().build(),
-        qtk_test::mixed_model().build(), qtk_test::add_model().build()};
+        qtk_test::mixed_model().build(), qtk_test::add_model().build(),
+        qtk_test::transformer_model().build()};
     int counts[kOutcomes] = {};
     for (int i = 0; i < iterations; ++i) {
         std::vector<uint8_t> bytes = seeds[i % std::size(seeds)];

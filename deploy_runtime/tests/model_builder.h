@@ -616,4 +616,88 @@ inline ModelBuilder mixed_model() {
     return b;
 }
 
+// The float fallback ops of a transformer (a ViT's front, one attention head pair and its class
+// token), plus float32 resize_bilinear and int8 slice, for the kernel, loader and fuzz tests:
+// x [N, 4, 6] (float tokens); quantize(x) -> q8; expand_batch(cls token [1, 1, 6], x) -> cls; concat(cls, x) -> seq;
+// add(seq, position embedding [1, 5, 6]) -> h; layer_norm(h) -> ln; matmul(ln, wq / wk / wv
+// [6, 6]) -> q, k, v; reshape/permute into heads qh [N, 2, 5, 3], kt [N, 2, 3, 5], vh;
+// matmul(qh, kt) -> s; mul(s, scale [1, 1, 1, 1]) -> ss; softmax(ss, axis 3) -> p;
+// matmul(p, vh) -> o; permute/reshape -> merged [N, 5, 6]; sub(h, merged) -> r;
+// div(r, [1, 1, 6]) -> d; slice(d, token 0) -> cls_out [N, 1, 6]. img [N, 2, 3, 4] (float) ->
+// resize_bilinear -> up [N, 2, 5, 7]. slice(q8) -> q8s [N, 2, 3] (int8).
+// Outputs: cls_out, up, q8s.
+inline ModelBuilder transformer_model() {
+    ModelBuilder b;
+    Rng rng(77);
+    const uint32_t x = b.float_activation("x", {1, 4, 6});
+    const uint32_t q8 = b.activation("q8", {1, 4, 6}, 0.05f, 3);
+    b.node("quantize", "quant", {x}, {q8});
+    const uint32_t token = b.float_constant("cls_token", {1, 1, 6}, rng.floats(6, -1, 1));
+    const uint32_t cls = b.float_activation("cls", {1, 1, 6});
+    b.node("expand_batch", "cls.expand", {token, x}, {cls});
+    const uint32_t seq = b.float_activation("seq", {1, 5, 6});
+    b.node("concat", "cat", {cls, x}, {seq}, {AttrSpec("axis", {1})});
+    const uint32_t pos = b.float_constant("pos_embedding", {1, 5, 6}, rng.floats(30, -1, 1));
+    const uint32_t h = b.float_activation("h", {1, 5, 6});
+    b.node("add", "pos.add", {seq, pos}, {h});
+    const uint32_t ln_w = b.float_constant("ln.weight", {6}, rng.floats(6, 0.5, 1.5));
+    const uint32_t ln_b = b.float_constant("ln.bias", {6}, rng.floats(6, -0.5, 0.5));
+    const uint32_t ln = b.float_activation("ln", {1, 5, 6});
+    b.node("layer_norm", "ln", {h, ln_w, ln_b}, {ln},
+           {AttrSpec("axes", {1}), float_attr("eps", {1e-5f})});
+
+    const auto heads = [&](const std::string& name, std::vector<int64_t> perm,
+                           std::vector<int64_t> dims) {
+        const uint32_t w = b.float_constant(name + ".weight", {6, 6}, rng.floats(36, -1, 1));
+        const uint32_t projected = b.float_activation(name, {1, 5, 6});
+        b.node("matmul", name, {ln, w}, {projected});
+        const uint32_t split = b.float_activation(name + ".split", {1, 5, 2, 3});
+        b.node("reshape", name + ".view", {projected}, {split}, {AttrSpec("shape", {5, 2, 3})});
+        const uint32_t out = b.float_activation(name + ".heads", dims);
+        b.node("permute", name + ".permute", {split}, {out}, {AttrSpec("perm", perm)});
+        return out;
+    };
+    const uint32_t qh = heads("q", {0, 2, 1, 3}, {1, 2, 5, 3});
+    const uint32_t kt = heads("k", {0, 2, 3, 1}, {1, 2, 3, 5});
+    const uint32_t vh = heads("v", {0, 2, 1, 3}, {1, 2, 5, 3});
+    const uint32_t s = b.float_activation("s", {1, 2, 5, 5});
+    b.node("matmul", "attn.scores", {qh, kt}, {s});
+    const uint32_t scale = b.float_constant("attn.scale", {1, 1, 1, 1}, {0.57735f});
+    const uint32_t ss = b.float_activation("ss", {1, 2, 5, 5});
+    b.node("mul", "attn.scale", {s, scale}, {ss});
+    const uint32_t p = b.float_activation("p", {1, 2, 5, 5});
+    b.node("softmax", "attn.softmax", {ss}, {p}, {AttrSpec("axis", {3})});
+    const uint32_t o = b.float_activation("o", {1, 2, 5, 3});
+    b.node("matmul", "attn.values", {p, vh}, {o});
+    const uint32_t ot = b.float_activation("o.t", {1, 5, 2, 3});
+    b.node("permute", "attn.merge.permute", {o}, {ot}, {AttrSpec("perm", {0, 2, 1, 3})});
+    const uint32_t merged = b.float_activation("merged", {1, 5, 6});
+    b.node("reshape", "attn.merge.view", {ot}, {merged}, {AttrSpec("shape", {5, 6})});
+    const uint32_t r = b.float_activation("r", {1, 5, 6});
+    b.node("sub", "residual.sub", {h, merged}, {r}, {float_attr("bounds", {-3.0f, 3.0f})});
+    const uint32_t divisor = b.float_constant("divisor", {1, 1, 6}, rng.floats(6, 0.5, 2));
+    const uint32_t d = b.float_activation("d", {1, 5, 6});
+    b.node("div", "norm.div", {r, divisor}, {d});
+    const uint32_t cls_out = b.float_activation("cls_out", {1, 1, 6});
+    b.node("slice", "head.token", {d}, {cls_out},
+           {AttrSpec("starts", {0, 0}), AttrSpec("ends", {1, 6}), AttrSpec("steps", {1, 1})});
+
+    const uint32_t img = b.float_activation("img", {1, 2, 3, 4});
+    const uint32_t up = b.float_activation("up", {1, 2, 5, 7});
+    // torch's align_corners=False fractions for 3 -> 5 rows and 4 -> 7 columns, plus 0 and 1.
+    b.node("resize_bilinear", "up", {img}, {up},
+           {AttrSpec("h0", {0, 0, 1, 1, 2}), AttrSpec("h1", {1, 1, 2, 2, 2}),
+            float_attr("h_weight", {0.0f, 0.7f, 0.3f, 1.0f, 0.0f}),
+            AttrSpec("w0", {0, 0, 0, 1, 2, 2, 3}), AttrSpec("w1", {1, 1, 1, 2, 3, 3, 3}),
+            float_attr("w_weight", {0.0f, 0.2857143f, 0.8571429f, 0.4285714f, 0.0f, 1.0f, 0.0f})});
+
+    const uint32_t q8s = b.activation("q8s", {1, 2, 3}, 0.05f, 3);
+    b.node("slice", "q8.slice", {q8}, {q8s},
+           {AttrSpec("starts", {1, 1}), AttrSpec("ends", {4, 6}), AttrSpec("steps", {2, 2})});
+
+    b.inputs = {x, img};
+    b.outputs = {cls_out, up, q8s};
+    return b;
+}
+
 }  // namespace qtk_test

@@ -238,12 +238,21 @@ Naive naive_broadcast(const Naive& a, const Naive& c,
     return y;
 }
 
+// add, sub, mul and div in float32: the exact result rounded to float, then the bounds.
+Naive naive_float_binary(const NodeSpec& node, const Naive& a, const Naive& c) {
+    const std::map<std::string, std::function<double(double, double)>> ops = {
+        {"add", [](double p, double q) { return p + q; }},
+        {"sub", [](double p, double q) { return p - q; }},
+        {"mul", [](double p, double q) { return p * q; }},
+        {"div", [](double p, double q) { return p / q; }},
+    };
+    const auto& f = ops.at(node.op);
+    return naive_broadcast(a, c, [&](int64_t ia, int64_t ib) {
+        return static_cast<float>(bounded(node, f(a.v[ia], c.v[ib])));
+    });
+}
+
 Naive naive_add(const ModelBuilder& b, const NodeSpec& node, const Naive& a, const Naive& c) {
-    if (a.dtype == DType::kFloat32) {
-        return naive_broadcast(a, c, [&](int64_t ia, int64_t ib) {
-            return static_cast<float>(bounded(node, a.v[ia] + c.v[ib]));
-        });
-    }
     const auto& mult = attr(node, "multiplier");
     const auto& clamp = attr(node, "clamp");
     const int32_t za = b.values[node.inputs[0]].zero_point,
@@ -260,11 +269,6 @@ Naive naive_add(const ModelBuilder& b, const NodeSpec& node, const Naive& a, con
 }
 
 Naive naive_mul(const ModelBuilder& b, const NodeSpec& node, const Naive& a, const Naive& c) {
-    if (a.dtype == DType::kFloat32) {
-        return naive_broadcast(a, c, [&](int64_t ia, int64_t ib) {
-            return static_cast<float>(bounded(node, a.v[ia] * c.v[ib]));
-        });
-    }
     const int32_t za = b.values[node.inputs[0]].zero_point,
                   zb = b.values[node.inputs[1]].zero_point;
     const auto& clamp = attr(node, "clamp");
@@ -511,8 +515,37 @@ Naive naive_resize_nearest(const NodeSpec& node, const Naive& x) {
     return gather(x, shape, source);
 }
 
+// float32: the four neighbours weighted by the fractions, in double.
+Naive naive_resize_bilinear_float(const NodeSpec& node, const Naive& x) {
+    const auto &h0 = attr(node, "h0"), &h1 = attr(node, "h1"), &w0 = attr(node, "w0"),
+               &w1 = attr(node, "w1");
+    const std::vector<float>&hw = attr_spec(node, "h_weight").floats,
+                       &ww = attr_spec(node, "w_weight").floats;
+    const Shape shape = {x.shape[0], x.shape[1], static_cast<int64_t>(h0.size()),
+                         static_cast<int64_t>(w0.size())};
+    Naive y{shape, x.dtype, {}};
+    for (int64_t i = 0; i < count_of(shape); ++i) {
+        const std::vector<int64_t> idx = unflatten(i, shape);
+        const int64_t oy = idx[2], ox = idx[3];
+        const int64_t rows[2] = {h0[oy], h1[oy]}, cols[2] = {w0[ox], w1[ox]};
+        const double wy[2] = {1.0 - hw[oy], hw[oy]}, wx[2] = {1.0 - ww[ox], ww[ox]};
+        double acc = 0;
+        for (int a = 0; a < 2; ++a) {
+            for (int c = 0; c < 2; ++c) {
+                acc += wy[a] * wx[c] * x.v[flatten_index({idx[0], idx[1], rows[a], cols[c]},
+                                                         x.shape)];
+            }
+        }
+        y.v.push_back(static_cast<float>(acc));
+    }
+    return y;
+}
+
 // Spec 12: the four Q10-weighted neighbours, summed exactly, requantized once.
 Naive naive_resize_bilinear(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
+    if (x.dtype == DType::kFloat32) {
+        return naive_resize_bilinear_float(node, x);
+    }
     const auto &h0 = attr(node, "h0"), &h1 = attr(node, "h1"), &hw = attr(node, "h_weight");
     const auto &w0 = attr(node, "w0"), &w1 = attr(node, "w1"), &ww = attr(node, "w_weight");
     const int32_t zx = b.values[node.inputs[0]].zero_point;
@@ -539,6 +572,113 @@ Naive naive_resize_bilinear(const ModelBuilder& b, const NodeSpec& node, const N
     return y;
 }
 
+// torch.matmul: the batch dims right-aligned, a dim of 1 (or a missing one) repeated.
+Naive naive_matmul(const Naive& a, const Naive& c) {
+    const size_t rank = std::max(a.shape.size(), c.shape.size());
+    const int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), p = c.shape.back();
+    // Both padded on the left with 1s to `rank` dims.
+    Shape as(rank - a.shape.size(), 1), cs(rank - c.shape.size(), 1);
+    as.insert(as.end(), a.shape.begin(), a.shape.end());
+    cs.insert(cs.end(), c.shape.begin(), c.shape.end());
+    Shape out(rank);
+    for (size_t d = 0; d + 2 < rank; ++d) {
+        out[d] = std::max(as[d], cs[d]);
+    }
+    out[rank - 2] = m;
+    out[rank - 1] = p;
+    Naive y{out, DType::kFloat32, {}};
+    for (int64_t i = 0; i < count_of(out); ++i) {
+        const std::vector<int64_t> idx = unflatten(i, out);
+        std::vector<int64_t> ia(rank), ic(rank);
+        for (size_t d = 0; d + 2 < rank; ++d) {
+            ia[d] = as[d] == 1 ? 0 : idx[d];
+            ic[d] = cs[d] == 1 ? 0 : idx[d];
+        }
+        double acc = 0;
+        for (int64_t j = 0; j < k; ++j) {
+            ia[rank - 2] = idx[rank - 2];
+            ia[rank - 1] = j;
+            ic[rank - 2] = j;
+            ic[rank - 1] = idx[rank - 1];
+            acc += a.v[flatten_index(ia, as)] * c.v[flatten_index(ic, cs)];
+        }
+        y.v.push_back(static_cast<float>(acc));
+    }
+    return y;
+}
+
+// torch.nn.functional.layer_norm over the last `axes` dims, in double.
+Naive naive_layer_norm(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
+    const std::vector<double> w = constant_values(b.values[node.inputs[1]]);
+    const std::vector<double> bias = constant_values(b.values[node.inputs[2]]);
+    const double eps = attr_spec(node, "eps").floats[0];
+    const int64_t group = static_cast<int64_t>(w.size());
+    Naive y{x.shape, x.dtype, x.v};
+    for (int64_t start = 0; start < count_of(x.shape); start += group) {
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < group; ++i) {
+            mean += x.v[start + i] / group;
+        }
+        for (int64_t i = 0; i < group; ++i) {
+            var += (x.v[start + i] - mean) * (x.v[start + i] - mean) / group;
+        }
+        for (int64_t i = 0; i < group; ++i) {
+            y.v[start + i] = static_cast<float>((x.v[start + i] - mean) / std::sqrt(var + eps) *
+                                                    w[i] + bias[i]);
+        }
+    }
+    return y;
+}
+
+// softmax along `axis` by multi-index, in double.
+Naive naive_softmax(const NodeSpec& node, const Naive& x) {
+    const size_t axis = static_cast<size_t>(attr(node, "axis")[0]);
+    Naive y{x.shape, x.dtype, x.v};
+    for (int64_t i = 0; i < count_of(x.shape); ++i) {
+        std::vector<int64_t> idx = unflatten(i, x.shape);
+        const int64_t own = idx[axis];
+        double sum = 0;
+        for (idx[axis] = 0; idx[axis] < x.shape[axis]; ++idx[axis]) {
+            sum += std::exp(x.v[flatten_index(idx, x.shape)]);
+        }
+        idx[axis] = own;
+        y.v[i] = static_cast<float>(std::exp(x.v[i]) / sum);
+    }
+    return y;
+}
+
+Naive naive_slice(const NodeSpec& node, const Naive& x) {
+    const auto &starts = attr(node, "starts"), &ends = attr(node, "ends"),
+               &steps = attr(node, "steps");
+    Shape shape = {x.shape[0]};
+    for (size_t d = 0; d < starts.size(); ++d) {
+        int64_t n = 0;
+        for (int64_t j = starts[d]; j < ends[d]; j += steps[d]) {
+            ++n;
+        }
+        shape.push_back(n);
+    }
+    std::vector<int64_t> source;
+    for (int64_t i = 0; i < count_of(shape); ++i) {
+        std::vector<int64_t> idx = unflatten(i, shape);
+        for (size_t d = 1; d < idx.size(); ++d) {
+            idx[d] = starts[d - 1] + idx[d] * steps[d - 1];
+        }
+        source.push_back(flatten_index(idx, x.shape));
+    }
+    return gather(x, shape, source);
+}
+
+// The one sample of `value` once per sample of `like`.
+Naive naive_expand_batch(const Naive& value, const Naive& like) {
+    Naive y{value.shape, value.dtype, {}};
+    y.shape[0] = like.shape[0];
+    for (int64_t n = 0; n < like.shape[0]; ++n) {
+        y.v.insert(y.v.end(), value.v.begin(), value.v.end());
+    }
+    return y;
+}
+
 std::vector<Naive> naive_node(const ModelBuilder& b, const NodeSpec& node,
                               const std::vector<Naive>& in) {
     const std::string& op = node.op;
@@ -548,6 +688,10 @@ std::vector<Naive> naive_node(const ModelBuilder& b, const NodeSpec& node,
     }
     if (op == "linear") {
         return {naive_linear(b, node, x)};
+    }
+    if ((op == "add" || op == "sub" || op == "mul" || op == "div") &&
+        x.dtype == DType::kFloat32) {
+        return {naive_float_binary(node, x, in[1])};
     }
     if (op == "add") {
         return {naive_add(b, node, x, in[1])};
@@ -579,6 +723,21 @@ std::vector<Naive> naive_node(const ModelBuilder& b, const NodeSpec& node,
     if (op == "resize_bilinear") {
         return {naive_resize_bilinear(b, node, x)};
     }
+    if (op == "matmul") {
+        return {naive_matmul(x, in[1])};
+    }
+    if (op == "layer_norm") {
+        return {naive_layer_norm(b, node, x)};
+    }
+    if (op == "softmax") {
+        return {naive_softmax(node, x)};
+    }
+    if (op == "slice") {
+        return {naive_slice(node, x)};
+    }
+    if (op == "expand_batch") {
+        return {naive_expand_batch(x, in[1])};
+    }
     return {naive_unary(b, node, x)};
 }
 
@@ -587,10 +746,16 @@ std::vector<Naive> naive_run(const ModelBuilder& b, const std::vector<Naive>& in
     for (size_t i = 0; i < b.inputs.size(); ++i) {
         env[b.inputs[i]] = inputs[i];
     }
+    for (uint32_t id = 0; id < b.values.size(); ++id) {
+        const ValueSpec& v = b.values[id];
+        if (v.constant) {  // as an operand (float ops); weights are also read from the builder
+            env[id] = Naive{v.dims, static_cast<DType>(v.dtype), constant_values(v)};
+        }
+    }
     for (const NodeSpec& node : b.nodes) {
         std::vector<Naive> in;
         for (uint32_t id : node.inputs) {
-            in.push_back(env[id]);  // constants are read from the builder, not from here
+            in.push_back(env[id]);
         }
         const std::vector<Naive> out = naive_node(b, node, in);
         for (size_t i = 0; i < out.size(); ++i) {
@@ -1341,6 +1506,235 @@ void test_hand_worked_new_ops() {
     }
 }
 
+// The float fallback ops (add/sub/mul/div with constants, matmul, layer_norm, softmax), and slice,
+// expand_batch and float32 resize_bilinear, on odd shapes; check_model's batch 3 runs prove the
+// shape inference for any N.
+void test_float_fallback_ops() {
+    Rng rng(31);
+    // x op c for a constant c of the given shape (or c op x with `constant_first`).
+    const auto with_constant = [&](const std::string& op, Shape x_dims, Shape c_dims, Shape y_dims,
+                                   bool constant_first, std::vector<AttrSpec> attrs) {
+        ModelBuilder b;
+        const uint32_t x = b.float_activation("x", x_dims);
+        // Away from 0, so that div stays well conditioned.
+        std::vector<float> values = rng.floats(static_cast<size_t>(count_of(c_dims)), 0.5, 2);
+        for (size_t i = 0; i < values.size(); i += 2) {
+            values[i] = -values[i];
+        }
+        const uint32_t c = b.float_constant("c", c_dims, values);
+        const uint32_t y = b.float_activation("y", y_dims);
+        b.node(op, op, constant_first ? std::vector<uint32_t>{c, x} : std::vector<uint32_t>{x, c},
+               {y}, std::move(attrs));
+        b.inputs = {x};
+        b.outputs = {y};
+        return b;
+    };
+    for (const char* op : {"add", "sub", "mul", "div"}) {
+        const std::string name = std::string("float ") + op;
+        check_model(name + " same shapes",
+                    binary_model(op, {1, 2, 3, 5}, {1, 2, 3, 5}, {1, 2, 3, 5}, true, {}));
+        check_model(name + " broadcast both ways, bounds",
+                    binary_model(op, {1, 1, 4, 5}, {1, 3, 4, 1}, {1, 3, 4, 5}, true,
+                                 {float_attr("bounds", {-2.0f, 3.0f})}));
+        check_model(name + " by a [1, 1, 1] constant",
+                    with_constant(op, {1, 7, 3}, {1, 1, 1}, {1, 7, 3}, false, {}));
+        check_model(name + " of the sample's shape (a position embedding)",
+                    with_constant(op, {1, 5, 3}, {1, 5, 3}, {1, 5, 3}, false, {}));
+        check_model(name + " constant first, broadcast, bounds",
+                    with_constant(op, {1, 3, 4, 5}, {1, 3, 1, 5}, {1, 3, 4, 5}, true,
+                                  {float_attr("bounds", {-1.5f, 1.0f})}));
+    }
+
+    const auto matmul = [&](Shape a_dims, Shape b_dims, Shape y_dims, bool b_constant) {
+        ModelBuilder b;
+        const uint32_t a = b.float_activation("a", a_dims);
+        const uint32_t c =
+            b_constant ? b.float_constant("b", b_dims, rng.floats(count_of(b_dims), -1, 1))
+                       : b.float_activation("b", b_dims);
+        const uint32_t y = b.float_activation("y", y_dims);
+        b.node("matmul", "matmul", {a, c}, {y});
+        b.inputs = b_constant ? std::vector<uint32_t>{a} : std::vector<uint32_t>{a, c};
+        b.outputs = {y};
+        return b;
+    };
+    check_model("matmul attention scores [N,2,5,3] @ [N,2,3,7]",
+                matmul({1, 2, 5, 3}, {1, 2, 3, 7}, {1, 2, 5, 7}, false));
+    check_model("matmul broadcasting b's head dim [N,3,5,4] @ [N,1,4,6]",
+                matmul({1, 3, 5, 4}, {1, 1, 4, 6}, {1, 3, 5, 6}, false));
+    check_model("matmul broadcasting a's head dim [N,1,2,3] @ [N,4,3,5]",
+                matmul({1, 1, 2, 3}, {1, 4, 3, 5}, {1, 4, 2, 5}, false));
+    check_model("matmul rank 2 by a constant [N,6] @ [6,5]",
+                matmul({1, 6}, {6, 5}, {1, 5}, true));
+    check_model("matmul tokens by a constant [N,4,7] @ [7,3]",
+                matmul({1, 4, 7}, {7, 3}, {1, 4, 3}, true));
+    check_model("matmul by a constant with leading 1 [N,2,4,7] @ [1,2,7,3]",
+                matmul({1, 2, 4, 7}, {1, 2, 7, 3}, {1, 2, 4, 3}, true));
+    check_model("matmul rank 5 by a broadcasting constant [N,2,3,4,5] @ [2,1,5,2]",
+                matmul({1, 2, 3, 4, 5}, {2, 1, 5, 2}, {1, 2, 3, 4, 2}, true));
+
+    const auto layer_norm = [&](Shape x_dims, int64_t axes, float eps) {
+        const Shape normalized(x_dims.end() - axes, x_dims.end());
+        const size_t n = static_cast<size_t>(count_of(normalized));
+        ModelBuilder b;
+        const uint32_t x = b.float_activation("x", x_dims);
+        const uint32_t w = b.float_constant("ln.weight", normalized, rng.floats(n, -2, 2));
+        const uint32_t bias = b.float_constant("ln.bias", normalized, rng.floats(n, -1, 1));
+        const uint32_t y = b.float_activation("y", x_dims);
+        b.node("layer_norm", "ln", {x, w, bias}, {y},
+               {AttrSpec("axes", {axes}), float_attr("eps", {eps})});
+        b.inputs = {x};
+        b.outputs = {y};
+        return b;
+    };
+    check_model("layer_norm over the last dim [N,5,7]", layer_norm({1, 5, 7}, 1, 1e-5f));
+    check_model("layer_norm over the last 2 dims [N,3,4,5]", layer_norm({1, 3, 4, 5}, 2, 1e-3f));
+    check_model("layer_norm over every dim after the batch [N,3,1,2]",
+                layer_norm({1, 3, 1, 2}, 3, 1e-6f));
+    check_model("layer_norm of one element per group [N,4,1]", layer_norm({1, 4, 1}, 1, 1e-5f));
+
+    for (int64_t axis : {1, 2, 3}) {
+        check_model("softmax axis " + std::to_string(axis) + " of [N,3,4,5]",
+                    float_op_model("softmax", {1, 3, 4, 5}, {1, 3, 4, 5},
+                                   {AttrSpec("axis", {axis})}));
+    }
+    check_model("softmax of a length-1 axis",
+                float_op_model("softmax", {1, 6, 1}, {1, 6, 1}, {AttrSpec("axis", {2})}));
+
+    for (bool float32 : {false, true}) {
+        const std::string dtype = float32 ? " float32" : " int8";
+        auto model = [&](Shape x, Shape y, std::vector<AttrSpec> attrs) {
+            return float32 ? float_op_model("slice", x, y, std::move(attrs))
+                           : single_op_model("slice", x, y, std::move(attrs), 0.05f, -3);
+        };
+        // ceil(5 / 2) = 3, ceil(9 / 3) = 3, ceil(4 / 1) = 4.
+        check_model("slice with steps" + dtype,
+                    model({1, 7, 9, 6}, {1, 3, 3, 4},
+                          {AttrSpec("starts", {1, 0, 2}), AttrSpec("ends", {6, 9, 6}),
+                           AttrSpec("steps", {2, 3, 1})}));
+        check_model("slice the class token" + dtype,
+                    model({1, 5, 8}, {1, 1, 8},
+                          {AttrSpec("starts", {0, 0}), AttrSpec("ends", {1, 8}),
+                           AttrSpec("steps", {1, 1})}));
+        check_model("slice a step past the end" + dtype,
+                    model({1, 10}, {1, 2},
+                          {AttrSpec("starts", {3}), AttrSpec("ends", {10}),
+                           AttrSpec("steps", {5})}));
+    }
+
+    for (bool constant : {true, false}) {
+        ModelBuilder b;
+        const uint32_t x = b.float_activation("x", {1, 4, 6});
+        const uint32_t value =
+            constant ? b.float_constant("token", {1, 2, 6}, rng.floats(12, -1, 1))
+                     : b.float_activation("token", {1, 2, 6});
+        const uint32_t y = b.float_activation("y", {1, 2, 6});
+        b.node("expand_batch", "expand", {value, x}, {y});
+        b.inputs = constant ? std::vector<uint32_t>{x} : std::vector<uint32_t>{x, value};
+        b.outputs = {y};
+        if (constant) {
+            check_model("expand_batch of a float32 constant", b);
+        } else {  // an activation follows the batch: it runs at batch 1 only
+            const auto out = run_once(b, {float_tensor({1, 4, 6}, std::vector<double>(24, 0)),
+                                          float_tensor({1, 2, 6}, std::vector<double>(12, 0.5))});
+            CHECK(out[0].shape == (Shape{1, 2, 6}) && out[0].v == std::vector<double>(12, 0.5));
+        }
+    }
+
+    check_model("float resize_bilinear up, fractions 0, 1 and odd",
+                float_op_model("resize_bilinear", {1, 2, 3, 4}, {1, 2, 5, 7},
+                               {AttrSpec("h0", {0, 0, 1, 1, 2}), AttrSpec("h1", {1, 1, 2, 2, 2}),
+                                float_attr("h_weight", {0.0f, 0.7f, 0.3f, 1.0f, 0.0f}),
+                                AttrSpec("w0", {0, 0, 0, 1, 2, 2, 3}),
+                                AttrSpec("w1", {1, 1, 1, 2, 3, 3, 3}),
+                                float_attr("w_weight", {0.0f, 0.29f, 0.86f, 0.43f, 0.001f, 0.999f,
+                                                        0.0f})}));
+    check_model("transformer model (every float fallback op)", qtk_test::transformer_model());
+}
+
+// Hand-worked values of the float fallback ops, so their naive code is pinned down too.
+void test_hand_worked_float_fallback_ops() {
+    // [[1, 2, 3], [4, 5, 6]] @ [[1, 0], [0, 1], [1, 1]] = [[4, 5], [10, 11]].
+    {
+        ModelBuilder b;
+        const uint32_t a = b.float_activation("a", {1, 2, 3});
+        const uint32_t c = b.float_constant("b", {3, 2}, {1, 0, 0, 1, 1, 1});
+        const uint32_t y = b.float_activation("y", {1, 2, 2});
+        b.node("matmul", "mm", {a, c}, {y});
+        b.inputs = {a};
+        b.outputs = {y};
+        CHECK(run_once(b, {float_tensor({1, 2, 3}, {1, 2, 3, 4, 5, 6})})[0].v ==
+              (std::vector<double>{4, 5, 10, 11}));
+    }
+    // layer_norm of [1, 2, 3, 4]: mean 2.5, var 1.25; weight 2, bias 1, eps 0.25 -> std sqrt(1.5).
+    {
+        ModelBuilder b;
+        const uint32_t x = b.float_activation("x", {1, 4});
+        const uint32_t w = b.float_constant("w", {4}, {2, 2, 2, 2});
+        const uint32_t bias = b.float_constant("b", {4}, {1, 1, 1, 1});
+        const uint32_t y = b.float_activation("y", {1, 4});
+        b.node("layer_norm", "ln", {x, w, bias}, {y},
+               {AttrSpec("axes", {1}), float_attr("eps", {0.25f})});
+        b.inputs = {x};
+        b.outputs = {y};
+        const double r = 1 / std::sqrt(1.5);
+        const std::string difference =
+            compare(run_once(b, {float_tensor({1, 4}, {1, 2, 3, 4})})[0],
+                    float_tensor({1, 4}, {1 - 3 * r, 1 - r, 1 + r, 1 + 3 * r}));
+        CHECK(difference.empty());
+    }
+    // softmax of [0, ln 3, 1000] along its axis: the max is subtracted first (no overflow); a NaN
+    // makes the whole lane NaN, as in torch.
+    {
+        const ModelBuilder b =
+            float_op_model("softmax", {1, 3}, {1, 3}, {AttrSpec("axis", {1})});
+        const Naive big = run_once(b, {float_tensor({1, 3}, {1000, 1000 + std::log(3.0), 1000})})[0];
+        CHECK(compare(big, float_tensor({1, 3}, {0.2, 0.6, 0.2})).empty());
+        const Naive nan = run_once(b, {float_tensor({1, 3}, {1, std::nan(""), 2})})[0];
+        CHECK(std::isnan(nan.v[0]) && std::isnan(nan.v[1]) && std::isnan(nan.v[2]));
+    }
+    // slice [0..9] by 2:9:3 -> 2, 5, 8.
+    CHECK(run_once(float_op_model("slice", {1, 10}, {1, 3},
+                                  {AttrSpec("starts", {2}), AttrSpec("ends", {9}),
+                                   AttrSpec("steps", {3})}),
+                   {float_tensor({1, 10}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9})})[0]
+              .v == (std::vector<double>{2, 5, 8}));
+    // float bilinear in float32, in the documented order: rows 0 and 1 of [[0, 10], [20, 30]] at
+    // wh 0.5 and ww 0.25: 0.5 * (0.75 * 0 + 0.25 * 10) + 0.5 * (0.75 * 20 + 0.25 * 30) = 12.5.
+    {
+        const ModelBuilder b = float_op_model(
+            "resize_bilinear", {1, 1, 2, 2}, {1, 1, 1, 1},
+            {AttrSpec("h0", {0}), AttrSpec("h1", {1}), float_attr("h_weight", {0.5f}),
+             AttrSpec("w0", {0}), AttrSpec("w1", {1}), float_attr("w_weight", {0.25f})});
+        CHECK(run_once(b, {float_tensor({1, 1, 2, 2}, {0, 10, 20, 30})})[0].v ==
+              (std::vector<double>{12.5}));
+        const float wh = 0.3f, ww = 0.7f, x00 = 0.1f, x01 = -2.3f, x10 = 7.9f, x11 = 1e-3f;
+        const float expected =
+            (1 - wh) * ((1 - ww) * x00 + ww * x01) + wh * ((1 - ww) * x10 + ww * x11);
+        ModelBuilder odd = b;
+        odd.nodes[0].attrs[2] = float_attr("h_weight", {wh});
+        odd.nodes[0].attrs[5] = float_attr("w_weight", {ww});
+        CHECK(run_once(odd, {float_tensor({1, 1, 2, 2}, {x00, x01, x10, x11})})[0].v ==
+              (std::vector<double>{expected}));
+    }
+    // int8 slice keeps the bytes; int8 expand_batch of a batch-1 activation repeats them.
+    CHECK(run_once(single_op_model("slice", {1, 4}, {1, 2},
+                                   {AttrSpec("starts", {1}), AttrSpec("ends", {4}),
+                                    AttrSpec("steps", {2})}),
+                   {int8_tensor({1, 4}, {-128, 5, 127, -7})})[0]
+              .v == (std::vector<double>{5, -7}));
+    {
+        ModelBuilder b;
+        const uint32_t value = b.activation("token", {1, 3}, 0.1f, 2);
+        const uint32_t like = b.activation("x", {1, 2}, 0.2f, 0);
+        const uint32_t y = b.activation("y", {1, 3}, 0.1f, 2);
+        b.node("expand_batch", "expand", {value, like}, {y});
+        b.inputs = {value, like};
+        b.outputs = {y};
+        CHECK(run_once(b, {int8_tensor({1, 3}, {-128, 0, 127}), int8_tensor({1, 2}, {1, 1})})[0]
+                  .v == (std::vector<double>{-128, 0, 127}));
+    }
+}
+
 void test_float_session_edges() {
     const std::vector<uint8_t> bytes = qtk_test::mixed_model().build();
     const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
@@ -1412,6 +1806,8 @@ int main() {
     test_float_kernels();
     test_quantize_dequantize();
     test_hand_worked_new_ops();
+    test_float_fallback_ops();
+    test_hand_worked_float_fallback_ops();
     check_model("int8 ops model (the newer int8 ops)", qtk_test::int8_ops_model());
     check_model("mixed-precision model (every float32 kernel)", qtk_test::mixed_model());
     test_session_errors();

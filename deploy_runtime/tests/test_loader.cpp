@@ -539,6 +539,187 @@ std::vector<Variant> malformed_variants() {
                      attr(node(b, "pad"), "value") = AttrSpec("value", {0});
                  }),
                  "node 'pad' (pad): attribute 'value' must be an f32 list"});
+
+    // The float fallback ops, slice and expand_batch (transformer_model).
+    const auto transformer = [](const std::function<void(ModelBuilder&)>& edit) {
+        return edited_model(edit, qtk_test::transformer_model);
+    };
+    v.push_back({"layer_norm axes 0",
+                 transformer([](ModelBuilder& b) { attr(node(b, "ln"), "axes").ints = {0}; }),
+                 "node 'ln' (layer_norm): attribute 'axes'[0] = 0 is outside [1, 2]"});
+    v.push_back({"layer_norm axes reaching the batch",
+                 transformer([](ModelBuilder& b) { attr(node(b, "ln"), "axes").ints = {3}; }),
+                 "attribute 'axes'[0] = 3 is outside [1, 2]"});
+    v.push_back({"layer_norm eps 0", transformer([](ModelBuilder& b) {
+                     attr(node(b, "ln"), "eps").floats = {0.0f};
+                 }),
+                 "node 'ln' (layer_norm): attribute 'eps' = 0.000000 must be finite and > 0"});
+    v.push_back({"layer_norm eps of two values", transformer([](ModelBuilder& b) {
+                     attr(node(b, "ln"), "eps").floats = {1e-5f, 1e-5f};
+                 }),
+                 "attribute 'eps' must have 1 values, got 2"});
+    v.push_back({"layer_norm weight of the wrong shape", transformer([](ModelBuilder& b) {
+                     value(b, "ln.weight").dims = {5};
+                     value(b, "ln.weight").data.resize(20);
+                 }),
+                 "node 'ln' (layer_norm): 'ln.weight' has shape [5], expected [6] (the last 1 "
+                 "dims of the input [1, 5, 6])"});
+    v.push_back({"layer_norm without a bias",
+                 transformer([](ModelBuilder& b) { node(b, "ln").inputs.pop_back(); }),
+                 "node 'ln' (layer_norm): expects 3 inputs, got 2"});
+    v.push_back({"layer_norm with an activation weight", transformer([](ModelBuilder& b) {
+                     node(b, "ln").inputs[1] = value_id(b, "seq");
+                 }),
+                 "node 'ln' (layer_norm): weight 'seq' must be a constant"});
+    v.push_back({"softmax axis 0", transformer([](ModelBuilder& b) {
+                     attr(node(b, "attn.softmax"), "axis").ints = {0};
+                 }),
+                 "node 'attn.softmax' (softmax): attribute 'axis'[0] = 0 is outside [1, 3]"});
+    v.push_back({"softmax axis past the rank", transformer([](ModelBuilder& b) {
+                     attr(node(b, "attn.softmax"), "axis").ints = {4};
+                 }),
+                 "attribute 'axis'[0] = 4 is outside [1, 3]"});
+    v.push_back({"softmax without an axis", transformer([](ModelBuilder& b) {
+                     remove_attr(node(b, "attn.softmax"), "axis");
+                 }),
+                 "node 'attn.softmax' (softmax): missing attribute 'axis'"});
+    v.push_back({"softmax of int8",
+                 transformer([](ModelBuilder& b) { node(b, "q8.slice").op = "softmax"; }),
+                 "node 'q8.slice' (softmax): op 'softmax' has no int8 kernel"});
+    v.push_back({"matmul inner dims differing", transformer([](ModelBuilder& b) {
+                     value(b, "q.weight").dims = {5, 6};
+                     value(b, "q.weight").data.resize(120);
+                 }),
+                 "node 'q' (matmul): input 0 [1, 5, 6] has 6 columns but input 1 [5, 6] has 5 "
+                 "rows"});
+    v.push_back({"matmul of activations of different ranks", transformer([](ModelBuilder& b) {
+                     node(b, "attn.values").inputs[1] = value_id(b, "ln");
+                 }),
+                 "node 'attn.values' (matmul): inputs of ranks 4 and 3: two activations need "
+                 "equal ranks"});
+    v.push_back({"matmul by a constant of higher rank", transformer([](ModelBuilder& b) {
+                     value(b, "q.weight").dims = {1, 1, 6, 6};
+                 }),
+                 "constant 'q.weight' has rank 4, above input 0's 3"});
+    v.push_back({"matmul by a constant whose dim 0 is not 1", transformer([](ModelBuilder& b) {
+                     value(b, "q.weight").dims = {2, 3, 6};
+                 }),
+                 "node 'q' (matmul): constant 'q.weight' has shape [2, 3, 6]; its dim 0 faces the "
+                 "batch"});
+    v.push_back({"matmul of rank 1", transformer([](ModelBuilder& b) {
+                     value(b, "q.weight").dims = {36};
+                 }),
+                 "'q.weight' has shape [36]; matmul's inputs have rank >= 2"});
+    v.push_back({"matmul with an int8 operand", transformer([](ModelBuilder& b) {
+                     node(b, "q").inputs[1] = value_id(b, "q8");
+                 }),
+                 "node 'q' (matmul): input 1 ('q8') must be a float32 activation, got an int8 "
+                 "activation"});
+    v.push_back({"matmul output shape differing from the file", transformer([](ModelBuilder& b) {
+                     value(b, "s").dims = {1, 2, 5, 3};
+                 }),
+                 "node 'attn.scores' (matmul): output 's' has shape [1, 2, 5, 3] in the file, but "
+                 "the op computes [1, 2, 5, 5]"});
+    v.push_back({"add of two constants", transformer([](ModelBuilder& b) {
+                     node(b, "pos.add").inputs[0] = value_id(b, "pos_embedding");
+                 }),
+                 "node 'pos.add' (add): both inputs are constants"});
+    v.push_back({"add of a constant whose dim 0 is not 1", transformer([](ModelBuilder& b) {
+                     value(b, "pos_embedding").dims = {5, 1, 6};
+                 }),
+                 "node 'pos.add' (add): constant 'pos_embedding' has shape [5, 1, 6]; its dim 0 "
+                 "faces the batch, so it must be 1"});
+    v.push_back({"add of a constant that does not broadcast", transformer([](ModelBuilder& b) {
+                     value(b, "pos_embedding").dims = {1, 6, 5};
+                 }),
+                 "inputs of shapes [1, 5, 6] and [1, 6, 5] do not broadcast"});
+    v.push_back({"mul by a constant of lower rank", transformer([](ModelBuilder& b) {
+                     value(b, "attn.scale").dims = {1};
+                 }),
+                 "node 'attn.scale' (mul): inputs of shapes [1, 2, 5, 5] and [1] do not "
+                 "broadcast (equal ranks"});
+    v.push_back({"div by an int8 constant", transformer([](ModelBuilder& b) {
+                     value(b, "divisor").dtype = 1;
+                     value(b, "divisor").data.resize(6);
+                 }),
+                 "node 'norm.div' (div): constant input 1 ('divisor') must be float32, got int8"});
+    v.push_back({"sub of float32 and int8", transformer([](ModelBuilder& b) {
+                     node(b, "residual.sub").inputs[1] = value_id(b, "q8");
+                 }),
+                 "node 'residual.sub' (sub): input 1 ('q8') must be a float32 activation"});
+    v.push_back({"sub of int8", transformer([](ModelBuilder& b) {
+                     node(b, "q8.slice").op = "sub";
+                 }),
+                 "node 'q8.slice' (sub): op 'sub' has no int8 kernel (input 0 'q8' is int8)"});
+    v.push_back({"div with an empty bounds", transformer([](ModelBuilder& b) {
+                     node(b, "norm.div").attrs.push_back(float_attr("bounds", {1.0f, 0.0f}));
+                 }),
+                 "node 'norm.div' (div): attribute 'bounds' = [1.000000, 0.000000] is empty"});
+    v.push_back({"slice attributes of the wrong count", transformer([](ModelBuilder& b) {
+                     attr(node(b, "head.token"), "starts").ints = {0};
+                 }),
+                 "node 'head.token' (slice): attribute 'starts' must have 2 values, got 1"});
+    v.push_back({"slice of an empty range", transformer([](ModelBuilder& b) {
+                     attr(node(b, "head.token"), "ends").ints = {0, 6};
+                 }),
+                 "attribute 'starts'[0] = 0 is not below 'ends'[0] = 0: dim 1 would be empty"});
+    v.push_back({"slice past the dim", transformer([](ModelBuilder& b) {
+                     attr(node(b, "head.token"), "ends").ints = {1, 7};
+                 }),
+                 "node 'head.token' (slice): attribute 'ends'[1] = 7 is past the input's dim 2 "
+                 "of 6"});
+    v.push_back({"slice step 0", transformer([](ModelBuilder& b) {
+                     attr(node(b, "head.token"), "steps").ints = {0, 1};
+                 }),
+                 "attribute 'steps'[0] = 0 is outside [1, 2147483647]"});
+    v.push_back({"slice with a negative start", transformer([](ModelBuilder& b) {
+                     attr(node(b, "head.token"), "starts").ints = {-1, 0};
+                 }),
+                 "attribute 'starts'[0] = -1 is outside [0, 2147483647]"});
+    v.push_back({"int8 slice changing the quantization",
+                 transformer([](ModelBuilder& b) { value(b, "q8s").zero_point += 1; }),
+                 "node 'q8.slice' (slice): output 'q8s' must keep its input's (scale, "
+                 "zero_point)"});
+    v.push_back({"expand_batch like a constant", transformer([](ModelBuilder& b) {
+                     node(b, "cls.expand").inputs[1] = value_id(b, "pos_embedding");
+                 }),
+                 "node 'cls.expand' (expand_batch): input 1 ('pos_embedding') must be an "
+                 "activation: the output takes its batch size"});
+    v.push_back({"expand_batch of a constant whose dim 0 is not 1",
+                 transformer([](ModelBuilder& b) { value(b, "cls_token").dims = {2, 1, 3}; }),
+                 "constant 'cls_token' has shape [2, 1, 3]; its dim 0 must be 1"});
+    v.push_back({"expand_batch of an int8 constant", transformer([](ModelBuilder& b) {
+                     ValueSpec& token = value(b, "cls_token");
+                     token.dtype = 1;
+                     token.data.resize(6);
+                 }),
+                 "node 'cls.expand' (expand_batch): input 0 ('cls_token') is an int8 constant, "
+                 "which carries no (scale, zero_point)"});
+    v.push_back({"expand_batch with an attribute", transformer([](ModelBuilder& b) {
+                     node(b, "cls.expand").attrs.push_back(AttrSpec("axis", {0}));
+                 }),
+                 "node 'cls.expand' (expand_batch): unknown attribute 'axis'"});
+    v.push_back({"float bilinear fraction over 1", transformer([](ModelBuilder& b) {
+                     attr(node(b, "up"), "h_weight").floats[1] = 1.5f;
+                 }),
+                 "node 'up' (resize_bilinear): attribute 'h_weight'[1] = 1.500000 is outside "
+                 "[0, 1]"});
+    v.push_back({"float bilinear fraction NaN", transformer([](ModelBuilder& b) {
+                     attr(node(b, "up"), "w_weight").floats[0] = std::nanf("");
+                 }),
+                 "attribute 'w_weight'[0] is NaN"});
+    v.push_back({"float bilinear with Q10 weights", transformer([](ModelBuilder& b) {
+                     attr(node(b, "up"), "h_weight") = AttrSpec("h_weight", {0, 717, 307, 1024, 0});
+                 }),
+                 "node 'up' (resize_bilinear): attribute 'h_weight' must be an f32 list"});
+    v.push_back({"float bilinear with a requantization", transformer([](ModelBuilder& b) {
+                     node(b, "up").attrs.push_back(AttrSpec("multiplier", {1 << 30}));
+                 }),
+                 "node 'up' (resize_bilinear): unknown attribute 'multiplier'"});
+    v.push_back({"float bilinear index past the height", transformer([](ModelBuilder& b) {
+                     attr(node(b, "up"), "h1").ints = {1, 1, 2, 2, 3};
+                 }),
+                 "attribute 'h1'[4] = 3 is outside [0, 3) (the input's height"});
     return v;
 }
 
