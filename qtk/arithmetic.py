@@ -260,6 +260,12 @@ def nearest_indices(in_size, out_size, scale_factor):
 
 def bilinear_taps(in_size, out_size, scale_factor, align_corners):
     """Spec 12: (i0, i1, Q10 weight of i1) for each output position along one axis."""
+    i0, i1, fraction = bilinear_sources(in_size, out_size, scale_factor, align_corners)
+    return i0, i1, torch.round(fraction * 2**BILINEAR_WEIGHT_BITS).to(torch.int64)
+
+
+def bilinear_sources(in_size, out_size, scale_factor, align_corners):
+    """PyTorch's bilinear source positions along one axis: (i0, i1, float64 weight of i1)."""
     out = torch.arange(out_size, dtype=torch.float64)
     if align_corners:
         scale = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
@@ -269,8 +275,7 @@ def bilinear_taps(in_size, out_size, scale_factor, align_corners):
         source = torch.clamp((out + 0.5) * scale - 0.5, min=0.0)
     i0 = torch.clamp(torch.floor(source), max=in_size - 1)
     i1 = torch.clamp(i0 + 1, max=in_size - 1)
-    weight = torch.round((source - i0) * 2**BILINEAR_WEIGHT_BITS)
-    return i0.to(torch.int64), i1.to(torch.int64), weight.to(torch.int64)
+    return i0.to(torch.int64), i1.to(torch.int64), source - i0
 
 
 def bilinear_multiplier(input_scale, output_scale):

@@ -7,7 +7,8 @@ from typing import List, Optional
 import torch
 from torch import nn
 
-from .graph.capture import run_recording
+from .graph.capture import node_inputs, run_recording
+from .modules import MatMul
 
 # Why an op stays float.
 BY_QCONFIG = "its qconfig is None"
@@ -63,9 +64,11 @@ def summary_line(report):
             f"quantize. qtk.report(model) lists every op; strict=True refuses them instead")
 
 
-def _macs(module, output):
+def _macs(module, output, inputs):
     """A conv's or linear layer's multiply-accumulates: one per weight of an output channel, per
-    output value (fused containers count their first layer's)."""
+    output value (fused containers count their first layer's); a matmul's: K per output value."""
+    if isinstance(module, MatMul):
+        return output.numel() * inputs[0].shape[-1]
     first = module[0] if isinstance(module, nn.Sequential) else module
     weight = getattr(first, "weight", None)
     if not isinstance(weight, torch.Tensor) or weight.dim() not in (2, 4):
@@ -93,5 +96,7 @@ def report(model, example_inputs=None):
         by_name = {row.node: row for row in rows}
         for node, value in values.items():
             if node.op == "call_module" and node.target in by_name:
-                by_name[node.target].macs = _macs(copied.get_submodule(node.target), value)
+                inputs = [values[n] for n in node_inputs(node)]
+                by_name[node.target].macs = _macs(copied.get_submodule(node.target), value,
+                                                  inputs)
     return Report(rows)

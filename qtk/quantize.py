@@ -13,6 +13,7 @@ from .graph.capture import (call_name, capture, module_path, node_inputs, node_p
                             replace_submodule, unused_name)
 from .graph.functional import (FLOAT_CALL, TENSOR_KINDS, classify, normalize, refusal,
                                shape_op_kinds)
+from .graph.decompose import decompose
 from .graph.fusion import fuse
 from .fake_quant import FakeQuantize
 from .observers import HistogramObserver, MinMaxObserver
@@ -50,7 +51,7 @@ def _prepare(model, qconfig, default, strict=False):
     (:func:`qtk.report`).
     """
     mapping = as_mapping(qconfig, default)
-    graph_module = fuse(normalize(capture(copy.deepcopy(model))))
+    graph_module = fuse(normalize(capture(decompose(copy.deepcopy(model)))))
     kinds = classify(graph_module)
     int8, stubs, rows = set(), {}, []
     originals = {}  # target -> its float module, for a second call of a module swapped to QAT

@@ -63,6 +63,57 @@ class UserStubs(nn.Module):
         return self.dequant(self.conv(self.quant(x)))
 
 
+class ChannelsLast(nn.Module):
+    """conv, then ``norm`` over the channels of [N, H, W, C] (ConvNeXt's block)."""
+
+    def __init__(self, norm):
+        super().__init__()
+        self.conv, self.norm = _conv(), norm
+
+    def forward(self, x):
+        return self.norm(self.conv(x).permute(0, 2, 3, 1))
+
+
+class Normalized(nn.Module):
+    """``(conv(x) - mean) / 2 * scale + 1``: a learned mean and scale, a number on either side."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = _conv()
+        self.mean = nn.Parameter(torch.linspace(-0.3, 0.3, 6).reshape(6, 1, 1))
+        self.scale = nn.Parameter(torch.linspace(0.5, 1.5, 6).reshape(1, 6, 1, 1))
+
+    def forward(self, x):
+        return 1 - (self.conv(x) - self.mean) / 2 * self.scale
+
+
+class ClassToken(nn.Module):
+    """ViT's input: patches as tokens, a learned class token before them, a position embedding."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 4, stride=4)
+        self.token = nn.Parameter(torch.randn(1, 1, 8))
+        self.position = nn.Parameter(torch.randn(1, 10, 8) * 0.1)
+
+    def forward(self, x):
+        tokens = self.conv(x).flatten(2).transpose(1, 2)
+        tokens = torch.cat([self.token.expand(x.shape[0], -1, -1), tokens], dim=1)
+        return (tokens + self.position)[:, 0]
+
+
+class ResizeBack(nn.Module):
+    """A segmentation head: back to the input's size, read from its shape at each call."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        return torch.nn.functional.interpolate(self.conv(x), size=x.shape[-2:], mode="bilinear",
+                                               align_corners=False)
+
+
 EXAMPLES = {
     nn.Conv2d: lambda: nn.Sequential(_conv(groups=3)),
     modules.ConvReLU2d: lambda: nn.Sequential(nn.Conv2d(3, 5, 3, stride=2), nn.ReLU()),
@@ -92,6 +143,7 @@ EXAMPLES = {
     nn.AdaptiveAvgPool2d: lambda: _after_conv(nn.AdaptiveAvgPool2d(1)),
     nn.Upsample: lambda: _after_conv(nn.Upsample(scale_factor=2, mode="nearest")),
     modules.QATResizeBilinear: lambda: _after_conv(nn.Upsample(size=(7, 17), mode="bilinear")),
+    modules.UpsampleTo: lambda: ResizeBack(),
     nn.ConstantPad2d: lambda: _after_conv(nn.ConstantPad2d((1, 0, 2, 1), 0.25)),
     nn.Flatten: lambda: _after_conv(nn.Flatten()),
     nn.Identity: lambda: _after_conv(nn.Identity()),
@@ -100,7 +152,17 @@ EXAMPLES = {
     modules.QuantStub: UserStubs,
     modules.DequantStub: UserStubs,
 }
-NO_FLOAT_KERNEL = {modules.QATResizeBilinear}  # bilinear resizing runs in int8 only
+
+# Ops with a float32 runtime op and no int8 form yet: float export, and PTQ with them left float.
+FLOAT_ONLY_EXAMPLES = {
+    nn.LayerNorm: lambda: ChannelsLast(nn.LayerNorm(6)),
+    nn.Softmax: lambda: _after_conv(nn.Softmax(1)),
+    modules.MatMul: lambda: Functional(lambda a, b: a @ b.transpose(2, 3)),
+    modules.Sub: lambda: Functional(lambda a, b: a - b),
+    modules.Div: lambda: Functional(lambda a, b: a / (b + 0.5)),
+    modules.WithConstant: lambda: Normalized(),
+    modules.ExpandBatch: lambda: ClassToken(),
+}
 
 
 def _registered_types():
@@ -111,8 +173,9 @@ def _registered_types():
 
 
 def test_every_registered_op_has_an_example():
-    missing = sorted(t.__name__ for t in _registered_types() - set(EXAMPLES))
-    assert not missing, f"add an example to EXAMPLES for {missing}"
+    missing = sorted(t.__name__ for t in _registered_types() - set(EXAMPLES)
+                     - set(FLOAT_ONLY_EXAMPLES))
+    assert not missing, f"add an example to EXAMPLES or FLOAT_ONLY_EXAMPLES for {missing}"
 
 
 def _ids():
@@ -160,16 +223,40 @@ def test_int8_is_byte_identical(op):
     assert_not_degenerate(reference, min_distinct=8)
 
 
-@pytest.mark.parametrize("op", sorted(set(EXAMPLES) - NO_FLOAT_KERNEL, key=lambda t: t.__name__),
+@pytest.mark.parametrize("op", sorted({**EXAMPLES, **FLOAT_ONLY_EXAMPLES}, key=lambda t: t.__name__),
                          ids=lambda t: t.__name__)
 def test_float_export_matches_torch(op):
     """A mixing conv after a spatial output, whose values ReLU and nearest resizing repeat."""
-    model = EXAMPLES[op]().eval()
+    model = {**EXAMPLES, **FLOAT_ONLY_EXAMPLES}[op]().eval()
     with torch.no_grad():
         out = model(torch.zeros(1, 3, SIZE, SIZE))
     if out.dim() == 4 and min(out.shape[2:]) >= 3:
         model = nn.Sequential(model, nn.Conv2d(out.shape[1], 5, 3)).eval()
     assert_runtime_matches_torch(model, SIZE, batch=2)
+
+
+@pytest.mark.parametrize("op", FLOAT_ONLY_EXAMPLES, ids=lambda t: t.__name__)
+def test_float_fallback_runs_within_the_float_tolerance(op):
+    """PTQ keeps the op float between a dequantize and a quantize; the runtime's float32 kernel
+    then matches the Quantized model within spec 15's float tolerance."""
+    model = FLOAT_ONLY_EXAMPLES[op]().eval()
+    with pytest.warns(qtk.FloatFallbackWarning, match=op.__name__):
+        prepared = qtk.prepare_ptq(model)
+    assert any(row.op == op.__name__ and row.precision == "float"
+               for row in qtk.report(prepared).rows)
+    with torch.no_grad():
+        for _ in range(2):
+            prepared(torch.randn(4, 3, SIZE, SIZE))
+    quantized = qtk.convert(prepared)
+    session = qtk.runtime.load(qtk.export(quantized, torch.randn(1, 3, SIZE, SIZE)), threads=2)
+    x = torch.randn(3, 3, SIZE, SIZE)
+    with torch.no_grad():
+        expected = quantized(x)
+    actual = session.run(x)
+    assert actual.shape == expected.shape
+    assert_not_degenerate(expected, min_distinct=8)
+    assert torch.all((actual - expected).abs() <= 1e-4 * (1 + expected.abs())), \
+        f"max difference {(actual - expected).abs().max():.3g}"
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])

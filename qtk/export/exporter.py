@@ -9,7 +9,7 @@ from ..version import __version__
 from ..modules.base import QModelOp
 from ..quantize import prepare_float
 from ..errors import UnsupportedOpError
-from ..graph.capture import module_path, node_inputs, run_recording
+from ..graph.capture import module_path, node_inputs, run_recording, size_arguments
 from ..graph.functional import FLOAT_CALL, TENSORS, shape_op_kinds
 from .qmodel_writer import QModelWriter
 
@@ -105,6 +105,7 @@ def _int8_source(model, node):
 def _export_module(writer, value_of, recorded, node, module):
     inputs = node_inputs(node)
     input_shapes = [tuple(recorded[n].shape) for n in inputs]
+    sizes = [recorded[n] for n in size_arguments(node)]  # as the example's shapes made them
     if isinstance(module, modules.QuantizedQuantStub):
         if inputs[0].op == "placeholder" and inputs[0] not in value_of:
             value_of[node] = writer.add_activation(inputs[0].name, recorded[node].shape,
@@ -118,16 +119,18 @@ def _export_module(writer, value_of, recorded, node, module):
             return
         op, output_qparams = QModelOp("dequantize"), None
     elif isinstance(module, modules.QuantizedModule):
-        op, output_qparams = module.qmodel_op(input_shapes), module.output_qparams
+        op, output_qparams = module.qmodel_op(input_shapes, *sizes), module.output_qparams
     else:  # kept in float by its qconfig
-        op, output_qparams = _float_op(module, input_shapes, node.target), None
+        op, output_qparams = _float_op(module, input_shapes, node.target, sizes), None
     if op is None:  # identity: the output is the input's value
         value_of[node] = value_of[inputs[0]]
         return
-    input_ids = [value_of[n] for n in inputs]
-    input_ids += [writer.add_constant(f"{node.target}.{suffix}", tensor,
-                                      op.constant_bits.get(suffix, 8))
-                  for suffix, tensor in op.constants]
+    constant_ids = [writer.add_constant(f"{node.target}.{suffix}", tensor,
+                                        op.constant_bits.get(suffix, 8))
+                    for suffix, tensor in op.constants]
+    activation_ids = [value_of[n] for n in inputs]
+    input_ids = (constant_ids + activation_ids if op.constants_first
+                 else activation_ids + constant_ids)
     value_of[node] = writer.add_activation(node.target, recorded[node].shape, output_qparams)
     writer.add_node(op.op, node.target, input_ids, [value_of[node]], op.attrs)
     _clamp_to_range(writer, value_of, recorded, node, op.op)
@@ -175,8 +178,11 @@ def _export_shape_op(writer, value_of, recorded, node, kind):
     qparams; contiguous and tuple indexing only rename a value."""
     source = node.args[0]
     name = node.target if isinstance(node.target, str) else node.target.__name__
+    if node.target is operator.getitem and isinstance(value_of[source], list):
+        value_of[node] = value_of[source][node.args[1]]  # one output of a split
+        return
     if node.target is operator.getitem:
-        value_of[node] = value_of[source][node.args[1]]
+        _export_slice(writer, value_of, recorded, node)
         return
     if name == "contiguous":
         value_of[node] = value_of[source]
@@ -207,11 +213,59 @@ def _export_shape_op(writer, value_of, recorded, node, kind):
     writer.add_node(op, node.name, [value_of[source]], [value_of[node]], attrs)
 
 
-def _float_op(module, input_shapes, where):
+def _slice_bounds(index, shape, recorded, where):
+    """x[index] as (starts, ends, steps) over every dim and the dims an integer drops."""
+    index = fx.node.map_arg(index, lambda n: recorded[n])  # sizes read from the shapes
+    parts = list(index) if isinstance(index, tuple) else [index]
+    if Ellipsis in parts:
+        at = parts.index(Ellipsis)
+        parts[at:at + 1] = [slice(None)] * (len(shape) - len(parts) + 1)
+    parts += [slice(None)] * (len(shape) - len(parts))
+    starts, ends, steps, dropped = [], [], [], []
+    for dim, (part, size) in enumerate(zip(parts, shape)):
+        if isinstance(part, slice):
+            start, end, step = part.indices(size)
+            end = max(end, start)
+        else:
+            start = part % size if -size <= part < size else None
+            if start is None:
+                raise UnsupportedOpError(f"{where}: index {part} is out of range for size {size}")
+            end, step = start + 1, 1
+            dropped.append(dim)
+        starts.append(start)
+        ends.append(end)
+        steps.append(step)
+    return starts, ends, steps, dropped
+
+
+def _export_slice(writer, value_of, recorded, node):
+    """``x[:, 0]``, ``x[..., :c]``: a ``slice`` node, then a ``reshape`` where integers drop dims."""
+    source = node.args[0]
+    in_shape, out_shape = tuple(recorded[source].shape), tuple(recorded[node].shape)
+    where = f"{module_path(node)} ({node.format_node()})"
+    starts, ends, steps, dropped = _slice_bounds(node.args[1], in_shape, recorded, where)
+    if (starts[0], ends[0], steps[0]) != (0, in_shape[0], 1) or 0 in dropped:
+        raise UnsupportedOpError(f"{where}: indexing the batch dimension is not supported; keep "
+                                 f"dim 0 whole ([:, ...])")
+    value = value_of[source]
+    if (starts, ends, steps) != ([0] * len(in_shape), list(in_shape), [1] * len(in_shape)):
+        sliced_shape = tuple(-(-(e - b) // k) for b, e, k in zip(starts, ends, steps))
+        sliced = writer.add_like(f"{node.name}.slice", sliced_shape, value)
+        writer.add_node("slice", node.name, [value], [sliced],
+                        {"starts": starts[1:], "ends": ends[1:], "steps": steps[1:]})
+        value = sliced
+    if dropped:
+        reshaped = writer.add_like(node.name, out_shape, value)
+        writer.add_node("reshape", node.name, [value], [reshaped], {"shape": list(out_shape[1:])})
+        value = reshaped
+    value_of[node] = value
+
+
+def _float_op(module, input_shapes, where, sizes):
     """The float32 runtime op of a float module (None for an identity), or a clear refusal."""
     for cls in type(module).__mro__:
         if cls in modules.FLOAT_EXPORTS:
-            return modules.FLOAT_EXPORTS[cls](module, input_shapes, where)
+            return modules.FLOAT_EXPORTS[cls](module, input_shapes, where, *sizes)
     raise UnsupportedOpError(f"{where}: {type(module).__name__} was kept in float but the runtime "
                              f"has no float kernel for it; quantize it (give it a qconfig and "
                              f"export the qtk.convert model) or replace it with a supported module")

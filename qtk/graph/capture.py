@@ -79,11 +79,22 @@ def replace_submodule(graph_module, target, new_module):
     setattr(parent, attr, new_module)
 
 
+IS_SIZE = "qtk_is_size"  # node.meta key: the node computes a size or a number, not a tensor
+
+
 def node_inputs(node):
-    """The fx Nodes a node reads, in argument order (lists of tensors are flattened)."""
+    """The tensors a node reads, in argument order (lists are flattened); sizes read from shapes
+    (``functional.classify`` marks them) are arguments, not inputs: :func:`size_arguments`."""
     found = []
     fx.node.map_arg((node.args, node.kwargs), found.append)
-    return found
+    return [n for n in found if not n.meta.get(IS_SIZE)]
+
+
+def size_arguments(node):
+    """The size-valued nodes a call reads (``F.interpolate(x, size=y.shape[-2:])``'s size)."""
+    found = []
+    fx.node.map_arg((node.args, node.kwargs), found.append)
+    return [n for n in found if n.meta.get(IS_SIZE)]
 
 
 def run_recording(graph_module, example_inputs):

@@ -16,23 +16,77 @@ from torch import fx, nn
 
 from .. import modules
 from ..errors import UnsupportedOpError
-from .capture import call_name, module_path, node_path, unused_name
+from .capture import IS_SIZE, call_name, module_path, node_path, unused_name
 
 TENSOR, TENSORS, SLICE, VALUE = "tensor", "tensors", "slice", "value"
-TENSOR_KINDS = (TENSOR, TENSORS, SLICE)  # SLICE: a tensor indexed (x[:, 0], x[idx], x[mask])
+TENSOR_KINDS = (TENSOR, TENSORS, SLICE)  # SLICE: a tensor indexed by a tensor or mask (x[idx])
 
 
 # ---- module forms: (signature-compatible builder) -> (module, tensor args) -----------------------
 
-def _binary(module_class):
+def _binary(op, module_class):
+    """Two activations: ``module_class``; an activation and a number or a tensor of the model
+    (already fetched from its get_attr node): :class:`qtk.modules.WithConstant`."""
     def build(input, other, *rest, **kwargs):
-        if not (isinstance(input, fx.Node) and isinstance(other, fx.Node)):
-            raise UnsupportedOpError("an operation with a Python constant has no quantized form "
-                                     "yet; fold the constant into a neighbouring layer")
         if rest or kwargs.get("alpha", 1) != 1:
-            raise UnsupportedOpError("torch.add with alpha != 1 has no quantized form")
-        return module_class(), (input, other)
+            raise UnsupportedOpError(f"torch.{op} with alpha != 1 has no quantized form")
+        if isinstance(input, fx.Node) and isinstance(other, fx.Node):
+            return module_class(), (input, other)
+        if isinstance(input, fx.Node):
+            return modules.WithConstant(op, other), (input,)
+        if isinstance(other, fx.Node):
+            return modules.WithConstant(op, input, constant_first=True), (other,)
+        raise UnsupportedOpError(f"{op} of two constants has no place in the graph")
     return build
+
+
+def _matmul(input, other, **_):
+    return modules.MatMul(), (input, other)
+
+
+def _softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dtype is not None:
+        raise UnsupportedOpError("softmax(dtype=...) is not supported")
+    return nn.Softmax(dim), (input,)
+
+
+def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """F.layer_norm with the module's own weight and bias (ConvNeXt's LayerNorm2d): an
+    nn.LayerNorm sharing them, so QAT trains the model's parameters."""
+    module = nn.LayerNorm(normalized_shape, eps, elementwise_affine=weight is not None,
+                          bias=bias is not None)
+    for name, tensor in (("weight", weight), ("bias", bias)):
+        if tensor is not None:
+            setattr(module, name, tensor if isinstance(tensor, nn.Parameter)
+                    else nn.Parameter(tensor, requires_grad=False))
+    return module, (input,)
+
+
+def _batch_source(size):
+    """The tensor whose batch size ``size`` reads (``x.shape[0]``, ``x.size(0)``), or None."""
+    if not isinstance(size, fx.Node):
+        return None
+    if size.target is operator.getitem and size.args[1] == 0:
+        source = size.args[0]
+        if source.target is getattr and source.args[1] == "shape":
+            return source.args[0]
+        if source.target == "size" and len(source.args) == 1:
+            return source.args[0]
+    if size.target == "size" and size.args[1:] == (0,):
+        return size.args[0]
+    return None
+
+
+def _expand(input, *sizes):
+    """``param.expand(x.shape[0], -1, ...)``: a model's tensor repeated over the batch."""
+    sizes = sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)) else sizes
+    like = _batch_source(sizes[0]) if sizes else None
+    if (isinstance(input, fx.Node) or like is None or len(sizes) != input.dim()
+            or input.shape[0] != 1
+            or any(s not in (-1, d) for s, d in zip(sizes[1:], input.shape[1:]))):
+        raise UnsupportedOpError("only expand(x.shape[0], -1, ...) of a tensor the model owns "
+                                 "with a batch dim of 1 has a form in qtk")
+    return modules.ExpandBatch(input), (like,)
 
 
 def _cat(tensors, dim=0, **_):
@@ -79,6 +133,9 @@ def _interpolate(input, size=None, scale_factor=None, mode="nearest", align_corn
                  recompute_scale_factor=None, antialias=False):
     if antialias:
         raise UnsupportedOpError("interpolate(antialias=True) has no quantized form")
+    sizes = size if isinstance(size, (list, tuple)) else [size]
+    if any(isinstance(s, fx.Node) for s in sizes):  # size=y.shape[-2:]: read at each call
+        return modules.UpsampleTo(mode, align_corners), (input, *sizes)
     return nn.Upsample(size, scale_factor, mode, align_corners, recompute_scale_factor), (input,)
 
 
@@ -93,10 +150,16 @@ def _dropout(input, p=0.5, training=True, inplace=False):
     return nn.Dropout(p), (input,)
 
 
-_ADD, _MUL = _binary(modules.Add), _binary(modules.Mul)
+_ADD, _MUL = _binary("add", modules.Add), _binary("mul", modules.Mul)
+_SUB, _DIV = _binary("sub", modules.Sub), _binary("div", modules.Div)
 MODULE_FORMS = {
     operator.add: _ADD, operator.iadd: _ADD, torch.add: _ADD, "add": _ADD, "add_": _ADD,
     operator.mul: _MUL, operator.imul: _MUL, torch.mul: _MUL, "mul": _MUL, "mul_": _MUL,
+    operator.sub: _SUB, operator.isub: _SUB, torch.sub: _SUB, "sub": _SUB, "sub_": _SUB,
+    operator.truediv: _DIV, operator.itruediv: _DIV, torch.div: _DIV, "div": _DIV, "div_": _DIV,
+    operator.matmul: _matmul, torch.matmul: _matmul, torch.bmm: _matmul, "matmul": _matmul,
+    "bmm": _matmul, F.softmax: _softmax, torch.softmax: _softmax, "softmax": _softmax,
+    F.layer_norm: _layer_norm, "expand": _expand,
     torch.cat: _cat, torch.concat: _cat,
     F.relu: _unary(nn.ReLU), torch.relu: _unary(nn.ReLU), "relu": _unary(nn.ReLU),
     "relu_": _unary(nn.ReLU), F.relu6: _unary(nn.ReLU6), F.hardtanh: _hardtanh,
@@ -120,6 +183,20 @@ def _tensor_args(node, kinds):
     return [n for n in found if kinds.get(n) in TENSOR_KINDS]
 
 
+def is_static_index(index, kinds):
+    """Integers, slices and ``...`` whose bounds are numbers or sizes: an index that selects the
+    same elements whatever the values (not a tensor index or a mask; no ``None``)."""
+    parts = index if isinstance(index, tuple) else (index,)
+
+    def static(bound):
+        return bound is None or isinstance(bound, int) or kinds.get(bound) == VALUE
+
+    return all(part is Ellipsis or (isinstance(part, slice) and static(part.start)
+                                    and static(part.stop) and static(part.step))
+               or (not isinstance(part, slice) and part is not None and static(part))
+               for part in parts)
+
+
 def classify(graph_module):
     """{node: TENSOR | TENSORS | VALUE}: what each node produces, so sizes and shape arithmetic are
     told apart from tensors without running the model."""
@@ -133,7 +210,10 @@ def classify(graph_module):
             kinds[node] = TENSOR
         elif node.target is operator.getitem:
             source = kinds.get(node.args[0])
-            kinds[node] = {TENSORS: TENSOR, TENSOR: SLICE, SLICE: SLICE}.get(source, VALUE)
+            if source == TENSOR and is_static_index(node.args[1], kinds):
+                kinds[node] = TENSOR  # x[:, 0], x[..., :c]: a shape op
+            else:
+                kinds[node] = {TENSORS: TENSOR, TENSOR: SLICE, SLICE: SLICE}.get(source, VALUE)
         elif node.target in SIZE_QUERIES or (node.target is getattr and node.args[1] == "shape"):
             kinds[node] = VALUE
         elif node.target in SPLIT_OPS:
@@ -142,6 +222,8 @@ def classify(graph_module):
             kinds[node] = TENSOR
         else:
             kinds[node] = VALUE
+    for node, kind in kinds.items():
+        node.meta[IS_SIZE] = kind == VALUE
     return kinds
 
 
@@ -160,17 +242,34 @@ def refusal(node):
             f"lists them), or keep this part in float with a qconfig of None for its module")
 
 
-def _module_form(node, kinds):
+def _fetched(graph_module, node):
+    """A get_attr node's tensor (the model's parameter or buffer itself); other nodes as they are."""
+    if node.op != "get_attr":
+        return node
+    value = graph_module
+    for part in node.target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _flat(args):
+    return [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else [arg])]
+
+
+def _module_form(graph_module, node, kinds):
     """(module, args) for a supported call; raises _Refused with the reason otherwise."""
     if kinds.get(node) == SLICE:
-        raise _Refused("indexes or slices a tensor, which has no quantized form yet")
+        raise _Refused("indexes a tensor by a tensor or mask, which has no form in qtk yet")
     build = MODULE_FORMS.get(node.target)
     if build is None:
         raise _Refused("has no quantized form in qtk")
-    if any(kinds.get(n) == TENSOR and n.op == "get_attr" for n in _tensor_args(node, kinds)):
-        raise _Refused("uses a parameter or buffer directly, which has no quantized form")
+    args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: _fetched(graph_module, n))
     try:
-        return build(*node.args, **node.kwargs)
+        module, module_args = build(*args, **kwargs)
+        if any(isinstance(a, torch.Tensor) for a in _flat(module_args)):
+            raise UnsupportedOpError("it reads a parameter or buffer of the model directly, "
+                                     "which has no form in qtk there")
+        return module, module_args
     except UnsupportedOpError as error:
         raise _Refused(f"cannot be quantized: {error}") from None
     except TypeError as error:
@@ -187,8 +286,12 @@ def normalize(graph_module):
     """Turn supported functional calls into modules in place. An unsupported one stays a float
     call, the reason in ``node.meta[FLOAT_CALL]`` (prepare refuses it when ``strict``, unless the
     user keeps its module float: :func:`refusal`)."""
-    kinds = classify(graph_module)
     graph = graph_module.graph
+    for node in reversed(list(graph.nodes)):  # results nobody reads (unused attention weights)
+        if (node.op in ("call_function", "call_method") and not node.users
+                and not _is_in_place(node) and not node.is_impure()):
+            graph.erase_node(node)
+    kinds = classify(graph_module)
     position = {node: i for i, node in enumerate(graph.nodes)}
     for node in list(graph.nodes):
         kind = kinds.get(node)
@@ -199,7 +302,7 @@ def normalize(graph_module):
         if is_shape_op and kind != SLICE:
             continue
         try:
-            module, args = _module_form(node, kinds)
+            module, args = _module_form(graph_module, node, kinds)
         except _Refused as refused:
             node.meta[FLOAT_CALL] = str(refused)
             continue
@@ -214,6 +317,9 @@ def normalize(graph_module):
                 if position.get(reader, -1) > position[node]:
                     reader.replace_input_with(node.args[0], replacement)
         graph.erase_node(node)
+    for node in list(graph.nodes):  # the tensors the new modules now hold
+        if node.op == "get_attr" and not node.users:
+            graph.erase_node(node)
     graph.lint()
     graph_module.recompile()
     return graph_module

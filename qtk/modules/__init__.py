@@ -9,13 +9,15 @@ from .activation import QATTableFunction, QuantizedClamp, QuantizedLookupTable
 from .base import (FLOAT_EXPORTS, QAT_MODULES, QUANTIZED_MODULES, QATModule, QModelOp, QParams,
                    QuantizedModule)
 from .conv import (ConvBn2d, ConvBnReLU2d, ConvReLU2d, QATConv2d, QATConvBn2d, QuantizedConv2d)
-from .elementwise import (Add, AddReLU, Concat, Mul, QATAdd, QATConcat, QATMul, QuantizedAdd,
-                          QuantizedConcat, QuantizedMul)
-from .linear import LinearReLU, QATLinear, QuantizedLinear
+from .elementwise import (Add, AddReLU, Concat, Div, Mul, QATAdd, QATConcat, QATMul, QuantizedAdd,
+                          QuantizedConcat, QuantizedMul, Sub, WithConstant)
+from .linear import LinearReLU, MatMul, QATLinear, QuantizedLinear
+from . import normalization  # noqa: F401  (registers LayerNorm's float32 op)
 from .pooling import (QuantizedAdaptiveAvgPool2d, QuantizedAvgPool2d, QuantizedMaxPool2d,
                       SpatialMean)
-from .resize import QATResizeBilinear, QuantizedPad, QuantizedResizeBilinear, QuantizedResizeNearest
-from .shape import QuantizedFlatten, QuantizedIdentity
+from .resize import (QATResizeBilinear, QuantizedPad, QuantizedResizeBilinear,
+                     QuantizedResizeNearest, UpsampleTo)
+from .shape import ExpandBatch, QuantizedFlatten, QuantizedIdentity
 from .stubs import (DequantStub, QATDequantStub, QATQuantStub, QuantizedDequantStub,
                     QuantizedQuantStub, QuantStub)
 
@@ -32,5 +34,6 @@ PASS_THROUGH = tuple(t for t in TO_QUANTIZED if not issubclass(t, QATModule))
 
 
 __all__ = ["QuantStub", "DequantStub", "ConvBn2d", "ConvBnReLU2d", "ConvReLU2d", "LinearReLU",
-           "Add", "AddReLU", "Mul", "Concat", "SpatialMean", "QParams", "QModelOp", "QATModule", "QuantizedModule",
+           "Add", "AddReLU", "Mul", "Sub", "Div", "WithConstant", "MatMul", "ExpandBatch", "UpsampleTo", "Concat",
+           "SpatialMean", "QParams", "QModelOp", "QATModule", "QuantizedModule",
            "QAT_MODULES", "QUANTIZED_MODULES", "FLOAT_EXPORTS", "FLOAT_TO_QAT", "TO_QUANTIZED", "PASS_THROUGH"]

@@ -1,5 +1,6 @@
 """Standalone activations: clamps that keep their input's qparams (ReLU, ReLU6, Hardtanh) and
-functions quantized by table (HardSwish, HardSigmoid, Sigmoid, Tanh, SiLU, Mish, GELU)."""
+functions quantized by table (HardSwish, HardSigmoid, Sigmoid, Tanh, SiLU, Mish, GELU); Softmax,
+float for now."""
 import math
 from typing import NamedTuple
 
@@ -8,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import arithmetic
+from ..errors import UnsupportedOpError
 from .base import QATFloatThenQuantize, QModelOp, QuantizedModule, clamp_attr, float_export
 
 
@@ -92,3 +94,12 @@ def float_clamp(module, input_shapes, where):
 def float_table_function(module, input_shapes, where):
     op = TABLE_FUNCTIONS[type(module)].runtime_op
     return QModelOp(op + "_tanh" if getattr(module, "approximate", "none") == "tanh" else op)
+
+
+@float_export(nn.Softmax)
+def float_softmax(module, input_shapes, where):
+    rank = len(input_shapes[0])
+    if module.dim is None or module.dim % rank == 0:
+        raise UnsupportedOpError(f"{where}: Softmax(dim={module.dim}) over the batch dimension (or "
+                                 f"an implicit dim) is not supported; give the feature dim")
+    return QModelOp("softmax", attrs={"axis": [module.dim % rank]})

@@ -81,6 +81,7 @@ class QModelOp:
     constants: List[Tuple[str, torch.Tensor]] = dataclasses.field(default_factory=list)
     attrs: Dict[str, list] = dataclasses.field(default_factory=dict)
     constant_bits: Dict[str, int] = dataclasses.field(default_factory=dict)  # packed storage
+    constants_first: bool = False  # the constants are the node's first inputs (``c - x``)
 
 
 class QATModule(nn.Module):

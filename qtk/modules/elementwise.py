@@ -1,8 +1,10 @@
-"""Add, multiply and concat: float, QAT and Quantized forms."""
+"""Add, multiply and concat: float, QAT and Quantized forms; subtract, divide and arithmetic with
+a constant or learned tensor, float for now."""
 import torch
 from torch import nn
 
 from .. import arithmetic
+from ..errors import UnsupportedOpError
 from .base import (QATModule, QModelOp, QuantizedModule, apply_activation, clamp_attr,
                    float_activation_attrs, float_export, to_int8)
 
@@ -39,6 +41,50 @@ class Mul(nn.Module):
 
     def forward(self, a, b):
         return a * b
+
+
+class Sub(nn.Module):
+    """``a - b`` of two activations."""
+
+    def forward(self, a, b):
+        return a - b
+
+
+class Div(nn.Module):
+    """``a / b`` of two activations."""
+
+    def forward(self, a, b):
+        return a / b
+
+
+ELEMENTWISE = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
+
+
+class WithConstant(nn.Module):
+    """``x <op> c`` (or ``c <op> x``) where ``c`` is a number or a tensor the model owns:
+    ``x * 0.5``, ``x + pos_embedding``, ``layer_scale * x``, ``(x - mean) / std``. A learned ``c``
+    stays the model's own parameter, so QAT trains it.
+
+    Args:
+        op: "add", "sub", "mul" or "div".
+        constant: a number, a tensor or an ``nn.Parameter`` (shared, not copied).
+        constant_first: ``c <op> x`` rather than ``x <op> c``.
+    """
+
+    def __init__(self, op, constant, constant_first=False):
+        super().__init__()
+        self.op, self.constant_first = op, constant_first
+        if isinstance(constant, nn.Parameter):
+            self.constant = constant
+        else:
+            self.register_buffer("constant", torch.as_tensor(constant, dtype=torch.float32))
+
+    def forward(self, x):
+        operands = (self.constant, x) if self.constant_first else (x, self.constant)
+        return ELEMENTWISE[self.op](*operands)
+
+    def extra_repr(self):
+        return f"{self.op}, {tuple(self.constant.shape)}, constant_first={self.constant_first}"
 
 
 class Concat(nn.Module):
@@ -181,6 +227,28 @@ def float_add(module, input_shapes, where):
 @float_export(Mul)
 def float_mul(module, input_shapes, where):
     return QModelOp("mul")
+
+
+@float_export(Sub)
+def float_sub(module, input_shapes, where):
+    return QModelOp("sub")
+
+
+@float_export(Div)
+def float_div(module, input_shapes, where):
+    return QModelOp("div")
+
+
+@float_export(WithConstant)
+def float_with_constant(module, input_shapes, where):
+    """The constant gets the activation's rank (leading 1s), as the runtime broadcasts equal ranks."""
+    rank, constant = len(input_shapes[0]), module.constant.detach().float()
+    if constant.dim() > rank or (constant.dim() == rank and constant.shape[0] != 1):
+        raise UnsupportedOpError(f"{where}: a constant of shape {tuple(constant.shape)} with an "
+                                 f"activation of shape {input_shapes[0]} would change the batch "
+                                 f"dimension")
+    constant = constant.reshape([1] * (rank - constant.dim()) + list(constant.shape))
+    return QModelOp(module.op, [("constant", constant)], constants_first=module.constant_first)
 
 
 @float_export(Concat)

@@ -7,6 +7,25 @@ from .. import arithmetic
 from .base import QATFloatThenQuantize, QModelOp, QuantizedModule, float_export, to_int8
 
 
+class UpsampleTo(nn.Upsample):
+    """``F.interpolate(x, size=y.shape[-2:])``: the output size is an argument of each call, read
+    from another tensor's shape (segmentation heads back to the input's size)."""
+
+    def __init__(self, mode="nearest", align_corners=None):
+        super().__init__(None, None, mode, align_corners)
+
+    def forward(self, x, *size):
+        return F.interpolate(x, size=call_size(size), mode=self.mode,
+                             align_corners=self.align_corners)
+
+
+def call_size(size):
+    """A call's size arguments, (h, w) or a torch.Size of them, as a tuple of ints (or None)."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    return tuple(int(s) for s in size) if size else None
+
+
 def _per_axis(value):
     return (value, value) if value is None or isinstance(value, (int, float)) else tuple(value)
 
@@ -26,9 +45,13 @@ class _Resize(QuantizedModule):
         self.size = _per_axis(module.size)
         self.scale_factor = _per_axis(module.scale_factor)
 
-    def _out_size(self, in_h, in_w):
+    def _size(self, size):
+        """The module's size, or the call's (``UpsampleTo``)."""
+        return _per_axis(call_size(size)) if size else self.size
+
+    def _out_size(self, in_h, in_w, size):
         return tuple(arithmetic.resize_output_size(n, s, f) for n, s, f in
-                     zip((in_h, in_w), self.size, self.scale_factor))
+                     zip((in_h, in_w), self._size(size), self.scale_factor))
 
 
 class QuantizedResizeNearest(_Resize):
@@ -42,15 +65,15 @@ class QuantizedResizeNearest(_Resize):
         layer._set_geometry(module)
         return layer
 
-    def _indices(self, in_h, in_w):
-        return nearest_source_indices(self.size, self.scale_factor, in_h, in_w)
+    def _indices(self, in_h, in_w, size):
+        return nearest_source_indices(self._size(size), self.scale_factor, in_h, in_w)
 
-    def forward(self, x):
-        index_h, index_w = self._indices(x.shape[2], x.shape[3])
+    def forward(self, x, *size):
+        index_h, index_w = self._indices(x.shape[2], x.shape[3], size)
         return x[:, :, index_h][:, :, :, index_w]
 
-    def qmodel_op(self, input_shapes):
-        return nearest_op(*self._indices(*input_shapes[0][2:]))
+    def qmodel_op(self, input_shapes, *size):
+        return nearest_op(*self._indices(*input_shapes[0][2:], size))
 
 
 def nearest_source_indices(size, scale_factor, in_h, in_w):
@@ -69,7 +92,7 @@ def nearest_op(index_h, index_w):
 class QATResizeBilinear(QATFloatThenQuantize):
     """Bilinear resize with a fake-quantized output. ``from_float`` leaves nearest resizing as
     the float module: it moves values and keeps its input's quantization."""
-    FLOAT_TYPES = (nn.Upsample,)
+    FLOAT_TYPES = (nn.Upsample, UpsampleTo)
 
     @classmethod
     def from_float(cls, module, qconfig):
@@ -90,23 +113,27 @@ class QuantizedResizeBilinear(_Resize):
             input_qparams[0].scale, layer.output_qparams.scale)
         return layer
 
-    def _taps(self, in_h, in_w):
-        out_h, out_w = self._out_size(in_h, in_w)
-        return (arithmetic.bilinear_taps(in_h, out_h, self.scale_factor[0], self.align_corners),
-                arithmetic.bilinear_taps(in_w, out_w, self.scale_factor[1], self.align_corners))
+    def _taps(self, in_h, in_w, size):
+        return bilinear_taps(in_h, in_w, self._out_size(in_h, in_w, size), self.scale_factor,
+                             self.align_corners)
 
-    def forward(self, x):
-        taps_h, taps_w = self._taps(x.shape[2], x.shape[3])
+    def forward(self, x, *size):
+        taps_h, taps_w = self._taps(x.shape[2], x.shape[3], size)
         acc = arithmetic.bilinear_accumulate(x, self.input_qparams[0].zero_point, taps_h, taps_w)
         _, z_y, lo, hi = self.output_qparams
         return to_int8(arithmetic.requantize(acc, self.multiplier, self.shift, z_y, lo, hi))
 
-    def qmodel_op(self, input_shapes):
-        (h0, h1, wh), (w0, w1, ww) = self._taps(*input_shapes[0][2:])
+    def qmodel_op(self, input_shapes, *size):
+        (h0, h1, wh), (w0, w1, ww) = self._taps(*input_shapes[0][2:], size)
         return QModelOp("resize_bilinear", attrs={
             "h0": h0.tolist(), "h1": h1.tolist(), "h_weight": wh.tolist(),
             "w0": w0.tolist(), "w1": w1.tolist(), "w_weight": ww.tolist(),
             "multiplier": [self.multiplier], "shift": [self.shift]})
+
+
+def bilinear_taps(in_h, in_w, out_size, scale_factor, align_corners):
+    return (arithmetic.bilinear_taps(in_h, out_size[0], scale_factor[0], align_corners),
+            arithmetic.bilinear_taps(in_w, out_size[1], scale_factor[1], align_corners))
 
 
 class QuantizedPad(QuantizedModule):
@@ -129,13 +156,21 @@ class QuantizedPad(QuantizedModule):
 
 # ---- float32 runtime ops (parts kept in float) ---------------------------------------------------
 
-@float_export(nn.Upsample)
-def float_resize(module, input_shapes, where):
-    if module.mode != "nearest":
-        raise ValueError(f"{where}: float {module.mode} resizing has no runtime kernel; quantize it")
-    return nearest_op(*nearest_source_indices(_per_axis(module.size),
-                                              _per_axis(module.scale_factor),
-                                              *input_shapes[0][2:]))
+@float_export(nn.Upsample, UpsampleTo)
+def float_resize(module, input_shapes, where, *size):
+    _check_upsample(module, where, ("nearest", "bilinear"))
+    size = _per_axis(call_size(size)) if size else _per_axis(module.size)
+    scale_factor, (in_h, in_w) = _per_axis(module.scale_factor), input_shapes[0][2:]
+    if module.mode == "nearest":
+        return nearest_op(*nearest_source_indices(size, scale_factor, in_h, in_w))
+    out_size = [arithmetic.resize_output_size(n, s, f)
+                for n, s, f in zip((in_h, in_w), size, scale_factor)]
+    (h0, h1, wh), (w0, w1, ww) = [
+        [t.tolist() for t in arithmetic.bilinear_sources(n, m, f, bool(module.align_corners))]
+        for n, m, f in zip((in_h, in_w), out_size, scale_factor)]
+    return QModelOp("resize_bilinear", attrs={  # float weights: the fraction of index 1
+        "h0": h0, "h1": h1, "h_weight": [float(w) for w in wh],
+        "w0": w0, "w1": w1, "w_weight": [float(w) for w in ww]})
 
 
 @float_export(nn.ConstantPad2d)

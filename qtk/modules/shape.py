@@ -1,4 +1,6 @@
-"""Ops that only move int8 bytes and keep their input's qparams (spec 7)."""
+"""Ops that only move int8 bytes and keep their input's qparams (spec 7); a model's own tensor
+repeated over the batch (float for now)."""
+import torch
 from torch import nn
 
 try:  # torchvision is optional; its StochasticDepth is an identity at inference, like Dropout
@@ -44,7 +46,28 @@ class QuantizedIdentity(QuantizedModule):
         return None
 
 
+class ExpandBatch(nn.Module):
+    """``value.expand(x.shape[0], ...)``: a tensor the model owns, with a batch dim of 1, repeated
+    for each sample of ``x`` (ViT's class token). ``x`` is read for its batch size only."""
+
+    def __init__(self, value):
+        super().__init__()
+        if isinstance(value, nn.Parameter):
+            self.value = value  # shared: QAT trains the model's own parameter
+        else:
+            self.register_buffer("value", value)
+
+    def forward(self, like):
+        return self.value.expand(like.shape[0], *self.value.shape[1:])
+
+
 # ---- float32 runtime ops (parts kept in float) ---------------------------------------------------
+
+@float_export(ExpandBatch)
+def float_expand_batch(module, input_shapes, where):
+    return QModelOp("expand_batch", [("value", module.value.detach().float())],
+                    constants_first=True)
+
 
 @float_export(nn.Flatten)
 def float_flatten(module, input_shapes, where):
