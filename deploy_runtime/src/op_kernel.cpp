@@ -106,8 +106,8 @@ const Value& NodeView::float32_operand(size_t index) const {
         return activation_input(index, DType::kFloat32);
     }
     if (v.dtype != DType::kFloat32) {
-        fail("constant input " + std::to_string(index) + " ('" + v.name + "') must be float32, got " +
-             dtype_name(v.dtype));
+        fail("constant input " + std::to_string(index) + " ('" + v.name +
+             "') must be float32, got " + dtype_name(v.dtype));
     }
     return v;
 }

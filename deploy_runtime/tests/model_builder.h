@@ -618,13 +618,14 @@ inline ModelBuilder mixed_model() {
 
 // The float fallback ops of a transformer (a ViT's front, one attention head pair and its class
 // token), plus float32 resize_bilinear and int8 slice, for the kernel, loader and fuzz tests:
-// x [N, 4, 6] (float tokens); quantize(x) -> q8; expand_batch(cls token [1, 1, 6], x) -> cls; concat(cls, x) -> seq;
-// add(seq, position embedding [1, 5, 6]) -> h; layer_norm(h) -> ln; matmul(ln, wq / wk / wv
-// [6, 6]) -> q, k, v; reshape/permute into heads qh [N, 2, 5, 3], kt [N, 2, 3, 5], vh;
-// matmul(qh, kt) -> s; mul(s, scale [1, 1, 1, 1]) -> ss; softmax(ss, axis 3) -> p;
-// matmul(p, vh) -> o; permute/reshape -> merged [N, 5, 6]; sub(h, merged) -> r;
-// div(r, [1, 1, 6]) -> d; slice(d, token 0) -> cls_out [N, 1, 6]. img [N, 2, 3, 4] (float) ->
-// resize_bilinear -> up [N, 2, 5, 7]. slice(q8) -> q8s [N, 2, 3] (int8).
+// x [N, 4, 6] (float tokens); quantize(x) -> q8; expand_batch(cls token [1, 1, 6], x) -> cls;
+// concat(cls, x) -> seq; add(seq, position embedding [1, 5, 6]) -> h; layer_norm(h) -> ln;
+// matmul(ln, wq / wk / wv [6, 6]) -> q, k, v; reshape/permute into heads qh [N, 2, 5, 3],
+// kt [N, 2, 3, 5], vh; matmul(qh, kt) -> s; mul(s, scale [1, 1, 1, 1]) -> ss;
+// softmax(ss, axis 3) -> p; matmul(p, vh) -> o; permute/reshape -> merged [N, 5, 6];
+// sub(h, merged) -> r; div(r, [1, 1, 6]) -> d; slice(d, token 0) -> cls_out [N, 1, 6].
+// img [N, 2, 3, 4] (float) -> resize_bilinear -> up [N, 2, 5, 7]. slice(q8) -> q8s [N, 2, 3]
+// (int8).
 // Outputs: cls_out, up, q8s.
 inline ModelBuilder transformer_model() {
     ModelBuilder b;

@@ -1687,7 +1687,8 @@ void test_hand_worked_float_fallback_ops() {
     {
         const ModelBuilder b =
             float_op_model("softmax", {1, 3}, {1, 3}, {AttrSpec("axis", {1})});
-        const Naive big = run_once(b, {float_tensor({1, 3}, {1000, 1000 + std::log(3.0), 1000})})[0];
+        const Naive big =
+            run_once(b, {float_tensor({1, 3}, {1000, 1000 + std::log(3.0), 1000})})[0];
         CHECK(compare(big, float_tensor({1, 3}, {0.2, 0.6, 0.2})).empty());
         const Naive nan = run_once(b, {float_tensor({1, 3}, {1, std::nan(""), 2})})[0];
         CHECK(std::isnan(nan.v[0]) && std::isnan(nan.v[1]) && std::isnan(nan.v[2]));

@@ -1,7 +1,7 @@
 // add and mul, float32, where both inputs have the output's shape (a residual add, a gate of the
-// same size, a constant of the sample's shape at batch 1): one flat loop with no per-element index arithmetic, each element the reference's
-// float operation and bounds, so the same bits. The reference's broadcast walk (an index per dimension per
-// element) serves every other shape.
+// same size, a constant of the sample's shape at batch 1): one flat loop with no per-element index
+// arithmetic, each element the reference's float operation and bounds, so the same bits. The
+// reference's broadcast walk (an index per dimension per element) serves every other shape.
 #include <functional>
 
 #include "beside_reference.h"

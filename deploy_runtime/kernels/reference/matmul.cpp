@@ -30,8 +30,8 @@ class MatmulFloat32Reference final : public OpKernel {
         const size_t rank_a = a.shape.size(), rank_b = b.shape.size();
         if (!b.constant && rank_b != rank_a) {
             node.fail("inputs of ranks " + std::to_string(rank_a) + " and " +
-                      std::to_string(rank_b) + ": two activations need equal ranks, so that their " +
-                      "batch dims line up");
+                      std::to_string(rank_b) +
+                      ": two activations need equal ranks, so that their batch dims line up");
         }
         if (b.constant && rank_b > rank_a) {
             node.fail("constant '" + b.name + "' has rank " + std::to_string(rank_b) +

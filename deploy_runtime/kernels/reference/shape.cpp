@@ -338,8 +338,8 @@ class SliceReference final : public OpKernel {
     std::vector<int64_t> starts_, ends_, steps_;
 };
 
-// [1, ...] repeated to [N, ...], N the batch of input 1 (`like`), whose values are not read: torch's
-// x.expand(n, -1, ...) of a parameter, such as ViT's class token. An int8 value must be an
+// [1, ...] repeated to [N, ...], N the batch of input 1 (`like`), whose values are not read:
+// torch's x.expand(n, -1, ...) of a parameter, such as ViT's class token. An int8 value must be an
 // activation (only activations carry (scale, zero_point)); the output keeps them.
 class ExpandBatchReference final : public OpKernel {
  public:
@@ -390,7 +390,8 @@ class ExpandBatchReference final : public OpKernel {
         const uint8_t* value = constant_.empty()
                                    ? io.input<uint8_t>(0)
                                    : reinterpret_cast<const uint8_t*>(constant_.data());
-        const size_t bytes = static_cast<size_t>(element_count(*io.input_shapes[0])) * element_size_;
+        const size_t bytes =
+            static_cast<size_t>(element_count(*io.input_shapes[0])) * element_size_;
         uint8_t* y = io.output<uint8_t>(0);
         pool.parallel_for((*io.output_shapes[0])[0], [&](int64_t begin, int64_t end) {
             for (int64_t n = begin; n < end; ++n) {
