@@ -68,10 +68,7 @@ def _prepare(model, qconfig, default, strict=False):
                 _insert_stub(graph_module, producer, node, modules.QATDequantStub(), stubs)
             continue
         if node.op in ("call_function", "call_method") and FLOAT_CALL in node.meta:
-            owner = module_path(node)
-            owner_module = (graph_module.get_submodule(owner) if owner != "<top-level forward>"
-                            else graph_module)
-            if mapping.qconfig_for(node_path(node), owner_module) is None:
+            if mapping.qconfig_for(node_path(node), _owner_module(graph_module, node)) is None:
                 why_float = BY_QCONFIG
             else:
                 why_float = f"{no_int8_form(refusal(node))}: {node.meta[FLOAT_CALL]}"
@@ -126,6 +123,18 @@ def _prepare(model, qconfig, default, strict=False):
     if Report(rows).fallbacks:
         warnings.warn(summary_line(Report(rows)), FloatFallbackWarning, stacklevel=3)
     return graph_module
+
+
+def _owner_module(graph_module, node):
+    """The module whose forward() makes a functional call (for its qconfig by type), or None
+    where torch.fx names a path the module tree does not hold (maxvit's SwapAxes)."""
+    owner = module_path(node)
+    if owner == "<top-level forward>":
+        return graph_module
+    try:
+        return graph_module.get_submodule(owner)
+    except AttributeError:
+        return None
 
 
 class FloatFallbackWarning(UserWarning):

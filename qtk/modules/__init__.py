@@ -11,7 +11,8 @@ from .base import (FLOAT_EXPORTS, QAT_MODULES, QUANTIZED_MODULES, QATModule, QMo
 from .conv import (ConvBn2d, ConvBnReLU2d, ConvReLU2d, QATConv2d, QATConvBn2d, QuantizedConv2d)
 from .elementwise import (Add, AddReLU, Concat, Div, Mul, QATAdd, QATConcat, QATMul, QuantizedAdd,
                           QuantizedConcat, QuantizedMul, Sub, WithConstant)
-from .linear import LinearReLU, MatMul, QATLinear, QuantizedLinear
+from .linear import LinearReLU, QATLinear, QuantizedLinear
+from .matmul import MatMul
 from . import normalization  # noqa: F401  (registers LayerNorm's float32 op)
 from .pooling import (QuantizedAdaptiveAvgPool2d, QuantizedAvgPool2d, QuantizedMaxPool2d,
                       SpatialMean)

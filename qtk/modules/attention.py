@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from ..errors import UnsupportedOpError
-from .linear import MatMul
+from .matmul import MatMul
 
 
 def _linear(weight, bias):

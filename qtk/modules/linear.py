@@ -1,9 +1,8 @@
-"""Linear trio: float fused container, QAT, Quantized; MatMul of two activations (float for now)."""
+"""Linear trio: float fused container, QAT, Quantized."""
 import torch
 from torch import nn
 
 from .. import arithmetic
-from ..errors import UnsupportedOpError
 from .base import (QATModule, QModelOp, QuantizedWeightLayer, activation_kind, apply_activation,
                    float_activation_attrs, float_export)
 
@@ -13,13 +12,6 @@ class LinearReLU(nn.Sequential):
 
     def __init__(self, linear, relu):
         super().__init__(linear, relu)
-
-
-class MatMul(nn.Module):
-    """``a @ b`` of two activations (``torch.matmul``, ``bmm``: attention's q kᵀ and attn v)."""
-
-    def forward(self, a, b):
-        return torch.matmul(a, b)
 
 
 class QATLinear(nn.Linear, QATModule):
@@ -85,10 +77,3 @@ def float_linear(module, input_shapes, where):
                                ("bias", bias.detach().float())],
                     float_activation_attrs({}, activation_kind(act)))
 
-
-@float_export(MatMul)
-def float_matmul(module, input_shapes, where):
-    if min(len(shape) for shape in input_shapes) < 2:
-        raise UnsupportedOpError(f"{where}: matmul of a vector is not supported; both inputs need "
-                                 f"2 dims or more")
-    return QModelOp("matmul")
