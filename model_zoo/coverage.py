@@ -59,7 +59,7 @@ def run(name, row):
     model = reestimate_batchnorm(build(name), (2, 3, size, size), batches=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", qtk.FloatFallbackWarning)
-        prepared = qtk.prepare_ptq(model)
+        prepared = qtk.prepare_ptq(model, example_inputs=torch.randn(1, 3, size, size))
     row["share"] = qtk.report(prepared, torch.randn(1, 3, size, size)).int8_mac_share
     with torch.no_grad():
         for _ in range(2):

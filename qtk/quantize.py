@@ -40,7 +40,7 @@ def _insert_stub(graph_module, producer, consumer, stub, stubs):
     consumer.replace_input_with(producer, stubs[key])
 
 
-def _prepare(model, qconfig, default, strict=False):
+def _prepare(model, qconfig, default, strict=False, example_inputs=None):
     """Capture, fuse, decide which parts are int8, put stubs on the borders, swap in QAT modules.
 
     A module is int8 when it has a QAT form and its qconfig is not None; ops that only move or
@@ -51,7 +51,9 @@ def _prepare(model, qconfig, default, strict=False):
     (:func:`qtk.report`).
     """
     mapping = as_mapping(qconfig, default)
-    graph_module = fuse(normalize(capture(decompose(copy.deepcopy(model)))))
+    if example_inputs is not None and not isinstance(example_inputs, (tuple, list)):
+        example_inputs = (example_inputs,)
+    graph_module = fuse(normalize(capture(decompose(copy.deepcopy(model), example_inputs))))
     kinds = classify(graph_module)
     int8, stubs, rows = set(), {}, []
     originals = {}  # target -> its float module, for a second call of a module swapped to QAT
@@ -152,7 +154,7 @@ def prepare_float(model):
     return _prepare(model, QConfigMapping(None), None).eval()
 
 
-def quantize_qat(model, qconfig=None, strict=False):
+def quantize_qat(model, qconfig=None, strict=False, example_inputs=None):
     """Prepare a float model for quantization-aware training.
 
     Captures ``forward()``, fuses conv-bn(-relu), conv-relu, linear-relu and add-relu, adds input
@@ -166,11 +168,15 @@ def quantize_qat(model, qconfig=None, strict=False):
             :data:`qtk.default_qat_qconfig`.
         strict: refuse an op qtk has no int8 form for, instead of keeping it float (the runtime
             then runs it in float32 between a dequantize and a quantize; :func:`qtk.report`).
+        example_inputs: an input batch (tensor or tuple), run once through the float model to
+            learn feature-map sizes: modules whose int8 decomposition depends on them (Swin's
+            shifted-window attention and patch merging) need it, and stay float without it.
     """
-    return _prepare(model, qconfig, default_qat_qconfig, strict).train(model.training)
+    return _prepare(model, qconfig, default_qat_qconfig, strict,
+                    example_inputs).train(model.training)
 
 
-def prepare_ptq(model, qconfig=None, strict=False):
+def prepare_ptq(model, qconfig=None, strict=False, example_inputs=None):
     """Prepare a float model for post-training quantization: run calibration batches through
     the returned model (in eval mode), then call :func:`convert`.
 
@@ -178,9 +184,9 @@ def prepare_ptq(model, qconfig=None, strict=False):
         model: a trained float ``nn.Module`` (it is copied, not changed).
         qconfig: a :class:`qtk.QConfig` or :class:`qtk.QConfigMapping`; default
             :data:`qtk.default_ptq_qconfig`.
-        strict: as for :func:`quantize_qat`.
+        strict, example_inputs: as for :func:`quantize_qat`.
     """
-    return _prepare(model, qconfig, default_ptq_qconfig, strict).eval()
+    return _prepare(model, qconfig, default_ptq_qconfig, strict, example_inputs).eval()
 
 
 CALIBRATION_METHODS = ("minmax", "percentile", "mse", "kl")

@@ -102,6 +102,23 @@ class ClassToken(nn.Module):
         return (tokens + self.position)[:, 0]
 
 
+class WindowScores(nn.Module):
+    """Swin's scores [N, windows, heads, T, T] plus its relative position bias and shift mask."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.models.swin_transformer import ShiftedWindowAttention
+        self.conv = nn.Conv2d(3, 12, 1)
+        swin = ShiftedWindowAttention(12, [3, 4], [1, 2], num_heads=3)
+        mask = modules.attention._shift_mask(6, 8, [3, 4], [1, 2])  # 4 windows of 12 tokens
+        self.bias = modules.attention.WindowAttentionBias(
+            swin.relative_position_bias_table, swin.relative_position_index, 12, mask)
+
+    def forward(self, x):
+        scores = self.conv(x).reshape(x.shape[0], 4, 3, 12, 12)
+        return self.bias(scores)
+
+
 class ResizeBack(nn.Module):
     """A segmentation head: back to the input's size, read from its shape at each call."""
 
@@ -162,6 +179,7 @@ FLOAT_ONLY_EXAMPLES = {
     modules.Div: lambda: Functional(lambda a, b: a / (b + 0.5)),
     modules.WithConstant: lambda: Normalized(),
     modules.ExpandBatch: lambda: ClassToken(),
+    modules.attention.WindowAttentionBias: lambda: WindowScores(),
 }
 
 

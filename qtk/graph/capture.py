@@ -2,7 +2,7 @@
 
 qtk traces with ``torch.fx`` (symbolic tracing) because it keeps the user's module hierarchy and
 names, which the QAT model, error messages and the exported node names all use. Every module that
-qtk knows (float, fused, QAT or Quantized) is a leaf; containers are traced through.
+qtk knows (float, fused, QAT, Quantized or float32-only) is a leaf; containers are traced through.
 """
 import torch
 from torch import fx
@@ -12,7 +12,7 @@ from ..errors import UnsupportedOpError
 
 
 def _leaf_types():
-    return (tuple(modules.FLOAT_TO_QAT) + tuple(modules.TO_QUANTIZED)
+    return (tuple(modules.FLOAT_TO_QAT) + tuple(modules.TO_QUANTIZED) + tuple(modules.FLOAT_EXPORTS)
             + tuple(modules.QAT_MODULES) + tuple(modules.QUANTIZED_MODULES))
 
 

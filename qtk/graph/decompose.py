@@ -1,15 +1,64 @@
 """Before capture: modules that qtk runs as several simpler ones are swapped for a traceable
-equivalent (nn.MultiheadAttention for its Linear, MatMul and Softmax steps), so each step gets
-its own precision: the projections in int8, what has no int8 form yet in float."""
+equivalent (nn.MultiheadAttention, torchvision's Swin window attention and patch merging), so each
+step gets its own precision: the projections in int8, what has no int8 form yet in float.
+
+Swin's modules depend on the feature map's size (padding, whether the window shifts), so they are
+decomposed only when prepare is given ``example_inputs``; the sizes are recorded on one run."""
+import torch
 from torch import nn
 
-from ..modules.attention import DecomposedMultiheadAttention, decomposable
+from ..modules.attention import (DecomposedMultiheadAttention, DecomposedPatchMerging,
+                                 DecomposedWindowAttention, decomposable)
 from .capture import replace_submodule
 
+try:  # torchvision is optional
+    from torchvision.models.swin_transformer import PatchMerging, ShiftedWindowAttention
+    SIZED_TYPES = (ShiftedWindowAttention, PatchMerging)
+except ImportError:
+    SIZED_TYPES = ()
 
-def decompose(model):
+
+def _input_sizes(model, example_inputs):
+    """{module: (H, W)} of every sized module's [N, H, W, C] input, from one eval-mode run."""
+    sizes, hooks = {}, []
+
+    def record(module, inputs):
+        sizes.setdefault(module, tuple(inputs[0].shape[1:3]))
+
+    for module in model.modules():
+        if type(module) in SIZED_TYPES:
+            hooks.append(module.register_forward_pre_hook(record))
+    if hooks:
+        training = model.training
+        with torch.no_grad():
+            model.eval()(*example_inputs)
+        model.train(training)
+    for hook in hooks:
+        hook.remove()
+    return sizes
+
+
+def _sized_form(module, size):
+    """The decomposition of a sized module, or None where its size is not supported."""
+    height, width = size
+    if isinstance(module, PatchMerging):
+        return DecomposedPatchMerging(module) if height % 2 == 0 and width % 2 == 0 else None
+    window = module.window_size
+    if height % window[0] or width % window[1]:
+        return None  # torchvision pads the map to whole windows: not decomposed yet
+    return DecomposedWindowAttention(module, height, width)
+
+
+def decompose(model, example_inputs=None):
     """Swap in place; a module that cannot be decomposed stays (and stays float)."""
+    sizes = _input_sizes(model, example_inputs) if example_inputs is not None else {}
     for name, module in list(model.named_modules()):
+        if not name:
+            continue
         if isinstance(module, nn.MultiheadAttention) and decomposable(module) is None:
             replace_submodule(model, name, DecomposedMultiheadAttention(module))
+        elif module in sizes:
+            replacement = _sized_form(module, sizes[module])
+            if replacement is not None:
+                replace_submodule(model, name, replacement)
     return model

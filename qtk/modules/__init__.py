@@ -12,8 +12,8 @@ from .conv import (ConvBn2d, ConvBnReLU2d, ConvReLU2d, QATConv2d, QATConvBn2d, Q
 from .elementwise import (Add, AddReLU, Concat, Div, Mul, QATAdd, QATConcat, QATMul, QuantizedAdd,
                           QuantizedConcat, QuantizedMul, Sub, WithConstant)
 from .linear import LinearReLU, QATLinear, QuantizedLinear
-from .matmul import MatMul
-from . import normalization  # noqa: F401  (registers LayerNorm's float32 op)
+from .matmul import MatMul, QATMatMul, QuantizedMatMul
+from . import attention, normalization  # noqa: F401  (register their float32 ops)
 from .pooling import (QuantizedAdaptiveAvgPool2d, QuantizedAvgPool2d, QuantizedMaxPool2d,
                       SpatialMean)
 from .resize import (QATResizeBilinear, QuantizedPad, QuantizedResizeBilinear,

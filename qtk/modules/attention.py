@@ -1,11 +1,14 @@
-"""nn.MultiheadAttention as the modules qtk quantizes one by one: q/k/v/out Linear layers (int8),
-the score and context products (MatMul) and Softmax, with reshapes between them."""
+"""Attention as the modules qtk quantizes one by one: nn.MultiheadAttention and torchvision's
+Swin window attention become q/k/v/out Linear layers (int8), the score and context products
+(MatMul) and Softmax, with reshapes between them."""
 import math
 
 import torch
 from torch import nn
 
 from ..errors import UnsupportedOpError
+from .base import float_export
+from .elementwise import constant_operand_op
 from .matmul import MatMul
 
 
@@ -73,3 +76,122 @@ def decomposable(mha):
     if mha.bias_k is not None or mha.add_zero_attn:
         return "add_bias_kv or add_zero_attn"
     return None
+
+
+class WindowAttentionBias(nn.Module):
+    """Swin's learned relative position bias (and, for shifted windows, the -100 mask between
+    regions that the shift brought together) added to the scores [N, windows, heads, T, T]. The
+    bias is read from the model's own table at each call, so QAT trains it."""
+
+    def __init__(self, table, index, tokens, mask=None):
+        super().__init__()
+        self.table, self.tokens = table, tokens
+        self.register_buffer("index", index.clone())
+        self.register_buffer("mask", mask)  # [windows, T, T] or None
+
+    def bias(self):
+        bias = self.table[self.index].reshape(self.tokens, self.tokens, -1).permute(2, 0, 1)
+        bias = bias.unsqueeze(0)  # [1 window, heads, T, T]
+        return bias if self.mask is None else bias + self.mask.unsqueeze(1)
+
+    def forward(self, scores):
+        return scores + self.bias().unsqueeze(0)
+
+
+def _shift_mask(height, width, window, shift):
+    """torchvision's attention mask of a shifted window: -100 between tokens from different
+    regions of the rolled map, [windows, T, T]."""
+    regions = torch.zeros(height, width)
+    count = 0
+    for h in ((0, -window[0]), (-window[0], -shift[0]), (-shift[0], None)):
+        for w in ((0, -window[1]), (-window[1], -shift[1]), (-shift[1], None)):
+            regions[h[0]:h[1], w[0]:w[1]] = count
+            count += 1
+    regions = regions.reshape(height // window[0], window[0], width // window[1], window[1])
+    regions = regions.permute(0, 2, 1, 3).reshape(-1, window[0] * window[1])
+    different = regions.unsqueeze(1) - regions.unsqueeze(2)
+    return torch.where(different != 0, -100.0, 0.0)
+
+
+def _roll(x, shift, dim):
+    """torch.roll(x, -shift, dim) of an [N, H, W, C] map as two slices and a concat (both run in
+    int8; the rank is fixed because a traced tensor's dim() is not a number)."""
+    if shift == 0:
+        return x
+    first, second = [slice(None)] * 4, [slice(None)] * 4
+    first[dim], second[dim] = slice(shift, None), slice(0, shift)
+    return torch.cat([x[tuple(first)], x[tuple(second)]], dim)
+
+
+class DecomposedWindowAttention(nn.Module):
+    """torchvision's Swin ShiftedWindowAttention for an [N, H, W, C] input of known H and W, with
+    the batch kept in dim 0: the windows are a dim of their own ([N, windows, T, C]) rather than
+    merged into the batch, the cyclic shift is two slices and a concat per axis, the q/k/v
+    projections are three Linear layers (the query scale folded into q) and the scores two
+    MatMuls, so everything but Softmax and the bias is an op with an int8 form."""
+
+    def __init__(self, module, height, width):
+        super().__init__()
+        self.window = list(module.window_size)
+        self.shift = [0 if w >= n else s for w, n, s in zip(self.window, (height, width),
+                                                               module.shift_size)]
+        self.height, self.width, self.num_heads = height, width, module.num_heads
+        channels = module.qkv.in_features
+        self.head_dim = channels // module.num_heads
+        weights = module.qkv.weight.detach().chunk(3)
+        biases = (module.qkv.bias.detach().chunk(3) if module.qkv.bias is not None
+                  else (None,) * 3)
+        scale = self.head_dim ** -0.5
+        self.q = _linear(weights[0] * scale, None if biases[0] is None else biases[0] * scale)
+        self.k, self.v = _linear(weights[1], biases[1]), _linear(weights[2], biases[2])
+        self.proj = module.proj
+        tokens = self.window[0] * self.window[1]
+        mask = (_shift_mask(height, width, self.window, self.shift) if sum(self.shift)
+                else None)
+        self.bias = WindowAttentionBias(module.relative_position_bias_table,
+                                        module.relative_position_index, tokens, mask)
+        self.scores, self.context = MatMul(transpose_b=True), MatMul()
+        self.softmax = nn.Softmax(-1)
+        self.attention_dropout = nn.Dropout(module.attention_dropout)
+        self.dropout = nn.Dropout(module.dropout)
+
+    def _heads(self, x):
+        """[N, windows, T, C] -> [N, windows, heads, T, D]"""
+        return x.reshape(x.shape[0], x.shape[1], x.shape[2], self.num_heads,
+                         self.head_dim).permute(0, 1, 3, 2, 4)
+
+    def forward(self, x):
+        (wh, ww), (sh, sw) = self.window, self.shift
+        rows, cols = self.height // wh, self.width // ww
+        x = _roll(_roll(x, sh, 1), sw, 2)
+        channels = x.shape[3]
+        x = x.reshape(x.shape[0], rows, wh, cols, ww, channels).permute(0, 1, 3, 2, 4, 5)
+        x = x.reshape(x.shape[0], rows * cols, wh * ww, channels)
+        q, k, v = self._heads(self.q(x)), self._heads(self.k(x)), self._heads(self.v(x))
+        attention = self.softmax(self.bias(self.scores(q, k)))
+        x = self.context(self.attention_dropout(attention), v).permute(0, 1, 3, 2, 4)
+        x = self.dropout(self.proj(x.reshape(x.shape[0], rows * cols, wh * ww, channels)))
+        x = x.reshape(x.shape[0], rows, cols, wh, ww, channels).permute(0, 1, 3, 2, 4, 5)
+        x = x.reshape(x.shape[0], self.height, self.width, channels)
+        return _roll(_roll(x, (self.height - sh) % self.height, 1),
+                     (self.width - sw) % self.width, 2)
+
+
+class DecomposedPatchMerging(nn.Module):
+    """torchvision's Swin PatchMerging for an even H and W: the four strided slices and their
+    concat as shape ops and a Concat, then its norm and reduction."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.norm, self.reduction = module.norm, module.reduction
+
+    def forward(self, x):
+        parts = [x[:, i::2, j::2, :] for i, j in ((0, 0), (1, 0), (0, 1), (1, 1))]
+        return self.reduction(self.norm(torch.cat(parts, -1)))
+
+
+# ---- float32 runtime op (a part kept in float) ---------------------------------------------------
+
+@float_export(WindowAttentionBias)
+def float_window_attention_bias(module, input_shapes, where):
+    return constant_operand_op("add", module.bias().unsqueeze(0), input_shapes[0], where)

@@ -241,14 +241,20 @@ def float_div(module, input_shapes, where):
 
 @float_export(WithConstant)
 def float_with_constant(module, input_shapes, where):
-    """The constant gets the activation's rank (leading 1s), as the runtime broadcasts equal ranks."""
-    rank, constant = len(input_shapes[0]), module.constant.detach().float()
+    return constant_operand_op(module.op, module.constant, input_shapes[0], where,
+                               module.constant_first)
+
+
+def constant_operand_op(op, constant, input_shape, where, constant_first=False):
+    """The float32 op of ``x <op> c``: the constant gets the activation's rank (leading 1s), as
+    the runtime broadcasts equal ranks, and may not reach into the batch dimension."""
+    rank, constant = len(input_shape), constant.detach().float()
     if constant.dim() > rank or (constant.dim() == rank and constant.shape[0] != 1):
         raise UnsupportedOpError(f"{where}: a constant of shape {tuple(constant.shape)} with an "
-                                 f"activation of shape {input_shapes[0]} would change the batch "
+                                 f"activation of shape {input_shape} would change the batch "
                                  f"dimension")
     constant = constant.reshape([1] * (rank - constant.dim()) + list(constant.shape))
-    return QModelOp(module.op, [("constant", constant)], constants_first=module.constant_first)
+    return QModelOp(op, [("constant", constant)], constants_first=constant_first)
 
 
 @float_export(Concat)
