@@ -75,16 +75,17 @@ class ChannelsLast(nn.Module):
 
 
 class Normalized(nn.Module):
-    """``(conv(x) - mean) / 2 * scale + 1``: a learned mean and scale, a number on either side."""
+    """``1 - (conv(x) - mean) / 2 * exp(log_scale)``: a learned mean, a scale computed from a
+    learned tensor (folded as an expression of it), a number on either side."""
 
     def __init__(self):
         super().__init__()
         self.conv = _conv()
         self.mean = nn.Parameter(torch.linspace(-0.3, 0.3, 6).reshape(6, 1, 1))
-        self.scale = nn.Parameter(torch.linspace(0.5, 1.5, 6).reshape(1, 6, 1, 1))
+        self.log_scale = nn.Parameter(torch.linspace(-0.5, 0.5, 6).reshape(1, 6, 1, 1))
 
     def forward(self, x):
-        return 1 - (self.conv(x) - self.mean) / 2 * self.scale
+        return 1 - (self.conv(x) - self.mean) / 2 * self.log_scale.exp()
 
 
 class ClassToken(nn.Module):

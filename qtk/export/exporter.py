@@ -162,7 +162,7 @@ def _argument(node, position, name, default):
 
 def _permutation(node, rank):
     name = node.target if isinstance(node.target, str) else node.target.__name__
-    if name == "transpose":
+    if name in ("transpose", "swapaxes"):
         first, second = (_argument(node, 1, "dim0", 0) % rank, _argument(node, 2, "dim1", 1) % rank)
         perm = list(range(rank))
         perm[first], perm[second] = second, first
@@ -200,7 +200,7 @@ def _export_shape_op(writer, value_of, recorded, node, kind):
         value_of[node] = outputs
         return
     out_shape = tuple(recorded[node].shape)
-    if name in ("transpose", "permute"):
+    if name in ("transpose", "swapaxes", "permute"):
         op, attrs = "permute", {"perm": _permutation(node, len(in_shape))}
         if attrs["perm"][0] != 0:
             raise UnsupportedOpError(f"{where}: moving the batch dimension is not supported")

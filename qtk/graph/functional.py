@@ -44,6 +44,23 @@ def _matmul(input, other, **_):
     return modules.MatMul(), (input, other)
 
 
+def _einsum(equation, *operands):
+    """The batched products attention writes with einsum (maxvit): "...ik,...kj->...ij" and
+    "...ik,...jk->...ij" over the same batch letters, as MatMul."""
+    operands = operands[0] if len(operands) == 1 and isinstance(operands[0], (list, tuple)) \
+        else operands
+    letters = equation.replace(" ", "").replace("->", ",").split(",")
+    if len(operands) == 2 and len(letters) == 3 and len({len(t) for t in letters}) == 1:
+        a, b, out = letters
+        batch, (i, k), (m, n) = a[:-2], a[-2:], out[-2:]
+        if out[:-2] == batch == b[:-2] and (m, len({i, k, n})) == (i, 3):
+            if b[-2:] == k + n:
+                return modules.MatMul(), tuple(operands)
+            if b[-2:] == n + k:
+                return modules.MatMul(transpose_b=True), tuple(operands)
+    raise UnsupportedOpError(f"einsum {equation!r} is not a batched matrix product")
+
+
 def _softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dtype is not None:
         raise UnsupportedOpError("softmax(dtype=...) is not supported")
@@ -157,7 +174,7 @@ MODULE_FORMS = {
     operator.mul: _MUL, operator.imul: _MUL, torch.mul: _MUL, "mul": _MUL, "mul_": _MUL,
     operator.sub: _SUB, operator.isub: _SUB, torch.sub: _SUB, "sub": _SUB, "sub_": _SUB,
     operator.truediv: _DIV, operator.itruediv: _DIV, torch.div: _DIV, "div": _DIV, "div_": _DIV,
-    operator.matmul: _matmul, torch.matmul: _matmul, torch.bmm: _matmul, "matmul": _matmul,
+    operator.matmul: _matmul, torch.matmul: _matmul, torch.einsum: _einsum, torch.bmm: _matmul, "matmul": _matmul,
     "bmm": _matmul, F.softmax: _softmax, torch.softmax: _softmax, "softmax": _softmax,
     F.layer_norm: _layer_norm, "expand": _expand,
     torch.cat: _cat, torch.concat: _cat,
@@ -171,8 +188,8 @@ MODULE_FORMS = {
 }
 
 # Shape ops: they move bytes, so int8 tensors go through them unchanged.
-SHAPE_OPS = {"view", "reshape", "flatten", "transpose", "permute", "contiguous", torch.flatten,
-             torch.reshape, torch.transpose, torch.permute}
+SHAPE_OPS = {"view", "reshape", "flatten", "transpose", "permute", "contiguous", "swapaxes",
+             torch.flatten, torch.reshape, torch.transpose, torch.permute, torch.swapaxes}
 SPLIT_OPS = {"chunk", "split", torch.chunk, torch.split}
 SIZE_QUERIES = {"size", "dim", "numel"}
 
@@ -242,31 +259,62 @@ def refusal(node):
             f"lists them), or keep this part in float with a qconfig of None for its module")
 
 
-def _fetched(graph_module, node):
-    """A get_attr node's tensor (the model's parameter or buffer itself); other nodes as they are."""
-    if node.op != "get_attr":
-        return node
-    value = graph_module
-    for part in node.target.split("."):
-        value = getattr(value, part)
-    return value
+def _model_tensors_only(graph_module):
+    """The nodes computed from the model's parameters and buffers alone, which no input reaches
+    (maxvit's relative position bias: a table indexed, viewed and permuted)."""
+    only = set()
+    for node in graph_module.graph.nodes:
+        if node.op == "get_attr" or (node.op in ("call_function", "call_method")
+                                     and node.all_input_nodes
+                                     and all(n in only for n in node.all_input_nodes)):
+            only.add(node)
+    return only
+
+
+def _expression(graph_module, root):
+    """A :class:`qtk.modules.TensorExpression` recomputing ``root`` from the model's tensors."""
+    graph, copies = fx.Graph(), {}
+
+    def copy(node):
+        if node not in copies:
+            for source in node.all_input_nodes:
+                copy(source)
+            copies[node] = graph.node_copy(node, lambda n: copies[n])
+        return copies[node]
+
+    graph.output(copy(root))
+    return modules.TensorExpression(fx.GraphModule(graph_module, graph))
+
+
+def _fetched(graph_module, node, model_tensors):
+    """What a call reads where qtk folds the model's tensors into a module: a get_attr node's
+    tensor (the parameter or buffer itself), an expression of them, or the node as it is."""
+    if node.op == "get_attr":
+        value = graph_module
+        for part in node.target.split("."):
+            value = getattr(value, part)
+        return value
+    if node in model_tensors:
+        return _expression(graph_module, node)
+    return node
 
 
 def _flat(args):
     return [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else [arg])]
 
 
-def _module_form(graph_module, node, kinds):
+def _module_form(graph_module, node, kinds, model_tensors):
     """(module, args) for a supported call; raises _Refused with the reason otherwise."""
     if kinds.get(node) == SLICE:
         raise _Refused("indexes a tensor by a tensor or mask, which has no form in qtk yet")
     build = MODULE_FORMS.get(node.target)
     if build is None:
         raise _Refused("has no quantized form in qtk")
-    args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: _fetched(graph_module, n))
+    args, kwargs = fx.node.map_arg((node.args, node.kwargs),
+                                   lambda n: _fetched(graph_module, n, model_tensors))
     try:
         module, module_args = build(*args, **kwargs)
-        if any(isinstance(a, torch.Tensor) for a in _flat(module_args)):
+        if any(isinstance(a, (torch.Tensor, nn.Module)) for a in _flat(module_args)):
             raise UnsupportedOpError("it reads a parameter or buffer of the model directly, "
                                      "which has no form in qtk there")
         return module, module_args
@@ -292,17 +340,20 @@ def normalize(graph_module):
                 and not _is_in_place(node) and not node.is_impure()):
             graph.erase_node(node)
     kinds = classify(graph_module)
+    model_tensors = _model_tensors_only(graph_module)
     position = {node: i for i, node in enumerate(graph.nodes)}
     for node in list(graph.nodes):
         kind = kinds.get(node)
         if node.op not in ("call_function", "call_method") or kind == VALUE:
+            continue
+        if node in model_tensors:  # folded into the module that reads it, below
             continue
         is_shape_op = (node.target in SHAPE_OPS or node.target in SPLIT_OPS
                        or node.target is operator.getitem)
         if is_shape_op and kind != SLICE:
             continue
         try:
-            module, args = _module_form(graph_module, node, kinds)
+            module, args = _module_form(graph_module, node, kinds, model_tensors)
         except _Refused as refused:
             node.meta[FLOAT_CALL] = str(refused)
             continue
@@ -317,9 +368,12 @@ def normalize(graph_module):
                 if position.get(reader, -1) > position[node]:
                     reader.replace_input_with(node.args[0], replacement)
         graph.erase_node(node)
-    for node in list(graph.nodes):  # the tensors the new modules now hold
-        if node.op == "get_attr" and not node.users:
+    for node in reversed(list(graph.nodes)):  # the tensors the new modules now hold
+        if node in model_tensors and not node.users:
             graph.erase_node(node)
+        elif node in model_tensors and kinds.get(node) != VALUE and node.op != "get_attr":
+            node.meta[FLOAT_CALL] = ("computes from the model's tensors alone, which qtk folds "
+                                     "only into +, -, * and / with an activation")
     graph.lint()
     graph_module.recompile()
     return graph_module

@@ -60,6 +60,18 @@ class Div(nn.Module):
 ELEMENTWISE = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
 
 
+class TensorExpression(nn.Module):
+    """A tensor computed from the model's own parameters and buffers alone (a small traced
+    graph), recomputed at each call so that QAT trains them; export writes its value."""
+
+    def __init__(self, graph_module):
+        super().__init__()
+        self.compute = graph_module
+
+    def forward(self):
+        return self.compute()
+
+
 class WithConstant(nn.Module):
     """``x <op> c`` (or ``c <op> x``) where ``c`` is a number or a tensor the model owns:
     ``x * 0.5``, ``x + pos_embedding``, ``layer_scale * x``, ``(x - mean) / std``. A learned ``c``
@@ -67,24 +79,28 @@ class WithConstant(nn.Module):
 
     Args:
         op: "add", "sub", "mul" or "div".
-        constant: a number, a tensor or an ``nn.Parameter`` (shared, not copied).
+        constant: a number, a tensor, an ``nn.Parameter`` (shared, not copied) or a
+            :class:`TensorExpression` of the model's tensors.
         constant_first: ``c <op> x`` rather than ``x <op> c``.
     """
 
     def __init__(self, op, constant, constant_first=False):
         super().__init__()
         self.op, self.constant_first = op, constant_first
-        if isinstance(constant, nn.Parameter):
+        if isinstance(constant, (nn.Parameter, TensorExpression)):
             self.constant = constant
         else:
             self.register_buffer("constant", torch.as_tensor(constant, dtype=torch.float32))
 
+    def value(self):
+        return self.constant() if isinstance(self.constant, TensorExpression) else self.constant
+
     def forward(self, x):
-        operands = (self.constant, x) if self.constant_first else (x, self.constant)
+        operands = (self.value(), x) if self.constant_first else (x, self.value())
         return ELEMENTWISE[self.op](*operands)
 
     def extra_repr(self):
-        return f"{self.op}, {tuple(self.constant.shape)}, constant_first={self.constant_first}"
+        return f"{self.op}, constant_first={self.constant_first}"
 
 
 class Concat(nn.Module):
@@ -241,8 +257,9 @@ def float_div(module, input_shapes, where):
 
 @float_export(WithConstant)
 def float_with_constant(module, input_shapes, where):
-    return constant_operand_op(module.op, module.constant, input_shapes[0], where,
-                               module.constant_first)
+    with torch.no_grad():
+        constant = module.value()
+    return constant_operand_op(module.op, constant, input_shapes[0], where, module.constant_first)
 
 
 def constant_operand_op(op, constant, input_shape, where, constant_first=False):
