@@ -10,7 +10,8 @@ from .base import (FLOAT_EXPORTS, QAT_MODULES, QUANTIZED_MODULES, QATModule, QMo
                    QuantizedModule)
 from .conv import (ConvBn2d, ConvBnReLU2d, ConvReLU2d, QATConv2d, QATConvBn2d, QuantizedConv2d)
 from .elementwise import (Add, AddReLU, Concat, Div, Mul, QATAdd, QATConcat, QATMul, QuantizedAdd,
-                          QuantizedConcat, QuantizedMul, Sub, WithConstant)
+                          QuantizedConcat, QuantizedMul, Sub, TensorExpression,
+                          WithConstant)
 from .linear import LinearReLU, QATLinear, QuantizedLinear
 from .matmul import MatMul, QATMatMul, QuantizedMatMul
 from . import attention, normalization  # noqa: F401  (register their float32 ops)
