@@ -1,5 +1,6 @@
-"""Model coverage: every torchvision classification and segmentation model through PTQ, convert,
-export and the runtime, with random weights (BatchNorm statistics re-estimated on random data).
+"""Model coverage: every torchvision classification and segmentation model, and the deployable
+trunk of every detection model (backbone and dense head), through PTQ, convert, export and the
+runtime, with random weights (BatchNorm statistics re-estimated on random data).
 Rewrites docs/coverage.md: per model, whether it deploys, the share of its multiply-accumulates in
 int8 (qtk.report), whether the runtime's int8 output equals the Quantized reference byte for byte,
 and the .qmodel's size.
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import torch
 import torchvision
+from torch import nn
 
 import qtk
 from model_zoo.training import reestimate_batchnorm
@@ -25,16 +27,48 @@ FIXED_224 = ("vit_", "swin", "maxvit", "vgg", "alexnet")  # their input size is 
 SECONDS_PER_MODEL = 600
 
 
+SEGMENTATION = torchvision.models.list_models(module=torchvision.models.segmentation)
+DETECTION = torchvision.models.list_models(module=torchvision.models.detection)
+
+
 def input_size(name):
     if name.startswith("inception"):
         return 299
+    if name in DETECTION:
+        return 300 if name.startswith("ssd300") else 320 if "320" in name else 256
     return 224 if name.startswith(FIXED_224) else 112
 
 
+def _tensors(value):
+    """Every tensor of a nested output (dicts, lists, tuples), in order (traced ones too)."""
+    if not isinstance(value, (dict, list, tuple)):
+        return [value]
+    values = value.values() if isinstance(value, dict) else value
+    return [t for v in values for t in _tensors(v)]
+
+
+class DetectionTrunk(nn.Module):
+    """What of a detector deploys: its backbone and dense head (RetinaNet's, FCOS's and SSD's
+    head; the R-CNNs' region proposal head), returning the features and the head's outputs. Box
+    decoding, NMS and the R-CNNs' RoI heads stay in Python."""
+
+    def __init__(self, detector):
+        super().__init__()
+        self.backbone = detector.backbone
+        self.head = detector.head if hasattr(detector, "head") else detector.rpn.head
+
+    def forward(self, x):
+        features = _tensors(self.backbone(x))
+        return tuple(features) + tuple(_tensors(self.head(features)))
+
+
 def build(name):
-    if name in torchvision.models.list_models(module=torchvision.models.segmentation):
+    if name in SEGMENTATION:
         return torchvision.models.get_model(name, weights=None, weights_backbone=None,
                                             num_classes=21, aux_loss=False)
+    if name in DETECTION:
+        return DetectionTrunk(torchvision.models.get_model(name, weights=None,
+                                                           weights_backbone=None))
     return torchvision.models.get_model(name, weights=None)
 
 
@@ -44,11 +78,6 @@ class _Timeout(Exception):
 
 def _alarm(signum, frame):
     raise _Timeout()
-
-
-def _outputs(value):
-    """A model's output as one tensor (segmentation models return {'out': ...})."""
-    return value["out"] if isinstance(value, dict) else value
 
 
 def run(name, row):
@@ -70,14 +99,16 @@ def run(name, row):
     session = qtk.runtime.load(data, threads=2)
     x = torch.randn(1, 3, size, size)
     with qtk.int8_outputs(quantized), torch.no_grad():
-        reference = _outputs(quantized(x))
-    runtime = session.run(x, output="int8")
-    if reference.dtype == torch.int8:
-        differing = int((reference != runtime).sum())
+        references = _tensors(quantized(x))
+    runtimes = _tensors(session.run(x, output="int8"))
+    if all(r.dtype == torch.int8 for r in references):
+        differing = sum(int((r != t).sum()) for r, t in zip(references, runtimes))
+        total = sum(r.numel() for r in references)
         status = ("byte-identical" if differing == 0
-                  else f"{differing} of {reference.numel()} int8 outputs differ")
+                  else f"{differing} of {total} int8 outputs differ")
     else:
-        difference = float((reference - runtime).abs().max())
+        difference = max(float((r.float() - t.float()).abs().max())
+                         for r, t in zip(references, runtimes))
         status = f"float output, max difference {difference:.2g}"
     row["status"] = status
 
@@ -125,8 +156,7 @@ def main():
     parser.add_argument("--models", nargs="*", help="only these (default: all)")
     args = parser.parse_args()
     names = args.models or (torchvision.models.list_models(module=torchvision.models)
-                            + torchvision.models.list_models(
-                                module=torchvision.models.segmentation))
+                            + SEGMENTATION + DETECTION)
     torch.set_num_threads(2)
     signal.signal(signal.SIGALRM, _alarm)
     rows = []
