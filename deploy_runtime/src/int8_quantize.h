@@ -21,6 +21,15 @@ namespace detail {
 using Int8QuantizeFn = void (*)(const float* x, int64_t count, float inv_scale, int32_t zero_point,
                                 int8_t* y);
 
+// What the vector kernels broadcast: spec 1's constants from arith::quantize_bounds, derived in
+// baseline code (kernels/reference/quantize.cpp) once per call.
+struct Int8QuantizePlan {
+    float inv_scale, lo, hi;  // lo and hi relative to the zero point
+    int32_t zero_point;
+};
+
+Int8QuantizePlan int8_quantize_plan(float inv_scale, int32_t zero_point);
+
 struct Int8QuantizeUkernel {
     Int8QuantizeFn run;
 };

@@ -22,8 +22,10 @@
 #if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
 #include "../kernels/x86/gemm_int8.h"
 #include "../kernels/x86/requantize_int8.h"
+#include "../kernels/x86/vadd_int8.h"
 #include "../kernels/x86/winograd_int8_f2x3.h"
 #endif
+#include "int8_quantize.h"
 
 namespace qtk {
 namespace detail {
@@ -169,6 +171,111 @@ int64_t draw(Rng& rng, int64_t lo, int64_t hi) {
         default:
             return std::min(hi, std::max(lo, rng.uniform(-300000, 300000)));
     }
+}
+
+// The plain-data plans the vector kernels broadcast (kernels/drivers/int8_plans.cpp,
+// int8_quantize_plan), each form computed in scalar from its plan alone and held against arith::
+// for every zero point and clamp bound (requantize, quantize) or a grid of them (add), each shift,
+// and the arguments at their extremes and at random.
+void test_plans() {
+    using qtk::detail::Int8Output;
+    using qtk::detail::kHighHalfDroppedBits;
+    using qtk::detail::kHighHalfMaxShift;
+    using qtk::detail::kHighHalfMinShift;
+    constexpr int64_t kMin = std::numeric_limits<int32_t>::min();
+    constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+    const auto clamp = [](int64_t v, int64_t lo, int64_t hi) {
+        return std::min(hi, std::max(lo, v));
+    };
+    Rng rng(23);
+    int64_t requantize_wrong = 0, add_wrong = 0, quantize_wrong = 0;
+    for (int32_t zero_point = -128; zero_point <= 127; ++zero_point) {
+        for (int32_t lo = -128; lo <= 127; lo += 5) {
+            for (int32_t hi = lo; hi <= 127; hi += 7) {
+                const Int8Output out = {zero_point, lo, hi};
+                for (int32_t shift = 1; shift <= 62; ++shift) {
+                    for (int trial = 0; trial < 4; ++trial) {
+                        const auto acc = static_cast<int32_t>(draw(rng, kMin, kMax));
+                        const auto multiplier = static_cast<int32_t>(draw(rng, 0, kMax));
+                        const int8_t want =
+                            qtk::arith::requantize(acc, multiplier, shift, zero_point, lo, hi);
+                        const int64_t product = int64_t{acc} * multiplier;
+                        const int64_t wide =
+                            clamp((product + (int64_t{1} << (shift - 1))) >> shift,
+                                  out.lo_from_zero_point, out.hi_from_zero_point) +
+                            out.zero_point;
+                        requantize_wrong += wide != want;
+                        if (shift < kHighHalfMinShift || shift > kHighHalfMaxShift) {
+                            continue;
+                        }
+                        // The high-half form in int32, as the vector code computes it.
+                        const int64_t round =
+                            int64_t{out.round_odd} << (shift - kHighHalfMinShift);
+                        const int64_t sum = (product >> 32) + round;
+                        requantize_wrong += round != static_cast<int32_t>(round);
+                        requantize_wrong += sum != static_cast<int32_t>(sum);
+                        requantize_wrong +=
+                            clamp(sum >> (shift - kHighHalfDroppedBits), lo, hi) != want;
+                    }
+                }
+            }
+        }
+        const qtk::detail::Int8QuantizePlan plan =
+            qtk::detail::int8_quantize_plan(1.0f / 0.37f, zero_point);
+        for (int i = -70000; i <= 70000; ++i) {
+            const float x = float(i) * 0.01f;
+            float r = std::nearbyint(x * plan.inv_scale);
+            r = std::isnan(r) ? 0.0f : std::min(std::max(r, plan.lo), plan.hi);
+            quantize_wrong +=
+                int8_t(int32_t(r) + plan.zero_point) != qtk::arith::quantize(x, plan.inv_scale,
+                                                                            zero_point);
+        }
+    }
+    // The add: its int64 form and the 16-bit form, d = q - z over every pair of bytes.
+    const int32_t multipliers[] = {0, 1, 32767, 32768, 65535, 65536, 1 << 30,
+                                   int32_t(kMax) - 32769, int32_t(kMax) - 32768, int32_t(kMax)};
+    for (int trial = 0; trial < 300; ++trial) {
+        const int32_t shift = trial < 62 ? trial + 1 : static_cast<int32_t>(rng.uniform(14, 48));
+        const int32_t a_multiplier = rng.uniform(0, 1) ? multipliers[rng.uniform(0, 9)]
+                                                       : static_cast<int32_t>(draw(rng, 0, kMax));
+        const int32_t b_multiplier = rng.uniform(0, 1) ? multipliers[rng.uniform(0, 9)]
+                                                       : static_cast<int32_t>(draw(rng, 0, kMax));
+        const auto a_zero_point = static_cast<int32_t>(draw(rng, -128, 127));
+        const auto b_zero_point = static_cast<int32_t>(draw(rng, -128, 127));
+        const auto zero_point = static_cast<int32_t>(draw(rng, -128, 127));
+        const auto lo = static_cast<int32_t>(draw(rng, -128, 127));
+        const auto hi = static_cast<int32_t>(draw(rng, lo, 127));
+        const qtk::detail::Int8AddParams p = {a_zero_point, a_multiplier, b_zero_point,
+                                              b_multiplier, shift,        zero_point,
+                                              lo,           hi};
+        const bool pairs_fit = shift >= 17 && shift <= 46 && a_multiplier < kMax - 32767 &&
+                               b_multiplier < kMax - 32767;
+        add_wrong += p.pairs != pairs_fit;
+        const auto half = [](int32_t pair, int which) {
+            return int32_t(int16_t(uint16_t(uint32_t(pair) >> (16 * which))));
+        };
+        for (int a = -128; a <= 127; ++a) {
+            for (int b = -128; b <= 127; ++b) {
+                const int8_t want = qtk::arith::rescale_add(
+                    int8_t(a), a_zero_point, a_multiplier, int8_t(b), b_zero_point, b_multiplier,
+                    shift, zero_point, lo, hi);
+                const int64_t da = a - a_zero_point, db = b - b_zero_point;
+                const int64_t sum = da * a_multiplier + db * b_multiplier;
+                add_wrong += clamp((sum + p.round) >> shift, p.lo_from_zero_point,
+                                   p.hi_from_zero_point) + zero_point != want;
+                if (!p.pairs) {
+                    continue;
+                }
+                const int64_t high = da * half(p.high_pair, 0) + db * half(p.high_pair, 1);
+                const int64_t low = da * half(p.low_pair, 0) + db * half(p.low_pair, 1);
+                const int64_t v = (high + (low >> 16) + p.pair_round) >> p.pair_shift;
+                add_wrong += clamp(v + zero_point, lo, hi) != want;
+            }
+        }
+    }
+    CHECK_EQ(requantize_wrong, 0);
+    CHECK_EQ(add_wrong, 0);
+    CHECK_EQ(quantize_wrong, 0);
 }
 
 // Each requantization epilogue this CPU runs, both forms, against arith::requantize on the sum
@@ -1053,6 +1160,7 @@ int main() {
     }
 #if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
     test_ukernels();
+    test_plans();
     test_requantize();
 #endif
     test_errors();

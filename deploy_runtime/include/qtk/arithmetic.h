@@ -22,8 +22,10 @@ inline int32_t clamp(int64_t v, int32_t lo, int32_t hi) {
 
 // Spec 2: one rounding step, half toward +infinity, exact in int64 for |acc| < 2^31, M < 2^31,
 // 1 <= shift <= 62.
+inline int64_t rounding_constant(int32_t shift) { return int64_t{1} << (shift - 1); }
+
 inline int64_t rounding_shift(int64_t product_sum, int32_t shift) {
-    return (product_sum + (int64_t{1} << (shift - 1))) >> shift;
+    return (product_sum + rounding_constant(shift)) >> shift;
 }
 
 inline int8_t requantize(int32_t acc, int32_t multiplier, int32_t shift, int32_t zero_point,
@@ -53,13 +55,22 @@ inline int8_t rescale(int8_t q, int32_t zq, int32_t multiplier, int32_t shift, i
 // Callers compute inv_scale once; kernels must be built with -ffp-contract=off.
 inline float inverse_scale(float scale) { return 1.0f / scale; }
 
+// The clamp of the rounded value, in float, relative to the zero point.
+struct QuantizeBounds {
+    float lo, hi;
+};
+
+inline QuantizeBounds quantize_bounds(int32_t zero_point, int32_t qmin = kInt8Min,
+                                      int32_t qmax = kInt8Max) {
+    return {static_cast<float>(qmin - zero_point), static_cast<float>(qmax - zero_point)};
+}
+
 inline int8_t quantize(float x, float inv_scale, int32_t zero_point, int32_t qmin = kInt8Min,
                        int32_t qmax = kInt8Max) {
     float r = std::nearbyint(x * inv_scale);
     if (std::isnan(r)) r = 0.0f;
-    const float lo = static_cast<float>(qmin - zero_point);
-    const float hi = static_cast<float>(qmax - zero_point);
-    r = std::min(std::max(r, lo), hi);
+    const QuantizeBounds bounds = quantize_bounds(zero_point, qmin, qmax);
+    r = std::min(std::max(r, bounds.lo), bounds.hi);
     return static_cast<int8_t>(static_cast<int32_t>(r) + zero_point);
 }
 

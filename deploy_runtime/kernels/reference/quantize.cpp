@@ -85,6 +85,11 @@ class DequantizeReference final : public ConvertReference {
 
 extern const Int8QuantizeUkernel kInt8QuantizeScalar = {quantize_int8_scalar};
 
+Int8QuantizePlan int8_quantize_plan(float inv_scale, int32_t zero_point) {
+    const arith::QuantizeBounds bounds = arith::quantize_bounds(zero_point);
+    return {inv_scale, bounds.lo, bounds.hi, zero_point};
+}
+
 std::unique_ptr<OpKernel> make_quantize_reference(const NodeView& node) {
     return std::make_unique<QuantizeReference>(node);
 }

@@ -10,10 +10,11 @@ namespace {
 
 void quantize_avx2(const float* x, int64_t count, float inv_scale, int32_t zero_point,
                    int8_t* y) {
-    const __m256 vinv = _mm256_set1_ps(inv_scale);
-    const __m256 vlo = _mm256_set1_ps(float(-128 - zero_point));
-    const __m256 vhi = _mm256_set1_ps(float(127 - zero_point));
-    const __m256i vzero_point = _mm256_set1_epi32(zero_point);
+    const Int8QuantizePlan plan = int8_quantize_plan(inv_scale, zero_point);
+    const __m256 vinv = _mm256_set1_ps(plan.inv_scale);
+    const __m256 vlo = _mm256_set1_ps(plan.lo);
+    const __m256 vhi = _mm256_set1_ps(plan.hi);
+    const __m256i vzero_point = _mm256_set1_epi32(plan.zero_point);
     const __m256i vlane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (int64_t i = 0; i < count; i += 8) {
         const int lanes = count - i >= 8 ? 8 : int(count - i);

@@ -9,10 +9,11 @@ namespace {
 
 void quantize_avx512(const float* x, int64_t count, float inv_scale, int32_t zero_point,
                      int8_t* y) {
-    const __m512 vinv = _mm512_set1_ps(inv_scale);
-    const __m512 vlo = _mm512_set1_ps(float(-128 - zero_point));
-    const __m512 vhi = _mm512_set1_ps(float(127 - zero_point));
-    const __m512i vzero_point = _mm512_set1_epi32(zero_point);
+    const Int8QuantizePlan plan = int8_quantize_plan(inv_scale, zero_point);
+    const __m512 vinv = _mm512_set1_ps(plan.inv_scale);
+    const __m512 vlo = _mm512_set1_ps(plan.lo);
+    const __m512 vhi = _mm512_set1_ps(plan.hi);
+    const __m512i vzero_point = _mm512_set1_epi32(plan.zero_point);
     for (int64_t i = 0; i < count; i += 16) {
         const __mmask16 mask =
             count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);

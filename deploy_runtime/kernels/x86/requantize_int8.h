@@ -11,10 +11,14 @@
 // per-channel form, where a vector's 16 channels all have it) they need only the products' high
 // halves: with p = h 2^32 + l (0 <= l < 2^32), (p + 2^(n-1)) >> n = (h + 2^(n-33)) >> (n - 32),
 // all in int32 (|h| < 2^30), which saves the int64 shift and clamp; real layers' shifts are 33 and
-// more (a scale ratio s_x s_w / s_y below 1/4). Both ISAs also fold the zero point into that
-// rounding constant (requantize_int8_avx512.cpp), which holds up to n = 54.
+// more (a scale ratio s_x s_w / s_y below 1/4). Both ISAs also fold the zero point z into that
+// rounding constant: (h + 2^(n-33) + z 2^(n-32)) >> (n - 32) = ((h + 2^(n-33)) >> (n - 32)) + z,
+// as z 2^(n-32) is a multiple of the divisor, and the sum stays below 2^30 + 2^21 + 2^29 < 2^31 in
+// magnitude for n <= 54 (|h| <= 2^30, |z| <= 128). The constant is (2 z + 1) 2^(n-33).
 //
-// The ISA files include only intrinsics and this header (see gemm_int8.h for why).
+// The ISA files include only intrinsics and this header (see gemm_int8.h for why), and take every
+// constant derived from z, lo and hi from Int8Output, which baseline code builds
+// (kernels/drivers/int8_plans.cpp), so both ISAs consume one derivation.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +26,18 @@
 namespace qtk {
 namespace detail {
 
+// The high-half form's range of shifts n, and the product bits it drops.
+constexpr int32_t kHighHalfMinShift = 33, kHighHalfMaxShift = 54, kHighHalfDroppedBits = 32;
+
+// The output's zero point and clamp, and what both forms derive from them (a plain-data plan: the
+// constructor is defined out of line, in baseline code).
 struct Int8Output {
+    Int8Output(int32_t zero_point, int32_t lo, int32_t hi);
+
     int32_t zero_point, lo, hi;
+    int64_t lo_from_zero_point, hi_from_zero_point;  // the int64 form clamps before adding z
+    // 2 z + 1: the high-half form's rounding constant at shift n is round_odd 2^(n-33).
+    int32_t round_odd;
 };
 
 struct Int8RequantizeUkernel {

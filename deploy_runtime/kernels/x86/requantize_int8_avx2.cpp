@@ -36,8 +36,8 @@ struct Output {
 };
 
 Output make_output(const Int8Output& out) {
-    return {_mm256_set1_epi64x(out.lo - out.zero_point),
-            _mm256_set1_epi64x(out.hi - out.zero_point), _mm256_set1_epi32(out.zero_point)};
+    return {_mm256_set1_epi64x(out.lo_from_zero_point), _mm256_set1_epi64x(out.hi_from_zero_point),
+            _mm256_set1_epi32(out.zero_point)};
 }
 
 // clamp((product + 2^(n-1)) >> n, lo - z, hi - z) on int64 lanes.
@@ -87,9 +87,7 @@ void requantize8(const int32_t* acc, int64_t count, const Params& p, const Outpu
 
 // The high-half form of requantize_int8.h, for 33 <= n <= 54: the products' high int32 halves,
 // then int32, which has the arithmetic shift and the min/max that int64 lacks here; the zero point
-// folded into the rounding constant, exact as at AVX-512 (requantize_int8_avx512.cpp).
-constexpr int32_t kHighHalfMinShift = 33, kHighHalfMaxShift = 54;
-
+// folded into the rounding constant (the header says why that is exact).
 struct HighHalfParams {
     __m256i multiplier, offset, lo, hi;
     __m256i round;  // 2^(n-33) + z 2^(n-32)
@@ -112,14 +110,13 @@ void requantize_channel_avx2(const int32_t* acc, int64_t acc_stride, int64_t row
                              int32_t offset, int32_t multiplier, int32_t shift,
                              const Int8Output& out, int8_t* y) {
     if (shift >= kHighHalfMinShift && shift <= kHighHalfMaxShift) {
-        const int32_t down = shift - 32;
         const HighHalfParams p = {
             _mm256_set1_epi32(multiplier),
             _mm256_set1_epi32(offset),
             _mm256_set1_epi32(out.lo),
             _mm256_set1_epi32(out.hi),
-            _mm256_set1_epi32((int32_t{1} << (down - 1)) + out.zero_point * (int32_t{1} << down)),
-            _mm256_set1_epi32(down)};
+            _mm256_set1_epi32(out.round_odd * (int32_t{1} << (shift - kHighHalfMinShift))),
+            _mm256_set1_epi32(shift - kHighHalfDroppedBits)};
         for (int64_t r = 0; r < rows; ++r, acc += acc_stride, y += count) {
             for (int64_t i = 0; i < count; i += 8) {
                 requantize8_high_half(acc + i, count - i, p, y + i);

@@ -34,7 +34,7 @@ struct Output {
 };
 
 Output make_output(const Int8Output& out) {
-    return {_mm512_set1_epi64(out.lo - out.zero_point), _mm512_set1_epi64(out.hi - out.zero_point),
+    return {_mm512_set1_epi64(out.lo_from_zero_point), _mm512_set1_epi64(out.hi_from_zero_point),
             _mm512_set1_epi32(out.zero_point)};
 }
 
@@ -61,10 +61,7 @@ void requantize16(const int32_t* acc, __mmask16 mask, const Params& p, const Out
 }
 
 // The high-half form of the header, for 33 <= n <= 54: the products' high int32 halves, then
-// int32, with the zero point z folded into the rounding constant: (h + 2^(n-33) + z 2^(n-32)) >>
-// (n - 32) = ((h + 2^(n-33)) >> (n - 32)) + z, as z 2^(n-32) is a multiple of the divisor, and
-// the sum stays below 2^30 + 2^21 + 2^29 < 2^31 in magnitude for n <= 54 (|h| <= 2^30, |z| <= 128).
-constexpr int32_t kHighHalfMinShift = 33, kHighHalfMaxShift = 54;
+// int32, with the zero point folded into the rounding constant (the header says why).
 
 struct HighHalfParams {
     __m512i multiplier, multiplier_odd, offset, lo, hi;  // odd: shifted down
@@ -151,10 +148,9 @@ bool high_half_params(const int32_t* offset, const int32_t* multiplier, const in
         return false;
     }
     const __m512i vmultiplier = _mm512_maskz_loadu_epi32(mask, multiplier);
-    const __m512i vdown = _mm512_sub_epi32(vshift, _mm512_set1_epi32(32));  // n - 32
-    const __m512i vround = _mm512_add_epi32(
-        _mm512_sllv_epi32(_mm512_set1_epi32(1), _mm512_sub_epi32(vdown, _mm512_set1_epi32(1))),
-        _mm512_sllv_epi32(_mm512_set1_epi32(out.zero_point), vdown));
+    const __m512i vdown = _mm512_sub_epi32(vshift, _mm512_set1_epi32(kHighHalfDroppedBits));
+    const __m512i vround = _mm512_sllv_epi32(_mm512_set1_epi32(out.round_odd),
+                                             _mm512_sub_epi32(vshift, vmin));
     *p = {vmultiplier,
           _mm512_srli_epi64(vmultiplier, 32),
           _mm512_maskz_loadu_epi32(mask, offset),
@@ -171,15 +167,14 @@ void requantize_channel_avx512(const int32_t* acc, int64_t acc_stride, int64_t r
                                int64_t count, int32_t offset, int32_t multiplier, int32_t shift,
                                const Int8Output& out, int8_t* y) {
     if (shift >= kHighHalfMinShift && shift <= kHighHalfMaxShift) {
-        const int32_t down = shift - 32;
-        const int32_t round = (int32_t{1} << (down - 1)) + out.zero_point * (int32_t{1} << down);
+        const int32_t round = out.round_odd * (int32_t{1} << (shift - kHighHalfMinShift));
         const HighHalfParams p = {_mm512_set1_epi32(multiplier),
                                   _mm512_set1_epi32(multiplier),
                                   _mm512_set1_epi32(offset),
                                   _mm512_set1_epi32(out.lo),
                                   _mm512_set1_epi32(out.hi),
                                   _mm512_set1_epi32(round),
-                                  _mm512_set1_epi32(shift - 32),
+                                  _mm512_set1_epi32(shift - kHighHalfDroppedBits),
                                   _mm512_set1_epi8(static_cast<char>(out.lo)),
                                   _mm512_set1_epi8(static_cast<char>(out.hi))};
         for (int64_t r = 0; r < rows; ++r, acc += acc_stride, y += count) {

@@ -8,7 +8,15 @@
 // scalar form: each product (q - z) * M is below 2^39 in magnitude (vpmuldq of two int32).
 // No alignment is required.
 //
-// The ISA files include only intrinsics and this header (see gemm_int8.h for why).
+// The ISA files include only intrinsics and this header (see gemm_int8.h for why), and take every
+// derived constant from Int8AddParams, which baseline code builds (kernels/drivers/int8_plans.cpp),
+// so both ISAs consume one derivation.
+//
+// The 16-bit form (AVX-512), exact by this split: with d = q - z in [-255, 255] and each
+// M = H 2^16 + L, L in [-2^15, 2^15), 0 <= H < 2^15 (so M < 2^31 - 2^15), the sum is
+// S_H 2^16 + S_L with S_H = d_a H_a + d_b H_b and S_L = d_a L_a + d_b L_b, each below 2^24 in
+// magnitude: one vpmaddwd of the (d_a, d_b) pairs each. For 17 <= n <= 46,
+// (S_H 2^16 + S_L + 2^(n-1)) >> n = (S_H + (S_L >> 16) + 2^(n-17)) >> (n - 16), all in int32.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +24,22 @@
 namespace qtk {
 namespace detail {
 
+// The add's constants and what the vector forms derive from them (a plain-data plan: the
+// constructor is defined out of line, in baseline code).
 struct Int8AddParams {
+    Int8AddParams() = default;
+    Int8AddParams(int32_t a_zero_point, int32_t a_multiplier, int32_t b_zero_point,
+                  int32_t b_multiplier, int32_t shift, int32_t zero_point, int32_t lo, int32_t hi);
+
     int32_t a_zero_point, a_multiplier, b_zero_point, b_multiplier, shift;
     int32_t zero_point, lo, hi;  // of the output
+    // The int64 form: 2^(n-1), and the clamp relative to the zero point (applied before adding it).
+    int64_t round, lo_from_zero_point, hi_from_zero_point;
+    // The 16-bit form, where `pairs` (shift and multipliers in its range):
+    bool pairs;
+    int32_t high_pair, low_pair;  // (H_a, H_b) and (L_a, L_b) as int16 pairs, a's in the low half
+    int32_t pair_round;           // 2^(n-17)
+    int32_t pair_shift;           // n - 16
 };
 
 struct Int8VaddUkernel {

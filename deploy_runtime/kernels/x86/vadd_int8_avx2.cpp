@@ -48,9 +48,9 @@ void vadd_avx2(const int8_t* a, const int8_t* b, int64_t count, const Int8AddPar
                          _mm256_set1_epi64x(p.a_multiplier),
                          _mm256_set1_epi64x(p.b_zero_point),
                          _mm256_set1_epi64x(p.b_multiplier),
-                         _mm256_set1_epi64x(int64_t{1} << (p.shift - 1)),
-                         _mm256_set1_epi64x(p.lo - p.zero_point),
-                         _mm256_set1_epi64x(p.hi - p.zero_point),
+                         _mm256_set1_epi64x(p.round),
+                         _mm256_set1_epi64x(p.lo_from_zero_point),
+                         _mm256_set1_epi64x(p.hi_from_zero_point),
                          _mm256_set1_epi64x(p.zero_point),
                          _mm_cvtsi32_si128(p.shift)};
     int64_t i = 0;

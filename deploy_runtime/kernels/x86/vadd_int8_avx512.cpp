@@ -1,10 +1,6 @@
 // int8 add (vadd_int8.h), AVX-512. The general form: 8 elements per int64 vector, 16 per step;
 // the tail masked. Where the shift and multipliers allow (nearly always: shifts of adds are about
-// 31), a 16-bit form 64 elements per step, exact by this split: with d = q - z in [-255, 255] and
-// each M = H 2^16 + L, L in [-2^15, 2^15), 0 <= H < 2^15 (so M < 2^31 - 2^15), the sum is
-// S_H 2^16 + S_L with S_H = d_a H_a + d_b H_b and S_L = d_a L_a + d_b L_b, each below 2^24 in
-// magnitude: one vpmaddwd of the (d_a, d_b) pairs each. For 17 <= n <= 46,
-// (S_H 2^16 + S_L + 2^(n-1)) >> n = (S_H + (S_L >> 16) + 2^(n-17)) >> (n - 16), all in int32.
+// 31), the header's 16-bit form, 64 elements per step.
 #include "avx512_intrinsics.h"
 
 #include "vadd_int8.h"
@@ -38,18 +34,6 @@ struct PairConstants {
     __m512i lo, hi;                      // int8
     __m128i shift;                       // n - 16
 };
-
-// The split of M (header comment), or false where M >= 2^31 - 2^15 leaves H at 2^15.
-bool split_multiplier(int32_t multiplier, int16_t* high, int16_t* low) {
-    const int32_t l = static_cast<int16_t>(multiplier & 0xFFFF);  // [-2^15, 2^15)
-    const int64_t h = (int64_t{multiplier} - l) >> 16;
-    if (h >= (1 << 15)) {
-        return false;
-    }
-    *high = static_cast<int16_t>(h);
-    *low = static_cast<int16_t>(l);
-    return true;
-}
 
 // 16 elements, given as (d_a, d_b) int16 pairs, to int32 (S_H + (S_L >> 16) + round) >> (n - 16)
 // plus the zero point.
@@ -89,22 +73,16 @@ void vadd_pairs(const int8_t* a, const int8_t* b, int64_t count, const PairConst
 
 void vadd_avx512(const int8_t* a, const int8_t* b, int64_t count, const Int8AddParams& p,
                  int8_t* y) {
-    int16_t a_high, a_low, b_high, b_low;
-    if (p.shift >= 17 && p.shift <= 46 && split_multiplier(p.a_multiplier, &a_high, &a_low) &&
-        split_multiplier(p.b_multiplier, &b_high, &b_low)) {
-        const auto pairs = [](int16_t first, int16_t second) {  // first in the low half
-            return _mm512_set1_epi32(
-                static_cast<int32_t>(uint32_t(uint16_t(first)) | uint32_t(uint16_t(second)) << 16));
-        };
+    if (p.pairs) {
         const PairConstants k = {_mm512_set1_epi16(static_cast<int16_t>(p.a_zero_point)),
                                  _mm512_set1_epi16(static_cast<int16_t>(p.b_zero_point)),
-                                 pairs(a_high, b_high),
-                                 pairs(a_low, b_low),
-                                 _mm512_set1_epi32(int32_t{1} << (p.shift - 17)),
+                                 _mm512_set1_epi32(p.high_pair),
+                                 _mm512_set1_epi32(p.low_pair),
+                                 _mm512_set1_epi32(p.pair_round),
                                  _mm512_set1_epi32(p.zero_point),
                                  _mm512_set1_epi8(static_cast<char>(p.lo)),
                                  _mm512_set1_epi8(static_cast<char>(p.hi)),
-                                 _mm_cvtsi32_si128(p.shift - 16)};
+                                 _mm_cvtsi32_si128(p.pair_shift)};
         vadd_pairs(a, b, count, k, y);
         return;
     }
@@ -112,9 +90,9 @@ void vadd_avx512(const int8_t* a, const int8_t* b, int64_t count, const Int8AddP
                          _mm512_set1_epi64(p.a_multiplier),
                          _mm512_set1_epi64(p.b_zero_point),
                          _mm512_set1_epi64(p.b_multiplier),
-                         _mm512_set1_epi64(int64_t{1} << (p.shift - 1)),
-                         _mm512_set1_epi64(p.lo - p.zero_point),
-                         _mm512_set1_epi64(p.hi - p.zero_point),
+                         _mm512_set1_epi64(p.round),
+                         _mm512_set1_epi64(p.lo_from_zero_point),
+                         _mm512_set1_epi64(p.hi_from_zero_point),
                          _mm512_set1_epi64(p.zero_point),
                          _mm_cvtsi32_si128(p.shift)};
     for (int64_t i = 0; i < count; i += 16) {
