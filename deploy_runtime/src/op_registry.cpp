@@ -17,6 +17,7 @@ using KernelFactory = std::unique_ptr<OpKernel> (*)(const NodeView& node);
 std::unique_ptr<OpKernel> make_mul_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_sub_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_div_float32_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_matmul_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_matmul_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_layer_norm_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_softmax_float32_reference(const NodeView& node);
@@ -178,7 +179,7 @@ constexpr OpEntry kOps[] = {
     {"mul", make_mul_int8_reference, nullptr},  // float32: kMultiAlgorithmOps
     {"sub", nullptr, make_sub_float32_reference},
     {"div", nullptr, make_div_float32_reference},
-    {"matmul", nullptr, make_matmul_float32_reference},
+    {"matmul", make_matmul_int8_reference, make_matmul_float32_reference},
     {"layer_norm", nullptr, make_layer_norm_float32_reference},
     {"softmax", nullptr, make_softmax_float32_reference},
     {"clamp", make_clamp_int8_reference, make_clamp_float32_reference},

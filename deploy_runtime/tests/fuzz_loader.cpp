@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
     const std::vector<uint8_t> seeds[] = {
         qtk_test::sample_model().build(), qtk_test::int8_ops_model().build(),
         qtk_test::mixed_model().build(), qtk_test::add_model().build(),
-        qtk_test::transformer_model().build()};
+        qtk_test::transformer_model().build(), qtk_test::int8_attention_model().build()};
     int counts[kOutcomes] = {};
     for (int i = 0; i < iterations; ++i) {
         std::vector<uint8_t> bytes = seeds[i % std::size(seeds)];

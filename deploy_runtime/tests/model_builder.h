@@ -701,4 +701,27 @@ inline ModelBuilder transformer_model() {
     return b;
 }
 
+// int8 attention (docs/quantization_spec.md section 17), for the kernel, loader and fuzz tests:
+// q, k, v int8 [N, 2, 5, 3]; matmul(q, k, transpose_b) -> s [N, 2, 5, 5];
+// matmul(s, v) -> o [N, 2, 5, 3]. Outputs: s, o.
+inline ModelBuilder int8_attention_model() {
+    ModelBuilder b;
+    const uint32_t q = b.activation("q", {1, 2, 5, 3}, 0.04f, -7);
+    const uint32_t k = b.activation("k", {1, 2, 5, 3}, 0.05f, 11);
+    const uint32_t v = b.activation("v", {1, 2, 5, 3}, 0.03f, 0);
+    const uint32_t s = b.activation("s", {1, 2, 5, 5}, 0.3f, -20);
+    const Requant scores = quantize_multiplier(0.04 * 0.05 / 0.3);
+    b.node("matmul", "attn.scores", {q, k}, {s},
+           {AttrSpec("multiplier", {scores.multiplier}), AttrSpec("shift", {scores.shift}),
+            AttrSpec("clamp", {-128, 127}), AttrSpec("transpose_b", {1})});
+    const uint32_t o = b.activation("o", {1, 2, 5, 3}, 1.0f, 5);
+    const Requant values = quantize_multiplier(0.3 * 0.03 / 1.0);
+    b.node("matmul", "attn.values", {s, v}, {o},
+           {AttrSpec("multiplier", {values.multiplier}), AttrSpec("shift", {values.shift}),
+            AttrSpec("clamp", {-100, 120})});
+    b.inputs = {q, k, v};
+    b.outputs = {s, o};
+    return b;
+}
+
 }  // namespace qtk_test

@@ -572,21 +572,28 @@ Naive naive_resize_bilinear(const ModelBuilder& b, const NodeSpec& node, const N
     return y;
 }
 
-// torch.matmul: the batch dims right-aligned, a dim of 1 (or a missing one) repeated.
-Naive naive_matmul(const Naive& a, const Naive& c) {
+// torch.matmul: the batch dims right-aligned, a dim of 1 (or a missing one) repeated; with
+// transpose_b, c is read as [..., P, K]. float32 in double; int8 (spec 17) summed in int64, then
+// requantized once.
+Naive naive_matmul(const ModelBuilder& b, const NodeSpec& node, const Naive& a, const Naive& c) {
+    const bool transpose_b = has_attr(node, "transpose_b") && attr(node, "transpose_b")[0] == 1;
     const size_t rank = std::max(a.shape.size(), c.shape.size());
-    const int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), p = c.shape.back();
+    const size_t c_row = transpose_b ? rank - 1 : rank - 2;
+    const size_t c_col = transpose_b ? rank - 2 : rank - 1;
     // Both padded on the left with 1s to `rank` dims.
     Shape as(rank - a.shape.size(), 1), cs(rank - c.shape.size(), 1);
     as.insert(as.end(), a.shape.begin(), a.shape.end());
     cs.insert(cs.end(), c.shape.begin(), c.shape.end());
+    const int64_t k = as[rank - 1];
     Shape out(rank);
     for (size_t d = 0; d + 2 < rank; ++d) {
         out[d] = std::max(as[d], cs[d]);
     }
-    out[rank - 2] = m;
-    out[rank - 1] = p;
-    Naive y{out, DType::kFloat32, {}};
+    out[rank - 2] = as[rank - 2];
+    out[rank - 1] = cs[c_col];
+    const double za = a.dtype == DType::kInt8 ? b.values[node.inputs[0]].zero_point : 0;
+    const double zc = a.dtype == DType::kInt8 ? b.values[node.inputs[1]].zero_point : 0;
+    Naive y{out, a.dtype, {}};
     for (int64_t i = 0; i < count_of(out); ++i) {
         const std::vector<int64_t> idx = unflatten(i, out);
         std::vector<int64_t> ia(rank), ic(rank);
@@ -594,15 +601,23 @@ Naive naive_matmul(const Naive& a, const Naive& c) {
             ia[d] = as[d] == 1 ? 0 : idx[d];
             ic[d] = cs[d] == 1 ? 0 : idx[d];
         }
-        double acc = 0;
+        double acc = 0;  // int8: integers below 2^31, exact in double
         for (int64_t j = 0; j < k; ++j) {
             ia[rank - 2] = idx[rank - 2];
             ia[rank - 1] = j;
-            ic[rank - 2] = j;
-            ic[rank - 1] = idx[rank - 1];
-            acc += a.v[flatten_index(ia, as)] * c.v[flatten_index(ic, cs)];
+            ic[c_row] = j;
+            ic[c_col] = idx[rank - 1];
+            acc += (a.v[flatten_index(ia, as)] - za) * (c.v[flatten_index(ic, cs)] - zc);
         }
-        y.v.push_back(static_cast<float>(acc));
+        if (a.dtype == DType::kFloat32) {
+            y.v.push_back(static_cast<float>(acc));
+            continue;
+        }
+        const auto& clamp = attr(node, "clamp");
+        y.v.push_back(qtk::arith::requantize(
+            static_cast<int32_t>(acc), i32(attr(node, "multiplier")[0]),
+            i32(attr(node, "shift")[0]), b.values[node.outputs[0]].zero_point, i32(clamp[0]),
+            i32(clamp[1])));
     }
     return y;
 }
@@ -724,7 +739,7 @@ std::vector<Naive> naive_node(const ModelBuilder& b, const NodeSpec& node,
         return {naive_resize_bilinear(b, node, x)};
     }
     if (op == "matmul") {
-        return {naive_matmul(x, in[1])};
+        return {naive_matmul(b, node, x, in[1])};
     }
     if (op == "layer_norm") {
         return {naive_layer_norm(b, node, x)};
@@ -1761,6 +1776,184 @@ void test_float_session_edges() {
     CHECK(f[0] == 0.1f * 2);
 }
 
+// A model of one matmul: int8 (spec 17) with these zero points and clamp, and a multiplier that
+// keeps typical sums of random int8 inputs within about +-60 steps (so outputs are not all
+// clamped), or float32 when `clamp` is empty.
+ModelBuilder matmul_model(Shape a_dims, Shape b_dims, bool transpose_b, int32_t za, int32_t zb,
+                          int32_t zy, std::vector<int64_t> clamp) {
+    const size_t rank = a_dims.size();
+    Shape y_dims(rank);
+    for (size_t d = 0; d + 2 < rank; ++d) {
+        y_dims[d] = std::max(a_dims[d], b_dims[d]);
+    }
+    y_dims[rank - 2] = a_dims[rank - 2];
+    y_dims[rank - 1] = b_dims[transpose_b ? rank - 2 : rank - 1];
+    std::vector<AttrSpec> attrs;
+    ModelBuilder b;
+    uint32_t a, c, y;
+    if (clamp.empty()) {
+        a = b.float_activation("a", a_dims);
+        c = b.float_activation("b", b_dims);
+        y = b.float_activation("y", y_dims);
+    } else {
+        a = b.activation("a", a_dims, 0.1f, za);
+        c = b.activation("b", b_dims, 0.1f, zb);
+        y = b.activation("y", y_dims, 0.1f, zy);
+        // Random q - z has mean -0.5 - z and spread 74 around it.
+        const double k = static_cast<double>(a_dims.back()), mean_a = -0.5 - za,
+                     mean_b = -0.5 - zb;
+        const double typical = std::sqrt(k) * std::hypot(74.0, mean_a) * std::hypot(74.0, mean_b) +
+                               k * std::fabs(mean_a * mean_b);
+        const qtk_test::Requant r = qtk_test::quantize_multiplier(60.0 / typical);
+        attrs = {AttrSpec("multiplier", {r.multiplier}), AttrSpec("shift", {r.shift}),
+                 AttrSpec("clamp", std::move(clamp))};
+    }
+    if (transpose_b) {
+        attrs.push_back(AttrSpec("transpose_b", {1}));
+    }
+    b.node("matmul", "attn.matmul", {a, c}, {y}, std::move(attrs));
+    b.inputs = {a, c};
+    b.outputs = {y};
+    return b;
+}
+
+// The model at its file's batch only, 1 and 2 threads, against the naive run (rank 2: both
+// inputs' dim 0 is the batch, so their other dims fix it).
+void check_model_at_file_batch(const std::string& name, const ModelBuilder& b) {
+    std::printf("%s\n", name.c_str());
+    const std::vector<uint8_t> bytes = b.build();
+    const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
+    Rng rng(11);
+    const std::vector<Naive> inputs = random_inputs(b, b.values[b.inputs[0]].dims[0], rng);
+    const std::vector<Naive> expected = naive_run(b, inputs);
+    for (int threads : {1, 2}) {
+        qtk::Session session(model, {threads});
+        const std::string difference = compare(session_run(session, inputs)[0], expected[0]);
+        if (!difference.empty()) {
+            qtk_test::report_failure(__FILE__, __LINE__,
+                                     name + " (" + std::to_string(threads) + " threads): " +
+                                         difference);
+        }
+    }
+}
+
+// int8 matmul (spec 17) against the naive sum over odd M, K and P (K around 32 and 64), ranks 3
+// to 5 with dims of 1 broadcast on either side, transpose_b, zero points at -128 and 127, clamps;
+// check_model runs batches 1 and 3 with 1 and 2 threads. Then rank 2, float32 transpose_b, the
+// K bound at its edge, and hand-worked values.
+void test_matmul_int8() {
+    struct Shapes {
+        Shape a, b;  // b as [..., K, P]; transposed below for transpose_b
+    };
+    const Shapes shapes[] = {
+        {{1, 5, 7}, {1, 7, 3}},                // rank 3
+        {{1, 1, 1}, {1, 1, 1}},                // M = K = P = 1
+        {{1, 2, 9, 33}, {1, 2, 33, 5}},        // attention scores, K 33
+        {{1, 3, 5, 7}, {1, 1, 7, 9}},          // b broadcast over the heads
+        {{1, 1, 3, 65}, {1, 3, 65, 1}},        // a broadcast, K 65
+        {{1, 2, 1, 3, 5}, {1, 1, 3, 5, 7}},    // rank 5, broadcast both ways
+        {{1, 3, 1, 2, 17, 3}, {1, 1, 2, 1, 3, 15}},  // rank 6
+        {{1, 1, 1, 1, 31}, {1, 1, 1, 31, 17}},       // rank 5 of ones
+    };
+    struct ZeroPoints {
+        int32_t a, b, y;
+        std::vector<int64_t> clamp;
+    };
+    const ZeroPoints zero_points[] = {
+        {-128, 127, -128, {-128, 127}},
+        {127, -128, 127, {-128, 127}},
+        {0, 0, 0, {-50, 90}},
+        {-7, 11, 3, {-128, 127}},
+    };
+    for (const Shapes& shape : shapes) {
+        for (bool transpose_b : {false, true}) {
+            Shape b_dims = shape.b;
+            if (transpose_b) {
+                std::swap(b_dims[b_dims.size() - 1], b_dims[b_dims.size() - 2]);
+            }
+            for (const ZeroPoints& z : zero_points) {
+                check_model("int8 matmul " + qtk::to_string(shape.a) + " @ " +
+                                qtk::to_string(b_dims) + (transpose_b ? " transpose_b" : "") +
+                                " zero points " + std::to_string(z.a) + ", " +
+                                std::to_string(z.b) + ", " + std::to_string(z.y),
+                            matmul_model(shape.a, b_dims, transpose_b, z.a, z.b, z.y, z.clamp));
+            }
+        }
+    }
+    check_model_at_file_batch("int8 matmul rank 2 [5, 5] @ [5, 7]",
+                              matmul_model({5, 5}, {5, 7}, false, -128, 127, 0, {-128, 127}));
+    check_model_at_file_batch("int8 matmul rank 2 [5, 9] @ [5, 9]^T",
+                              matmul_model({5, 9}, {5, 9}, true, 127, -3, 5, {-128, 127}));
+    check_model("int8 attention model", qtk_test::int8_attention_model());
+
+    check_model("float matmul transpose_b [N,2,5,3] @ [N,2,7,3]^T",
+                matmul_model({1, 2, 5, 3}, {1, 2, 7, 3}, true, 0, 0, 0, {}));
+    check_model("float matmul transpose_b broadcasting [N,1,5,3,4] @ [N,2,1,7,4]^T",
+                matmul_model({1, 1, 5, 3, 4}, {1, 2, 1, 7, 4}, true, 0, 0, 0, {}));
+    {
+        Rng rng(5);
+        ModelBuilder b;
+        const uint32_t a = b.float_activation("a", {1, 5, 7});
+        const uint32_t c = b.float_constant("b", {4, 7}, rng.floats(28, -1, 1));
+        const uint32_t y = b.float_activation("y", {1, 5, 4});
+        b.node("matmul", "mm", {a, c}, {y}, {AttrSpec("transpose_b", {1})});
+        b.inputs = {a};
+        b.outputs = {y};
+        check_model("float matmul transpose_b by a constant [N,5,7] @ [4,7]^T", b);
+    }
+
+    // The K bound: K = 33025 products of 255 * (+-255) are +-2147450625, within int32: with
+    // m = 2^-25 they requantize to +-64 (-63.9990... and 63.9990... round to -64 and 64).
+    // K = 33026 is refused at load.
+    const auto deep = [](int64_t k, int32_t zb) {
+        ModelBuilder b;
+        const uint32_t a = b.activation("a", {1, 1, k}, 0.1f, -128);
+        const uint32_t c = b.activation("b", {1, 1, k}, 0.1f, zb);
+        const uint32_t y = b.activation("y", {1, 1, 1}, 0.1f, 0);
+        b.node("matmul", "deep", {a, c}, {y},
+               {AttrSpec("multiplier", {1 << 30}), AttrSpec("shift", {55}),
+                AttrSpec("clamp", {-128, 127}), AttrSpec("transpose_b", {1})});
+        b.inputs = {a, c};
+        b.outputs = {y};
+        return b;
+    };
+    for (int32_t zb : {127, -128}) {
+        const Naive a = int8_tensor({1, 1, 33025}, std::vector<double>(33025, 127));
+        const Naive c =
+            int8_tensor({1, 1, 33025}, std::vector<double>(33025, zb == 127 ? -128 : 127));
+        CHECK(run_once(deep(33025, zb), {a, c})[0].v ==
+              (std::vector<double>{zb == 127 ? -64.0 : 64.0}));
+    }
+    {
+        const std::vector<uint8_t> bytes = deep(33026, 0).build();
+        CHECK_THROWS_WITH(qtk::Model::from_bytes(bytes.data(), bytes.size()),
+                          "node 'deep' (matmul): K = 33026 products of up to 255 * 255 could "
+                          "overflow the int32 accumulator (K <= 33025");
+    }
+
+    // Hand-worked: a = [[1, 2], [3, 4]] (z 0), b - z_b = [[4, 5], [6, 7]] (z_b 1), m = 1:
+    // [[16, 19], [36, 43]]; the same b stored transposed gives the same bytes; clamp at 40.
+    for (bool transpose_b : {false, true}) {
+        ModelBuilder b;
+        const uint32_t a = b.activation("a", {1, 2, 2}, 0.5f, 0);
+        const uint32_t c = b.activation("b", {1, 2, 2}, 0.25f, 1);
+        const uint32_t y = b.activation("y", {1, 2, 2}, 0.125f, 0);
+        std::vector<AttrSpec> attrs = {AttrSpec("multiplier", {1 << 30}), AttrSpec("shift", {30}),
+                                       AttrSpec("clamp", {-128, 40})};
+        if (transpose_b) {
+            attrs.push_back(AttrSpec("transpose_b", {1}));
+        }
+        b.node("matmul", "mm", {a, c}, {y}, std::move(attrs));
+        b.inputs = {a, c};
+        b.outputs = {y};
+        const std::vector<double> b_values =
+            transpose_b ? std::vector<double>{5, 7, 6, 8} : std::vector<double>{5, 6, 7, 8};
+        const Naive a_values = int8_tensor({1, 2, 2}, {1, 2, 3, 4});
+        CHECK(run_once(b, {a_values, int8_tensor({1, 2, 2}, b_values)})[0].v ==
+              (std::vector<double>{16, 19, 36, 40}));
+    }
+}
+
 // Every index is visited exactly once, for any split; an exception in a task reaches the caller.
 void test_thread_pool() {
     for (int threads : {1, 2, 3, 8}) {
@@ -1809,6 +2002,7 @@ int main() {
     test_hand_worked_new_ops();
     test_float_fallback_ops();
     test_hand_worked_float_fallback_ops();
+    test_matmul_int8();
     check_model("int8 ops model (the newer int8 ops)", qtk_test::int8_ops_model());
     check_model("mixed-precision model (every float32 kernel)", qtk_test::mixed_model());
     test_session_errors();

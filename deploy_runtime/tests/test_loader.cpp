@@ -620,6 +620,96 @@ std::vector<Variant> malformed_variants() {
                  }),
                  "node 'attn.scores' (matmul): output 's' has shape [1, 2, 5, 3] in the file, but "
                  "the op computes [1, 2, 5, 5]"});
+    v.push_back({"float matmul with transpose_b 2", transformer([](ModelBuilder& b) {
+                     node(b, "attn.scores").attrs.push_back(AttrSpec("transpose_b", {2}));
+                 }),
+                 "node 'attn.scores' (matmul): attribute 'transpose_b'[0] = 2 is outside [0, 1]"});
+    v.push_back({"float matmul with transpose_b and untransposed shapes",
+                 transformer([](ModelBuilder& b) {
+                     node(b, "attn.scores").attrs.push_back(AttrSpec("transpose_b", {1}));
+                 }),
+                 "node 'attn.scores' (matmul): input 0 [1, 2, 5, 3] has 3 columns but input 1 "
+                 "[1, 2, 3, 5] has 5 columns (transpose_b: b is [..., P, K])"});
+    v.push_back({"float matmul with requantization attributes", transformer([](ModelBuilder& b) {
+                     node(b, "attn.scores").attrs.push_back(AttrSpec("multiplier", {1 << 30}));
+                 }),
+                 "node 'attn.scores' (matmul): unknown attribute 'multiplier'"});
+
+    // int8 matmul (int8_attention_model).
+    const auto attention = [](const std::function<void(ModelBuilder&)>& edit) {
+        return edited_model(edit, qtk_test::int8_attention_model);
+    };
+    v.push_back({"int8 matmul without a multiplier", attention([](ModelBuilder& b) {
+                     remove_attr(node(b, "attn.values"), "multiplier");
+                 }),
+                 "node 'attn.values' (matmul): missing attribute 'multiplier'"});
+    v.push_back({"int8 matmul without a clamp", attention([](ModelBuilder& b) {
+                     remove_attr(node(b, "attn.scores"), "clamp");
+                 }),
+                 "node 'attn.scores' (matmul): missing attribute 'clamp'"});
+    v.push_back({"int8 matmul with two shifts", attention([](ModelBuilder& b) {
+                     attr(node(b, "attn.values"), "shift").ints = {20, 20};
+                 }),
+                 "node 'attn.values' (matmul): attribute 'shift' must have 1 values, got 2"});
+    v.push_back({"int8 matmul with a shift of 0", attention([](ModelBuilder& b) {
+                     attr(node(b, "attn.values"), "shift").ints = {0};
+                 }),
+                 "node 'attn.values' (matmul): attribute 'shift'[0] = 0 is outside [1, 62]"});
+    v.push_back({"int8 matmul with a multiplier of 2^31", attention([](ModelBuilder& b) {
+                     attr(node(b, "attn.values"), "multiplier").ints = {int64_t{1} << 31};
+                 }),
+                 "attribute 'multiplier'[0] = 2147483648 is outside [0, 2147483647]"});
+    v.push_back({"int8 matmul with an empty clamp", attention([](ModelBuilder& b) {
+                     attr(node(b, "attn.values"), "clamp").ints = {10, -10};
+                 }),
+                 "node 'attn.values' (matmul): attribute 'clamp' = [10, -10] is empty (lo > hi)"});
+    v.push_back({"int8 matmul with transpose_b of two values", attention([](ModelBuilder& b) {
+                     attr(node(b, "attn.scores"), "transpose_b").ints = {1, 1};
+                 }),
+                 "node 'attn.scores' (matmul): attribute 'transpose_b' must have 1 values, got 2"});
+    v.push_back({"int8 matmul without transpose_b on q and k", attention([](ModelBuilder& b) {
+                     remove_attr(node(b, "attn.scores"), "transpose_b");
+                 }),
+                 "node 'attn.scores' (matmul): input 0 [1, 2, 5, 3] has 3 columns but input 1 "
+                 "[1, 2, 5, 3] has 5 rows"});
+    v.push_back({"int8 matmul with a float32 output", attention([](ModelBuilder& b) {
+                     value(b, "o").dtype = 3;
+                     value(b, "o").scale = 0.0f;
+                     value(b, "o").zero_point = 0;
+                 }),
+                 "node 'attn.values' (matmul): output 'o' must be int8, got float32"});
+    v.push_back({"int8 matmul of an int8 constant", attention([](ModelBuilder& b) {
+                     const uint32_t w = b.weight("v.weight", {1, 2, 5, 3},
+                                                 std::vector<int8_t>(30, 1));
+                     node(b, "attn.values").inputs[1] = w;
+                 }),
+                 "node 'attn.values' (matmul): input 1 ('v.weight') must be an int8 activation, "
+                 "got an int8 constant"});
+    v.push_back({"int8 matmul of activations of different ranks", attention([](ModelBuilder& b) {
+                     const uint32_t flat = b.activation("v.flat", {1, 10, 3}, 0.03f, 0);
+                     b.node("reshape", "v.view", {value_id(b, "v")}, {flat},
+                            {AttrSpec("shape", {10, 3})});
+                     std::rotate(b.nodes.begin(), b.nodes.end() - 1, b.nodes.end());
+                     node(b, "attn.values").inputs[1] = flat;
+                 }),
+                 "node 'attn.values' (matmul): inputs of ranks 4 and 3: two activations need "
+                 "equal ranks"});
+    v.push_back({"int8 matmul whose batch dims do not broadcast", attention([](ModelBuilder& b) {
+                     value(b, "k").dims = {1, 3, 5, 3};
+                 }),
+                 "node 'attn.scores' (matmul): the batch dims of [1, 2, 5, 3] and [1, 3, 5, 3] do "
+                 "not broadcast"});
+    v.push_back({"int8 matmul of K 33026", attention([](ModelBuilder& b) {
+                     value(b, "q").dims = {1, 2, 5, 33026};
+                     value(b, "k").dims = {1, 2, 5, 33026};
+                 }),
+                 "node 'attn.scores' (matmul): K = 33026 products of up to 255 * 255 could "
+                 "overflow the int32 accumulator (K <= 33025, docs/quantization_spec.md section "
+                 "17); keep this matmul float"});
+    v.push_back({"int8 matmul output zero point out of range",
+                 attention([](ModelBuilder& b) { value(b, "s").zero_point = 128; }),
+                 "zero_point"});
+
     v.push_back({"add of two constants", transformer([](ModelBuilder& b) {
                      node(b, "pos.add").inputs[0] = value_id(b, "pos_embedding");
                  }),

@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
                     write(dir + "/int8_ops.qmodel", qtk_test::int8_ops_model().build()) &&
                     write(dir + "/mixed.qmodel", qtk_test::mixed_model().build()) &&
                     write(dir + "/add.qmodel", qtk_test::add_model().build()) &&
-                    write(dir + "/transformer.qmodel", qtk_test::transformer_model().build());
+                    write(dir + "/transformer.qmodel", qtk_test::transformer_model().build()) &&
+                    write(dir + "/int8_attention.qmodel",
+                          qtk_test::int8_attention_model().build());
     return ok ? 0 : 1;
 }
