@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -257,6 +258,13 @@ void check_accumulator_range(const NodeView& node, const std::vector<int32_t>& b
                              int64_t products_per_output);
 // Narrow-range weights (spec 1): -128 never occurs, which optimized kernels rely on.
 void check_narrow_range_weights(const NodeView& node, const Value& weight);
+
+// Defines the factory `name` (what the op table and the algorithm descriptors hold) of a kernel
+// class constructed from its node alone: one body for every such factory.
+#define QTK_KERNEL_FACTORY(name, ...)                      \
+    std::unique_ptr<OpKernel> name(const NodeView& node) { \
+        return std::make_unique<__VA_ARGS__>(node);        \
+    }
 
 }  // namespace detail
 }  // namespace qtk

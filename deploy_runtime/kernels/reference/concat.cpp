@@ -126,16 +126,12 @@ class ConcatFloat32Reference final : public ConcatReference {
 
 }  // namespace
 
-std::unique_ptr<OpKernel> make_concat_int8_reference(const NodeView& node) {
-    return std::make_unique<ConcatInt8Reference>(node);
-}
+QTK_KERNEL_FACTORY(make_concat_int8_reference, ConcatInt8Reference)
 
 extern const OpAlgo kConcatInt8Reference = {"concat_int8_reference", IsaLevel::kScalar,
                                             make_concat_int8_reference};
 
-std::unique_ptr<OpKernel> make_concat_float32_reference(const NodeView& node) {
-    return std::make_unique<ConcatFloat32Reference>(node);
-}
+QTK_KERNEL_FACTORY(make_concat_float32_reference, ConcatFloat32Reference)
 
 }  // namespace detail
 }  // namespace qtk

@@ -120,18 +120,14 @@ class Conv2dFloat32Reference final : public Conv2dReference {
 
 }  // namespace
 
-std::unique_ptr<OpKernel> make_conv2d_int8_reference(const NodeView& node) {
-    return std::make_unique<Conv2dInt8Reference>(node);
-}
+QTK_KERNEL_FACTORY(make_conv2d_int8_reference, Conv2dInt8Reference)
 
 // The portable int8 algorithm, last in the registry's list: it serves every geometry on every CPU.
 extern const Conv2dAlgo kConv2dInt8Reference = {"conv2d_int8_reference", IsaLevel::kScalar,
                                                 fits_any_conv2d, make_conv2d_int8_reference,
                                                 true, true};
 
-std::unique_ptr<OpKernel> make_conv2d_float32_reference(const NodeView& node) {
-    return std::make_unique<Conv2dFloat32Reference>(node);
-}
+QTK_KERNEL_FACTORY(make_conv2d_float32_reference, Conv2dFloat32Reference)
 
 // The portable float32 algorithm, last in its list: the one the optimized ones are measured by.
 extern const Conv2dAlgo kConv2dFloat32Reference = {"conv2d_float32_reference", IsaLevel::kScalar,

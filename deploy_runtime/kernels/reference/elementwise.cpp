@@ -294,51 +294,32 @@ constexpr Float32Function kFloat32Functions[] = {
 
 }  // namespace
 
-std::unique_ptr<OpKernel> make_add_int8_reference(const NodeView& node) {
-    return std::make_unique<AddInt8Reference>(node);
-}
+QTK_KERNEL_FACTORY(make_add_int8_reference, AddInt8Reference)
 
 extern const OpAlgo kAddInt8Reference = {"add_int8_reference", IsaLevel::kScalar,
                                          make_add_int8_reference};
 
-std::unique_ptr<OpKernel> make_add_float32_reference(const NodeView& node) {
-    return std::make_unique<BroadcastFloat32Reference<std::plus<float>>>(node);
-}
+QTK_KERNEL_FACTORY(make_add_float32_reference, BroadcastFloat32Reference<std::plus<float>>)
 
 extern const OpAlgo kAddFloat32Reference = {"add_float32_reference", IsaLevel::kScalar,
                                             make_add_float32_reference};
 
-std::unique_ptr<OpKernel> make_mul_int8_reference(const NodeView& node) {
-    return std::make_unique<MulInt8Reference>(node);
-}
-
-std::unique_ptr<OpKernel> make_mul_float32_reference(const NodeView& node) {
-    return std::make_unique<BroadcastFloat32Reference<std::multiplies<float>>>(node);
-}
+QTK_KERNEL_FACTORY(make_mul_int8_reference, MulInt8Reference)
+QTK_KERNEL_FACTORY(make_mul_float32_reference, BroadcastFloat32Reference<std::multiplies<float>>)
 
 extern const OpAlgo kMulFloat32Reference = {"mul_float32_reference", IsaLevel::kScalar,
                                             make_mul_float32_reference};
 
-std::unique_ptr<OpKernel> make_sub_float32_reference(const NodeView& node) {
-    return std::make_unique<BroadcastFloat32Reference<std::minus<float>>>(node);
-}
-
-std::unique_ptr<OpKernel> make_div_float32_reference(const NodeView& node) {
-    return std::make_unique<BroadcastFloat32Reference<std::divides<float>>>(node);
-}
-
-std::unique_ptr<OpKernel> make_clamp_int8_reference(const NodeView& node) {
-    return std::make_unique<ClampInt8Reference>(node);
-}
+QTK_KERNEL_FACTORY(make_sub_float32_reference, BroadcastFloat32Reference<std::minus<float>>)
+QTK_KERNEL_FACTORY(make_div_float32_reference, BroadcastFloat32Reference<std::divides<float>>)
+QTK_KERNEL_FACTORY(make_clamp_int8_reference, ClampInt8Reference)
 
 std::unique_ptr<OpKernel> make_clamp_float32_reference(const NodeView& node) {
     node.expect_attrs({"bounds"});
     return std::make_unique<UnaryFloat32Reference>(node, identity, node.float_bounds("bounds"));
 }
 
-std::unique_ptr<OpKernel> make_lut_int8_reference(const NodeView& node) {
-    return std::make_unique<LutInt8Reference>(node);
-}
+QTK_KERNEL_FACTORY(make_lut_int8_reference, LutInt8Reference)
 
 std::unique_ptr<OpKernel> make_function_float32_reference(const NodeView& node) {
     node.expect_attrs({});

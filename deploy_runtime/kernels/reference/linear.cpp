@@ -78,17 +78,13 @@ class LinearFloat32Reference final : public LinearReference {
 
 }  // namespace
 
-std::unique_ptr<OpKernel> make_linear_int8_reference(const NodeView& node) {
-    return std::make_unique<LinearInt8Reference>(node);
-}
+QTK_KERNEL_FACTORY(make_linear_int8_reference, LinearInt8Reference)
 
 // The portable int8 algorithm, last in the registry's list: it serves every layer on every CPU.
 extern const LinearAlgo kLinearInt8Reference = {"linear_int8_reference", IsaLevel::kScalar,
                                                 make_linear_int8_reference};
 
-std::unique_ptr<OpKernel> make_linear_float32_reference(const NodeView& node) {
-    return std::make_unique<LinearFloat32Reference>(node);
-}
+QTK_KERNEL_FACTORY(make_linear_float32_reference, LinearFloat32Reference)
 
 extern const OpAlgo kLinearFloat32Reference = {"linear_float32_reference", IsaLevel::kScalar,
                                                make_linear_float32_reference};

@@ -139,13 +139,8 @@ class SoftmaxFloat32Reference final : public OpKernel {
 
 }  // namespace
 
-std::unique_ptr<OpKernel> make_layer_norm_float32_reference(const NodeView& node) {
-    return std::make_unique<LayerNormFloat32Reference>(node);
-}
-
-std::unique_ptr<OpKernel> make_softmax_float32_reference(const NodeView& node) {
-    return std::make_unique<SoftmaxFloat32Reference>(node);
-}
+QTK_KERNEL_FACTORY(make_layer_norm_float32_reference, LayerNormFloat32Reference)
+QTK_KERNEL_FACTORY(make_softmax_float32_reference, SoftmaxFloat32Reference)
 
 }  // namespace detail
 }  // namespace qtk

@@ -283,38 +283,25 @@ class GlobalAvgPool2dReference final : public OpKernel {
 
 }  // namespace
 
-std::unique_ptr<OpKernel> make_max_pool2d_int8_reference(const NodeView& node) {
-    return std::make_unique<MaxPool2dReference<Int8Pooling>>(node);
-}
+QTK_KERNEL_FACTORY(make_max_pool2d_int8_reference, MaxPool2dReference<Int8Pooling>)
 
 extern const OpAlgo kMaxPool2dInt8Reference = {"max_pool2d_int8_reference", IsaLevel::kScalar,
                                                make_max_pool2d_int8_reference};
 
-std::unique_ptr<OpKernel> make_max_pool2d_float32_reference(const NodeView& node) {
-    return std::make_unique<MaxPool2dReference<Float32Pooling>>(node);
-}
+QTK_KERNEL_FACTORY(make_max_pool2d_float32_reference, MaxPool2dReference<Float32Pooling>)
 
 extern const OpAlgo kMaxPool2dFloat32Reference = {"max_pool2d_float32_reference", IsaLevel::kScalar,
                                                   make_max_pool2d_float32_reference};
 
-std::unique_ptr<OpKernel> make_avg_pool2d_int8_reference(const NodeView& node) {
-    return std::make_unique<AvgPool2dReference<Int8Pooling>>(node);
-}
-
-std::unique_ptr<OpKernel> make_avg_pool2d_float32_reference(const NodeView& node) {
-    return std::make_unique<AvgPool2dReference<Float32Pooling>>(node);
-}
-
-std::unique_ptr<OpKernel> make_global_avg_pool2d_int8_reference(const NodeView& node) {
-    return std::make_unique<GlobalAvgPool2dReference<Int8Pooling>>(node);
-}
+QTK_KERNEL_FACTORY(make_avg_pool2d_int8_reference, AvgPool2dReference<Int8Pooling>)
+QTK_KERNEL_FACTORY(make_avg_pool2d_float32_reference, AvgPool2dReference<Float32Pooling>)
+QTK_KERNEL_FACTORY(make_global_avg_pool2d_int8_reference, GlobalAvgPool2dReference<Int8Pooling>)
 
 extern const OpAlgo kGlobalAvgPool2dInt8Reference = {
     "global_avg_pool2d_int8_reference", IsaLevel::kScalar, make_global_avg_pool2d_int8_reference};
 
-std::unique_ptr<OpKernel> make_global_avg_pool2d_float32_reference(const NodeView& node) {
-    return std::make_unique<GlobalAvgPool2dReference<Float32Pooling>>(node);
-}
+QTK_KERNEL_FACTORY(make_global_avg_pool2d_float32_reference,
+                   GlobalAvgPool2dReference<Float32Pooling>)
 
 }  // namespace detail
 }  // namespace qtk

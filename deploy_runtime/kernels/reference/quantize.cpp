@@ -90,16 +90,12 @@ Int8QuantizePlan int8_quantize_plan(float inv_scale, int32_t zero_point) {
     return {inv_scale, bounds.lo, bounds.hi, zero_point};
 }
 
-std::unique_ptr<OpKernel> make_quantize_reference(const NodeView& node) {
-    return std::make_unique<QuantizeReference>(node);
-}
+QTK_KERNEL_FACTORY(make_quantize_reference, QuantizeReference)
 
 extern const OpAlgo kQuantizeInt8Reference = {"quantize_int8_reference", IsaLevel::kScalar,
                                               make_quantize_reference};
 
-std::unique_ptr<OpKernel> make_dequantize_reference(const NodeView& node) {
-    return std::make_unique<DequantizeReference>(node);
-}
+QTK_KERNEL_FACTORY(make_dequantize_reference, DequantizeReference)
 
 }  // namespace detail
 }  // namespace qtk

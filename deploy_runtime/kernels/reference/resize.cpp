@@ -223,17 +223,9 @@ class ResizeBilinearFloat32Reference final : public ResizeBilinearReference {
 
 }  // namespace
 
-std::unique_ptr<OpKernel> make_resize_nearest_reference(const NodeView& node) {
-    return std::make_unique<ResizeNearestReference>(node);
-}
-
-std::unique_ptr<OpKernel> make_resize_bilinear_int8_reference(const NodeView& node) {
-    return std::make_unique<ResizeBilinearInt8Reference>(node);
-}
-
-std::unique_ptr<OpKernel> make_resize_bilinear_float32_reference(const NodeView& node) {
-    return std::make_unique<ResizeBilinearFloat32Reference>(node);
-}
+QTK_KERNEL_FACTORY(make_resize_nearest_reference, ResizeNearestReference)
+QTK_KERNEL_FACTORY(make_resize_bilinear_int8_reference, ResizeBilinearInt8Reference)
+QTK_KERNEL_FACTORY(make_resize_bilinear_float32_reference, ResizeBilinearFloat32Reference)
 
 }  // namespace detail
 }  // namespace qtk

@@ -407,36 +407,17 @@ class ExpandBatchReference final : public OpKernel {
 
 }  // namespace
 
-std::unique_ptr<OpKernel> make_flatten_reference(const NodeView& node) {
-    return std::make_unique<FlattenReference>(node);
-}
-
-std::unique_ptr<OpKernel> make_reshape_reference(const NodeView& node) {
-    return std::make_unique<ReshapeReference>(node);
-}
-
-std::unique_ptr<OpKernel> make_permute_reference(const NodeView& node) {
-    return std::make_unique<PermuteReference>(node);
-}
+QTK_KERNEL_FACTORY(make_flatten_reference, FlattenReference)
+QTK_KERNEL_FACTORY(make_reshape_reference, ReshapeReference)
+QTK_KERNEL_FACTORY(make_permute_reference, PermuteReference)
 
 extern const OpAlgo kPermuteReference = {"permute_reference", IsaLevel::kScalar,
                                          make_permute_reference};
 
-std::unique_ptr<OpKernel> make_split_reference(const NodeView& node) {
-    return std::make_unique<SplitReference>(node);
-}
-
-std::unique_ptr<OpKernel> make_pad_reference(const NodeView& node) {
-    return std::make_unique<PadReference>(node);
-}
-
-std::unique_ptr<OpKernel> make_slice_reference(const NodeView& node) {
-    return std::make_unique<SliceReference>(node);
-}
-
-std::unique_ptr<OpKernel> make_expand_batch_reference(const NodeView& node) {
-    return std::make_unique<ExpandBatchReference>(node);
-}
+QTK_KERNEL_FACTORY(make_split_reference, SplitReference)
+QTK_KERNEL_FACTORY(make_pad_reference, PadReference)
+QTK_KERNEL_FACTORY(make_slice_reference, SliceReference)
+QTK_KERNEL_FACTORY(make_expand_batch_reference, ExpandBatchReference)
 
 }  // namespace detail
 }  // namespace qtk
