@@ -148,7 +148,8 @@ def rescaled_sum(terms, shift, zero_point, lo=INT8_MIN, hi=INT8_MAX):
 ZERO_CHANNEL_BIAS = 2**16
 
 
-def weight_layer_requantization(bias, weight_q, input_scale, weight_scale, output_scale, where):
+def weight_layer_requantization(bias, weight_q, input_scale, weight_scale, output_scale, where,
+                                input_bound=255):
     """Spec 4: a conv or linear layer's int32 bias and (M, n) per output channel, as int64 tensors.
 
     ``m[c] = s_x * s_w[c] / s_y`` and ``bias[c]`` at scale ``s_x * s_w[c]``, in float64 from the
@@ -168,11 +169,12 @@ def weight_layer_requantization(bias, weight_q, input_scale, weight_scale, outpu
     bias_q = torch.where(zero_channel, bias_q.clamp(-ZERO_CHANNEL_BIAS, ZERO_CHANNEL_BIAS), bias_q)
     # Spec 4's bound: |bias| + K * 255 * 127 < 2**31, where K products can be nonzero.
     products_per_output = weight_q[0].numel()
-    worst = bias_q.abs() + torch.where(zero_channel, 0, products_per_output * 255 * WEIGHT_MAX)
+    worst = bias_q.abs() + torch.where(zero_channel, 0,
+                                       products_per_output * input_bound * WEIGHT_MAX)
     if bias_q.numel() and int(worst.max()) > INT32_MAX:
         c = int(worst.argmax())
         raise ValueError(f"{where}: the int32 accumulator of output channel {c} could overflow: "
-                         f"{products_per_output} products of up to 255 * 127 and a bias of "
+                         f"{products_per_output} products of up to {input_bound} * 127 and a bias of "
                          f"{float(bias[c]):g}, which is {int(bias_q[c])} at its scale s_x * s_w = "
                          f"{float(products[c]):.3g}; the layer's fan-in or that bias is too large "
                          f"for int8 inputs at that scale")
@@ -304,3 +306,127 @@ def bilinear_accumulate(q, zero_point, taps_h, taps_w):
 def storage_bits(qmin, qmax):
     """The packed width that holds signed integers in [qmin, qmax]: 2, 4 or 8 bits."""
     return next(bits for bits in (2, 4, 8) if -(2 ** (bits - 1)) <= qmin and qmax < 2 ** (bits - 1))
+
+
+# ---- spec 17: matmul of two activations ---------------------------------------------------------
+
+# The largest K whose K products of up to 255 * 255 sum in int32: K * 255 * 255 < 2**31.
+MATMUL_MAX_DEPTH = INT32_MAX // (255 * 255)  # 33025
+
+
+def check_matmul_depth(depth, where):
+    """Spec 17's bound: refuses a matmul of ``depth`` (K) products per output beyond
+    ``MATMUL_MAX_DEPTH``; ``where`` names the module."""
+    if int(depth) > MATMUL_MAX_DEPTH:
+        raise ValueError(f"{where}: the int32 accumulator of this matmul could overflow: K = "
+                         f"{int(depth)} products of up to 255 * 255, above the {MATMUL_MAX_DEPTH} "
+                         f"that fit (docs/quantization_spec.md section 17); keep it float with a "
+                         f"qconfig of None for this module, or split K")
+
+
+def matmul_multiplier(scale_a, scale_b, output_scale):
+    """Spec 17: (M, n) of ``s_a * s_b / s_y``, the product of scales of spec 9's multiply."""
+    return mul_multiplier(scale_a, scale_b, output_scale)
+
+
+def matmul_accumulate(a_q, a_zp, b_q, b_zp, transpose_b=False):
+    """Spec 17: sum_k (a[..., i, k] - z_a) * (b[..., k, j] - z_b) with torch.matmul's
+    broadcasting of the batch dims (``b`` read as ``[..., N, K]`` with ``transpose_b``), exact:
+    in float64, every partial sum an integer below 2**31."""
+    a = (a_q.to(torch.int64) - a_zp).to(torch.float64)
+    b = (b_q.to(torch.int64) - b_zp).to(torch.float64)
+    return torch.matmul(a, b.transpose(-2, -1) if transpose_b else b).to(torch.int64)
+
+
+# ---- spec 18: softmax by a table of exponentials -----------------------------------------------
+
+SOFTMAX_TABLE_BITS = 20
+SOFTMAX_MAX_ROW = 2**20
+SOFTMAX_MIN_OUTPUT_SCALE = 2.0**-14
+
+
+def softmax_table(input_scale):
+    """Spec 18: T[d] = round(2^20 exp(-s d)) for d = 0 .. 255, int64."""
+    d = torch.arange(256, dtype=torch.float64)
+    return torch.round(torch.exp(-float(input_scale) * d) * 2**SOFTMAX_TABLE_BITS).to(torch.int64)
+
+
+def softmax_output_multiplier(output_scale, where):
+    """Spec 18: A = round(2^16 / s_y), refused below ``SOFTMAX_MIN_OUTPUT_SCALE``."""
+    if float(output_scale) < SOFTMAX_MIN_OUTPUT_SCALE:
+        raise ValueError(f"{where}: softmax output scale {float(output_scale):.3g} is below "
+                         f"2^-14 (docs/quantization_spec.md section 18)")
+    return int(round(2**16 / float(output_scale)))
+
+
+def integer_softmax(q, axis, table, multiplier, zero_point, lo=INT8_MIN, hi=INT8_MAX):
+    """Spec 18 along ``axis`` of an int8 tensor: table lookups, an int64 sum and one division."""
+    q = q.to(torch.int64)
+    terms = table[q.amax(axis, keepdim=True) - q]
+    total = terms.sum(axis, keepdim=True)
+    y = torch.div(2 * terms * multiplier + total * 2**16, total * 2**17, rounding_mode="floor")
+    return torch.clamp(zero_point + y, lo, hi)
+
+
+# ---- spec 19: LayerNorm and GroupNorm in integers ----------------------------------------------
+
+NORM_FRACTION_BITS = 16
+NORM_MAX_ROW = 2**14
+
+
+def _bit_length(v):
+    """Exact bit lengths of a non-negative int64 tensor (float64 only guesses)."""
+    _, exponent = torch.frexp(v.to(torch.float64))
+    length = exponent.to(torch.int64)
+    too_long = (length > 0) & ((torch.ones_like(v) << (length - 1).clamp(min=0)) > v)
+    return torch.where(too_long, length - 1, length)
+
+
+def isqrt(v):
+    """Exact floor square roots of a non-negative int64 tensor below 2^62."""
+    r = torch.floor(torch.sqrt(v.to(torch.float64))).to(torch.int64)
+    while True:  # the float guess is at most a step or two away
+        high = r * r > v
+        low = (r + 1) * (r + 1) <= v
+        if not bool(high.any() or low.any()):
+            return r
+        r = r - high.to(torch.int64) + low.to(torch.int64)
+
+
+def norm_eps_term(count, eps, input_scale, where):
+    """Spec 19: E = max(1, round(C^2 eps / s^2)), refused beyond 2^61."""
+    e = max(1, round(count * count * float(eps) / float(input_scale) ** 2))
+    if e > 2**61:
+        raise ValueError(f"{where}: eps {eps:g} at input scale {float(input_scale):.3g} is too "
+                         f"large for the integer normalization (docs/quantization_spec.md "
+                         f"section 19)")
+    return e
+
+
+def normalized_q16(q, zero_point, dims, eps_term):
+    """Spec 19: t = the values normalized over ``dims``, in Q16 (int64, q's shape)."""
+    x = q.to(torch.int64) - zero_point
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    sx = x.sum(dims, keepdim=True)
+    v = count * (x * x).sum(dims, keepdim=True) - sx * sx + eps_term
+    k = torch.div(62 - _bit_length(v), 2, rounding_mode="floor")
+    r = isqrt(v << (2 * k))
+    n = count * x - sx
+    t = torch.div(2 * n.abs() * (torch.ones_like(k) << (NORM_FRACTION_BITS + k)) + r, 2 * r,
+                  rounding_mode="floor")
+    return torch.sign(n) * t
+
+
+def norm_affine_requantization(gamma, beta, output_scale, count, where):
+    """Spec 19's affine part as spec 4's layer on Q16 input: (gamma_q, bias, M, n) per channel."""
+    gamma = gamma.detach().to(torch.float64).reshape(-1)
+    gamma_scale = (gamma.abs() / WEIGHT_MAX).to(torch.float32)
+    live = gamma != 0
+    gamma_q = torch.where(live, torch.sign(gamma) * WEIGHT_MAX, 0).to(torch.int64)
+    bias_q, multiplier, shift = weight_layer_requantization(
+        beta.detach().reshape(-1), gamma_q.reshape(-1, 1), 2.0**-NORM_FRACTION_BITS,
+        torch.where(live, gamma_scale, 1.0), output_scale, where,
+        input_bound=(math.isqrt(count) + 1) << NORM_FRACTION_BITS)
+    return gamma_q, bias_q, multiplier, shift

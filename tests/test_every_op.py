@@ -145,6 +145,7 @@ EXAMPLES = {
     modules.AddReLU: lambda: Functional(lambda a, b: torch.relu(a + b)),
     modules.Mul: lambda: Functional(lambda a, b: a * b),
     modules.Concat: lambda: Functional(lambda a, b: torch.cat([a, b], 1)),
+    modules.MatMul: lambda: Functional(lambda a, b: a @ b.transpose(2, 3)),
     modules.SpatialMean: lambda: _after_conv(modules.SpatialMean()),
     nn.ReLU: lambda: _after_conv(nn.MaxPool2d(2), nn.ReLU()),
     nn.ReLU6: lambda: _after_conv(nn.MaxPool2d(2), nn.ReLU6()),
@@ -175,7 +176,6 @@ EXAMPLES = {
 FLOAT_ONLY_EXAMPLES = {
     nn.LayerNorm: lambda: ChannelsLast(nn.LayerNorm(6)),
     nn.Softmax: lambda: _after_conv(nn.Softmax(1)),
-    modules.MatMul: lambda: Functional(lambda a, b: a @ b.transpose(2, 3)),
     modules.Sub: lambda: Functional(lambda a, b: a - b),
     modules.Div: lambda: Functional(lambda a, b: a / (b + 0.5)),
     modules.WithConstant: lambda: Normalized(),
