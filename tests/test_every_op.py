@@ -146,6 +146,9 @@ EXAMPLES = {
     modules.Mul: lambda: Functional(lambda a, b: a * b),
     modules.Concat: lambda: Functional(lambda a, b: torch.cat([a, b], 1)),
     modules.MatMul: lambda: Functional(lambda a, b: a @ b.transpose(2, 3)),
+    nn.LayerNorm: lambda: ChannelsLast(nn.LayerNorm(6)),
+    nn.GroupNorm: lambda: _after_conv(nn.GroupNorm(2, 6)),
+    nn.Softmax: lambda: _after_conv(nn.Softmax(1)),
     modules.SpatialMean: lambda: _after_conv(modules.SpatialMean()),
     nn.ReLU: lambda: _after_conv(nn.MaxPool2d(2), nn.ReLU()),
     nn.ReLU6: lambda: _after_conv(nn.MaxPool2d(2), nn.ReLU6()),
@@ -174,8 +177,6 @@ EXAMPLES = {
 
 # Ops with a float32 runtime op and no int8 form yet: float export, and PTQ with them left float.
 FLOAT_ONLY_EXAMPLES = {
-    nn.LayerNorm: lambda: ChannelsLast(nn.LayerNorm(6)),
-    nn.Softmax: lambda: _after_conv(nn.Softmax(1)),
     modules.Sub: lambda: Functional(lambda a, b: a - b),
     modules.Div: lambda: Functional(lambda a, b: a / (b + 0.5)),
     modules.WithConstant: lambda: Normalized(),

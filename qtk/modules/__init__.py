@@ -5,7 +5,8 @@ Each op family's file declares all four forms; they register themselves as the f
 here (a QAT class by declaring ``FLOAT_TYPES``, a Quantized one by ``SOURCE_TYPES``, a float op by
 ``@float_export``), and the conversion maps below are derived from those registries.
 """
-from .activation import QATTableFunction, QuantizedClamp, QuantizedLookupTable
+from .activation import (QATSoftmax, QATTableFunction, QuantizedClamp, QuantizedLookupTable,
+                         QuantizedSoftmax)
 from .base import (FLOAT_EXPORTS, QAT_MODULES, QUANTIZED_MODULES, QATModule, QModelOp, QParams,
                    QuantizedModule)
 from .conv import (ConvBn2d, ConvBnReLU2d, ConvReLU2d, QATConv2d, QATConvBn2d, QuantizedConv2d)
@@ -14,7 +15,8 @@ from .elementwise import (Add, AddReLU, Concat, Div, Mul, QATAdd, QATConcat, QAT
                           WithConstant)
 from .linear import LinearReLU, QATLinear, QuantizedLinear
 from .matmul import MatMul, QATMatMul, QuantizedMatMul
-from . import attention, normalization  # noqa: F401  (register their float32 ops)
+from . import attention  # noqa: F401  (registers its float32 op)
+from .normalization import QATNorm, QuantizedNorm
 from .pooling import (QuantizedAdaptiveAvgPool2d, QuantizedAvgPool2d, QuantizedMaxPool2d,
                       SpatialMean)
 from .resize import (QATResizeBilinear, QuantizedPad, QuantizedResizeBilinear,

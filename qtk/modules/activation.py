@@ -1,6 +1,6 @@
 """Standalone activations: clamps that keep their input's qparams (ReLU, ReLU6, Hardtanh) and
-functions quantized by table (HardSwish, HardSigmoid, Sigmoid, Tanh, SiLU, Mish, GELU); Softmax,
-float for now."""
+functions quantized by table (HardSwish, HardSigmoid, Sigmoid, Tanh, SiLU, Mish, GELU); Softmax
+from a table of exponentials."""
 import math
 from typing import NamedTuple
 
@@ -10,7 +10,8 @@ from torch import nn
 
 from .. import arithmetic
 from ..errors import UnsupportedOpError
-from .base import QATFloatThenQuantize, QModelOp, QuantizedModule, clamp_attr, float_export
+from .base import (QATFloatThenQuantize, QModelOp, QuantizedModule, clamp_attr, float_export,
+                   to_int8)
 
 
 class QuantizedClamp(QuantizedModule):
@@ -94,6 +95,45 @@ def float_clamp(module, input_shapes, where):
 def float_table_function(module, input_shapes, where):
     op = TABLE_FUNCTIONS[type(module)].runtime_op
     return QModelOp(op + "_tanh" if getattr(module, "approximate", "none") == "tanh" else op)
+
+
+class QATSoftmax(QATFloatThenQuantize):
+    """Softmax in float with a fake-quantized output."""
+    FLOAT_TYPES = (nn.Softmax,)
+
+
+class QuantizedSoftmax(QuantizedModule):
+    """Softmax from a table of the 256 exponentials the input scale allows (spec 18)."""
+    SOURCE_TYPES = (QATSoftmax,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        layer = cls(input_qparams, module.output_qparams())
+        layer.dim, layer.where = module.module.dim, where
+        layer.register_buffer("table", arithmetic.softmax_table(input_qparams[0].scale))
+        layer.multiplier = arithmetic.softmax_output_multiplier(layer.output_qparams.scale, where)
+        return layer
+
+    def _axis(self, rank):
+        if self.dim is None or self.dim % rank == 0:
+            raise UnsupportedOpError(f"{self.where}: Softmax(dim={self.dim}) over the batch "
+                                     f"dimension (or an implicit dim) is not supported")
+        return self.dim % rank
+
+    def forward(self, x):
+        _, z_y, lo, hi = self.output_qparams
+        return to_int8(arithmetic.integer_softmax(x, self._axis(x.dim()), self.table,
+                                                  self.multiplier, z_y, lo, hi))
+
+    def qmodel_op(self, input_shapes):
+        axis = self._axis(len(input_shapes[0]))
+        if input_shapes[0][axis] > arithmetic.SOFTMAX_MAX_ROW:
+            raise UnsupportedOpError(f"{self.where}: softmax rows of {input_shapes[0][axis]} "
+                                     f"values are longer than 2^20")
+        _, _, lo, hi = self.output_qparams
+        return QModelOp("softmax", [("table", self.table.to(torch.int32))],
+                        {"axis": [axis], "multiplier": [self.multiplier],
+                         "clamp": clamp_attr(lo, hi)})
 
 
 @float_export(nn.Softmax)

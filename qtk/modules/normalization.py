@@ -1,8 +1,88 @@
-"""LayerNorm: float for now (its float32 runtime op); an integer-only form is issue 18's next step."""
+"""LayerNorm and GroupNorm: statistics, square root and affine part in integers (spec 19)."""
 import torch
 from torch import nn
 
-from .base import QModelOp, float_export
+from .. import arithmetic
+from ..errors import UnsupportedOpError
+from .base import (QATFloatThenQuantize, QModelOp, QuantizedModule, clamp_attr, float_export,
+                   to_int8)
+
+
+class QATNorm(QATFloatThenQuantize):
+    """LayerNorm or GroupNorm in float (gamma and beta train as usual), output fake-quantized."""
+    FLOAT_TYPES = (nn.LayerNorm, nn.GroupNorm)
+
+
+def _affine(module, channels):
+    weight = module.weight if module.weight is not None else torch.ones(channels)
+    bias = module.bias if module.bias is not None else torch.zeros(channels)
+    return weight.detach().reshape(-1), bias.detach().reshape(-1)
+
+
+class QuantizedNorm(QuantizedModule):
+    """Spec 19: a row's sums and sum of squares, an integer square root, the normalized values in
+    Q16, then a per-channel layer (gamma exact at +-127, beta as its bias)."""
+    SOURCE_TYPES = (QATNorm,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        norm = module.module
+        layer = cls(input_qparams, module.output_qparams())
+        layer.where, layer.eps = where, norm.eps
+        if isinstance(norm, nn.GroupNorm):
+            layer.groups, layer.axes, channels = norm.num_groups, None, norm.num_channels
+        else:
+            layer.groups, layer.axes = None, len(norm.normalized_shape)
+            channels = int(torch.Size(norm.normalized_shape).numel())
+        layer.gamma, layer.beta = _affine(norm, channels)
+        return layer
+
+    def _rows(self, shape):
+        """(dims normalized together, values per row); GroupNorm's rows are dims 2.. of the
+        input viewed as [N, groups, C / groups, ...]."""
+        rank = len(shape)
+        if self.groups is None:
+            dims = tuple(range(rank - self.axes, rank))
+            count = int(torch.Size(shape[rank - self.axes:]).numel())
+            return dims, count
+        count = int(torch.Size(shape[1:]).numel()) // self.groups
+        return tuple(range(2, rank + 1)), count
+
+    def _plan(self, shape):
+        dims, count = self._rows(shape)
+        if count > arithmetic.NORM_MAX_ROW:
+            raise UnsupportedOpError(f"{self.where}: rows of {count} values are longer than the "
+                                     f"2^14 the integer normalization bounds (spec 19); keep it "
+                                     f"float with a qconfig of None")
+        s_x, s_y = self.input_qparams[0].scale, self.output_qparams.scale
+        eps_term = arithmetic.norm_eps_term(count, self.eps, s_x, self.where)
+        gamma_q, bias_q, multiplier, shift = arithmetic.norm_affine_requantization(
+            self.gamma, self.beta, s_y, count, self.where)
+        return dims, eps_term, gamma_q, bias_q, multiplier, shift
+
+    def forward(self, x):
+        dims, eps_term, gamma_q, bias_q, multiplier, shift = self._plan(tuple(x.shape))
+        grouped = x if self.groups is None else x.reshape(x.shape[0], self.groups, -1,
+                                                          *x.shape[2:])
+        t = arithmetic.normalized_q16(grouped, self.input_qparams[0].zero_point, dims, eps_term)
+        t = t.reshape(x.shape)
+        channel = (1,) * (x.dim() - self.axes) + tuple(x.shape[x.dim() - self.axes:]) \
+            if self.groups is None else (1, -1) + (1,) * (x.dim() - 2)
+        acc = t * gamma_q.reshape(channel) + bias_q.reshape(channel)
+        _, z_y, lo, hi = self.output_qparams
+        return to_int8(arithmetic.requantize(acc, multiplier.reshape(channel),
+                                             shift.reshape(channel), z_y, lo, hi))
+
+    def qmodel_op(self, input_shapes):
+        _, eps_term, gamma_q, bias_q, multiplier, shift = self._plan(tuple(input_shapes[0]))
+        attrs = {"eps_term": [eps_term], "multiplier": multiplier.tolist(),
+                 "shift": shift.tolist(), "clamp": clamp_attr(*self.output_qparams[2:])}
+        if self.groups is None:
+            op, attrs = "layer_norm", {"axes": [self.axes], **attrs}
+        else:
+            op, attrs = "group_norm", {"groups": [self.groups], **attrs}
+        return QModelOp(op, [("weight", gamma_q.to(torch.int8)), ("bias", bias_q.to(torch.int32))],
+                        attrs)
 
 
 # ---- float32 runtime op (a part kept in float) ---------------------------------------------------
