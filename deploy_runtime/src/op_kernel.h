@@ -259,6 +259,13 @@ void check_accumulator_range(const NodeView& node, const std::vector<int32_t>& b
 // Narrow-range weights (spec 1): -128 never occurs, which optimized kernels rely on.
 void check_narrow_range_weights(const NodeView& node, const Value& weight);
 
+// The factory an algorithm descriptor holds: Kernel constructed from the node and the
+// descriptor's fixed arguments (micro-kernel tables, block sizes); one template for every driver.
+template <class Kernel, const auto&... kArgs>
+std::unique_ptr<OpKernel> make_kernel(const NodeView& node) {
+    return std::make_unique<Kernel>(node, kArgs...);
+}
+
 // Defines the factory `name` (what the op table and the algorithm descriptors hold) of a kernel
 // class constructed from its node alone: one body for every such factory.
 #define QTK_KERNEL_FACTORY(name, ...)                      \

@@ -43,20 +43,15 @@ class AddInt8Vadd final : public BesideReference {
     Int8AddParams params_;
 };
 
-template <const Int8VaddUkernel& kUkernel>
-std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<AddInt8Vadd>(node, kUkernel);
-}
-
 }  // namespace
 
 #if QTK_X86_AVX512_VNNI
 extern const OpAlgo kAddInt8VaddAvx512 = {"add_int8_vadd_avx512", IsaLevel::kAvx512Vnni,
-                                          make<kInt8VaddAvx512>};
+                                          make_kernel<AddInt8Vadd, kInt8VaddAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const OpAlgo kAddInt8VaddAvx2 = {"add_int8_vadd_avx2", IsaLevel::kAvx2,
-                                        make<kInt8VaddAvx2>};
+                                        make_kernel<AddInt8Vadd, kInt8VaddAvx2>};
 #endif
 
 }  // namespace detail

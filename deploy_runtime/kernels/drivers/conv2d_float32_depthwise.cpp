@@ -145,23 +145,18 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
     const Conv2dFloat32Constants constants_;
 };
 
-template <const Float32DepthwiseRowFn& kRow>
-std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dFloat32Depthwise>(node, kRow);
-}
-
 }  // namespace
 
 // AVX-512 F is all it needs; the lowest AVX-512 level this runtime detects is AVX-512 VNNI.
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx512 = {
     "conv2d_float32_depthwise_avx512", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make<kFloat32DepthwiseRowAvx512>};
+    make_kernel<Conv2dFloat32Depthwise, kFloat32DepthwiseRowAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx2 = {
     "conv2d_float32_depthwise_avx2", IsaLevel::kAvx2, fits_depthwise,
-    make<kFloat32DepthwiseRowAvx2>};
+    make_kernel<Conv2dFloat32Depthwise, kFloat32DepthwiseRowAvx2>};
 #endif
 
 }  // namespace detail

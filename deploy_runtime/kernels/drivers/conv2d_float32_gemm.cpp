@@ -214,23 +214,18 @@ class Conv2dFloat32Gemm final : public Conv2dKernel {
     std::vector<float> packed_weights_, packed_bias_;
 };
 
-template <const Float32GemmUkernel& kUkernel>
-std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dFloat32Gemm>(node, kUkernel);
-}
-
 }  // namespace
 
 // AVX-512 F is all they need; the lowest AVX-512 level this runtime detects is AVX-512 VNNI.
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dFloat32Gemm8x32Avx512 = {
     "conv2d_float32_gemm_8x32_avx512", IsaLevel::kAvx512Vnni, fits_any_conv2d,
-    make<kFloat32Gemm8x32Avx512>};
+    make_kernel<Conv2dFloat32Gemm, kFloat32Gemm8x32Avx512>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dFloat32Gemm6x16Avx2 = {
     "conv2d_float32_gemm_6x16_avx2", IsaLevel::kAvx2, fits_any_conv2d,
-    make<kFloat32Gemm6x16Avx2>};
+    make_kernel<Conv2dFloat32Gemm, kFloat32Gemm6x16Avx2>};
 #endif
 
 }  // namespace detail

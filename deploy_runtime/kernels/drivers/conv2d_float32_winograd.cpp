@@ -280,11 +280,6 @@ class Conv2dFloat32Winograd final : public Conv2dKernel {
     std::vector<float> packed_u_;         // U per group and tile: [36][channels][mr]
 };
 
-template <const WinogradF4x3Ukernels& kUkernels>
-std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dFloat32Winograd>(node, kUkernels);
-}
-
 #if QTK_X86_AVX512_VNNI
 const WinogradF4x3Ukernels kAvx512 = {kWinogradF4x3Avx512, kFloat32Gemm8x32Avx512};
 #endif
@@ -298,11 +293,12 @@ const WinogradF4x3Ukernels kAvx2 = {kWinogradF4x3Avx2, kFloat32Gemm6x16Avx2};
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dFloat32WinogradF4x3Avx512 = {
     "conv2d_float32_winograd_f4x3_8x32_avx512", IsaLevel::kAvx512Vnni, fits_winograd,
-    make<kAvx512>};
+    make_kernel<Conv2dFloat32Winograd, kAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dFloat32WinogradF4x3Avx2 = {
-    "conv2d_float32_winograd_f4x3_6x16_avx2", IsaLevel::kAvx2, fits_winograd, make<kAvx2>};
+    "conv2d_float32_winograd_f4x3_6x16_avx2", IsaLevel::kAvx2, fits_winograd,
+    make_kernel<Conv2dFloat32Winograd, kAvx2>};
 #endif
 
 }  // namespace detail

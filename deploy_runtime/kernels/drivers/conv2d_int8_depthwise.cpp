@@ -191,23 +191,18 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
     std::vector<int32_t> weight_pairs_;    // [C][k][(k + 1) / 2]
 };
 
-template <const Int8DepthwiseUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
-          const Int8VaddUkernel& kVadd>
-std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dInt8Depthwise>(node, kUkernel, kRequantize, kVadd);
-}
-
 }  // namespace
 
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8DepthwiseW16Avx512Vnni = {
     "conv2d_int8_depthwise_w16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make<kInt8DepthwiseW16Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+    make_kernel<Conv2dInt8Depthwise, kInt8DepthwiseW16Avx512Vnni, kInt8RequantizeAvx512,
+                kInt8VaddAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8DepthwiseW8Avx2 = {
     "conv2d_int8_depthwise_w8_avx2", IsaLevel::kAvx2, fits_depthwise,
-    make<kInt8DepthwiseW8Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
+    make_kernel<Conv2dInt8Depthwise, kInt8DepthwiseW8Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 
 }  // namespace detail

@@ -243,26 +243,23 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
     std::vector<int32_t> weight_pairs_;    // [ceil(C / L)][k * k][L]
 };
 
-template <const Int8DepthwiseChannelsUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
-          const Int8VaddUkernel& kVadd>
-std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dInt8DepthwiseChannels>(node, kUkernel, kRequantize, kVadd);
-}
-
 }  // namespace
 
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8DepthwiseC16Avx512Vnni = {
     "conv2d_int8_depthwise_c16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make<kInt8DepthwiseC16Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+    make_kernel<Conv2dInt8DepthwiseChannels, kInt8DepthwiseC16Avx512Vnni, kInt8RequantizeAvx512,
+                kInt8VaddAvx512>};
 extern const Conv2dAlgo kConv2dInt8DepthwiseNhwcC16Avx512Vnni = {
     "conv2d_int8_depthwise_nhwc_c16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make<kInt8DepthwiseC16Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>, false, true};
+    make_kernel<Conv2dInt8DepthwiseChannels, kInt8DepthwiseC16Avx512Vnni, kInt8RequantizeAvx512,
+                kInt8VaddAvx512>, false, true};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8DepthwiseC8Avx2 = {
     "conv2d_int8_depthwise_c8_avx2", IsaLevel::kAvx2, fits_depthwise,
-    make<kInt8DepthwiseC8Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
+    make_kernel<Conv2dInt8DepthwiseChannels, kInt8DepthwiseC8Avx2, kInt8RequantizeAvx2,
+                kInt8VaddAvx2>};
 #endif
 
 }  // namespace detail

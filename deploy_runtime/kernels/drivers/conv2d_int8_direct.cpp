@@ -338,12 +338,6 @@ class Conv2dInt8Direct final : public Conv2dKernel {
     std::vector<int32_t> acc_init_;  // per output channel: bias - (128 + z) * sum(w)
 };
 
-template <const Int8GemmUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
-          const Int8VaddUkernel& kVadd>
-std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dInt8Direct>(node, kUkernel, kRequantize, kVadd);
-}
-
 // AMX's tile rows take 64 input channels: below that, zero padding does most of its work
 // (resnet18's 3-channel first layer took 3 ms, 20x the VNNI direct conv's time).
 bool fits_direct_amx(const Conv2dParams& p) { return fits_direct(p) && p.group_in_channels >= 64; }
@@ -353,22 +347,23 @@ bool fits_direct_amx(const Conv2dParams& p) { return fits_direct(p) && p.group_i
 #if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8Direct32x32c4Amx = {
     "conv2d_int8_direct_32x32c4_amx_int8", IsaLevel::kAmxInt8, fits_direct_amx,
-    make<kInt8Gemm32x32c4Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+    make_kernel<Conv2dInt8Direct, kInt8Gemm32x32c4Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>};
 #endif
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8Direct8x32c4Avx512Vnni = {
     "conv2d_int8_direct_8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, fits_direct,
-    make<kInt8Gemm8x32c4Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+    make_kernel<Conv2dInt8Direct, kInt8Gemm8x32c4Avx512Vnni, kInt8RequantizeAvx512,
+                kInt8VaddAvx512>};
 #endif
 #if QTK_X86_AVX_VNNI
 extern const Conv2dAlgo kConv2dInt8Direct4x16c4AvxVnni = {
     "conv2d_int8_direct_4x16c4_avx_vnni", IsaLevel::kAvxVnni, fits_direct,
-    make<kInt8Gemm4x16c4AvxVnni, kInt8RequantizeAvx2, kInt8VaddAvx2>};
+    make_kernel<Conv2dInt8Direct, kInt8Gemm4x16c4AvxVnni, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8Direct2x16c4Avx2 = {
     "conv2d_int8_direct_2x16c4_avx2", IsaLevel::kAvx2, fits_direct,
-    make<kInt8Gemm2x16c4Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
+    make_kernel<Conv2dInt8Direct, kInt8Gemm2x16c4Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 
 }  // namespace detail

@@ -289,12 +289,6 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
     std::vector<int32_t> acc_init_;  // per output channel: bias - (128 + z) * sum(w)
 };
 
-template <const Int8GemmUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
-          const Int8VaddUkernel& kVadd>
-std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dInt8Gemm>(node, kUkernel, kRequantize, kVadd);
-}
-
 // AMX's tile rows take 64 products (K padded to a multiple of 64): at K <= 32 zero padding does
 // half its work or more, and the VNNI GEMM is faster (Fast-Run chose it on all 9 such 1x1 layers
 // of mobilenet_v2, 0.7-0.9x the AMX GEMM's time).
@@ -305,22 +299,22 @@ bool fits_gemm_amx(const Conv2dParams& p) { return p.products_per_output() > 32;
 #if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8Gemm32x32c4Amx = {
     "conv2d_int8_gemm_32x32c4_amx_int8", IsaLevel::kAmxInt8, fits_gemm_amx,
-    make<kInt8Gemm32x32c4Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+    make_kernel<Conv2dInt8Gemm, kInt8Gemm32x32c4Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>};
 #endif
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8Gemm8x32c4Avx512Vnni = {
     "conv2d_int8_gemm_8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, fits_any_conv2d,
-    make<kInt8Gemm8x32c4Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
+    make_kernel<Conv2dInt8Gemm, kInt8Gemm8x32c4Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
 #endif
 #if QTK_X86_AVX_VNNI
 extern const Conv2dAlgo kConv2dInt8Gemm4x16c4AvxVnni = {
     "conv2d_int8_gemm_4x16c4_avx_vnni", IsaLevel::kAvxVnni, fits_any_conv2d,
-    make<kInt8Gemm4x16c4AvxVnni, kInt8RequantizeAvx2, kInt8VaddAvx2>};
+    make_kernel<Conv2dInt8Gemm, kInt8Gemm4x16c4AvxVnni, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8Gemm2x16c4Avx2 = {
     "conv2d_int8_gemm_2x16c4_avx2", IsaLevel::kAvx2, fits_any_conv2d,
-    make<kInt8Gemm2x16c4Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
+    make_kernel<Conv2dInt8Gemm, kInt8Gemm2x16c4Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
 #endif
 
 }  // namespace detail

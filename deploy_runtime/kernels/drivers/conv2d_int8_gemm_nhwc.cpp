@@ -379,25 +379,21 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
     std::vector<int32_t> acc_init_;  // per output channel: bias - (z + x_offset) sum(w)
 };
 
-template <const Int8GemmNhwcUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
-          const Int8VaddUkernel& kVadd>
-std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dInt8GemmNhwc>(node, kUkernel, kRequantize, kVadd);
-}
-
 }  // namespace
 
 #if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8GemmNhwc32x32Amx = {
     "conv2d_int8_gemm_nhwc_32x32_amx_int8", IsaLevel::kAmxInt8, fits_dense_amx,
-    make<kInt8GemmNhwc32x32Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>, false, true};
+    make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc32x32Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>,
+                false, true};
 #endif
 // 1x1 only: on resnet18's other windows (QTK_ISA=avx512_vnni, an Intel Xeon) it took 8.3 ms
 // against the NCHW VNNI direct conv's 6.3.
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8GemmNhwc12x32Avx512Vnni = {
     "conv2d_int8_gemm_nhwc_12x32_avx512_vnni", IsaLevel::kAvx512Vnni, fits_pointwise,
-    make<kInt8GemmNhwc12x32Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>, false, true};
+    make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc12x32Avx512Vnni, kInt8RequantizeAvx512,
+                kInt8VaddAvx512>, false, true};
 #endif
 
 }  // namespace detail

@@ -311,12 +311,6 @@ class Conv2dInt8Winograd final : public Conv2dKernel {
     int64_t chunk_ = 0;            // channels whose float sums stay exact
 };
 
-template <const WinogradF2x3Ukernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
-          const Int8VaddUkernel& kVadd, int64_t kBlockBytes>
-std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dInt8Winograd>(node, kUkernel, kRequantize, kVadd, kBlockBytes);
-}
-
 }  // namespace
 
 // Two block budgets per ISA, one descriptor each, so Fast-Run tunes the tile count per layer:
@@ -325,18 +319,22 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx512 = {
     "conv2d_int8_winograd_f2x3_8x32_avx512", IsaLevel::kAvx512Vnni, fits_winograd,
-    make<kWinogradF2x3Avx512, kInt8RequantizeAvx512, kInt8VaddAvx512, kWinogradL2BlockBytes>};
+    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx512, kInt8RequantizeAvx512, kInt8VaddAvx512,
+                kWinogradL2BlockBytes>};
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3L1Avx512 = {
     "conv2d_int8_winograd_f2x3_8x32_l1_avx512", IsaLevel::kAvx512Vnni, fits_winograd,
-    make<kWinogradF2x3Avx512, kInt8RequantizeAvx512, kInt8VaddAvx512, kWinogradL1BlockBytes>};
+    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx512, kInt8RequantizeAvx512, kInt8VaddAvx512,
+                kWinogradL1BlockBytes>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx2 = {
     "conv2d_int8_winograd_f2x3_6x16_avx2", IsaLevel::kAvx2, fits_winograd,
-    make<kWinogradF2x3Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2, kWinogradL2BlockBytes>};
+    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2,
+                kWinogradL2BlockBytes>};
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3L1Avx2 = {
     "conv2d_int8_winograd_f2x3_6x16_l1_avx2", IsaLevel::kAvx2, fits_winograd,
-    make<kWinogradF2x3Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2, kWinogradL1BlockBytes>};
+    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2,
+                kWinogradL1BlockBytes>};
 #endif
 
 }  // namespace detail

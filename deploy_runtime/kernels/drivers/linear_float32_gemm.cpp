@@ -85,20 +85,17 @@ class LinearFloat32Gemm final : public LinearKernel {
     std::vector<float> packed_weight_, packed_bias_;  // [tiles][K][mr], [tiles][mr]
 };
 
-template <const Float32GemmUkernel& kUkernel>
-std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<LinearFloat32Gemm>(node, kUkernel);
-}
-
 }  // namespace
 
 #if QTK_X86_AVX512_VNNI
 extern const LinearAlgo kLinearFloat32Gemm8x32Avx512 = {
-    "linear_float32_gemm_8x32_avx512", IsaLevel::kAvx512Vnni, make<kFloat32Gemm8x32Avx512>};
+    "linear_float32_gemm_8x32_avx512", IsaLevel::kAvx512Vnni,
+    make_kernel<LinearFloat32Gemm, kFloat32Gemm8x32Avx512>};
 #endif
 #if QTK_X86_AVX2
 extern const LinearAlgo kLinearFloat32Gemm6x16Avx2 = {
-    "linear_float32_gemm_6x16_avx2", IsaLevel::kAvx2, make<kFloat32Gemm6x16Avx2>};
+    "linear_float32_gemm_6x16_avx2", IsaLevel::kAvx2,
+    make_kernel<LinearFloat32Gemm, kFloat32Gemm6x16Avx2>};
 #endif
 
 }  // namespace detail

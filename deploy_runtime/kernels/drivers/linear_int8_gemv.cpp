@@ -104,21 +104,17 @@ class LinearInt8Gemv final : public LinearKernel {
     std::vector<int32_t> acc_init_;  // per output feature: bias - (128 + z) * sum(w)
 };
 
-template <const Int8GemvUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize>
-std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<LinearInt8Gemv>(node, kUkernel, kRequantize);
-}
-
 }  // namespace
 
 #if QTK_X86_AVX512_VNNI
 extern const LinearAlgo kLinearInt8Gemv64c4Avx512Vnni = {
     "linear_int8_gemv_64c4_avx512_vnni", IsaLevel::kAvx512Vnni,
-    make<kInt8Gemv64c4Avx512Vnni, kInt8RequantizeAvx512>};
+    make_kernel<LinearInt8Gemv, kInt8Gemv64c4Avx512Vnni, kInt8RequantizeAvx512>};
 #endif
 #if QTK_X86_AVX2
-extern const LinearAlgo kLinearInt8Gemv32c2Avx2 = {"linear_int8_gemv_32c2_avx2", IsaLevel::kAvx2,
-                                                   make<kInt8Gemv32c2Avx2, kInt8RequantizeAvx2>};
+extern const LinearAlgo kLinearInt8Gemv32c2Avx2 = {
+    "linear_int8_gemv_32c2_avx2", IsaLevel::kAvx2,
+    make_kernel<LinearInt8Gemv, kInt8Gemv32c2Avx2, kInt8RequantizeAvx2>};
 #endif
 
 }  // namespace detail

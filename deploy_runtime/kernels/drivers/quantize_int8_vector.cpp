@@ -36,20 +36,15 @@ class QuantizeInt8Vector final : public BesideReference {
     const int32_t zero_point_;
 };
 
-template <const Int8QuantizeUkernel& kUkernel>
-std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<QuantizeInt8Vector>(node, kUkernel);
-}
-
 }  // namespace
 
 #if QTK_X86_AVX512_VNNI
 extern const OpAlgo kQuantizeInt8Avx512 = {"quantize_int8_avx512", IsaLevel::kAvx512Vnni,
-                                           make<kInt8QuantizeAvx512>};
+                                           make_kernel<QuantizeInt8Vector, kInt8QuantizeAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const OpAlgo kQuantizeInt8Avx2 = {"quantize_int8_avx2", IsaLevel::kAvx2,
-                                         make<kInt8QuantizeAvx2>};
+                                         make_kernel<QuantizeInt8Vector, kInt8QuantizeAvx2>};
 #endif
 
 }  // namespace detail
