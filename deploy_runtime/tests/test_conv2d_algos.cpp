@@ -14,6 +14,7 @@
 
 #include "algo_policy.h"
 #include "check.h"
+#include "conv_geometry.h"
 #include "cpu_features.h"
 #include "model_builder.h"
 #include "op_registry.h"
@@ -393,26 +394,13 @@ enum class Fill { kRandom, kLowest, kHighest };  // activations all -128 / all 1
 // random so that sums past 2^24 would be odd and lose their last bit in float.
 enum class WinogradWorst { kNo, kAll255, kMixed };
 
-struct ConvCase {
-    int64_t in = 4, out = 4, height = 5, width = 7;
-    int64_t kh = 3, kw = 3, sh = 1, sw = 1, ph = 1, pw = 1, dh = 1, dw = 1, groups = 1;
+struct ConvCase : qtk_test::ConvGeometry {
     Fill fill = Fill::kRandom;
     WinogradWorst winograd_worst = WinogradWorst::kNo;
 
-    int64_t out_h() const { return (height + 2 * ph - dh * (kh - 1) - 1) / sh + 1; }
-    int64_t out_w() const { return (width + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
-    bool valid() const {
-        return height + 2 * ph >= dh * (kh - 1) + 1 && width + 2 * pw >= dw * (kw - 1) + 1;
-    }
-    Conv2dParams params() const {
-        return {out, in / groups, kh, kw, sh, sw, ph, pw, dh, dw, groups};
-    }
+    bool valid() const { return window_fits(); }
     std::string describe() const {
-        return std::to_string(in) + "->" + std::to_string(out) + " " + std::to_string(height) +
-               "x" + std::to_string(width) + " k" + std::to_string(kh) + "x" + std::to_string(kw) +
-               " s" + std::to_string(sh) + "," + std::to_string(sw) + " p" + std::to_string(ph) +
-               "," + std::to_string(pw) + " d" + std::to_string(dh) + "," + std::to_string(dw) +
-               " g" + std::to_string(groups) +
+        return ConvGeometry::describe() +
                (fill == Fill::kRandom   ? ""
                 : fill == Fill::kLowest ? " all -128"
                                         : " all 127") +

@@ -1,0 +1,35 @@
+// The geometry of one conv2d case, shared by the int8 and float32 conv sweeps
+// (test_conv2d_algos.cpp, test_float_conv_algos.cpp), which add their own fills to it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "conv2d.h"
+
+namespace qtk_test {
+
+struct ConvGeometry {
+    int64_t in = 4, out = 4, height = 5, width = 7;
+    int64_t kh = 3, kw = 3, sh = 1, sw = 1, ph = 1, pw = 1, dh = 1, dw = 1, groups = 1;
+
+    int64_t out_h() const { return (height + 2 * ph - dh * (kh - 1) - 1) / sh + 1; }
+    int64_t out_w() const { return (width + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
+    int64_t k_count() const { return in / groups * kh * kw; }
+    // The padded input holds at least one dilated window.
+    bool window_fits() const {
+        return height + 2 * ph >= dh * (kh - 1) + 1 && width + 2 * pw >= dw * (kw - 1) + 1;
+    }
+    qtk::detail::Conv2dParams params() const {
+        return {out, in / groups, kh, kw, sh, sw, ph, pw, dh, dw, groups};
+    }
+    std::string describe() const {
+        return std::to_string(in) + "->" + std::to_string(out) + " " + std::to_string(height) +
+               "x" + std::to_string(width) + " k" + std::to_string(kh) + "x" + std::to_string(kw) +
+               " s" + std::to_string(sh) + "," + std::to_string(sw) + " p" + std::to_string(ph) +
+               "," + std::to_string(pw) + " d" + std::to_string(dh) + "," + std::to_string(dw) +
+               " g" + std::to_string(groups);
+    }
+};
+
+}  // namespace qtk_test
