@@ -1,11 +1,13 @@
-// The geometry of one conv2d case, shared by the int8 and float32 conv sweeps
-// (test_conv2d_algos.cpp, test_float_conv_algos.cpp), which add their own fills to it.
+// What the int8 and float32 conv sweeps (test_conv2d_algos.cpp, test_float_conv_algos.cpp) share:
+// the geometry of one conv2d case, to which each adds its own fills, and the names both use.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "conv2d.h"
+#include "cpu_features.h"
+#include "model_builder.h"
 
 namespace qtk_test {
 
@@ -33,3 +35,14 @@ struct ConvGeometry {
 };
 
 }  // namespace qtk_test
+
+using qtk::Shape;
+using qtk::detail::Conv2dAlgo;
+using qtk::detail::Conv2dParams;
+using qtk::detail::cpu_supports;
+using qtk::detail::isa_name;
+using qtk::detail::IsaLevel;
+using qtk_test::AttrSpec;
+using qtk_test::ModelBuilder;
+using qtk_test::Rng;
+using qtk_test::set_env;

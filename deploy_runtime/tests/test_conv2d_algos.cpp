@@ -37,16 +37,6 @@ extern const Int8GemmUkernel kInt8Gemm4x16c4AvxVnniAsEvex;  // gemm_int8_avx_vnn
 }  // namespace detail
 }  // namespace qtk
 
-using qtk::Shape;
-using qtk::detail::Conv2dAlgo;
-using qtk::detail::Conv2dParams;
-using qtk::detail::cpu_supports;
-using qtk::detail::isa_name;
-using qtk::detail::IsaLevel;
-using qtk_test::AttrSpec;
-using qtk_test::ModelBuilder;
-using qtk_test::Rng;
-using qtk_test::set_env;
 
 namespace {
 

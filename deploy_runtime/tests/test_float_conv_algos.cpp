@@ -41,16 +41,6 @@
 #include "qtk/runtime.h"
 
 using qtk::DType;
-using qtk::Shape;
-using qtk::detail::Conv2dAlgo;
-using qtk::detail::Conv2dParams;
-using qtk::detail::cpu_supports;
-using qtk::detail::isa_name;
-using qtk::detail::IsaLevel;
-using qtk_test::AttrSpec;
-using qtk_test::ModelBuilder;
-using qtk_test::Rng;
-using qtk_test::set_env;
 
 namespace {
 
