@@ -71,6 +71,16 @@ def test_runtime_is_byte_identical_to_the_quantized_model(case, batch, threads):
     assert_not_degenerate(reference, min_distinct=min(24, reference.numel() // 2))
 
 
+def test_vit_b_16_attention_shapes():
+    """Its 12 heads of 197 tokens by 64, every op int8, so the comparison sees the matmuls'
+    bytes (a whole model with float parts may differ by one step after each of them, spec 15)."""
+    quantized = _quantized(Attention(768, 12, 64), 197, 768)
+    x = torch.randn(2, 197, 768)
+    reference, runtime = reference_and_runtime(quantized, x[:1], x, threads=2)
+    assert torch.equal(reference, runtime)
+    assert_not_degenerate(reference, min_distinct=100)
+
+
 def test_scores_are_byte_identical_and_spread():
     """The scores alone (the model's output is q kᵀ), so their int8 values are compared as they
     leave the kernel, over most of the int8 range."""
