@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .graph.capture import node_inputs, run_recording
-from .modules import MatMul
+from .modules import MatMul, QATMatMul
 
 # Why an op stays float.
 BY_QCONFIG = "its qconfig is None"
@@ -67,7 +67,7 @@ def summary_line(report):
 def _macs(module, output, inputs):
     """A conv's or linear layer's multiply-accumulates: one per weight of an output channel, per
     output value (fused containers count their first layer's); a matmul's: K per output value."""
-    if isinstance(module, MatMul):
+    if isinstance(module, (MatMul, QATMatMul)):
         return output.numel() * inputs[0].shape[-1]
     first = module[0] if isinstance(module, nn.Sequential) else module
     weight = getattr(first, "weight", None)

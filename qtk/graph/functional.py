@@ -67,16 +67,44 @@ def _softmax(input, dim=None, _stacklevel=3, dtype=None):
     return nn.Softmax(dim), (input,)
 
 
+def _shared(module, **tensors):
+    """``module`` with the model's own tensors as its parameters (shared, so QAT trains them)."""
+    for name, tensor in tensors.items():
+        if tensor is None:
+            setattr(module, name, None)
+        elif isinstance(tensor, fx.Node):
+            raise UnsupportedOpError(f"its {name} is computed in forward(), not a tensor of the "
+                                     f"model")
+        else:
+            setattr(module, name, tensor if isinstance(tensor, nn.Parameter)
+                    else nn.Parameter(tensor, requires_grad=False))
+    return module
+
+
+def _linear(input, weight, bias=None):
+    """F.linear with the model's own weight: an nn.Linear sharing it."""
+    if isinstance(weight, fx.Node):
+        raise UnsupportedOpError("F.linear of a weight computed in forward() has no form")
+    module = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
+    return _shared(module, weight=weight, bias=bias), (input,)
+
+
+def _conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """F.conv2d with the model's own weight: an nn.Conv2d sharing it."""
+    if isinstance(weight, fx.Node):
+        raise UnsupportedOpError("F.conv2d of a weight computed in forward() has no form")
+    out_channels, in_per_group, *kernel = weight.shape
+    module = nn.Conv2d(in_per_group * groups, out_channels, tuple(kernel), stride, padding,
+                       dilation, groups, bias=bias is not None)
+    return _shared(module, weight=weight, bias=bias), (input,)
+
+
 def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """F.layer_norm with the module's own weight and bias (ConvNeXt's LayerNorm2d): an
     nn.LayerNorm sharing them, so QAT trains the model's parameters."""
     module = nn.LayerNorm(normalized_shape, eps, elementwise_affine=weight is not None,
                           bias=bias is not None)
-    for name, tensor in (("weight", weight), ("bias", bias)):
-        if tensor is not None:
-            setattr(module, name, tensor if isinstance(tensor, nn.Parameter)
-                    else nn.Parameter(tensor, requires_grad=False))
-    return module, (input,)
+    return _shared(module, weight=weight, bias=bias), (input,)
 
 
 def _batch_source(size):
@@ -176,7 +204,8 @@ MODULE_FORMS = {
     operator.truediv: _DIV, operator.itruediv: _DIV, torch.div: _DIV, "div": _DIV, "div_": _DIV,
     operator.matmul: _matmul, torch.matmul: _matmul, torch.einsum: _einsum, torch.bmm: _matmul, "matmul": _matmul,
     "bmm": _matmul, F.softmax: _softmax, torch.softmax: _softmax, "softmax": _softmax,
-    F.layer_norm: _layer_norm, "expand": _expand,
+    F.layer_norm: _layer_norm, "expand": _expand, F.linear: _linear, F.conv2d: _conv2d,
+    F.normalize: modules.normalization.l2_normalize_form,
     torch.cat: _cat, torch.concat: _cat,
     F.relu: _unary(nn.ReLU), torch.relu: _unary(nn.ReLU), "relu": _unary(nn.ReLU),
     "relu_": _unary(nn.ReLU), F.relu6: _unary(nn.ReLU6), F.hardtanh: _hardtanh,

@@ -44,7 +44,7 @@ class DecomposedMultiheadAttention(nn.Module):
         self.v_proj = _linear(weights[2], biases[2])
         self.out_proj = _linear(mha.out_proj.weight.detach(), mha.out_proj.bias.detach()
                                 if mha.out_proj.bias is not None else None)
-        self.scores, self.context = MatMul(), MatMul()
+        self.scores, self.context = MatMul(transpose_b=True), MatMul()
         self.softmax = nn.Softmax(-1)
         self.attention_dropout = nn.Dropout(mha.dropout)
 
@@ -61,7 +61,7 @@ class DecomposedMultiheadAttention(nn.Module):
         q = self._heads(self.q_proj(query))
         k = self._heads(self.k_proj(key))
         v = self._heads(self.v_proj(value))
-        attention = self.attention_dropout(self.softmax(self.scores(q, k.transpose(2, 3))))
+        attention = self.attention_dropout(self.softmax(self.scores(q, k)))
         context = self.context(attention, v).transpose(1, 2)
         out = self.out_proj(context.reshape(context.shape[0], context.shape[1], self.embed_dim))
         if not need_weights:
