@@ -133,8 +133,40 @@ void test_clamp() {
 
 }  // namespace
 
+// Spec 19's exact integer functions at the edges: powers of two, k^2 - 1, k^2 and k^2 + 1 up to
+// the largest uint64 (the method must not depend on a float guess being close).
+void test_bit_length_and_isqrt() {
+    CHECK_EQ(bit_length(0), 0);
+    CHECK_EQ(bit_length(1), 1);
+    CHECK_EQ(bit_length(255), 8);
+    CHECK_EQ(bit_length(256), 9);
+    CHECK_EQ(bit_length((uint64_t{1} << 62) - 1), 62);
+    CHECK_EQ(bit_length(~uint64_t{0}), 64);
+    CHECK_EQ(isqrt(0), uint64_t{0});
+    CHECK_EQ(isqrt(3), uint64_t{1});
+    CHECK_EQ(isqrt(4), uint64_t{2});
+    CHECK_EQ(isqrt(~uint64_t{0}), uint64_t{0xFFFFFFFF});
+    for (uint64_t k : {uint64_t{2}, uint64_t{3}, uint64_t{1} << 20, (uint64_t{1} << 26) + 1,
+                       (uint64_t{1} << 30) + 3, (uint64_t{1} << 31) - 1, uint64_t{3037000499},
+                       (uint64_t{1} << 32) - 1}) {
+        CHECK_EQ(isqrt(k * k - 1), k - 1);
+        CHECK_EQ(isqrt(k * k), k);
+        if (k < (uint64_t{1} << 32) - 1) {
+            CHECK_EQ(isqrt(k * k + 1), k);
+            CHECK_EQ(isqrt(k * k + 2 * k), k);  // (k + 1)^2 - 1
+        }
+    }
+    // normalized_q16 of [1, -1] with E = 1: V = 5, k = 29, t = round(2^17 / sqrt 5) = 58617.
+    const int8_t row[] = {1, -1};
+    const NormRow stats = norm_row(row, 2, 1, 0, 1);
+    CHECK_EQ(stats.shift, 29);
+    CHECK_EQ(normalized_q16(stats, 1, 0), int64_t{58617});
+    CHECK_EQ(normalized_q16(stats, -1, 0), int64_t{-58617});
+}
+
 int main() {
     test_requantize();
+    test_bit_length_and_isqrt();
     test_rescaled_sums();
     test_quantize();
     test_dequantize();

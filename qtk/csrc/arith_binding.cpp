@@ -1,11 +1,13 @@
 // qtk._C.arith: the C++ arithmetic of deploy_runtime/include/qtk/arithmetic.h, elementwise over
-// 1-D numpy arrays of equal length, so tests/test_arithmetic.py can hold it against
+// 1-D numpy arrays of equal length (row-wise over 2-D ones for softmax and the normalization), so
+// tests/test_arithmetic.py and tests/test_integer_normalization.py can hold it against
 // qtk/arithmetic.py. Arguments outside the ranges where the header is exact (docs/
 // quantization_spec.md) are refused with QtkError instead of computing undefined results.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <string>
+#include <vector>
 
 #include "qtk/arithmetic.h"
 #include "qtk/runtime.h"
@@ -163,6 +165,88 @@ py::array_t<int32_t> round_half_away_div(const py::handle& sum_obj, const py::ha
     return out;
 }
 
+py::array_t<int64_t> isqrt(const py::handle& v_obj) {
+    const std::string fn = "isqrt";
+    const auto v = vector_arg<int64_t>(fn, "v", "int64", v_obj);
+    py::array_t<int64_t> out(v.shape(0));
+    int64_t* r = out.mutable_data();
+    for (py::ssize_t i = 0; i < v.shape(0); ++i) {
+        if (v.data()[i] < 0) {
+            throw qtk::Error(fn + ": v[" + std::to_string(i) + "] = " +
+                             std::to_string(v.data()[i]) + " is negative");
+        }
+        r[i] = static_cast<int64_t>(qtk::arith::isqrt(static_cast<uint64_t>(v.data()[i])));
+    }
+    return out;
+}
+
+// A C-contiguous 2-D int8 array [rows, length] with length >= 1.
+py::array_t<int8_t, py::array::c_style> rows_arg(const std::string& fn, const py::handle& obj) {
+    if (!py::isinstance<py::array_t<int8_t>>(obj)) {
+        throw qtk::Error(fn + ": q must be a numpy int8 array");
+    }
+    auto a = py::array_t<int8_t, py::array::c_style | py::array::forcecast>::ensure(obj);
+    if (a.ndim() != 2 || a.shape(1) < 1) {
+        throw qtk::Error(fn + ": q must be 2-D [rows, length] with length >= 1");
+    }
+    return a;
+}
+
+py::array_t<int8_t> softmax_rows(const py::handle& q_obj, const py::handle& table_obj,
+                                 int64_t multiplier, int64_t zero_point, int64_t lo, int64_t hi) {
+    const std::string fn = "softmax_rows";
+    const auto q = rows_arg(fn, q_obj);
+    const auto table64 = vector_arg<int64_t>(fn, "table", "int64", table_obj);
+    if (table64.shape(0) != 256) {
+        throw qtk::Error(fn + ": table has length " + std::to_string(table64.shape(0)) +
+                         ", expected 256");
+    }
+    std::vector<int32_t> table(256);
+    for (size_t d = 0; d < 256; ++d) {
+        // T[0] = 2^20 (the row maximum's exp(0)), so no row sums to 0.
+        const int64_t lowest = d == 0 ? qtk::arith::kSoftmaxTableOne : 0;
+        table[d] = int_arg(fn, "table[d]", table64.data()[d], lowest, qtk::arith::kSoftmaxTableOne);
+    }
+    const int32_t a = int_arg(fn, "multiplier", multiplier, 1, qtk::arith::kSoftmaxMaxMultiplier);
+    const int32_t z = zero_point_arg(fn, "zero_point", zero_point);
+    const int32_t l = zero_point_arg(fn, "lo", lo), h = zero_point_arg(fn, "hi", hi);
+    check_clamp(fn, l, h);
+    const py::ssize_t rows = q.shape(0), length = q.shape(1);
+    if (length > qtk::arith::kSoftmaxMaxRow) {
+        throw qtk::Error(fn + ": rows of " + std::to_string(length) + " values exceed 2^20");
+    }
+    py::array_t<int8_t> out({rows, length});
+    for (py::ssize_t r = 0; r < rows; ++r) {
+        qtk::arith::softmax_row(q.data() + r * length, out.mutable_data() + r * length, length, 1,
+                                table.data(), a, z, l, h);
+    }
+    return out;
+}
+
+py::array_t<int64_t> normalized_q16(const py::handle& q_obj, int64_t zero_point,
+                                    int64_t eps_term) {
+    const std::string fn = "normalized_q16";
+    const auto q = rows_arg(fn, q_obj);
+    const int32_t z = zero_point_arg(fn, "zero_point", zero_point);
+    if (eps_term < 1 || eps_term > qtk::arith::kNormMaxEpsTerm) {
+        throw qtk::Error(fn + ": eps_term = " + std::to_string(eps_term) +
+                         " is outside [1, 2^61]");
+    }
+    const py::ssize_t rows = q.shape(0), count = q.shape(1);
+    if (count > qtk::arith::kNormMaxRow) {
+        throw qtk::Error(fn + ": rows of " + std::to_string(count) + " values exceed 2^14");
+    }
+    py::array_t<int64_t> out({rows, count});
+    for (py::ssize_t r = 0; r < rows; ++r) {
+        const int8_t* row = q.data() + r * count;
+        const qtk::arith::NormRow stats = qtk::arith::norm_row(row, count, 1, z, eps_term);
+        for (py::ssize_t i = 0; i < count; ++i) {
+            out.mutable_data()[r * count + i] = qtk::arith::normalized_q16(stats, row[i], z);
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 void bind_arith(py::module_& m) {
@@ -178,4 +262,10 @@ void bind_arith(py::module_& m) {
           "int8 array -> float32 (spec 1).");
     m.def("round_half_away_div", &round_half_away_div, py::arg("sum"), py::arg("divisor"),
           "int64 sum, divisor arrays -> int32 sign(S) * floor((2|S| + d) / (2d)) (spec 6).");
+    m.def("isqrt", &isqrt, py::arg("v"), "non-negative int64 array -> floor square roots (spec 19).");
+    m.def("softmax_rows", &softmax_rows, py::arg("q"), py::arg("table"), py::arg("multiplier"),
+          py::arg("zero_point"), py::arg("lo"), py::arg("hi"),
+          "int8 [rows, length], int64 table[256] -> int8 softmax of each row (spec 18).");
+    m.def("normalized_q16", &normalized_q16, py::arg("q"), py::arg("zero_point"),
+          py::arg("eps_term"), "int8 [rows, C] -> int64 Q16 normalized values per row (spec 19).");
 }

@@ -89,5 +89,114 @@ inline int8_t average(int64_t sum_minus_zp, int64_t divisor, int32_t zero_point)
         clamp(int64_t{round_half_away_div(sum_minus_zp, divisor)} + zero_point, kInt8Min, kInt8Max));
 }
 
+// ---- Spec 18: softmax by a table of exponentials ----------------------------------------------
+// T[d] = round(2^20 exp(-s d)) for the distances d = max(q) - q in [0, 255], computed at convert;
+// A = round(2^16 / s_y) in [1, 2^30]. With T <= 2^20, T[0] = 2^20 and rows of at most 2^20
+// values, S <= 2^40 and every term below stays under 2^62.
+constexpr int32_t kSoftmaxTableOne = int32_t{1} << 20;  // T[0], the row maximum's exp(0)
+constexpr int64_t kSoftmaxMaxRow = int64_t{1} << 20;
+constexpr int64_t kSoftmaxMaxMultiplier = int64_t{1} << 30;
+
+// One row of `length` int8 values `stride` apart (the softmax axis), written to y at the same
+// offsets: y_i = clamp(z + floor((2 T_i A + S 2^16) / (S 2^17)), lo, hi), T_i = T[max(q) - q_i],
+// S = sum_j T_j. The input's zero point cancels.
+inline void softmax_row(const int8_t* x, int8_t* y, int64_t length, int64_t stride,
+                        const int32_t* table, int32_t multiplier, int32_t zero_point, int32_t lo,
+                        int32_t hi) {
+    int32_t max = kInt8Min;
+    for (int64_t i = 0; i < length; ++i) {
+        max = std::max<int32_t>(max, x[i * stride]);
+    }
+    int64_t sum = 0;
+    for (int64_t i = 0; i < length; ++i) {
+        sum += table[max - x[i * stride]];
+    }
+    const int64_t divisor = sum << 17;  // S >= T[0] = 2^20: the maximum is in the row
+    for (int64_t i = 0; i < length; ++i) {
+        const int64_t numerator =
+            2 * int64_t{table[max - x[i * stride]]} * multiplier + (sum << 16);
+        y[i * stride] = static_cast<int8_t>(clamp(numerator / divisor + zero_point, lo, hi));
+    }
+}
+
+// ---- Spec 19: LayerNorm and GroupNorm in integers ---------------------------------------------
+constexpr int kNormFractionBits = 16;                      // t is Q16
+constexpr int64_t kNormMaxRow = int64_t{1} << 14;          // C <= 2^14
+constexpr int64_t kNormMaxEpsTerm = int64_t{1} << 61;      // 1 <= E <= 2^61
+constexpr int32_t kNormMaxBias = int32_t{1} << 30;         // |bias| <= 2^30
+
+// The number of bits of v (0 for 0): Python's int.bit_length.
+inline int bit_length(uint64_t v) {
+    int bits = 0;
+    for (; v != 0; v >>= 1) {
+        ++bits;
+    }
+    return bits;
+}
+
+// floor(sqrt(v)) exactly for every uint64: the digit-by-digit method in base 4, integer only (no
+// float guess, no __int128 or builtins), so every compiler and target gives the same result.
+inline uint64_t isqrt(uint64_t v) {
+    uint64_t root = 0;
+    uint64_t bit = uint64_t{1} << 62;  // the largest power of 4 in a uint64
+    while (bit > v) {
+        bit >>= 2;
+    }
+    while (bit != 0) {
+        if (v >= root + bit) {
+            v -= root + bit;
+            root = (root >> 1) + bit;
+        } else {
+            root >>= 1;
+        }
+        bit >>= 2;
+    }
+    return root;
+}
+
+// What a row's normalized values share: C, sx = sum x, k and r = isqrt(V 4^k), for
+// V = C sxx - sx^2 + E (x = q - z). Contract: 1 <= C <= 2^14, 1 <= E <= 2^61, so V < 2^62,
+// V 4^k < 2^62 and r >= 2^30 (V 4^k has 61 or 62 bits).
+struct NormRow {
+    int64_t count;
+    int64_t sum;
+    int shift;     // k
+    int64_t root;  // r
+};
+
+// Spec 19's statistics of one row of `count` int8 values `stride` apart.
+inline NormRow norm_row(const int8_t* q, int64_t count, int64_t stride, int32_t zero_point,
+                        int64_t eps_term) {
+    int64_t sum = 0, squares = 0;  // |sx| <= 2^14 * 255, sxx <= 2^14 * 255^2
+    for (int64_t i = 0; i < count; ++i) {
+        const int64_t x = int64_t{q[i * stride]} - zero_point;
+        sum += x;
+        squares += x * x;
+    }
+    const int64_t v = count * squares - sum * sum + eps_term;  // >= E >= 1 (Cauchy-Schwarz)
+    const int shift = (62 - bit_length(static_cast<uint64_t>(v))) / 2;
+    const int64_t root = static_cast<int64_t>(isqrt(static_cast<uint64_t>(v) << (2 * shift)));
+    return {count, sum, shift, root};
+}
+
+// t = sign(n) floor((2 |n| 2^(16+k) + r) / (2 r)), n = C x - sx: round_half_away(2^16 n / sqrt V)
+// in Q16. |n| <= sqrt(C V), so 2 |n| 2^(16+k) < 2^56; |t| <= 2^16 sqrt(C - 1) + 1 < 2^23.
+inline int64_t normalized_q16(const NormRow& row, int8_t q, int32_t zero_point) {
+    const int64_t n = row.count * (int64_t{q} - zero_point) - row.sum;
+    const int64_t magnitude = n < 0 ? -n : n;
+    const int64_t t = (2 * magnitude * (int64_t{1} << (kNormFractionBits + row.shift)) + row.root) /
+                      (2 * row.root);
+    return n < 0 ? -t : t;
+}
+
+// The affine part (spec 4 on t at scale 2^-16): requantize(t w[c] + bias[c], M[c], n[c], ...).
+// |t w| < 2^30 for any int8 w (|t| <= 8388342 at C = 2^14) and |bias| <= 2^30, so the
+// accumulator fits int32 as requantize requires.
+inline int8_t norm_affine(int64_t t, int8_t weight, int32_t bias, int32_t multiplier,
+                          int32_t shift, int32_t zero_point, int32_t lo, int32_t hi) {
+    const int64_t acc = t * weight + bias;
+    return requantize(static_cast<int32_t>(acc), multiplier, shift, zero_point, lo, hi);
+}
+
 }  // namespace arith
 }  // namespace qtk
