@@ -21,6 +21,11 @@ std::unique_ptr<OpKernel> make_matmul_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_matmul_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_layer_norm_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_softmax_float32_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_layer_norm_int8_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_softmax_int8_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_group_norm_int8_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_group_norm_float32_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_l2_normalize_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_clamp_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_clamp_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_lut_int8_reference(const NodeView& node);
@@ -180,8 +185,10 @@ constexpr OpEntry kOps[] = {
     {"sub", nullptr, make_sub_float32_reference},
     {"div", nullptr, make_div_float32_reference},
     {"matmul", make_matmul_int8_reference, make_matmul_float32_reference},
-    {"layer_norm", nullptr, make_layer_norm_float32_reference},
-    {"softmax", nullptr, make_softmax_float32_reference},
+    {"layer_norm", make_layer_norm_int8_reference, make_layer_norm_float32_reference},
+    {"group_norm", make_group_norm_int8_reference, make_group_norm_float32_reference},
+    {"softmax", make_softmax_int8_reference, make_softmax_float32_reference},
+    {"l2_normalize", nullptr, make_l2_normalize_float32_reference},
     {"clamp", make_clamp_int8_reference, make_clamp_float32_reference},
     {"lut", make_lut_int8_reference, nullptr},
     // Functions of one input whose int8 form is a table (kernels/reference/elementwise.cpp).

@@ -724,4 +724,109 @@ inline ModelBuilder int8_attention_model() {
     return b;
 }
 
+// Spec 18's table T[d] = round(2^20 exp(-s d)), as convert computes it.
+inline std::vector<int32_t> softmax_table(double input_scale) {
+    std::vector<int32_t> t(256);
+    for (int d = 0; d < 256; ++d) {
+        t[d] = static_cast<int32_t>(std::nearbyint(std::ldexp(std::exp(-input_scale * d), 20)));
+    }
+    return t;
+}
+
+// An int8 softmax (spec 18) of activation x along `axis` into a new activation `name` with
+// (y_scale, y_zero_point): the table of x's scale, A = round(2^16 / y_scale).
+inline uint32_t add_int8_softmax(ModelBuilder& b, const std::string& name, uint32_t x,
+                                 int64_t axis, float y_scale, int32_t y_zero_point,
+                                 std::vector<int64_t> clamp = {-128, 127}) {
+    const std::vector<int64_t> dims = b.values[x].dims;
+    const uint32_t table = b.bias(name + ".table", {256}, softmax_table(b.values[x].scale));
+    const uint32_t y = b.activation(name, dims, y_scale, y_zero_point);
+    b.node("softmax", name, {x, table}, {y},
+           {AttrSpec("axis", {axis}),
+            AttrSpec("multiplier", {static_cast<int64_t>(std::nearbyint(65536.0 / y_scale))}),
+            AttrSpec("clamp", std::move(clamp))});
+    return y;
+}
+
+// An int8 layer_norm (`axes` trailing dims) or group_norm (`groups`) (spec 19) of activation x
+// into a new activation `name`. Per channel: weights 0 (spec 4's zero channel: M = 2^30,
+// n = 30, a small bias), +-127 (what convert writes) or any int8 (-128 included), in turn; a
+// live channel's bias and (M, n) keep typical outputs within about +-50 steps.
+inline uint32_t add_int8_norm(ModelBuilder& b, const std::string& op, const std::string& name,
+                              uint32_t x, int64_t axes_or_groups, int64_t eps_term,
+                              float y_scale, int32_t y_zero_point, Rng& rng,
+                              std::vector<int64_t> clamp = {-128, 127}) {
+    const std::vector<int64_t> dims = b.values[x].dims;
+    int64_t channels = 1;
+    if (op == "group_norm") {
+        channels = dims[1];
+    } else {
+        for (size_t d = dims.size() - static_cast<size_t>(axes_or_groups); d < dims.size(); ++d) {
+            channels *= dims[d];
+        }
+    }
+    std::vector<int8_t> weight;
+    std::vector<int32_t> bias;
+    std::vector<int64_t> multiplier, shift;
+    const Requant live = quantize_multiplier(50.0 / (127.0 * 65536.0));
+    for (int64_t c = 0; c < channels; ++c) {
+        const int64_t kind = c % 4;
+        const int8_t w = kind == 0   ? int8_t{0}
+                         : kind == 1 ? int8_t{127}
+                         : kind == 2 ? int8_t{-127}
+                                     : static_cast<int8_t>(rng.uniform(-128, 127));
+        weight.push_back(w);
+        if (w == 0) {
+            bias.push_back(static_cast<int32_t>(rng.uniform(-60, 60)));
+            multiplier.push_back(int64_t{1} << 30);
+            shift.push_back(30);
+        } else {
+            bias.push_back(static_cast<int32_t>(rng.uniform(-(1 << 23), 1 << 23)));
+            multiplier.push_back(live.multiplier);
+            shift.push_back(live.shift);
+        }
+    }
+    const uint32_t w = b.weight(name + ".weight", {channels}, weight);
+    const uint32_t bv = b.bias(name + ".bias", {channels}, bias);
+    const uint32_t y = b.activation(name, dims, y_scale, y_zero_point);
+    b.node(op, name, {x, w, bv}, {y},
+           {AttrSpec(op == "group_norm" ? "groups" : "axes", {axes_or_groups}),
+            AttrSpec("eps_term", {eps_term}), AttrSpec("multiplier", std::move(multiplier)),
+            AttrSpec("shift", std::move(shift)), AttrSpec("clamp", std::move(clamp))});
+    return y;
+}
+
+// int8 softmax, layer_norm and group_norm (docs/quantization_spec.md sections 18 and 19), for
+// the kernel and loader tests: x [N, 6, 3, 5]; group_norm "gn" (3 groups) -> g; layer_norm "ln"
+// over the last 2 dims -> l; softmax "sm" along axis 3 -> y. Outputs: g, y.
+inline ModelBuilder int8_norms_model() {
+    ModelBuilder b;
+    Rng rng(18);
+    const uint32_t x = b.activation("x", {1, 6, 3, 5}, 0.1f, 3);
+    const uint32_t g = add_int8_norm(b, "group_norm", "gn", x, 3, 12, 0.05f, -4, rng);
+    const uint32_t l = add_int8_norm(b, "layer_norm", "ln", g, 2, 900, 0.04f, 6, rng);
+    const uint32_t y = add_int8_softmax(b, "sm", l, 3, 1.0f / 256, -128);
+    b.inputs = {x};
+    b.outputs = {g, y};
+    return b;
+}
+
+// float32 group_norm and l2_normalize, for the kernel and loader tests: x [N, 6, 3, 5];
+// group_norm "gn" (3 groups, eps 1e-5) -> g; l2_normalize "l2" along axis 1 (eps 1e-12) -> y.
+inline ModelBuilder float_norms_model() {
+    ModelBuilder b;
+    Rng rng(19);
+    const uint32_t x = b.float_activation("x", {1, 6, 3, 5});
+    const uint32_t w = b.float_constant("gn.weight", {6}, rng.floats(6, -2, 2));
+    const uint32_t bias = b.float_constant("gn.bias", {6}, rng.floats(6, -1, 1));
+    const uint32_t g = b.float_activation("g", {1, 6, 3, 5});
+    b.node("group_norm", "gn", {x, w, bias}, {g},
+           {AttrSpec("groups", {3}), float_attr("eps", {1e-5f})});
+    const uint32_t y = b.float_activation("y", {1, 6, 3, 5});
+    b.node("l2_normalize", "l2", {g}, {y}, {AttrSpec("axis", {1}), float_attr("eps", {1e-12f})});
+    b.inputs = {x};
+    b.outputs = {y};
+    return b;
+}
+
 }  // namespace qtk_test

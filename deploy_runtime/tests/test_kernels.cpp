@@ -4,6 +4,7 @@
 // values computed in double (compared within 1e-5 * (1 + |expected|)). Also: 1 vs 2 threads give
 // identical bytes, batch 3 equals three batch-1 runs, and hand-worked values pin the naive code.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -662,6 +663,149 @@ Naive naive_softmax(const NodeSpec& node, const Naive& x) {
     return y;
 }
 
+// Spec 18 by multi-index: each value against its lane along `axis` (T from the node's table).
+Naive naive_softmax_int8(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
+    const size_t axis = static_cast<size_t>(attr(node, "axis")[0]);
+    const std::vector<double> table = constant_values(b.values[node.inputs[1]]);
+    const int64_t a = attr(node, "multiplier")[0];
+    const auto& clamp = attr(node, "clamp");
+    const int64_t z = b.values[node.outputs[0]].zero_point;
+    Naive y{x.shape, x.dtype, x.v};
+    for (int64_t i = 0; i < count_of(x.shape); ++i) {
+        std::vector<int64_t> idx = unflatten(i, x.shape);
+        double max = -128;
+        for (idx[axis] = 0; idx[axis] < x.shape[axis]; ++idx[axis]) {
+            max = std::max(max, x.v[flatten_index(idx, x.shape)]);
+        }
+        int64_t sum = 0;
+        for (idx[axis] = 0; idx[axis] < x.shape[axis]; ++idx[axis]) {
+            sum += static_cast<int64_t>(table[static_cast<size_t>(
+                max - x.v[flatten_index(idx, x.shape)])]);
+        }
+        const int64_t term = static_cast<int64_t>(table[static_cast<size_t>(max - x.v[i])]);
+        const int64_t q = (2 * term * a + sum * 65536) / (sum * 131072);
+        y.v[i] = static_cast<double>(std::min(std::max(z + q, clamp[0]), clamp[1]));
+    }
+    return y;
+}
+
+// floor(sqrt(v)) for 0 <= v < 2^62: a float guess, corrected.
+int64_t naive_isqrt(int64_t v) {
+    int64_t r = static_cast<int64_t>(std::sqrt(static_cast<long double>(v)));
+    while (r * r > v) {
+        --r;
+    }
+    while ((r + 1) * (r + 1) <= v) {
+        ++r;
+    }
+    return r;
+}
+
+// Spec 19 by multi-index: each value's row (layer_norm: its sample's last `axes` dims; group_norm:
+// its sample and group) and channel (its place in the row; its dim 1), the statistics summed per
+// row, then t, the affine part and spec 2's requantize.
+Naive naive_norm_int8(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
+    const bool grouped = node.op == "group_norm";
+    const std::vector<double> weight = constant_values(b.values[node.inputs[1]]);
+    const std::vector<double> bias = constant_values(b.values[node.inputs[2]]);
+    const int64_t zx = b.values[node.inputs[0]].zero_point;
+    const int64_t zy = b.values[node.outputs[0]].zero_point;
+    const int64_t eps_term = attr(node, "eps_term")[0];
+    const auto& clamp = attr(node, "clamp");
+    const int64_t total = count_of(x.shape);
+    std::vector<int64_t> row(static_cast<size_t>(total)), channel(row.size());
+    for (int64_t i = 0; i < total; ++i) {
+        const std::vector<int64_t> idx = unflatten(i, x.shape);
+        if (grouped) {
+            const int64_t per_group = x.shape[1] / attr(node, "groups")[0];
+            row[i] = idx[0] * x.shape[1] + idx[1] / per_group;
+            channel[i] = idx[1];
+        } else {
+            const int64_t axes = attr(node, "axes")[0];
+            int64_t count = 1;
+            for (size_t d = x.shape.size() - static_cast<size_t>(axes); d < x.shape.size(); ++d) {
+                count *= x.shape[d];
+            }
+            row[i] = i / count;
+            channel[i] = i % count;
+        }
+    }
+    std::map<int64_t, std::array<int64_t, 3>> stats;  // row -> count, sum, sum of squares
+    for (int64_t i = 0; i < total; ++i) {
+        const int64_t v = static_cast<int64_t>(x.v[i]) - zx;
+        std::array<int64_t, 3>& s = stats[row[i]];
+        s[0] += 1;
+        s[1] += v;
+        s[2] += v * v;
+    }
+    Naive y{x.shape, x.dtype, x.v};
+    for (int64_t i = 0; i < total; ++i) {
+        const std::array<int64_t, 3>& s = stats[row[i]];
+        const int64_t variance = s[0] * s[2] - s[1] * s[1] + eps_term;
+        int bits = 0;
+        while (bits < 63 && (int64_t{1} << bits) <= variance) {
+            ++bits;
+        }
+        const int k = (62 - bits) / 2;
+        const int64_t r = naive_isqrt(variance << (2 * k));
+        const int64_t n = s[0] * (static_cast<int64_t>(x.v[i]) - zx) - s[1];
+        const int64_t t_abs = (2 * std::llabs(n) * (int64_t{1} << (16 + k)) + r) / (2 * r);
+        const int64_t t = n < 0 ? -t_abs : t_abs;
+        const size_t c = static_cast<size_t>(channel[i]);
+        const int64_t acc = t * static_cast<int64_t>(weight[c]) + static_cast<int64_t>(bias[c]);
+        y.v[i] = qtk::arith::requantize(static_cast<int32_t>(acc), i32(attr(node, "multiplier")[c]),
+                                        i32(attr(node, "shift")[c]), i32(zy), i32(clamp[0]),
+                                        i32(clamp[1]));
+    }
+    return y;
+}
+
+// torch's group_norm (float32) over [N, C, ...] by multi-index, in double.
+Naive naive_group_norm(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
+    const std::vector<double> w = constant_values(b.values[node.inputs[1]]);
+    const std::vector<double> bias = constant_values(b.values[node.inputs[2]]);
+    const double eps = attr_spec(node, "eps").floats[0];
+    const int64_t per_group = x.shape[1] / attr(node, "groups")[0];
+    std::map<int64_t, std::vector<double>> rows;
+    const auto row_of = [&](int64_t i) {
+        const std::vector<int64_t> idx = unflatten(i, x.shape);
+        return idx[0] * x.shape[1] + idx[1] / per_group;
+    };
+    for (int64_t i = 0; i < count_of(x.shape); ++i) {
+        rows[row_of(i)].push_back(x.v[i]);
+    }
+    Naive y{x.shape, x.dtype, x.v};
+    for (int64_t i = 0; i < count_of(x.shape); ++i) {
+        const std::vector<double>& r = rows[row_of(i)];
+        double mean = 0, var = 0;
+        for (double v : r) {
+            mean += v / static_cast<double>(r.size());
+        }
+        for (double v : r) {
+            var += (v - mean) * (v - mean) / static_cast<double>(r.size());
+        }
+        const size_t c = static_cast<size_t>(unflatten(i, x.shape)[1]);
+        y.v[i] = static_cast<float>((x.v[i] - mean) / std::sqrt(var + eps) * w[c] + bias[c]);
+    }
+    return y;
+}
+
+// torch.nn.functional.normalize(p=2) along `axis` by multi-index, in double.
+Naive naive_l2_normalize(const NodeSpec& node, const Naive& x) {
+    const size_t axis = static_cast<size_t>(attr(node, "axis")[0]);
+    const double eps = attr_spec(node, "eps").floats[0];
+    Naive y{x.shape, x.dtype, x.v};
+    for (int64_t i = 0; i < count_of(x.shape); ++i) {
+        std::vector<int64_t> idx = unflatten(i, x.shape);
+        double squares = 0;
+        for (idx[axis] = 0; idx[axis] < x.shape[axis]; ++idx[axis]) {
+            squares += x.v[flatten_index(idx, x.shape)] * x.v[flatten_index(idx, x.shape)];
+        }
+        y.v[i] = static_cast<float>(x.v[i] / std::max(std::sqrt(squares), eps));
+    }
+    return y;
+}
+
 Naive naive_slice(const NodeSpec& node, const Naive& x) {
     const auto &starts = attr(node, "starts"), &ends = attr(node, "ends"),
                &steps = attr(node, "steps");
@@ -741,11 +885,23 @@ std::vector<Naive> naive_node(const ModelBuilder& b, const NodeSpec& node,
     if (op == "matmul") {
         return {naive_matmul(b, node, x, in[1])};
     }
+    if ((op == "layer_norm" || op == "group_norm") && x.dtype == DType::kInt8) {
+        return {naive_norm_int8(b, node, x)};
+    }
+    if (op == "softmax" && x.dtype == DType::kInt8) {
+        return {naive_softmax_int8(b, node, x)};
+    }
     if (op == "layer_norm") {
         return {naive_layer_norm(b, node, x)};
     }
+    if (op == "group_norm") {
+        return {naive_group_norm(b, node, x)};
+    }
     if (op == "softmax") {
         return {naive_softmax(node, x)};
+    }
+    if (op == "l2_normalize") {
+        return {naive_l2_normalize(node, x)};
     }
     if (op == "slice") {
         return {naive_slice(node, x)};
@@ -1954,6 +2110,188 @@ void test_matmul_int8() {
     }
 }
 
+// One int8 softmax, layer_norm or group_norm node of x (x_scale, x_zero_point) into y.
+ModelBuilder int8_norm_op_model(const std::string& op, Shape x_dims, int64_t axis_or_groups,
+                                float x_scale, int32_t zx, int32_t zy, int64_t eps_term,
+                                std::vector<int64_t> clamp) {
+    ModelBuilder b;
+    Rng rng(static_cast<uint64_t>(count_of(x_dims) * 131 + axis_or_groups));
+    const uint32_t x = b.activation("x", x_dims, x_scale, zx);
+    const uint32_t y =
+        op == "softmax"
+            ? qtk_test::add_int8_softmax(b, "y", x, axis_or_groups, 1.0f / 256, zy, clamp)
+            : qtk_test::add_int8_norm(b, op, "y", x, axis_or_groups, eps_term, 0.05f, zy, rng,
+                                      clamp);
+    b.inputs = {x};
+    b.outputs = {y};
+    return b;
+}
+
+std::string norm_case_name(const std::string& op, const Shape& dims, int64_t axis_or_groups,
+                           int32_t zx, int32_t zy) {
+    return "int8 " + op + " " + qtk::to_string(dims) +
+           (op == "softmax" ? " axis " : op == "layer_norm" ? " axes " : " groups ") +
+           std::to_string(axis_or_groups) + " zero points " + std::to_string(zx) + ", " +
+           std::to_string(zy);
+}
+
+// int8 softmax (spec 18), layer_norm and group_norm (spec 19) against the naive integer
+// computation: odd row lengths, every axis, groups of one channel to all, zero points at -128
+// and 127, scales whose tables hold many zeros, E from 1 (a constant row: V = E) to 2^61, clamps,
+// zero weights (every fourth channel); check_model runs batches 1 and 3 with 1 and 2 threads.
+// Then the row bounds at their edges and hand-worked values.
+void test_norms_int8() {
+    struct ZeroPoints {
+        int32_t x, y;
+        std::vector<int64_t> clamp;
+    };
+    const ZeroPoints zero_points[] = {
+        {-128, 127, {-128, 127}}, {127, -128, {-128, 127}}, {3, -7, {-20, 90}}};
+    struct Case {
+        Shape dims;
+        std::vector<int64_t> axes;  // softmax and layer_norm
+        std::vector<int64_t> groups;
+    };
+    const Case cases[] = {
+        {{1, 7}, {1}, {1, 7}},
+        {{1, 1}, {1}, {1}},
+        {{1, 5, 7}, {1, 2}, {1, 5}},
+        {{1, 6, 3, 5}, {1, 2, 3}, {1, 2, 3, 6}},
+        {{1, 4, 2, 3, 3}, {2, 4}, {2, 4}},
+        {{1, 3, 67}, {2}, {3}},
+    };
+    for (const Case& c : cases) {
+        for (const ZeroPoints& z : zero_points) {
+            for (int64_t axis : c.axes) {
+                for (float scale : {0.02f, 0.3f}) {
+                    check_model(norm_case_name("softmax", c.dims, axis, z.x, z.y) + " scale " +
+                                    std::to_string(scale),
+                                int8_norm_op_model("softmax", c.dims, axis, scale, z.x, z.y, 0,
+                                                   z.clamp));
+                }
+                for (int64_t eps_term : {int64_t{1}, int64_t{5000}, int64_t{1} << 61}) {
+                    check_model(norm_case_name("layer_norm", c.dims, axis, z.x, z.y) + " E " +
+                                    std::to_string(eps_term),
+                                int8_norm_op_model("layer_norm", c.dims, axis, 0.1f, z.x, z.y,
+                                                   eps_term, z.clamp));
+                }
+            }
+            for (int64_t groups : c.groups) {
+                for (int64_t eps_term : {int64_t{1}, int64_t{1} << 40}) {
+                    check_model(norm_case_name("group_norm", c.dims, groups, z.x, z.y) + " E " +
+                                    std::to_string(eps_term),
+                                int8_norm_op_model("group_norm", c.dims, groups, 0.1f, z.x, z.y,
+                                                   eps_term, z.clamp));
+                }
+            }
+        }
+    }
+    check_model("int8 norms model (group_norm, layer_norm, softmax)", qtk_test::int8_norms_model());
+
+    // Constant rows: V = E, n = 0, so t = 0 and each output is its channel's bias requantized.
+    {
+        const ModelBuilder b =
+            int8_norm_op_model("layer_norm", {1, 9}, 1, 0.1f, 5, 0, 1, {-128, 127});
+        const std::vector<Naive> got = run_once(b, {int8_tensor({1, 9}, std::vector<double>(9, 77))});
+        CHECK(got[0].v == naive_run(b, {int8_tensor({1, 9}, std::vector<double>(9, 77))})[0].v);
+    }
+
+    // The row bounds: C = 2^14 loads (a row of -128 and 127 halves, the largest t), 2^14 + 1
+    // does not; softmax rows of 2^20 values load, 2^20 + 1 do not.
+    {
+        const ModelBuilder b =
+            int8_norm_op_model("layer_norm", {1, 16384}, 1, 0.1f, 0, 0, 1, {-128, 127});
+        std::vector<double> v(16384, 127);
+        std::fill(v.begin(), v.begin() + 8192, -128);
+        v[0] = 127;  // one value far from the mean: |t| near 2^16 sqrt(C - 1)
+        CHECK(run_once(b, {int8_tensor({1, 16384}, v)})[0].v ==
+              naive_run(b, {int8_tensor({1, 16384}, v)})[0].v);
+        const std::vector<uint8_t> too_long =
+            int8_norm_op_model("layer_norm", {1, 2, 16385}, 1, 0.1f, 0, 0, 1, {-128, 127}).build();
+        CHECK_THROWS_WITH(qtk::Model::from_bytes(too_long.data(), too_long.size()),
+                          "node 'y' (layer_norm): rows of 16385 values are longer than 2^14");
+        const std::vector<uint8_t> groups_too_long =
+            int8_norm_op_model("group_norm", {1, 2, 8193}, 1, 0.1f, 0, 0, 1, {-128, 127}).build();
+        CHECK_THROWS_WITH(qtk::Model::from_bytes(groups_too_long.data(), groups_too_long.size()),
+                          "node 'y' (group_norm): rows of 16386 values are longer than 2^14");
+        const std::vector<uint8_t> longest =
+            int8_norm_op_model("softmax", {1, 1 << 20}, 1, 0.1f, 0, 0, 0, {-128, 127}).build();
+        CHECK(qtk::Model::from_bytes(longest.data(), longest.size()) != nullptr);
+        const std::vector<uint8_t> softmax_too_long =
+            int8_norm_op_model("softmax", {1, 1, (1 << 20) + 1}, 2, 0.1f, 0, 0, 0, {-128, 127})
+                .build();
+        CHECK_THROWS_WITH(qtk::Model::from_bytes(softmax_too_long.data(), softmax_too_long.size()),
+                          "node 'y' (softmax): rows of 1048577 values along axis 2 are longer "
+                          "than 2^20");
+    }
+
+    // Hand-worked softmax: two equal values are 1/2 each, 128 steps of 1/256 above z = -128.
+    {
+        ModelBuilder b;
+        const uint32_t x = b.activation("x", {1, 2}, 0.1f, 9);
+        const uint32_t y = qtk_test::add_int8_softmax(b, "y", x, 1, 1.0f / 256, -128);
+        b.inputs = {x};
+        b.outputs = {y};
+        CHECK(run_once(b, {int8_tensor({1, 2}, {-5, -5})})[0].v == (std::vector<double>{0, 0}));
+    }
+    // Hand-worked layer_norm: x = [1, -1], E = 1: V = 2 * 2 - 0 + 1 = 5, k = 29,
+    // t = round(2^16 * 2 / sqrt 5) = +-58617; weight 1, bias 0, m = 2^-10: +-57.24 -> +-57.
+    {
+        ModelBuilder b;
+        const uint32_t x = b.activation("x", {1, 2}, 0.1f, 0);
+        const uint32_t w = b.weight("ln.weight", {2}, {1, 1});
+        const uint32_t bias = b.bias("ln.bias", {2}, {0, 0});
+        const uint32_t y = b.activation("y", {1, 2}, 0.1f, 0);
+        b.node("layer_norm", "ln", {x, w, bias}, {y},
+               {AttrSpec("axes", {1}), AttrSpec("eps_term", {1}),
+                AttrSpec("multiplier", {1 << 30, 1 << 30}), AttrSpec("shift", {40, 40}),
+                AttrSpec("clamp", {-128, 127})});
+        b.inputs = {x};
+        b.outputs = {y};
+        CHECK(run_once(b, {int8_tensor({1, 2}, {1, -1})})[0].v == (std::vector<double>{57, -57}));
+    }
+}
+
+// float32 group_norm (torch's F.group_norm) and l2_normalize (F.normalize, p = 2) against the
+// naive double computation.
+void test_group_norm_and_l2_normalize_float() {
+    Rng rng(19);
+    const auto group_norm = [&](Shape x_dims, int64_t groups, float eps) {
+        ModelBuilder b;
+        const uint32_t x = b.float_activation("x", x_dims);
+        const uint32_t w = b.float_constant("gn.weight", {x_dims[1]},
+                                            rng.floats(static_cast<size_t>(x_dims[1]), -2, 2));
+        const uint32_t bias = b.float_constant("gn.bias", {x_dims[1]},
+                                               rng.floats(static_cast<size_t>(x_dims[1]), -1, 1));
+        const uint32_t y = b.float_activation("y", x_dims);
+        b.node("group_norm", "gn", {x, w, bias}, {y},
+               {AttrSpec("groups", {groups}), float_attr("eps", {eps})});
+        b.inputs = {x};
+        b.outputs = {y};
+        return b;
+    };
+    check_model("float group_norm [N,6,3,5] groups 3", group_norm({1, 6, 3, 5}, 3, 1e-5f));
+    check_model("float group_norm [N,6,3,5] groups 1", group_norm({1, 6, 3, 5}, 1, 1e-5f));
+    check_model("float group_norm [N,5,7] groups 5", group_norm({1, 5, 7}, 5, 1e-3f));
+    check_model("float group_norm [N,4] groups 2", group_norm({1, 4}, 2, 1e-5f));
+    check_model("float group_norm rank 5 [N,4,2,3,3] groups 2",
+                group_norm({1, 4, 2, 3, 3}, 2, 1e-5f));
+    for (int64_t axis : {1, 2, 3}) {
+        check_model("float l2_normalize [N,3,4,5] axis " + std::to_string(axis),
+                    float_op_model("l2_normalize", {1, 3, 4, 5}, {1, 3, 4, 5},
+                                   {AttrSpec("axis", {axis}), float_attr("eps", {1e-12f})}));
+    }
+    check_model("float norms model (group_norm, l2_normalize)", qtk_test::float_norms_model());
+    check_model("float l2_normalize [N,7] axis 1 eps 0.5",
+                float_op_model("l2_normalize", {1, 7}, {1, 7},
+                               {AttrSpec("axis", {1}), float_attr("eps", {0.5f})}));
+    // Hand-worked: [3, 4] / 5; a zero lane is 0 / eps = 0.
+    const ModelBuilder l2 = float_op_model("l2_normalize", {1, 2, 2}, {1, 2, 2},
+                                           {AttrSpec("axis", {1}), float_attr("eps", {1e-12f})});
+    CHECK(run_once(l2, {float_tensor({1, 2, 2}, {3, 0, 4, 0})})[0].v ==
+          (std::vector<double>{0.6f, 0, 0.8f, 0}));
+}
+
 // Every index is visited exactly once, for any split; an exception in a task reaches the caller.
 void test_thread_pool() {
     for (int threads : {1, 2, 3, 8}) {
@@ -2003,6 +2341,8 @@ int main() {
     test_float_fallback_ops();
     test_hand_worked_float_fallback_ops();
     test_matmul_int8();
+    test_norms_int8();
+    test_group_norm_and_l2_normalize_float();
     check_model("int8 ops model (the newer int8 ops)", qtk_test::int8_ops_model());
     check_model("mixed-precision model (every float32 kernel)", qtk_test::mixed_model());
     test_session_errors();

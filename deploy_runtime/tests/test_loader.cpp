@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <algorithm>
 #include <functional>
 #include <limits>
 
@@ -583,9 +584,9 @@ std::vector<Variant> malformed_variants() {
                      remove_attr(node(b, "attn.softmax"), "axis");
                  }),
                  "node 'attn.softmax' (softmax): missing attribute 'axis'"});
-    v.push_back({"softmax of int8",
+    v.push_back({"int8 softmax without a table",
                  transformer([](ModelBuilder& b) { node(b, "q8.slice").op = "softmax"; }),
-                 "node 'q8.slice' (softmax): op 'softmax' has no int8 kernel"});
+                 "node 'q8.slice' (softmax): expects 2 inputs, got 1"});
     v.push_back({"matmul inner dims differing", transformer([](ModelBuilder& b) {
                      value(b, "q.weight").dims = {5, 6};
                      value(b, "q.weight").data.resize(120);
@@ -709,6 +710,187 @@ std::vector<Variant> malformed_variants() {
     v.push_back({"int8 matmul output zero point out of range",
                  attention([](ModelBuilder& b) { value(b, "s").zero_point = 128; }),
                  "zero_point"});
+
+    // int8 softmax, layer_norm and group_norm (int8_norms_model).
+    const auto norms = [](const std::function<void(ModelBuilder&)>& edit) {
+        return edited_model(edit, qtk_test::int8_norms_model);
+    };
+    v.push_back({"int8 softmax axis 0",
+                 norms([](ModelBuilder& b) { attr(node(b, "sm"), "axis").ints = {0}; }),
+                 "node 'sm' (softmax): attribute 'axis'[0] = 0 is outside [1, 3]"});
+    v.push_back({"int8 softmax multiplier 0",
+                 norms([](ModelBuilder& b) { attr(node(b, "sm"), "multiplier").ints = {0}; }),
+                 "node 'sm' (softmax): attribute 'multiplier'[0] = 0 is outside [1, 1073741824]"});
+    v.push_back({"int8 softmax multiplier above 2^30", norms([](ModelBuilder& b) {
+                     attr(node(b, "sm"), "multiplier").ints = {(int64_t{1} << 30) + 1};
+                 }),
+                 "attribute 'multiplier'[0] = 1073741825 is outside [1, 1073741824]"});
+    v.push_back({"int8 softmax without a clamp",
+                 norms([](ModelBuilder& b) { remove_attr(node(b, "sm"), "clamp"); }),
+                 "node 'sm' (softmax): missing attribute 'clamp'"});
+    v.push_back({"int8 softmax with an eps", norms([](ModelBuilder& b) {
+                     node(b, "sm").attrs.push_back(float_attr("eps", {1e-5f}));
+                 }),
+                 "node 'sm' (softmax): unknown attribute 'eps'"});
+    v.push_back({"int8 softmax table of 255", norms([](ModelBuilder& b) {
+                     value(b, "sm.table").dims = {255};
+                     value(b, "sm.table").data.resize(255 * 4);
+                 }),
+                 "node 'sm' (softmax): table 'sm.table' has shape [255], expected [256]"});
+    v.push_back({"int8 softmax table of int8", norms([](ModelBuilder& b) {
+                     value(b, "sm.table").dtype = 1;
+                     value(b, "sm.table").data.resize(256);
+                 }),
+                 "node 'sm' (softmax): table 'sm.table' must be int32, got int8"});
+    v.push_back({"int8 softmax table as an activation", norms([](ModelBuilder& b) {
+                     node(b, "sm").inputs[1] = value_id(b, "x");
+                 }),
+                 "node 'sm' (softmax): table 'x' must be a constant"});
+    v.push_back({"int8 softmax table T[0] below 2^20", norms([](ModelBuilder& b) {
+                     std::vector<uint8_t>& t = value(b, "sm.table").data;
+                     t[0] = t[1] = 0xFF;  // 2^20 - 1, little-endian
+                     t[2] = 0x0F;
+                 }),
+                 "node 'sm' (softmax): table 'sm.table'[0] = 1048575 must be 2^20"});
+    v.push_back({"int8 softmax table entry above 2^20", norms([](ModelBuilder& b) {
+                     std::vector<uint8_t>& t = value(b, "sm.table").data;
+                     t[4 * 7] = 0x01;  // 2^20 + 1, little-endian
+                     t[4 * 7 + 1] = 0x00;
+                     t[4 * 7 + 2] = 0x10;
+                     t[4 * 7 + 3] = 0x00;
+                 }),
+                 "node 'sm' (softmax): table 'sm.table'[7] = 1048577 is outside [0, 2^20]"});
+    v.push_back({"int8 softmax table entry negative", norms([](ModelBuilder& b) {
+                     std::fill_n(value(b, "sm.table").data.begin() + 4 * 9, 4, uint8_t{0xFF});
+                 }),
+                 "table 'sm.table'[9] = -1 is outside [0, 2^20]"});
+    v.push_back({"int8 softmax of a float32 output", norms([](ModelBuilder& b) {
+                     value(b, "sm").dtype = 3;
+                     value(b, "sm").scale = 0.0f;
+                     value(b, "sm").zero_point = 0;
+                 }),
+                 "node 'sm' (softmax): output 'sm' must be int8, got float32"});
+    v.push_back({"int8 layer_norm axes 3",
+                 norms([](ModelBuilder& b) { attr(node(b, "ln"), "axes").ints = {4}; }),
+                 "node 'ln' (layer_norm): attribute 'axes'[0] = 4 is outside [1, 3]"});
+    v.push_back({"int8 layer_norm with eps", norms([](ModelBuilder& b) {
+                     remove_attr(node(b, "ln"), "eps_term");
+                     node(b, "ln").attrs.push_back(float_attr("eps", {1e-5f}));
+                 }),
+                 "node 'ln' (layer_norm): missing attribute 'eps_term'"});
+    v.push_back({"int8 layer_norm eps_term 0",
+                 norms([](ModelBuilder& b) { attr(node(b, "ln"), "eps_term").ints = {0}; }),
+                 "node 'ln' (layer_norm): attribute 'eps_term'[0] = 0 is outside [1, "
+                 "2305843009213693952]"});
+    v.push_back({"int8 layer_norm eps_term above 2^61", norms([](ModelBuilder& b) {
+                     attr(node(b, "ln"), "eps_term").ints = {(int64_t{1} << 61) + 1};
+                 }),
+                 "attribute 'eps_term'[0] = 2305843009213693953 is outside"});
+    v.push_back({"int8 layer_norm with one multiplier", norms([](ModelBuilder& b) {
+                     attr(node(b, "ln"), "multiplier").ints = {1 << 30};
+                 }),
+                 "node 'ln' (layer_norm): attribute 'multiplier' must have 15 values, got 1"});
+    v.push_back({"int8 layer_norm shift 63",
+                 norms([](ModelBuilder& b) { attr(node(b, "ln"), "shift").ints[4] = 63; }),
+                 "node 'ln' (layer_norm): attribute 'shift'[4] = 63 is outside [1, 62]"});
+    v.push_back({"int8 layer_norm weight of the normalized shape", norms([](ModelBuilder& b) {
+                     value(b, "ln.weight").dims = {3, 5};
+                 }),
+                 "node 'ln' (layer_norm): weight 'ln.weight' must have rank 1, got shape [3, 5]"});
+    v.push_back({"int8 layer_norm weight of the wrong length", norms([](ModelBuilder& b) {
+                     value(b, "ln.weight").dims = {14};
+                     value(b, "ln.weight").data.resize(14);
+                 }),
+                 "node 'ln' (layer_norm): 'ln.weight' has shape [14], expected [15] (one per "
+                 "channel of the normalized dims of the input [1, 6, 3, 5])"});
+    v.push_back({"int8 layer_norm float32 weight", norms([](ModelBuilder& b) {
+                     value(b, "ln.weight").dtype = 3;
+                     value(b, "ln.weight").data.resize(60);
+                 }),
+                 "node 'ln' (layer_norm): weight 'ln.weight' must be int8, got float32"});
+    v.push_back({"int8 layer_norm int8 bias", norms([](ModelBuilder& b) {
+                     value(b, "ln.bias").dtype = 1;
+                     value(b, "ln.bias").data.resize(15);
+                 }),
+                 "node 'ln' (layer_norm): bias 'ln.bias' must be int32, got int8"});
+    v.push_back({"int8 layer_norm bias above 2^30", norms([](ModelBuilder& b) {
+                     std::vector<uint8_t>& bias = value(b, "ln.bias").data;
+                     bias[4 * 2] = 0x01;  // 2^30 + 1, little-endian
+                     bias[4 * 2 + 1] = bias[4 * 2 + 2] = 0x00;
+                     bias[4 * 2 + 3] = 0x40;
+                 }),
+                 "node 'ln' (layer_norm): bias 'ln.bias'[2] = 1073741825 is outside [-2^30, "
+                 "2^30]"});
+    v.push_back({"int8 group_norm groups 4", norms([](ModelBuilder& b) {
+                     attr(node(b, "gn"), "groups").ints = {4};
+                 }),
+                 "node 'gn' (group_norm): groups = 4 does not divide the 6 channels of "
+                 "[1, 6, 3, 5]"});
+    v.push_back({"int8 group_norm groups 0",
+                 norms([](ModelBuilder& b) { attr(node(b, "gn"), "groups").ints = {0}; }),
+                 "node 'gn' (group_norm): attribute 'groups'[0] = 0 is outside [1, 6]"});
+    v.push_back({"int8 group_norm with axes", norms([](ModelBuilder& b) {
+                     node(b, "gn").attrs.push_back(AttrSpec("axes", {1}));
+                 }),
+                 "node 'gn' (group_norm): unknown attribute 'axes'"});
+    v.push_back({"int8 group_norm weight per group", norms([](ModelBuilder& b) {
+                     value(b, "gn.weight").dims = {3};
+                     value(b, "gn.weight").data.resize(3);
+                 }),
+                 "node 'gn' (group_norm): 'gn.weight' has shape [3], expected [6] (one per "
+                 "channel of the input [1, 6, 3, 5])"});
+    v.push_back({"int8 group_norm without a bias",
+                 norms([](ModelBuilder& b) { node(b, "gn").inputs.pop_back(); }),
+                 "node 'gn' (group_norm): expects 3 inputs, got 2"});
+    v.push_back({"int8 group_norm clamp past 127",
+                 norms([](ModelBuilder& b) { attr(node(b, "gn"), "clamp").ints = {-128, 128}; }),
+                 "node 'gn' (group_norm): attribute 'clamp'[1] = 128 is outside [-128, 127]"});
+
+    // float32 group_norm and l2_normalize (float_norms_model).
+    const auto float_norms = [](const std::function<void(ModelBuilder&)>& edit) {
+        return edited_model(edit, qtk_test::float_norms_model);
+    };
+    v.push_back({"float group_norm groups 4", float_norms([](ModelBuilder& b) {
+                     attr(node(b, "gn"), "groups").ints = {4};
+                 }),
+                 "node 'gn' (group_norm): groups = 4 does not divide the 6 channels"});
+    v.push_back({"float group_norm eps 0", float_norms([](ModelBuilder& b) {
+                     attr(node(b, "gn"), "eps").floats = {0.0f};
+                 }),
+                 "node 'gn' (group_norm): attribute 'eps' = 0.000000 must be finite and > 0"});
+    v.push_back({"float group_norm with eps_term", float_norms([](ModelBuilder& b) {
+                     remove_attr(node(b, "gn"), "eps");
+                     node(b, "gn").attrs.push_back(AttrSpec("eps_term", {1}));
+                 }),
+                 "node 'gn' (group_norm): missing attribute 'eps'"});
+    v.push_back({"float group_norm bias of the wrong length", float_norms([](ModelBuilder& b) {
+                     value(b, "gn.bias").dims = {5};
+                     value(b, "gn.bias").data.resize(20);
+                 }),
+                 "node 'gn' (group_norm): 'gn.bias' has shape [5], expected [6] (the channels "
+                 "of the input [1, 6, 3, 5])"});
+    v.push_back({"float group_norm int8 weight", float_norms([](ModelBuilder& b) {
+                     value(b, "gn.weight").dtype = 1;
+                     value(b, "gn.weight").data.resize(6);
+                 }),
+                 "node 'gn' (group_norm): weight 'gn.weight' must be float32, got int8"});
+    v.push_back({"l2_normalize axis 0",
+                 float_norms([](ModelBuilder& b) { attr(node(b, "l2"), "axis").ints = {0}; }),
+                 "node 'l2' (l2_normalize): attribute 'axis'[0] = 0 is outside [1, 3]"});
+    v.push_back({"l2_normalize eps negative", float_norms([](ModelBuilder& b) {
+                     attr(node(b, "l2"), "eps").floats = {-1.0f};
+                 }),
+                 "node 'l2' (l2_normalize): attribute 'eps' = -1.000000 must be finite and >= 0"});
+    v.push_back({"l2_normalize eps infinite", float_norms([](ModelBuilder& b) {
+                     attr(node(b, "l2"), "eps").floats = {std::numeric_limits<float>::infinity()};
+                 }),
+                 "node 'l2' (l2_normalize): attribute 'eps' = inf must be finite and >= 0"});
+    v.push_back({"l2_normalize without eps",
+                 float_norms([](ModelBuilder& b) { remove_attr(node(b, "l2"), "eps"); }),
+                 "node 'l2' (l2_normalize): missing attribute 'eps'"});
+    v.push_back({"l2_normalize of int8",
+                 norms([](ModelBuilder& b) { node(b, "sm").op = "l2_normalize"; }),
+                 "node 'sm' (l2_normalize): op 'l2_normalize' has no int8 kernel"});
 
     v.push_back({"add of two constants", transformer([](ModelBuilder& b) {
                      node(b, "pos.add").inputs[0] = value_id(b, "pos_embedding");

@@ -1,9 +1,13 @@
-// layer_norm and softmax, float32 reference (the float parts of a model: a transformer's
-// normalizations and attention weights). Both work on lanes: layer_norm on the last `axes` dims
-// of each sample, softmax along one axis; every lane is independent.
+// layer_norm, group_norm, softmax and l2_normalize, reference. All work on lanes (rows) that are
+// independent of each other: layer_norm on the last `axes` dims of each sample, group_norm on one
+// group's channels with all their positions, softmax and l2_normalize along one axis.
+// - float32 (the float parts of a model): torch's definitions, accumulated in double.
+// - int8: softmax by spec 18's table, layer_norm and group_norm by spec 19 (docs/
+//   quantization_spec.md), through the one arithmetic header.
 #include <cmath>
 
 #include "op_kernel.h"
+#include "qtk/arithmetic.h"
 #include "thread_pool.h"
 
 namespace qtk {
@@ -137,10 +141,329 @@ class SoftmaxFloat32Reference final : public OpKernel {
     size_t axis_;
 };
 
+// The lanes along one axis of a tensor: lane l's i-th value lies at first(l) + i * inner.
+struct AxisLanes {
+    int64_t length, inner, count;
+
+    AxisLanes(const Shape& shape, size_t axis) : length(shape[axis]), inner(1) {
+        for (size_t d = axis + 1; d < shape.size(); ++d) {
+            inner *= shape[d];
+        }
+        count = element_count(shape) / length;
+    }
+    int64_t first(int64_t lane) const { return lane / inner * length * inner + lane % inner; }
+};
+
+// torch.nn.functional.group_norm: each sample's channels split into `groups` consecutive groups,
+// each group's values (its channels at all positions) normalized by their mean and biased
+// variance, then per channel y = . * weight[c] + bias[c]. In double, rounded once.
+class GroupNormFloat32Reference final : public OpKernel {
+ public:
+    explicit GroupNormFloat32Reference(const NodeView& node) : OpKernel(node.label()) {
+        node.expect_input_count(3);
+        node.expect_output_count(1);
+        node.expect_attrs({"groups", "eps"});
+        const Value& x = node.activation_input(0, DType::kFloat32);
+        node.output(0, DType::kFloat32);
+        if (x.shape.size() < 2) {
+            node.fail("input must have rank >= 2 ([N, C, ...])");
+        }
+        const int64_t channels = x.shape[1];
+        groups_ = node.int_scalar("groups", 1, channels);
+        if (channels % groups_ != 0) {
+            node.fail("groups = " + std::to_string(groups_) + " does not divide the " +
+                      std::to_string(channels) + " channels of " + to_string(x.shape));
+        }
+        eps_ = node.floats("eps", 1)[0];
+        if (!(eps_ > 0.0f) || std::isinf(eps_)) {
+            node.fail("attribute 'eps' = " + std::to_string(eps_) + " must be finite and > 0");
+        }
+        for (size_t i : {size_t{1}, size_t{2}}) {
+            const Value& v = node.constant_input(i, i == 1 ? "weight" : "bias", DType::kFloat32, 1);
+            if (v.shape[0] != channels) {
+                node.fail("'" + v.name + "' has shape " + to_string(v.shape) + ", expected [" +
+                          std::to_string(channels) + "] (the channels of the input " +
+                          to_string(x.shape) + ")");
+            }
+        }
+        weight_ = float32_values(node.input_value(1));
+        bias_ = float32_values(node.input_value(2));
+    }
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
+        return {inputs[0]};  // C and the positions are the file's: the checks above still hold
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Shape& xs = *io.input_shapes[0];
+        const int64_t positions = element_count(xs) / (xs[0] * xs[1]);
+        const int64_t channels_per_group = xs[1] / groups_;
+        const int64_t row = channels_per_group * positions;
+        const float* x = io.input<float>(0);
+        float* y = io.output<float>(0);
+        pool.parallel_for(xs[0] * groups_, [&](int64_t begin, int64_t end) {
+            for (int64_t r = begin; r < end; ++r) {
+                const float* xr = x + r * row;
+                float* yr = y + r * row;
+                double sum = 0;
+                for (int64_t i = 0; i < row; ++i) {
+                    sum += xr[i];
+                }
+                const double mean = sum / static_cast<double>(row);
+                double squares = 0;
+                for (int64_t i = 0; i < row; ++i) {
+                    squares += (xr[i] - mean) * (xr[i] - mean);
+                }
+                const double inv_std =
+                    1.0 / std::sqrt(squares / static_cast<double>(row) + double{eps_});
+                for (int64_t i = 0; i < row; ++i) {
+                    const size_t c = static_cast<size_t>(r % groups_ * channels_per_group +
+                                                         i / positions);
+                    yr[i] = static_cast<float>((xr[i] - mean) * inv_std * weight_[c] + bias_[c]);
+                }
+            }
+        });
+    }
+
+ private:
+    int64_t groups_;
+    float eps_;
+    std::vector<float> weight_, bias_;
+};
+
+// torch.nn.functional.normalize(x, p=2, dim=axis, eps): x / max(||x||_2, eps) along the axis;
+// the norm summed in double and rounded to float32, the division in float32 (as torch).
+class L2NormalizeFloat32Reference final : public OpKernel {
+ public:
+    explicit L2NormalizeFloat32Reference(const NodeView& node) : OpKernel(node.label()) {
+        node.expect_input_count(1);
+        node.expect_output_count(1);
+        node.expect_attrs({"axis", "eps"});
+        const Value& x = node.activation_input(0, DType::kFloat32);
+        node.output(0, DType::kFloat32);
+        const int64_t rank = static_cast<int64_t>(x.shape.size());
+        if (rank < 2) {
+            node.fail("input must have rank >= 2 (axis 0 is the batch)");
+        }
+        axis_ = static_cast<size_t>(node.int_scalar("axis", 1, rank - 1));
+        eps_ = node.floats("eps", 1)[0];
+        if (!(eps_ >= 0.0f) || std::isinf(eps_)) {
+            node.fail("attribute 'eps' = " + std::to_string(eps_) + " must be finite and >= 0");
+        }
+    }
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
+        return {inputs[0]};
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const AxisLanes lanes(*io.input_shapes[0], axis_);
+        const float* x = io.input<float>(0);
+        float* y = io.output<float>(0);
+        pool.parallel_for(lanes.count, [&](int64_t begin, int64_t end) {
+            for (int64_t lane = begin; lane < end; ++lane) {
+                const float* xl = x + lanes.first(lane);
+                float* yl = y + lanes.first(lane);
+                double squares = 0;
+                for (int64_t i = 0; i < lanes.length; ++i) {
+                    squares += double{xl[i * lanes.inner]} * xl[i * lanes.inner];
+                }
+                // std::max(norm, eps) would drop a NaN norm; torch's clamp_min keeps it.
+                const float norm = static_cast<float>(std::sqrt(squares));
+                const float denominator = norm < eps_ ? eps_ : norm;
+                for (int64_t i = 0; i < lanes.length; ++i) {
+                    yl[i * lanes.inner] = xl[i * lanes.inner] / denominator;
+                }
+            }
+        });
+    }
+
+ private:
+    size_t axis_;
+    float eps_;
+};
+
+// Spec 18 along `axis`: each lane by arith::softmax_row from the table of 256 exponentials.
+class SoftmaxInt8Reference final : public OpKernel {
+ public:
+    explicit SoftmaxInt8Reference(const NodeView& node) : OpKernel(node.label()) {
+        node.expect_input_count(2);
+        node.expect_output_count(1);
+        node.expect_attrs({"axis", "multiplier", "clamp"});
+        const Value& x = node.activation_input(0, DType::kInt8);
+        output_zero_point_ = node.output(0, DType::kInt8).zero_point;
+        const int64_t rank = static_cast<int64_t>(x.shape.size());
+        if (rank < 2) {
+            node.fail("input must have rank >= 2 (axis 0 is the batch)");
+        }
+        axis_ = static_cast<size_t>(node.int_scalar("axis", 1, rank - 1));
+        if (x.shape[axis_] > arith::kSoftmaxMaxRow) {
+            node.fail("rows of " + std::to_string(x.shape[axis_]) + " values along axis " +
+                      std::to_string(axis_) + " are longer than 2^20, which bounds the " +
+                      "integer sum (docs/quantization_spec.md section 18)");
+        }
+        multiplier_ =
+            static_cast<int32_t>(node.int_scalar("multiplier", 1, arith::kSoftmaxMaxMultiplier));
+        clamp_ = node.clamp("clamp");
+        const Value& table = node.constant_input(1, "table", DType::kInt32, 1);
+        if (table.shape[0] != 256) {
+            node.fail("table '" + table.name + "' has shape " + to_string(table.shape) +
+                      ", expected [256] (one exponential per distance 0 .. 255)");
+        }
+        table_ = int32_values(table);
+        for (size_t d = 0; d < table_.size(); ++d) {
+            if (table_[d] < 0 || table_[d] > arith::kSoftmaxTableOne ||
+                (d == 0 && table_[d] != arith::kSoftmaxTableOne)) {
+                node.fail("table '" + table.name + "'[" + std::to_string(d) + "] = " +
+                          std::to_string(table_[d]) +
+                          (d == 0 ? " must be 2^20 (exp(0) in Q20)"
+                                  : " is outside [0, 2^20] (exponentials <= 1 in Q20)"));
+            }
+        }
+    }
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
+        return {inputs[0]};  // the row length is the file's: checked at load
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const AxisLanes lanes(*io.input_shapes[0], axis_);
+        const int8_t* x = io.input<int8_t>(0);
+        int8_t* y = io.output<int8_t>(0);
+        pool.parallel_for(lanes.count, [&](int64_t begin, int64_t end) {
+            for (int64_t lane = begin; lane < end; ++lane) {
+                arith::softmax_row(x + lanes.first(lane), y + lanes.first(lane), lanes.length,
+                                   lanes.inner, table_.data(), multiplier_, output_zero_point_,
+                                   clamp_.lo, clamp_.hi);
+            }
+        });
+    }
+
+ private:
+    size_t axis_;
+    int32_t multiplier_, output_zero_point_;
+    ClampRange clamp_;
+    std::vector<int32_t> table_;  // decoded from little-endian once
+};
+
+// Spec 19: layer_norm (rows: the last `axes` dims, one channel per position of the row) and
+// group_norm (rows: one group's channels at all positions, the channel that of the value). Each
+// row by arith::norm_row and arith::normalized_q16, then the per-channel affine part.
+class NormInt8Reference final : public OpKernel {
+ public:
+    NormInt8Reference(const NodeView& node, bool grouped) : OpKernel(node.label()) {
+        node.expect_input_count(3);
+        node.expect_output_count(1);
+        if (grouped) {
+            node.expect_attrs({"groups", "eps_term", "multiplier", "shift", "clamp"});
+        } else {
+            node.expect_attrs({"axes", "eps_term", "multiplier", "shift", "clamp"});
+        }
+        const Value& x = node.activation_input(0, DType::kInt8);
+        input_zero_point_ = x.zero_point;
+        output_zero_point_ = node.output(0, DType::kInt8).zero_point;
+        const int64_t rank = static_cast<int64_t>(x.shape.size());
+        if (rank < 2) {
+            node.fail("input must have rank >= 2 (dim 0 is the batch, which is not normalized)");
+        }
+        int64_t channels = 0;
+        if (grouped) {  // [N, C, ...]: the channels of a group are consecutive
+            channels = x.shape[1];
+            groups_ = node.int_scalar("groups", 1, channels);
+            if (channels % groups_ != 0) {
+                node.fail("groups = " + std::to_string(groups_) + " does not divide the " +
+                          std::to_string(channels) + " channels of " + to_string(x.shape));
+            }
+            positions_ = element_count(x.shape) / (x.shape[0] * channels);
+            row_ = channels / groups_ * positions_;
+        } else {  // one channel per value of the row
+            const int64_t axes = node.int_scalar("axes", 1, rank - 1);
+            channels = element_count(Shape(x.shape.end() - axes, x.shape.end()));
+            groups_ = 1;
+            positions_ = 1;
+            row_ = channels;
+        }
+        if (row_ > arith::kNormMaxRow) {
+            node.fail("rows of " + std::to_string(row_) + " values are longer than 2^14, which " +
+                      "bounds the integer normalization (docs/quantization_spec.md section 19)");
+        }
+        eps_term_ = node.int_scalar("eps_term", 1, arith::kNormMaxEpsTerm);
+        multiplier_ = node.multipliers("multiplier", static_cast<size_t>(channels));
+        shift_ = node.shifts("shift", static_cast<size_t>(channels));
+        clamp_ = node.clamp("clamp");
+        const Value& weight = node.constant_input(1, "weight", DType::kInt8, 1);
+        const Value& bias = node.constant_input(2, "bias", DType::kInt32, 1);
+        for (const Value* v : {&weight, &bias}) {
+            if (v->shape[0] != channels) {
+                node.fail("'" + v->name + "' has shape " + to_string(v->shape) + ", expected [" +
+                          std::to_string(channels) + "] (one per channel" +
+                          (grouped ? "" : " of the normalized dims") + " of the input " +
+                          to_string(x.shape) + ")");
+            }
+        }
+        weight_.assign(reinterpret_cast<const int8_t*>(weight.data),
+                       reinterpret_cast<const int8_t*>(weight.data) + channels);
+        bias_ = int32_values(bias);
+        for (size_t c = 0; c < bias_.size(); ++c) {
+            if (bias_[c] < -arith::kNormMaxBias || bias_[c] > arith::kNormMaxBias) {
+                node.fail("bias '" + bias.name + "'[" + std::to_string(c) + "] = " +
+                          std::to_string(bias_[c]) + " is outside [-2^30, 2^30], which keeps " +
+                          "the accumulator in int32 (docs/quantization_spec.md section 19)");
+            }
+        }
+    }
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
+        return {inputs[0]};  // all but the batch are the file's dims: rows checked at load
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const int64_t channels_per_group = static_cast<int64_t>(weight_.size()) / groups_;
+        const int8_t* x = io.input<int8_t>(0);
+        int8_t* y = io.output<int8_t>(0);
+        pool.parallel_for(element_count(*io.input_shapes[0]) / row_, [&](int64_t begin,
+                                                                         int64_t end) {
+            for (int64_t r = begin; r < end; ++r) {
+                const int8_t* xr = x + r * row_;
+                int8_t* yr = y + r * row_;
+                const arith::NormRow stats =
+                    arith::norm_row(xr, row_, 1, input_zero_point_, eps_term_);
+                const int64_t first_channel = r % groups_ * channels_per_group;
+                for (int64_t i = 0; i < row_; ++i) {
+                    const size_t c = static_cast<size_t>(first_channel + i / positions_);
+                    yr[i] = arith::norm_affine(
+                        arith::normalized_q16(stats, xr[i], input_zero_point_), weight_[c],
+                        bias_[c], multiplier_[c], shift_[c], output_zero_point_, clamp_.lo,
+                        clamp_.hi);
+                }
+            }
+        });
+    }
+
+ private:
+    int64_t groups_, positions_, row_;  // rows of row_ values; a channel spans positions_ of them
+    int64_t eps_term_;
+    int32_t input_zero_point_, output_zero_point_;
+    std::vector<int8_t> weight_;
+    std::vector<int32_t> bias_, multiplier_, shift_;
+    ClampRange clamp_;
+};
+
 }  // namespace
 
 QTK_KERNEL_FACTORY(make_layer_norm_float32_reference, LayerNormFloat32Reference)
 QTK_KERNEL_FACTORY(make_softmax_float32_reference, SoftmaxFloat32Reference)
+QTK_KERNEL_FACTORY(make_group_norm_float32_reference, GroupNormFloat32Reference)
+QTK_KERNEL_FACTORY(make_l2_normalize_float32_reference, L2NormalizeFloat32Reference)
+QTK_KERNEL_FACTORY(make_softmax_int8_reference, SoftmaxInt8Reference)
+
+std::unique_ptr<OpKernel> make_layer_norm_int8_reference(const NodeView& node) {
+    return std::make_unique<NormInt8Reference>(node, false);
+}
+
+std::unique_ptr<OpKernel> make_group_norm_int8_reference(const NodeView& node) {
+    return std::make_unique<NormInt8Reference>(node, true);
+}
 
 }  // namespace detail
 }  // namespace qtk
