@@ -132,6 +132,17 @@ class ResizeBack(nn.Module):
                                                align_corners=False)
 
 
+class L2Normalized(nn.Module):
+    """SSD's VGG backbone: ``F.normalize`` over the channels, as a functional call."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = _conv()
+
+    def forward(self, x):
+        return torch.nn.functional.normalize(self.conv(x), dim=1)
+
+
 EXAMPLES = {
     nn.Conv2d: lambda: nn.Sequential(_conv(groups=3)),
     modules.ConvReLU2d: lambda: nn.Sequential(nn.Conv2d(3, 5, 3, stride=2), nn.ReLU()),
@@ -182,6 +193,7 @@ FLOAT_ONLY_EXAMPLES = {
     modules.WithConstant: lambda: Normalized(),
     modules.ExpandBatch: lambda: ClassToken(),
     modules.attention.WindowAttentionBias: lambda: WindowScores(),
+    modules.L2Normalize: lambda: L2Normalized(),
 }
 
 

@@ -16,7 +16,7 @@ from .elementwise import (Add, AddReLU, Concat, Div, Mul, QATAdd, QATConcat, QAT
 from .linear import LinearReLU, QATLinear, QuantizedLinear
 from .matmul import MatMul, QATMatMul, QuantizedMatMul
 from . import attention  # noqa: F401  (registers its float32 op)
-from .normalization import QATNorm, QuantizedNorm
+from .normalization import L2Normalize, QATNorm, QuantizedNorm
 from .pooling import (QuantizedAdaptiveAvgPool2d, QuantizedAvgPool2d, QuantizedMaxPool2d,
                       SpatialMean)
 from .resize import (QATResizeBilinear, QuantizedPad, QuantizedResizeBilinear,

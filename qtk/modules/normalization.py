@@ -96,3 +96,47 @@ def float_layer_norm(module, input_shapes, where):
     return QModelOp("layer_norm", [("weight", weight.detach().float()),
                                    ("bias", bias.detach().float())],
                     {"axes": [len(shape)], "eps": [float(module.eps)]})
+
+
+@float_export(nn.GroupNorm)
+def float_group_norm(module, input_shapes, where):
+    """torch's F.group_norm over [N, C, ...]; no affine part is weight 1, bias 0."""
+    channels = module.num_channels
+    weight = module.weight if module.weight is not None else torch.ones(channels)
+    bias = module.bias if module.bias is not None else torch.zeros(channels)
+    return QModelOp("group_norm", [("weight", weight.detach().float().reshape(-1)),
+                                   ("bias", bias.detach().float().reshape(-1))],
+                    {"groups": [module.num_groups], "eps": [float(module.eps)]})
+
+
+class L2Normalize(nn.Module):
+    """``F.normalize(x, p=2, dim, eps)``: x / max(||x||_2 over ``dim``, eps) (SSD's VGG
+    backbone). Float only: it runs as the runtime's float32 ``l2_normalize``.
+
+    Args:
+        dim: the dim normalized over; not the batch dim.
+        eps: the smallest norm divided by.
+    """
+
+    def __init__(self, dim=1, eps=1e-12):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x):
+        return nn.functional.normalize(x, p=2.0, dim=self.dim, eps=self.eps)
+
+
+def l2_normalize_form(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """The module form of ``F.normalize`` (``MODULE_FORMS`` of qtk/graph/functional.py)."""
+    if p != 2 or out is not None:
+        raise UnsupportedOpError(f"normalize(p={p}) has no form in qtk; only p=2 (without out=)")
+    return L2Normalize(dim, eps), (input,)
+
+
+@float_export(L2Normalize)
+def float_l2_normalize(module, input_shapes, where):
+    rank = len(input_shapes[0])
+    if module.dim % rank == 0:
+        raise UnsupportedOpError(f"{where}: normalize(dim={module.dim}) over the batch dimension "
+                                 f"is not supported")
+    return QModelOp("l2_normalize", attrs={"axis": [module.dim % rank], "eps": [float(module.eps)]})
