@@ -16,11 +16,21 @@ def _leaf_types():
             + tuple(modules.QAT_MODULES) + tuple(modules.QUANTIZED_MODULES))
 
 
+def _is_known(module):
+    """A qtk-known module, or a subclass that keeps a known class's forward (a subclass with a
+    forward of its own, such as torchvision's LayerNorm2d, is traced through)."""
+    known = _leaf_types()
+    if type(module) in known:
+        return True
+    owner = next(cls for cls in type(module).__mro__ if "forward" in cls.__dict__)
+    return owner in known
+
+
 class QtkTracer(fx.Tracer):
     """Treats every qtk-known module as a leaf, and torch.nn's own modules as torch.fx does."""
 
     def is_leaf_module(self, module, qualified_name):
-        return isinstance(module, _leaf_types()) or super().is_leaf_module(module, qualified_name)
+        return _is_known(module) or super().is_leaf_module(module, qualified_name)
 
 
 def module_path(node):
