@@ -408,3 +408,28 @@ def test_functional_calls_keep_the_modules_and_in_place_semantics():
     with torch.no_grad():
         expected = model(x)
         assert (quantized(x) - expected).abs().max() < 0.05 * expected.abs().max()
+
+
+class Sequence1d(nn.Module):
+    """Conv1d over a sequence (audio, text): decomposed as a Conv2d of height 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(3, 6, 5, stride=2, padding=2, dilation=1)
+        self.conv2 = nn.Conv1d(6, 6, 3, groups=3, dilation=2, bias=False)
+
+    def forward(self, x):
+        return self.conv2(torch.relu(self.conv(x.flatten(2)))).unsqueeze(1)
+
+
+def test_conv1d_deploys_as_a_conv2d_of_height_one():
+    model = Sequence1d().eval()
+    x = torch.randn(3, 3, SIZE, SIZE)
+    prepared = qtk.prepare_ptq(model)
+    with torch.no_grad():
+        torch.testing.assert_close(prepared(x), model(x), atol=1e-5, rtol=1e-5)  # observing
+    quantized = calibrated(model, [torch.randn(4, 3, SIZE, SIZE)])
+    assert sum(isinstance(m, modules.QuantizedConv2d) for m in quantized.modules()) == 2
+    reference, runtime = reference_and_runtime(quantized, x[:1], x)
+    assert torch.equal(reference, runtime)
+    assert_not_degenerate(reference, min_distinct=16)

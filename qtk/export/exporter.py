@@ -204,7 +204,7 @@ def _export_shape_op(writer, value_of, recorded, node, kind):
         op, attrs = "permute", {"perm": _permutation(node, len(in_shape))}
         if attrs["perm"][0] != 0:
             raise UnsupportedOpError(f"{where}: moving the batch dimension is not supported")
-    else:  # view, reshape, flatten
+    else:  # view, reshape, flatten, squeeze, unsqueeze
         op, attrs = "reshape", {"shape": list(out_shape[1:])}
         if out_shape[:1] != in_shape[:1]:
             raise UnsupportedOpError(f"{where}: a reshape that merges or splits the batch "

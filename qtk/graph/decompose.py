@@ -1,6 +1,7 @@
 """Before capture: modules that qtk runs as several simpler ones are swapped for a traceable
-equivalent (nn.MultiheadAttention, torchvision's Swin window attention and patch merging), so each
-step gets its own precision: the projections in int8, what has no int8 form yet in float.
+equivalent (nn.MultiheadAttention, torchvision's Swin window attention and patch merging, Conv1d
+as a Conv2d of height 1), so each step gets its own precision: the projections in int8, what has
+no int8 form yet in float.
 
 Swin's modules depend on the feature map's size (padding, whether the window shifts), so they are
 decomposed only when prepare is given ``example_inputs``; the sizes are recorded on one run."""
@@ -9,6 +10,7 @@ from torch import nn
 
 from ..modules.attention import (DecomposedMultiheadAttention, DecomposedPatchMerging,
                                  DecomposedWindowAttention, decomposable)
+from ..modules.conv import Conv1dAs2d
 from .capture import replace_submodule
 
 try:  # torchvision is optional
@@ -57,6 +59,8 @@ def decompose(model, example_inputs=None):
             continue
         if isinstance(module, nn.MultiheadAttention) and decomposable(module) is None:
             replace_submodule(model, name, DecomposedMultiheadAttention(module))
+        elif type(module) is nn.Conv1d and module.padding_mode == "zeros":
+            replace_submodule(model, name, Conv1dAs2d(module))
         elif module in sizes:
             replacement = _sized_form(module, sizes[module])
             if replacement is not None:

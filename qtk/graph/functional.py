@@ -218,7 +218,8 @@ MODULE_FORMS = {
 
 # Shape ops: they move bytes, so int8 tensors go through them unchanged.
 SHAPE_OPS = {"view", "reshape", "flatten", "transpose", "permute", "contiguous", "swapaxes",
-             torch.flatten, torch.reshape, torch.transpose, torch.permute, torch.swapaxes}
+             "unsqueeze", "squeeze", torch.flatten, torch.reshape, torch.transpose, torch.permute,
+             torch.swapaxes, torch.unsqueeze, torch.squeeze}
 SPLIT_OPS = {"chunk", "split", torch.chunk, torch.split}
 SIZE_QUERIES = {"size", "dim", "numel"}
 

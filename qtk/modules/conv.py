@@ -30,6 +30,27 @@ class ConvBnReLU2d(nn.Sequential):
         super().__init__(conv, bn, relu)
 
 
+class Conv1dAs2d(nn.Module):
+    """Conv1d on [N, C, L] as a Conv2d of kernel (1, k) on [N, C, 1, L]: the same sums, so it
+    quantizes and deploys as any conv (the reshapes only move bytes)."""
+
+    def __init__(self, conv1d):
+        super().__init__()
+        padding = conv1d.padding if isinstance(conv1d.padding, str) else (0, conv1d.padding[0])
+        self.conv = nn.Conv2d(conv1d.in_channels, conv1d.out_channels, (1, conv1d.kernel_size[0]),
+                              (1, conv1d.stride[0]), padding, (1, conv1d.dilation[0]),
+                              conv1d.groups, conv1d.bias is not None)
+        with torch.no_grad():
+            self.conv.weight.copy_(conv1d.weight.unsqueeze(2))
+            if conv1d.bias is not None:
+                self.conv.bias.copy_(conv1d.bias)
+        self.conv.to(device=conv1d.weight.device, dtype=conv1d.weight.dtype)
+
+    def forward(self, x):
+        y = self.conv(x.reshape(x.shape[0], x.shape[1], 1, x.shape[2]))
+        return y.reshape(y.shape[0], y.shape[1], y.shape[3])
+
+
 def batchnorm_scale(bn):
     """gamma / sqrt(running_var + eps): what an inference-mode BatchNorm multiplies by."""
     gamma = bn.weight if bn.weight is not None else torch.ones_like(bn.running_var)
