@@ -61,15 +61,13 @@ struct PairSpan {
     }
 };
 
-class Conv2dInt8Depthwise final : public Conv2dKernel {
+class Conv2dInt8Depthwise final : public Conv2dInt8Kernel {
  public:
     Conv2dInt8Depthwise(const NodeView& node, const Int8DepthwiseUkernel& ukernel,
-                        const Int8RequantizeUkernel& requantize, const Int8VaddUkernel& vadd)
-        : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
+                        const Int8EpilogueUkernels& epilogue)
+        : Conv2dInt8Kernel(node, epilogue),
           pack_pairs_(ukernel.pack_pairs),
           row_(ukernel.row[params_.kernel_h == 5][params_.stride_h == 2]),
-          constants_(node, params_),
-          epilogue_(constants_, requantize, vadd),
           acc_init_(depthwise_acc_init(constants_, params_)) {
         if (!fits_depthwise(params_)) {  // the registry checks first
             node.fail("the depthwise kernel does not fit this conv2d");
@@ -185,8 +183,6 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
 
     void (*const pack_pairs_)(const int8_t* x, int64_t count, int64_t stride, int32_t* pairs);
     const DepthwiseRowFn row_;
-    const Conv2dInt8Constants constants_;
-    const Conv2dInt8Epilogue epilogue_;
     const std::vector<int32_t> acc_init_;  // per channel: bias - z * sum(w)
     std::vector<int32_t> weight_pairs_;    // [C][k][(k + 1) / 2]
 };
@@ -196,13 +192,12 @@ class Conv2dInt8Depthwise final : public Conv2dKernel {
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8DepthwiseW16Avx512Vnni = {
     "conv2d_int8_depthwise_w16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make_kernel<Conv2dInt8Depthwise, kInt8DepthwiseW16Avx512Vnni, kInt8RequantizeAvx512,
-                kInt8VaddAvx512>};
+    make_kernel<Conv2dInt8Depthwise, kInt8DepthwiseW16Avx512Vnni, kInt8EpilogueAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8DepthwiseW8Avx2 = {
     "conv2d_int8_depthwise_w8_avx2", IsaLevel::kAvx2, fits_depthwise,
-    make_kernel<Conv2dInt8Depthwise, kInt8DepthwiseW8Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
+    make_kernel<Conv2dInt8Depthwise, kInt8DepthwiseW8Avx2, kInt8EpilogueAvx2>};
 #endif
 
 }  // namespace detail

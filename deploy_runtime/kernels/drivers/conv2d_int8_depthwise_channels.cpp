@@ -57,19 +57,16 @@ struct BandLayout {
     }
 };
 
-class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
+class Conv2dInt8DepthwiseChannels final : public Conv2dInt8Kernel {
  public:
     Conv2dInt8DepthwiseChannels(const NodeView& node, const Int8DepthwiseChannelsUkernel& ukernel,
-                                const Int8RequantizeUkernel& requantize,
-                                const Int8VaddUkernel& vadd)
-        : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
+                                const Int8EpilogueUkernels& epilogue)
+        : Conv2dInt8Kernel(node, epilogue),
           lanes_(ukernel.lanes),
           transpose_in_(ukernel.transpose_in),
           widen_in_(ukernel.widen_in),
           row_(ukernel.row[params_.kernel_h == 5][params_.stride_h == 2]),
           transpose_out_(ukernel.transpose_out),
-          constants_(node, params_),
-          epilogue_(constants_, requantize, vadd),
           acc_init_(depthwise_acc_init(constants_, params_)) {
         if (!fits_depthwise(params_) || (params_.nhwc && widen_in_ == nullptr)) {  // checked first
             node.fail("the depthwise kernel does not fit this conv2d");
@@ -193,7 +190,7 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
         int32_t* acc = ring + layout.ring_words(p);      // [band_cap][L]
         int32_t* planes = acc + layout.band_cap * lanes;  // [L][band_cap]
         const int64_t ring_row = layout.row_cols * lanes;
-        const int8_t* residual = constants_.has_residual ? io.input<int8_t>(3) : nullptr;
+        const int8_t* residual = this->residual(io);
 
         // Padded input row r lives in ring slot (r - s first) % k.
         int64_t next_row = s * first, next_slot = 0;
@@ -237,8 +234,6 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
                             int64_t count, int32_t* row);
     const DepthwiseChannelsRowFn row_;
     void (*const transpose_out_)(const int32_t* acc, int64_t stride, int32_t* planes);
-    const Conv2dInt8Constants constants_;
-    const Conv2dInt8Epilogue epilogue_;
     const std::vector<int32_t> acc_init_;  // per channel: bias - z * sum(w)
     std::vector<int32_t> weight_pairs_;    // [ceil(C / L)][k * k][L]
 };
@@ -248,18 +243,16 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dKernel {
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8DepthwiseC16Avx512Vnni = {
     "conv2d_int8_depthwise_c16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make_kernel<Conv2dInt8DepthwiseChannels, kInt8DepthwiseC16Avx512Vnni, kInt8RequantizeAvx512,
-                kInt8VaddAvx512>};
+    make_kernel<Conv2dInt8DepthwiseChannels, kInt8DepthwiseC16Avx512Vnni, kInt8EpilogueAvx512>};
 extern const Conv2dAlgo kConv2dInt8DepthwiseNhwcC16Avx512Vnni = {
     "conv2d_int8_depthwise_nhwc_c16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make_kernel<Conv2dInt8DepthwiseChannels, kInt8DepthwiseC16Avx512Vnni, kInt8RequantizeAvx512,
-                kInt8VaddAvx512>, false, true};
+    make_kernel<Conv2dInt8DepthwiseChannels, kInt8DepthwiseC16Avx512Vnni, kInt8EpilogueAvx512>,
+    false, true};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8DepthwiseC8Avx2 = {
     "conv2d_int8_depthwise_c8_avx2", IsaLevel::kAvx2, fits_depthwise,
-    make_kernel<Conv2dInt8DepthwiseChannels, kInt8DepthwiseC8Avx2, kInt8RequantizeAvx2,
-                kInt8VaddAvx2>};
+    make_kernel<Conv2dInt8DepthwiseChannels, kInt8DepthwiseC8Avx2, kInt8EpilogueAvx2>};
 #endif
 
 }  // namespace detail

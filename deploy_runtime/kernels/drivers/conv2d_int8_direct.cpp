@@ -37,6 +37,7 @@
 #include "../x86/gemm_int8.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
+#include "conv2d_int8_gemm_algos.h"
 #include "pack_int8_c4.h"
 #include "thread_pool.h"
 
@@ -168,7 +169,7 @@ void convert_quad(const int8_t* x, int64_t channels, int64_t in_h, int64_t in_w,
     }
 }
 
-class Conv2dInt8Direct final : public Conv2dKernel {
+class Conv2dInt8Direct final : public Conv2dInt8Kernel {
     // How a run with this input shape and thread count lays out and cuts its work: the c4 input
     // (and its slack) is the workspace's shared part, each thread's accumulators a slot.
     struct Plan {
@@ -186,11 +187,9 @@ class Conv2dInt8Direct final : public Conv2dKernel {
 
  public:
     Conv2dInt8Direct(const NodeView& node, const Int8GemmUkernel& ukernel,
-                     const Int8RequantizeUkernel& requantize, const Int8VaddUkernel& vadd)
-        : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
+                     const Int8EpilogueUkernels& epilogue)
+        : Conv2dInt8Kernel(node, epilogue),
           ukernel_(ukernel),
-          constants_(node, params_),
-          epilogue_(constants_, requantize, vadd),
           // whole quad blocks of the micro-kernel: the c4 planes past the channels hold any bytes
           quads_(c4_padded_quads(ceil_div(params_.group_in_channels, 4), ukernel)),
           taps_(params_.kernel_h * params_.kernel_w),
@@ -301,7 +300,7 @@ class Conv2dInt8Direct final : public Conv2dKernel {
         const int64_t per_group = p.out_per_group();
         const int64_t out_pixels = c4.out_h * c4.out_w;
         int8_t* y = io.output<int8_t>(0);
-        const int8_t* residual = constants_.has_residual ? io.input<int8_t>(3) : nullptr;
+        const int8_t* residual = this->residual(io);
         const int mr = ukernel_.mr, nr = ukernel_.nr;
         const int64_t first_tile = range * b.tiles_per_range;
         const int64_t end_tile = std::min(oc_tiles_, first_tile + b.tiles_per_range);
@@ -329,8 +328,6 @@ class Conv2dInt8Direct final : public Conv2dKernel {
     }
 
     const Int8GemmUkernel& ukernel_;
-    const Conv2dInt8Constants constants_;
-    const Conv2dInt8Epilogue epilogue_;
     const int64_t quads_;     // quads of input channels per group: ceil(C/groups / 4)
     const int64_t taps_;      // kh * kw
     const int64_t oc_tiles_;  // tiles of mr output channels per group
@@ -344,27 +341,7 @@ bool fits_direct_amx(const Conv2dParams& p) { return fits_direct(p) && p.group_i
 
 }  // namespace
 
-#if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
-extern const Conv2dAlgo kConv2dInt8Direct32x32c4Amx = {
-    "conv2d_int8_direct_32x32c4_amx_int8", IsaLevel::kAmxInt8, fits_direct_amx,
-    make_kernel<Conv2dInt8Direct, kInt8Gemm32x32c4Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>};
-#endif
-#if QTK_X86_AVX512_VNNI
-extern const Conv2dAlgo kConv2dInt8Direct8x32c4Avx512Vnni = {
-    "conv2d_int8_direct_8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, fits_direct,
-    make_kernel<Conv2dInt8Direct, kInt8Gemm8x32c4Avx512Vnni, kInt8RequantizeAvx512,
-                kInt8VaddAvx512>};
-#endif
-#if QTK_X86_AVX_VNNI
-extern const Conv2dAlgo kConv2dInt8Direct4x16c4AvxVnni = {
-    "conv2d_int8_direct_4x16c4_avx_vnni", IsaLevel::kAvxVnni, fits_direct,
-    make_kernel<Conv2dInt8Direct, kInt8Gemm4x16c4AvxVnni, kInt8RequantizeAvx2, kInt8VaddAvx2>};
-#endif
-#if QTK_X86_AVX2
-extern const Conv2dAlgo kConv2dInt8Direct2x16c4Avx2 = {
-    "conv2d_int8_direct_2x16c4_avx2", IsaLevel::kAvx2, fits_direct,
-    make_kernel<Conv2dInt8Direct, kInt8Gemm2x16c4Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
-#endif
+QTK_CONV2D_INT8_GEMM_ALGOS(Conv2dInt8Direct, Direct, "direct", fits_direct, fits_direct_amx)
 
 }  // namespace detail
 }  // namespace qtk

@@ -12,13 +12,27 @@
 namespace qtk {
 namespace detail {
 
+// The requantize and add tables of one ISA level, bundled so that a descriptor names its
+// epilogue once (make_kernel<Kernel, micro-kernel, kInt8EpilogueAvx2>).
+struct Int8EpilogueUkernels {
+    const Int8RequantizeUkernel& requantize;
+    const Int8VaddUkernel& vadd;
+};
+
+#if QTK_X86_AVX512_VNNI
+inline constexpr Int8EpilogueUkernels kInt8EpilogueAvx512 = {kInt8RequantizeAvx512,
+                                                             kInt8VaddAvx512};
+#endif
+#if QTK_X86_AVX2
+inline constexpr Int8EpilogueUkernels kInt8EpilogueAvx2 = {kInt8RequantizeAvx2, kInt8VaddAvx2};
+#endif
+
 class Conv2dInt8Epilogue {
  public:
-    Conv2dInt8Epilogue(const Conv2dInt8Constants& k, const Int8RequantizeUkernel& requantize,
-                       const Int8VaddUkernel& vadd)
+    Conv2dInt8Epilogue(const Conv2dInt8Constants& k, const Int8EpilogueUkernels& ukernels)
         : k_(k),
-          requantize_(requantize),
-          vadd_(vadd),
+          requantize_(ukernels.requantize),
+          vadd_(ukernels.vadd),
           out_{k.output_zero_point, k.clamp.lo, k.clamp.hi},
           add_{k.residual.conv_zero_point,
                k.residual.conv_multiplier,
@@ -71,6 +85,24 @@ class Conv2dInt8Epilogue {
     const Int8VaddUkernel& vadd_;
     const Int8Output out_;
     const Int8AddParams add_;
+};
+
+// What every x86 int8 conv kernel reads from its node before its own packing: the params, the
+// constants and the epilogue over them.
+class Conv2dInt8Kernel : public Conv2dKernel {
+ protected:
+    Conv2dInt8Kernel(const NodeView& node, const Int8EpilogueUkernels& epilogue)
+        : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
+          constants_(node, params_),
+          epilogue_(constants_, epilogue) {}
+
+    // The fused residual (input 3), or null without one.
+    const int8_t* residual(const NodeIO& io) const {
+        return constants_.has_residual ? io.input<int8_t>(3) : nullptr;
+    }
+
+    const Conv2dInt8Constants constants_;
+    const Conv2dInt8Epilogue epilogue_;
 };
 
 }  // namespace detail

@@ -26,6 +26,7 @@
 #include "../x86/gemm_int8.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
+#include "conv2d_int8_gemm_algos.h"
 #include "conv2d_padded_planes.h"
 #include "even_bytes.h"
 #include "pack_int8_c4.h"
@@ -149,14 +150,12 @@ void pack_quad(const int8_t* const rows[4], int64_t count, int nr, int64_t tile_
     }
 }
 
-class Conv2dInt8Gemm final : public Conv2dKernel {
+class Conv2dInt8Gemm final : public Conv2dInt8Kernel {
  public:
     Conv2dInt8Gemm(const NodeView& node, const Int8GemmUkernel& ukernel,
-                   const Int8RequantizeUkernel& requantize, const Int8VaddUkernel& vadd)
-        : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
+                   const Int8EpilogueUkernels& epilogue)
+        : Conv2dInt8Kernel(node, epilogue),
           ukernel_(ukernel),
-          constants_(node, params_),
-          epilogue_(constants_, requantize, vadd),
           quads_(padded_quads(params_, ukernel)),
           oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
         pack_weights();
@@ -253,7 +252,7 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
         }
 
         int8_t* y = io.output<int8_t>(0);
-        const int8_t* residual = constants_.has_residual ? io.input<int8_t>(3) : nullptr;
+        const int8_t* residual = this->residual(io);
         const int64_t per_group = p.out_per_group();
         if (ukernel_.prepare != nullptr) {
             ukernel_.prepare();
@@ -281,8 +280,6 @@ class Conv2dInt8Gemm final : public Conv2dKernel {
     }
 
     const Int8GemmUkernel& ukernel_;
-    const Conv2dInt8Constants constants_;
-    const Conv2dInt8Epilogue epilogue_;
     const int64_t quads_;     // ceil(K / 4)
     const int64_t oc_tiles_;  // tiles of mr output channels per group
     std::vector<int8_t> packed_weights_;
@@ -296,26 +293,7 @@ bool fits_gemm_amx(const Conv2dParams& p) { return p.products_per_output() > 32;
 
 }  // namespace
 
-#if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
-extern const Conv2dAlgo kConv2dInt8Gemm32x32c4Amx = {
-    "conv2d_int8_gemm_32x32c4_amx_int8", IsaLevel::kAmxInt8, fits_gemm_amx,
-    make_kernel<Conv2dInt8Gemm, kInt8Gemm32x32c4Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>};
-#endif
-#if QTK_X86_AVX512_VNNI
-extern const Conv2dAlgo kConv2dInt8Gemm8x32c4Avx512Vnni = {
-    "conv2d_int8_gemm_8x32c4_avx512_vnni", IsaLevel::kAvx512Vnni, fits_any_conv2d,
-    make_kernel<Conv2dInt8Gemm, kInt8Gemm8x32c4Avx512Vnni, kInt8RequantizeAvx512, kInt8VaddAvx512>};
-#endif
-#if QTK_X86_AVX_VNNI
-extern const Conv2dAlgo kConv2dInt8Gemm4x16c4AvxVnni = {
-    "conv2d_int8_gemm_4x16c4_avx_vnni", IsaLevel::kAvxVnni, fits_any_conv2d,
-    make_kernel<Conv2dInt8Gemm, kInt8Gemm4x16c4AvxVnni, kInt8RequantizeAvx2, kInt8VaddAvx2>};
-#endif
-#if QTK_X86_AVX2
-extern const Conv2dAlgo kConv2dInt8Gemm2x16c4Avx2 = {
-    "conv2d_int8_gemm_2x16c4_avx2", IsaLevel::kAvx2, fits_any_conv2d,
-    make_kernel<Conv2dInt8Gemm, kInt8Gemm2x16c4Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2>};
-#endif
+QTK_CONV2D_INT8_GEMM_ALGOS(Conv2dInt8Gemm, Gemm, "gemm", fits_any_conv2d, fits_gemm_amx)
 
 }  // namespace detail
 }  // namespace qtk

@@ -160,14 +160,12 @@ struct SlotPlane {
     }
 };
 
-class Conv2dInt8GemmNhwc final : public Conv2dKernel {
+class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
  public:
     Conv2dInt8GemmNhwc(const NodeView& node, const Int8GemmNhwcUkernel& ukernel,
-                       const Int8RequantizeUkernel& requantize, const Int8VaddUkernel& vadd)
-        : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
+                       const Int8EpilogueUkernels& epilogue)
+        : Conv2dInt8Kernel(node, epilogue),
           ukernel_(ukernel),
-          constants_(node, params_),
-          epilogue_(constants_, requantize, vadd),
           stretches_(params_, ukernel.quad_block),
           scratch_(params_, ukernel, stretches_) {
         if (params_.groups != 1 || !params_.nhwc) {  // the registry checks first
@@ -371,8 +369,6 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
     }
 
     const Int8GemmNhwcUkernel& ukernel_;
-    const Conv2dInt8Constants constants_;
-    const Conv2dInt8Epilogue epilogue_;
     const KStretches stretches_;
     const TileScratch scratch_;
     std::vector<int8_t> packed_weights_;
@@ -384,16 +380,15 @@ class Conv2dInt8GemmNhwc final : public Conv2dKernel {
 #if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8GemmNhwc32x32Amx = {
     "conv2d_int8_gemm_nhwc_32x32_amx_int8", IsaLevel::kAmxInt8, fits_dense_amx,
-    make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc32x32Amx, kInt8RequantizeAvx512, kInt8VaddAvx512>,
-                false, true};
+    make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc32x32Amx, kInt8EpilogueAvx512>, false, true};
 #endif
 // 1x1 only: on resnet18's other windows (QTK_ISA=avx512_vnni, an Intel Xeon) it took 8.3 ms
 // against the NCHW VNNI direct conv's 6.3.
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8GemmNhwc12x32Avx512Vnni = {
     "conv2d_int8_gemm_nhwc_12x32_avx512_vnni", IsaLevel::kAvx512Vnni, fits_pointwise,
-    make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc12x32Avx512Vnni, kInt8RequantizeAvx512,
-                kInt8VaddAvx512>, false, true};
+    make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc12x32Avx512Vnni, kInt8EpilogueAvx512>, false,
+    true};
 #endif
 
 }  // namespace detail

@@ -142,7 +142,7 @@ void transform_input(const float* d, const WinogradLayout& l, int64_t channels, 
     }
 }
 
-class Conv2dInt8Winograd final : public Conv2dKernel {
+class Conv2dInt8Winograd final : public Conv2dInt8Kernel {
     // How a run with this input shape and thread count lays out and cuts its work: the split
     // planes are the workspace's shared part, each thread's V block and output rows a slot.
     struct Plan {
@@ -166,13 +166,10 @@ class Conv2dInt8Winograd final : public Conv2dKernel {
 
  public:
     Conv2dInt8Winograd(const NodeView& node, const WinogradF2x3Ukernel& ukernel,
-                       const Int8RequantizeUkernel& requantize, const Int8VaddUkernel& vadd,
-                       int64_t block_bytes)
-        : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
+                       const Int8EpilogueUkernels& epilogue, int64_t block_bytes)
+        : Conv2dInt8Kernel(node, epilogue),
           ukernel_(ukernel),
           block_bytes_(block_bytes),
-          constants_(node, params_),
-          epilogue_(constants_, requantize, vadd),
           oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
         if (!fits_winograd(params_)) {  // the registry checks first
             node.fail("the Winograd conv kernel does not fit this conv2d");
@@ -270,7 +267,7 @@ class Conv2dInt8Winograd final : public Conv2dKernel {
                         v);
 
         int8_t* out = io.output<int8_t>(0);
-        const int8_t* residual = constants_.has_residual ? io.input<int8_t>(3) : nullptr;
+        const int8_t* residual = this->residual(io);
         const int mr = ukernel_.mr, nr = ukernel_.nr;
         const int64_t first_tile = range * b.tiles_per_range;
         const int64_t end_tile = std::min(oc_tiles_, first_tile + b.tiles_per_range);
@@ -304,8 +301,6 @@ class Conv2dInt8Winograd final : public Conv2dKernel {
 
     const WinogradF2x3Ukernel& ukernel_;
     const int64_t block_bytes_;  // V of one block within this
-    const Conv2dInt8Constants constants_;
-    const Conv2dInt8Epilogue epilogue_;
     const int64_t oc_tiles_;       // tiles of mr output channels per group
     std::vector<float> packed_u_;  // U' per group and tile: [16][channels][mr]
     int64_t chunk_ = 0;            // channels whose float sums stay exact
@@ -319,21 +314,21 @@ class Conv2dInt8Winograd final : public Conv2dKernel {
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx512 = {
     "conv2d_int8_winograd_f2x3_8x32_avx512", IsaLevel::kAvx512Vnni, fits_winograd,
-    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx512, kInt8RequantizeAvx512, kInt8VaddAvx512,
+    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx512, kInt8EpilogueAvx512,
                 kWinogradL2BlockBytes>};
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3L1Avx512 = {
     "conv2d_int8_winograd_f2x3_8x32_l1_avx512", IsaLevel::kAvx512Vnni, fits_winograd,
-    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx512, kInt8RequantizeAvx512, kInt8VaddAvx512,
+    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx512, kInt8EpilogueAvx512,
                 kWinogradL1BlockBytes>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx2 = {
     "conv2d_int8_winograd_f2x3_6x16_avx2", IsaLevel::kAvx2, fits_winograd,
-    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2,
+    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx2, kInt8EpilogueAvx2,
                 kWinogradL2BlockBytes>};
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3L1Avx2 = {
     "conv2d_int8_winograd_f2x3_6x16_l1_avx2", IsaLevel::kAvx2, fits_winograd,
-    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx2, kInt8RequantizeAvx2, kInt8VaddAvx2,
+    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx2, kInt8EpilogueAvx2,
                 kWinogradL1BlockBytes>};
 #endif
 
