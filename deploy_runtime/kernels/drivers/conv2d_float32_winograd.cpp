@@ -29,6 +29,7 @@
 #include "../x86/winograd_float32_f4x3.h"
 #include "conv2d.h"
 #include "conv2d_winograd_blocking.h"
+#include "planned_kernel.h"
 #include "thread_pool.h"
 
 namespace qtk {
@@ -102,7 +103,9 @@ void split_channel(const float* x, int64_t in_h, int64_t in_w, const Conv2dParam
     }
 }
 
-class Conv2dFloat32Winograd final : public Conv2dKernel {
+class Conv2dFloat32Winograd final : public PlannedKernel<Conv2dFloat32Winograd, Conv2dKernel> {
+    friend class PlannedKernel<Conv2dFloat32Winograd, Conv2dKernel>;
+
     // How a run with this input shape and thread count lays out and cuts its work: the phase
     // planes are the workspace's shared part; each thread's V block, M and output rows a slot.
     struct Plan {
@@ -124,26 +127,18 @@ class Conv2dFloat32Winograd final : public Conv2dKernel {
 
  public:
     Conv2dFloat32Winograd(const NodeView& node, const WinogradF4x3Ukernels& ukernels)
-        : Conv2dKernel(node, read_conv2d_params(node, DType::kFloat32, DType::kFloat32)),
+        : PlannedKernel(node, read_conv2d_params(node, DType::kFloat32, DType::kFloat32)),
           ukernels_(ukernels),
           constants_(node),
           oc_tiles_(ceil_div(params_.out_per_group(), ukernels.gemm.mr)),
           zero_bias_(size_t(ukernels.gemm.mr), 0.0f) {
-        if (!fits_winograd(params_)) {  // the registry checks first
-            node.fail("the Winograd conv kernel does not fit this conv2d");
-        }
+        require_fit(node, fits_winograd(params_), "the Winograd conv kernel");
         transform_weights();
     }
 
-    size_t workspace_bytes(const std::vector<Shape>& input_shapes, const std::vector<Shape>&,
-                           int threads) const override {
-        return Plan(*this, input_shapes[0], threads).workspace.bytes();
-    }
-
-    void run(const NodeIO& io, ThreadPool& pool) const override {
+    void run_plan(const NodeIO& io, ThreadPool& pool, const Plan& plan) const {
         const Conv2dParams& p = params_;
         const Shape& xs = *io.input_shapes[0];
-        const Plan plan(*this, xs, pool.threads());
         const WinogradLayout& l = plan.layout;
         const WinogradBlocking& b = plan.blocking;
         const int64_t planes = xs[0] * p.groups;

@@ -39,6 +39,7 @@
 #include "conv2d_int8_epilogue.h"
 #include "conv2d_int8_gemm_algos.h"
 #include "pack_int8_c4.h"
+#include "planned_kernel.h"
 #include "thread_pool.h"
 
 namespace qtk {
@@ -169,7 +170,9 @@ void convert_quad(const int8_t* x, int64_t channels, int64_t in_h, int64_t in_w,
     }
 }
 
-class Conv2dInt8Direct final : public Conv2dInt8Kernel {
+class Conv2dInt8Direct final : public PlannedKernel<Conv2dInt8Direct, Conv2dInt8Kernel> {
+    friend class PlannedKernel<Conv2dInt8Direct, Conv2dInt8Kernel>;
+
     // How a run with this input shape and thread count lays out and cuts its work: the c4 input
     // (and its slack) is the workspace's shared part, each thread's accumulators a slot.
     struct Plan {
@@ -188,27 +191,19 @@ class Conv2dInt8Direct final : public Conv2dInt8Kernel {
  public:
     Conv2dInt8Direct(const NodeView& node, const Int8GemmUkernel& ukernel,
                      const Int8EpilogueUkernels& epilogue)
-        : Conv2dInt8Kernel(node, epilogue),
+        : PlannedKernel(node, epilogue),
           ukernel_(ukernel),
           // whole quad blocks of the micro-kernel: the c4 planes past the channels hold any bytes
           quads_(c4_padded_quads(ceil_div(params_.group_in_channels, 4), ukernel)),
           taps_(params_.kernel_h * params_.kernel_w),
           oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
-        if (!fits_direct(params_)) {  // the registry checks first
-            node.fail("the direct conv kernel does not fit this conv2d");
-        }
+        require_fit(node, fits_direct(params_), "the direct conv kernel");
         pack_weights();
     }
 
-    size_t workspace_bytes(const std::vector<Shape>& input_shapes, const std::vector<Shape>&,
-                           int threads) const override {
-        return Plan(*this, input_shapes[0], threads).workspace.bytes();
-    }
-
-    void run(const NodeIO& io, ThreadPool& pool) const override {
+    void run_plan(const NodeIO& io, ThreadPool& pool, const Plan& plan) const {
         const Conv2dParams& p = params_;
         const Shape& xs = *io.input_shapes[0];
-        const Plan plan(*this, xs, pool.threads());
         const C4Layout& c4 = plan.c4;
         const DirectBlocking& b = plan.blocking;
         const int64_t planes = xs[0] * p.groups;

@@ -36,6 +36,7 @@
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
 #include "conv2d_winograd_blocking.h"
+#include "planned_kernel.h"
 #include "thread_pool.h"
 
 namespace qtk {
@@ -142,7 +143,9 @@ void transform_input(const float* d, const WinogradLayout& l, int64_t channels, 
     }
 }
 
-class Conv2dInt8Winograd final : public Conv2dInt8Kernel {
+class Conv2dInt8Winograd final : public PlannedKernel<Conv2dInt8Winograd, Conv2dInt8Kernel> {
+    friend class PlannedKernel<Conv2dInt8Winograd, Conv2dInt8Kernel>;
+
     // How a run with this input shape and thread count lays out and cuts its work: the split
     // planes are the workspace's shared part, each thread's V block and output rows a slot.
     struct Plan {
@@ -167,27 +170,19 @@ class Conv2dInt8Winograd final : public Conv2dInt8Kernel {
  public:
     Conv2dInt8Winograd(const NodeView& node, const WinogradF2x3Ukernel& ukernel,
                        const Int8EpilogueUkernels& epilogue, int64_t block_bytes)
-        : Conv2dInt8Kernel(node, epilogue),
+        : PlannedKernel(node, epilogue),
           ukernel_(ukernel),
           block_bytes_(block_bytes),
           oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
-        if (!fits_winograd(params_)) {  // the registry checks first
-            node.fail("the Winograd conv kernel does not fit this conv2d");
-        }
+        require_fit(node, fits_winograd(params_), "the Winograd conv kernel");
         chunk_ = std::min(params_.group_in_channels,
                           winograd_f2x3_chunk_channels(transform_weights(),
                                                        constants_.input_zero_point));
     }
 
-    size_t workspace_bytes(const std::vector<Shape>& input_shapes, const std::vector<Shape>&,
-                           int threads) const override {
-        return Plan(*this, input_shapes[0], threads).workspace.bytes();
-    }
-
-    void run(const NodeIO& io, ThreadPool& pool) const override {
+    void run_plan(const NodeIO& io, ThreadPool& pool, const Plan& plan) const {
         const Conv2dParams& p = params_;
         const Shape& xs = *io.input_shapes[0];
-        const Plan plan(*this, xs, pool.threads());
         const WinogradLayout& l = plan.layout;
         const WinogradBlocking& b = plan.blocking;
         const int64_t planes = xs[0] * p.groups;
