@@ -3,11 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "conv2d.h"
 #include "cpu_features.h"
 #include "model_builder.h"
+#include "op_registry.h"
 
 namespace qtk_test {
 
@@ -33,6 +36,24 @@ struct ConvGeometry {
                " g" + std::to_string(groups);
     }
 };
+
+// The conv2d algorithms of `dtype` that this CPU runs, but `skip`; says which it skips and why.
+inline std::vector<const qtk::detail::Conv2dAlgo*> runnable_conv2d_algos(
+    qtk::DType dtype, const qtk::detail::Conv2dAlgo* skip = nullptr) {
+    std::vector<const qtk::detail::Conv2dAlgo*> algos;
+    for (const qtk::detail::Conv2dAlgo* algo : qtk::detail::conv2d_algos(dtype)) {
+        if (algo == skip) {
+            continue;
+        }
+        if (!qtk::detail::cpu_supports(algo->isa)) {
+            std::printf("%s: skipped, this CPU lacks %s\n", algo->name,
+                        qtk::detail::isa_name(algo->isa));
+            continue;
+        }
+        algos.push_back(algo);
+    }
+    return algos;
+}
 
 }  // namespace qtk_test
 

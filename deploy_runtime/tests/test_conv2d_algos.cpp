@@ -512,18 +512,7 @@ std::vector<int8_t> run(const BuiltCase& c, const char* algo, int threads, int64
 
 // The algorithms other than the reference that this CPU runs.
 std::vector<const Conv2dAlgo*> fast_algos() {
-    std::vector<const Conv2dAlgo*> algos;
-    for (const Conv2dAlgo* algo : qtk::detail::conv2d_algos(qtk::DType::kInt8)) {
-        if (algo == &qtk::detail::kConv2dInt8Reference) {
-            continue;
-        }
-        if (!cpu_supports(algo->isa)) {
-            std::printf("%s: skipped, this CPU lacks %s\n", algo->name, isa_name(algo->isa));
-            continue;
-        }
-        algos.push_back(algo);
-    }
-    return algos;
+    return qtk_test::runnable_conv2d_algos(qtk::DType::kInt8, &qtk::detail::kConv2dInt8Reference);
 }
 
 int g_cases = 0;

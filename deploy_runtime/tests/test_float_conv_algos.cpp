@@ -217,15 +217,7 @@ int64_t check_bound(const BuiltCase& c, const ConvCase& cc, const std::vector<fl
 
 // The float32 algorithms this CPU runs, the reference included.
 std::vector<const Conv2dAlgo*> runnable_algos() {
-    std::vector<const Conv2dAlgo*> algos;
-    for (const Conv2dAlgo* algo : qtk::detail::conv2d_algos(DType::kFloat32)) {
-        if (!cpu_supports(algo->isa)) {
-            std::printf("%s: skipped, this CPU lacks %s\n", algo->name, isa_name(algo->isa));
-            continue;
-        }
-        algos.push_back(algo);
-    }
-    return algos;
+    return qtk_test::runnable_conv2d_algos(DType::kFloat32);
 }
 
 int g_cases = 0;
