@@ -191,6 +191,16 @@ def conv2d_accumulate(x_q, x_zp, w_q, bias_q, stride, padding, dilation, groups)
     return acc.to(torch.int64) + bias_q.reshape(1, -1, 1, 1)
 
 
+def conv_transpose2d_accumulate(x_q, x_zp, w_q, bias_q, stride, padding, output_padding,
+                                dilation, groups):
+    """Spec 20's exact int32 sums of a transposed convolution, torch's weight layout
+    ``[C, O/groups, kh, kw]``, in float64 (exact as for conv2d)."""
+    x = (x_q.to(torch.int64) - x_zp).to(torch.float64)
+    acc = torch.nn.functional.conv_transpose2d(x, w_q.to(torch.float64), None, stride, padding,
+                                               output_padding, groups, dilation)
+    return acc.to(torch.int64) + bias_q.reshape(1, -1, 1, 1)
+
+
 def linear_accumulate(x_q, x_zp, w_q, bias_q):
     x = (x_q.to(torch.int64) - x_zp).to(torch.float64)
     return (x @ w_q.to(torch.float64).t()).to(torch.int64) + bias_q

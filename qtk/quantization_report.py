@@ -66,13 +66,19 @@ def summary_line(report):
 
 def _macs(module, output, inputs):
     """A conv's or linear layer's multiply-accumulates: one per weight of an output channel, per
-    output value (fused containers count their first layer's); a matmul's: K per output value."""
+    output value (fused containers count their first layer's); a matmul's: K per output value.
+    A transposed conv is the adjoint of a conv, so the count is a conv's read the other way: each
+    input value meets each weight of its group's outputs (torch's weight [C, O/g, kh, kw]: one
+    row per input channel), input numel x O/g x kh x kw, the products that padding crops
+    included, as a conv counts those that read its padding."""
     if isinstance(module, (MatMul, QATMatMul)):
         return output.numel() * inputs[0].shape[-1]
     first = module[0] if isinstance(module, nn.Sequential) else module
     weight = getattr(first, "weight", None)
     if not isinstance(weight, torch.Tensor) or weight.dim() not in (2, 4):
         return None
+    if isinstance(first, nn.ConvTranspose2d):
+        return inputs[0].numel() * weight[0].numel()
     return output.numel() * weight[0].numel()
 
 

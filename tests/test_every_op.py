@@ -149,6 +149,9 @@ EXAMPLES = {
     modules.ConvBn2d: lambda: nn.Sequential(_conv(groups=3), _bn(6)),
     modules.ConvBnReLU2d: lambda: nn.Sequential(nn.Conv2d(3, 5, 3, dilation=2, bias=False), _bn(5),
                                                 nn.ReLU6()),
+    nn.ConvTranspose2d: lambda: _after_conv(nn.ConvTranspose2d(
+        6, 6, (3, 4), stride=(2, 3), padding=(1, 2), output_padding=(1, 0), dilation=(1, 2),
+        groups=2)),
     nn.Linear: lambda: nn.Sequential(nn.Flatten(), nn.Linear(3 * SIZE * SIZE, 7)),
     modules.LinearReLU: lambda: nn.Sequential(nn.Flatten(), nn.Linear(3 * SIZE * SIZE, 9),
                                               nn.ReLU()),
@@ -171,6 +174,9 @@ EXAMPLES = {
     nn.SiLU: lambda: _after_conv(nn.SiLU()),
     nn.Mish: lambda: _after_conv(nn.Mish()),
     nn.GELU: lambda: _after_conv(nn.GELU(approximate="tanh")),
+    nn.LeakyReLU: lambda: _after_conv(nn.LeakyReLU(0.2)),
+    nn.ELU: lambda: _after_conv(nn.ELU(0.7)),
+    nn.Softplus: lambda: _after_conv(nn.Softplus(beta=2.0, threshold=1.5)),
     nn.MaxPool2d: lambda: _after_conv(nn.MaxPool2d(3, 2, 1)),
     nn.AvgPool2d: lambda: _after_conv(nn.AvgPool2d(3, 2, 1, count_include_pad=False)),
     nn.AdaptiveAvgPool2d: lambda: _after_conv(nn.AdaptiveAvgPool2d(1)),
@@ -178,6 +184,8 @@ EXAMPLES = {
     modules.QATResizeBilinear: lambda: _after_conv(nn.Upsample(size=(7, 17), mode="bilinear")),
     modules.UpsampleTo: lambda: ResizeBack(),
     nn.ConstantPad2d: lambda: _after_conv(nn.ConstantPad2d((1, 0, 2, 1), 0.25)),
+    nn.ReflectionPad2d: lambda: _after_conv(nn.ReflectionPad2d((2, 0, 3, 1))),
+    nn.ReplicationPad2d: lambda: _after_conv(nn.ReplicationPad2d((0, 3, 1, 2))),
     nn.Flatten: lambda: _after_conv(nn.Flatten()),
     nn.Identity: lambda: _after_conv(nn.Identity()),
     nn.Dropout: lambda: _after_conv(nn.Dropout(0.5)),
@@ -433,3 +441,60 @@ def test_conv1d_deploys_as_a_conv2d_of_height_one():
     reference, runtime = reference_and_runtime(quantized, x[:1], x)
     assert torch.equal(reference, runtime)
     assert_not_degenerate(reference, min_distinct=16)
+
+
+class FunctionalSpellings(nn.Module):
+    """F.leaky_relu, F.elu, F.softplus and F.pad(mode="reflect" / "replicate") in a forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = _conv()
+
+    def forward(self, x):
+        F = torch.nn.functional
+        y = F.pad(self.conv(x), (1, 2, 2, 0), mode="reflect")
+        y = F.leaky_relu(y, 0.1) + F.elu(y, alpha=0.5)
+        return F.softplus(F.pad(y, (0, 1, 1, 1), mode="replicate"), beta=1.5, threshold=2.0)
+
+
+def test_functional_spellings_of_parameterized_functions_and_padding_modes():
+    model = FunctionalSpellings().eval()
+    prepared = qtk.prepare_ptq(model)
+    types = {type(m) for m in prepared.modules()}
+    assert {nn.ReflectionPad2d, nn.ReplicationPad2d} <= types
+    assert sum(isinstance(m, modules.QATTableFunction) for m in prepared.modules()) == 3
+    x = torch.randn(3, 3, SIZE, SIZE)
+    quantized = calibrated(model, [torch.randn(4, 3, SIZE, SIZE) for _ in range(2)])
+    reference, runtime = reference_and_runtime(quantized, x[:1], x, threads=2)
+    assert torch.equal(reference, runtime)
+    assert_not_degenerate(reference, min_distinct=16)
+    assert_runtime_matches_torch(model, SIZE, batch=2)
+
+
+@pytest.mark.parametrize("kwargs", [dict(stride=2, padding=1, output_padding=1),
+                                    dict(stride=3, padding=2, dilation=2, groups=2),
+                                    dict(stride=(1, 2), padding=(0, 3), output_padding=(0, 1)),
+                                    dict(kernel_size=2, stride=2, bias=False)],
+                         ids=["s2p1op1", "s3p2d2g2", "asymmetric", "2x2s2"])
+def test_conv_transpose2d_geometries_and_macs(kwargs):
+    """Byte-identical over strides, paddings, output paddings, dilations and groups; the report
+    counts input numel x O/g x kh x kw MACs: with all-ones input and weight and no padding every
+    product lands in the output, so the output's sum counts them."""
+    kwargs = {"kernel_size": 3, **kwargs}
+    conv = nn.ConvTranspose2d(6, 4, **kwargs)
+    model = nn.Sequential(_conv(), conv).eval()
+    x = torch.randn(2, 3, SIZE, SIZE)
+    quantized = calibrated(model, [torch.randn(4, 3, SIZE, SIZE)])
+    reference, runtime = reference_and_runtime(quantized, x[:1], x)
+    assert torch.equal(reference, runtime)
+    assert_not_degenerate(reference, min_distinct=16)
+    assert_runtime_matches_torch(model, SIZE)
+
+    rows = {row.node: row for row in qtk.report(qtk.prepare_ptq(model), x).rows}
+    unpadded = nn.ConvTranspose2d(6, 4, **{**kwargs, "padding": 0, "bias": False})
+    torch.nn.init.ones_(unpadded.weight)
+    with torch.no_grad():
+        products = unpadded(torch.ones(2, 6, SIZE, SIZE)).sum().item()
+    assert rows["1"].macs == products == 2 * 6 * SIZE * SIZE * (4 // conv.groups) * \
+        conv.kernel_size[0] * conv.kernel_size[1]
+

@@ -14,6 +14,8 @@ using KernelFactory = std::unique_ptr<OpKernel> (*)(const NodeView& node);
 // The factories of the ops with one kernel per dtype (kOps), defined in
 // kernels/reference/<family>.cpp. The dtype in a name is that of the node's first input; factories
 // without one serve both dtypes (pure data movement).
+std::unique_ptr<OpKernel> make_conv_transpose2d_int8_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_conv_transpose2d_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_mul_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_sub_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_div_float32_reference(const NodeView& node);
@@ -179,6 +181,8 @@ struct OpEntry {
 // its line here.
 constexpr OpEntry kOps[] = {
     {"conv2d", nullptr, nullptr},  // kMultiAlgorithmOps
+    {"conv_transpose2d", make_conv_transpose2d_int8_reference,
+     make_conv_transpose2d_float32_reference},
     {"linear", nullptr, nullptr},  // kMultiAlgorithmOps
     {"add", nullptr, nullptr},  // kMultiAlgorithmOps
     {"mul", make_mul_int8_reference, nullptr},  // float32: kMultiAlgorithmOps
@@ -200,6 +204,9 @@ constexpr OpEntry kOps[] = {
     {"mish", nullptr, make_function_float32_reference},
     {"gelu", nullptr, make_function_float32_reference},
     {"gelu_tanh", nullptr, make_function_float32_reference},
+    {"leaky_relu", nullptr, make_function_float32_reference},
+    {"elu", nullptr, make_function_float32_reference},
+    {"softplus", nullptr, make_function_float32_reference},
     {"concat", nullptr, make_concat_float32_reference},  // int8: kMultiAlgorithmOps
     {"max_pool2d", nullptr, nullptr},  // kMultiAlgorithmOps
     {"avg_pool2d", make_avg_pool2d_int8_reference, make_avg_pool2d_float32_reference},

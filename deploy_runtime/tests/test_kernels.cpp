@@ -197,6 +197,55 @@ Naive naive_conv(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
     return y;
 }
 
+// Scatters each input value's taps (the definition), where the kernel gathers per output: spec 20.
+Naive naive_conv_transpose(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
+    const ValueSpec& xv = b.values[node.inputs[0]];
+    const ValueSpec& wv = b.values[node.inputs[1]];
+    const ValueSpec& yv = b.values[node.outputs[0]];
+    const std::vector<double> weight = constant_values(wv);
+    const std::vector<double> bias = constant_values(b.values[node.inputs[2]]);
+    const auto& stride = attr(node, "stride");
+    const auto& pad = attr(node, "padding");
+    const auto& out_pad = attr(node, "output_padding");
+    const auto& dil = attr(node, "dilation");
+    const int64_t groups = attr(node, "groups")[0];
+    const int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2], w = x.shape[3];
+    const int64_t o = wv.dims[0], cg = wv.dims[1], kh = wv.dims[2], kw = wv.dims[3];
+    const int64_t ho = (h - 1) * stride[0] - 2 * pad[0] + dil[0] * (kh - 1) + out_pad[0] + 1;
+    const int64_t wo = (w - 1) * stride[1] - 2 * pad[1] + dil[1] * (kw - 1) + out_pad[1] + 1;
+    std::vector<double> acc(n * o * ho * wo);
+    for (int64_t s = 0; s < n; ++s) {
+        for (int64_t ic = 0; ic < c; ++ic) {
+            const int64_t g = ic / cg;
+            for (int64_t iy = 0; iy < h; ++iy) {
+                for (int64_t ix = 0; ix < w; ++ix) {
+                    const double xq = x.v[((s * c + ic) * h + iy) * w + ix] - xv.zero_point;
+                    for (int64_t oo = 0; oo < o / groups; ++oo) {
+                        const int64_t oc = g * (o / groups) + oo;
+                        for (int64_t ky = 0; ky < kh; ++ky) {
+                            for (int64_t kx = 0; kx < kw; ++kx) {
+                                const int64_t oy = iy * stride[0] - pad[0] + ky * dil[0];
+                                const int64_t ox = ix * stride[1] - pad[1] + kx * dil[1];
+                                if (oy < 0 || oy >= ho || ox < 0 || ox >= wo) {
+                                    continue;  // cropped by the padding
+                                }
+                                acc[((s * o + oc) * ho + oy) * wo + ox] +=
+                                    xq * weight[((oc * cg + ic - g * cg) * kh + ky) * kw + kx];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Naive y{{n, o, ho, wo}, x.dtype, std::vector<double>(acc.size())};
+    for (size_t i = 0; i < acc.size(); ++i) {
+        const int64_t oc = static_cast<int64_t>(i) / (ho * wo) % o;
+        y.v[i] = finish_accumulator(node, yv, bias[oc] + acc[i], oc);
+    }
+    return y;
+}
+
 Naive naive_linear(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
     const ValueSpec& wv = b.values[node.inputs[1]];
     const std::vector<double> weight = constant_values(wv);
@@ -322,6 +371,17 @@ Naive naive_unary(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
         {"hardswish", [](double v) { return v * std::min(std::max(v + 3, 0.0), 6.0) / 6; }},
         {"hardsigmoid", [](double v) { return std::min(std::max(v + 3, 0.0), 6.0) / 6; }},
         {"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }},
+        {"leaky_relu",
+         [&](double v) { return v > 0 ? v : v * attr_spec(node, "alpha").floats[0]; }},
+        {"elu",
+         [&](double v) { return v > 0 ? v : std::expm1(v) * attr_spec(node, "alpha").floats[0]; }},
+        {"softplus",
+         [&](double v) {
+             const double beta = attr_spec(node, "beta").floats[0];
+             return v * beta > attr_spec(node, "threshold").floats[0]
+                        ? v
+                        : std::log1p(std::exp(v * beta)) / beta;
+         }},
     };
     const auto& f = functions.at(op);
     return naive_map(x, x.dtype, [&](double v) { return static_cast<float>(f(v)); });
@@ -483,8 +543,33 @@ std::vector<Naive> naive_split(const NodeSpec& node, const Naive& x) {
     return out;
 }
 
+// Where index i of an axis of size n reads in reflect (1) or replicate (2) padding: torch's
+// reflection as a walk back from the edge, or the edge.
+int64_t naive_pad_source(int64_t i, int64_t n, int64_t mode) {
+    if (mode == 2) {
+        return std::min(std::max<int64_t>(i, 0), n - 1);
+    }
+    while (i < 0 || i >= n) {
+        i = i < 0 ? -i : 2 * (n - 1) - i;
+    }
+    return i;
+}
+
 Naive naive_pad(const NodeSpec& node, const Naive& x) {
     const auto& pads = attr(node, "pads");  // left, right, top, bottom
+    const int64_t mode = has_attr(node, "mode") ? attr(node, "mode")[0] : 0;
+    if (mode != 0) {
+        const Shape shape = {x.shape[0], x.shape[1], x.shape[2] + pads[2] + pads[3],
+                             x.shape[3] + pads[0] + pads[1]};
+        std::vector<int64_t> source;
+        for (int64_t i = 0; i < count_of(shape); ++i) {
+            std::vector<int64_t> idx = unflatten(i, shape);
+            idx[2] = naive_pad_source(idx[2] - pads[2], x.shape[2], mode);
+            idx[3] = naive_pad_source(idx[3] - pads[0], x.shape[3], mode);
+            source.push_back(flatten_index(idx, x.shape));
+        }
+        return gather(x, shape, source);
+    }
     const AttrSpec& value = attr_spec(node, "value");
     const double fill = value.kind == 2 ? value.floats[0] : static_cast<double>(value.ints[0]);
     const Shape shape = {x.shape[0], x.shape[1], x.shape[2] + pads[2] + pads[3],
@@ -844,6 +929,9 @@ std::vector<Naive> naive_node(const ModelBuilder& b, const NodeSpec& node,
     const Naive& x = in[0];
     if (op == "conv2d") {
         return {naive_conv(b, node, x)};
+    }
+    if (op == "conv_transpose2d") {
+        return {naive_conv_transpose(b, node, x)};
     }
     if (op == "linear") {
         return {naive_linear(b, node, x)};
@@ -2293,6 +2381,106 @@ void test_group_norm_and_l2_normalize_float() {
 }
 
 // Every index is visited exactly once, for any split; an exception in a task reaches the caller.
+// Transposed convolution over strides, paddings, output paddings, dilations, groups, kernel and
+// plane sizes around 1, both zero-point extremes and both dtypes, against the scatter above.
+void test_conv_transpose2d() {
+    Rng rng(41);
+    int models = 0;
+    for (int trial = 0; trial < 48; ++trial) {
+        const int64_t groups = rng.uniform(1, 3);
+        const int64_t cg = rng.uniform(1, 3), og = rng.uniform(1, 3);
+        const int64_t kh = rng.uniform(1, 4), kw = rng.uniform(1, 4);
+        const int64_t sh = rng.uniform(1, 3), sw = rng.uniform(1, 3);
+        const int64_t dh = rng.uniform(1, 2), dw = rng.uniform(1, 2);
+        const int64_t ph = rng.uniform(0, 2), pw = rng.uniform(0, 2);
+        const int64_t oph = rng.uniform(0, std::max(sh, dh) - 1);
+        const int64_t opw = rng.uniform(0, std::max(sw, dw) - 1);
+        const int64_t h = rng.uniform(1, 6), w = rng.uniform(1, 7);
+        const int64_t ho = (h - 1) * sh - 2 * ph + dh * (kh - 1) + oph + 1;
+        const int64_t wo = (w - 1) * sw - 2 * pw + dw * (kw - 1) + opw + 1;
+        if (ho < 1 || wo < 1) {
+            continue;
+        }
+        const bool float32 = trial % 3 == 2;
+        const int32_t zero_point = trial % 3 == 0 ? -128 : 127;
+        const Shape x_dims = {1, cg * groups, h, w}, w_dims = {og * groups, cg, kh, kw};
+        const Shape y_dims = {1, og * groups, ho, wo};
+        std::vector<AttrSpec> attrs = {
+            AttrSpec("stride", {sh, sw}), AttrSpec("padding", {ph, pw}),
+            AttrSpec("output_padding", {oph, opw}), AttrSpec("dilation", {dh, dw}),
+            AttrSpec("groups", {groups})};
+        ModelBuilder b;
+        uint32_t x, wi, bi, y;
+        const size_t o = static_cast<size_t>(w_dims[0]);
+        if (float32) {
+            x = b.float_activation("x", x_dims);
+            wi = b.float_constant("up.weight", w_dims, rng.floats(count_of(w_dims), -1, 1));
+            bi = b.float_constant("up.bias", {w_dims[0]}, rng.floats(o, -1, 1));
+            y = b.float_activation("y", y_dims);
+            if (trial % 2 == 0) {
+                attrs.push_back(float_attr("bounds", {-0.5f, 1.0f}));
+            }
+        } else {
+            x = b.activation("x", x_dims, 0.05f, zero_point);
+            // Every other model's weights all zero in channel 0 (spec 4's zero channel).
+            std::vector<int8_t> weights = qtk_test::random_weights(rng, count_of(w_dims));
+            if (trial % 2 == 0) {
+                std::fill(weights.begin(), weights.begin() + cg * kh * kw, int8_t{0});
+            }
+            wi = b.weight("up.weight", w_dims, weights);
+            bi = b.bias("up.bias", {w_dims[0]}, qtk_test::random_bias(rng, o));
+            y = b.activation("y", y_dims, 0.3f, -zero_point / 2);
+            for (AttrSpec& a : qtk_test::requant_attrs(o, 0.05, 0.02, 0.3, -100, 120)) {
+                attrs.push_back(a);
+            }
+        }
+        b.node("conv_transpose2d", "up", {x, wi, bi}, {y}, attrs);
+        b.inputs = {x};
+        b.outputs = {y};
+        check_model("conv_transpose2d " + std::string(float32 ? "float32" : "int8") + " x " +
+                        qtk::to_string(x_dims) + " w " + qtk::to_string(w_dims) + " stride " +
+                        std::to_string(sh) + "x" + std::to_string(sw) + " pad " +
+                        std::to_string(ph) + "x" + std::to_string(pw) + " out_pad " +
+                        std::to_string(oph) + "x" + std::to_string(opw) + " dilation " +
+                        std::to_string(dh) + "x" + std::to_string(dw) + " groups " +
+                        std::to_string(groups),
+                    b);
+        ++models;
+    }
+    CHECK(models >= 30);
+}
+
+// Reflect and replicate padding of odd planes, pads from 0 to the widest reflect allows, int8
+// and float32; a file without `mode` is constant padding (test_data_movement).
+void test_pad_modes() {
+    for (int64_t mode : {1, 2}) {
+        for (const Shape& plane : {Shape{1, 1}, Shape{2, 3}, Shape{5, 4}, Shape{3, 7}}) {
+            const int64_t h = plane[0], w = plane[1];
+            const int64_t most_h = mode == 1 ? h - 1 : h + 2, most_w = mode == 1 ? w - 1 : w + 2;
+            const std::vector<int64_t> pads = {most_w, std::min<int64_t>(1, most_w), 0, most_h};
+            const Shape x_dims = {1, 3, h, w};
+            const Shape y_dims = {1, 3, h + pads[2] + pads[3], w + pads[0] + pads[1]};
+            const std::vector<AttrSpec> attrs = {AttrSpec("pads", pads), AttrSpec("mode", {mode})};
+            const std::string name = std::string(mode == 1 ? "reflect" : "replicate") +
+                                     " pad of " + qtk::to_string(x_dims) + " by " +
+                                     qtk::to_string(pads);
+            check_model("int8 " + name, single_op_model("pad", x_dims, y_dims, attrs, 0.05f, -3));
+            check_model("float " + name, float_op_model("pad", x_dims, y_dims, attrs));
+        }
+    }
+}
+
+// The table functions' float32 forms whose ops carry attributes.
+void test_float_functions_with_attributes() {
+    check_model("float leaky_relu", float_op_model("leaky_relu", {1, 3, 4, 5}, {1, 3, 4, 5},
+                                                   {float_attr("alpha", {0.2f})}));
+    check_model("float elu", float_op_model("elu", {1, 3, 4, 5}, {1, 3, 4, 5},
+                                            {float_attr("alpha", {0.7f})}));
+    check_model("float softplus", float_op_model("softplus", {1, 3, 4, 5}, {1, 3, 4, 5},
+                                                 {float_attr("beta", {2.0f}),
+                                                  float_attr("threshold", {1.5f})}));
+}
+
 void test_thread_pool() {
     for (int threads : {1, 2, 3, 8}) {
         qtk::detail::ThreadPool pool(threads);
@@ -2322,6 +2510,9 @@ void test_thread_pool() {
 int main() {
     test_thread_pool();
     test_conv();
+    test_conv_transpose2d();
+    test_pad_modes();
+    test_float_functions_with_attributes();
     test_linear_and_flatten();
     test_linear_on_leading_dimensions();
     test_elementwise();

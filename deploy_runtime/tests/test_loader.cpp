@@ -992,6 +992,84 @@ std::vector<Variant> malformed_variants() {
                      attr(node(b, "up"), "h1").ints = {1, 1, 2, 2, 3};
                  }),
                  "attribute 'h1'[4] = 3 is outside [0, 3) (the input's height"});
+
+    // conv_transpose2d, reflect / replicate pad and the float functions with attributes
+    // (issue 18's ops), on a small valid model of each.
+    const auto upsampling = [](const std::function<void(ModelBuilder&)>& edit) {
+        ModelBuilder b;
+        qtk_test::Rng rng(5);
+        const uint32_t x = b.activation("x", {1, 4, 3, 3}, 0.05f, 2);
+        const uint32_t w = b.weight("up.weight", {6, 2, 3, 3}, qtk_test::random_weights(rng, 108));
+        const uint32_t bias = b.bias("up.bias", {6}, qtk_test::random_bias(rng, 6));
+        const uint32_t y = b.activation("y", {1, 6, 6, 6}, 0.1f, -1);
+        std::vector<AttrSpec> attrs = {AttrSpec("stride", {2, 2}), AttrSpec("padding", {1, 1}),
+                                       AttrSpec("output_padding", {1, 1}),
+                                       AttrSpec("dilation", {1, 1}), AttrSpec("groups", {2})};
+        for (const AttrSpec& a : qtk_test::requant_attrs(6, 0.05, 0.02, 0.1)) {
+            attrs.push_back(a);
+        }
+        b.node("conv_transpose2d", "up", {x, w, bias}, {y}, attrs);
+        const uint32_t padded = b.activation("padded", {1, 6, 9, 7}, 0.1f, -1);
+        b.node("pad", "pad", {y}, {padded}, {AttrSpec("pads", {1, 0, 2, 1}), AttrSpec("mode", {1})});
+        const uint32_t f = b.float_activation("f", {1, 6, 9, 7});
+        b.node("dequantize", "dequant", {padded}, {f});
+        const uint32_t g = b.float_activation("g", {1, 6, 9, 7});
+        b.node("softplus", "act", {f}, {g},
+               {qtk_test::float_attr("beta", {1.0f}), qtk_test::float_attr("threshold", {20.0f})});
+        b.inputs = {x};
+        b.outputs = {g};
+        edit(b);
+        return b.build();
+    };
+    v.push_back({"conv_transpose2d output_padding as large as the stride",
+                 upsampling([](ModelBuilder& b) {
+                     attr(node(b, "up"), "output_padding").ints = {1, 2};
+                 }),
+                 "node 'up' (conv_transpose2d): attribute 'output_padding'[1] = 2 must be smaller "
+                 "than the stride or the dilation (2, 1)"});
+    v.push_back({"conv_transpose2d without output_padding", upsampling([](ModelBuilder& b) {
+                     remove_attr(node(b, "up"), "output_padding");
+                 }),
+                 "node 'up' (conv_transpose2d): missing attribute 'output_padding'"});
+    v.push_back({"conv_transpose2d groups not dividing the output channels",
+                 upsampling([](ModelBuilder& b) { attr(node(b, "up"), "groups").ints = {4}; }),
+                 "groups 4 does not divide the weight's 6 output channels"});
+    v.push_back({"conv_transpose2d input channels not the weight's",
+                 upsampling([](ModelBuilder& b) { attr(node(b, "up"), "groups").ints = {3}; }),
+                 "input has 4 channels, the weight expects 6 (2 per group x 3 groups)"});
+    v.push_back({"conv_transpose2d weight of -128", upsampling([](ModelBuilder& b) {
+                     value(b, "up.weight").data[5] = static_cast<uint8_t>(-128);
+                 }),
+                 "weight 'up.weight' holds -128 at element 5"});
+    v.push_back({"conv_transpose2d multipliers for too few channels",
+                 upsampling([](ModelBuilder& b) {
+                     attr(node(b, "up"), "multiplier").ints.pop_back();
+                 }),
+                 "attribute 'multiplier' must have 6 values, got 5"});
+    v.push_back({"pad mode 3", upsampling([](ModelBuilder& b) {
+                     attr(node(b, "pad"), "mode").ints = {3};
+                 }),
+                 "node 'pad' (pad): attribute 'mode'[0] = 3 is outside [0, 2]"});
+    v.push_back({"reflect pad with a value", upsampling([](ModelBuilder& b) {
+                     node(b, "pad").attrs.push_back(AttrSpec("value", {0}));
+                 }),
+                 "node 'pad' (pad): unknown attribute 'value'"});
+    v.push_back({"reflect pad as wide as the plane", upsampling([](ModelBuilder& b) {
+                     attr(node(b, "pad"), "pads").ints = {6, 0, 2, 1};
+                     value(b, "padded").dims = {1, 6, 9, 12};
+                     value(b, "f").dims = {1, 6, 9, 12};
+                     value(b, "g").dims = {1, 6, 9, 12};
+                 }),
+                 "reflect padding (left 6, right 0, top 2, bottom 1) of a 6x6 plane: each pad "
+                 "must be smaller than its axis"});
+    v.push_back({"softplus without its threshold", upsampling([](ModelBuilder& b) {
+                     remove_attr(node(b, "act"), "threshold");
+                 }),
+                 "node 'act' (softplus): missing attribute 'threshold'"});
+    v.push_back({"softplus with an infinite beta", upsampling([](ModelBuilder& b) {
+                     attr(node(b, "act"), "beta").floats = {INFINITY};
+                 }),
+                 "node 'act' (softplus): attribute 'beta' must be finite"});
     return v;
 }
 

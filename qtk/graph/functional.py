@@ -185,10 +185,13 @@ def _interpolate(input, size=None, scale_factor=None, mode="nearest", align_corn
 
 
 def _pad(input, pad, mode="constant", value=None):
-    if mode != "constant" or len(pad) != 4:
+    forms = {"constant": lambda p: nn.ConstantPad2d(p, value or 0.0),
+             "reflect": nn.ReflectionPad2d, "replicate": nn.ReplicationPad2d}
+    if mode not in forms or len(pad) != 4:
         raise UnsupportedOpError(f"F.pad(mode={mode!r}) of {len(pad)} values has no quantized "
-                                 f"form; only constant padding of the last two dims")
-    return nn.ConstantPad2d(tuple(pad), value or 0.0), (input,)
+                                 f"form; only constant, reflect or replicate padding of the last "
+                                 f"two dims")
+    return forms[mode](tuple(pad)), (input,)
 
 
 def _dropout(input, p=0.5, training=True, inplace=False):

@@ -9,7 +9,8 @@ from .activation import (QATSoftmax, QATTableFunction, QuantizedClamp, Quantized
                          QuantizedSoftmax)
 from .base import (FLOAT_EXPORTS, QAT_MODULES, QUANTIZED_MODULES, QATModule, QModelOp, QParams,
                    QuantizedModule)
-from .conv import (ConvBn2d, ConvBnReLU2d, ConvReLU2d, QATConv2d, QATConvBn2d, QuantizedConv2d)
+from .conv import (ConvBn2d, ConvBnReLU2d, ConvReLU2d, QATConv2d, QATConvBn2d, QATConvTranspose2d,
+                   QuantizedConv2d, QuantizedConvTranspose2d)
 from .elementwise import (Add, AddReLU, Concat, Div, Mul, QATAdd, QATConcat, QATMul, QuantizedAdd,
                           QuantizedConcat, QuantizedMul, Sub, TensorExpression,
                           WithConstant)

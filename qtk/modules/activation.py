@@ -1,8 +1,8 @@
 """Standalone activations: clamps that keep their input's qparams (ReLU, ReLU6, Hardtanh) and
-functions quantized by table (HardSwish, HardSigmoid, Sigmoid, Tanh, SiLU, Mish, GELU); Softmax
-from a table of exponentials."""
+functions quantized by table (HardSwish, HardSigmoid, Sigmoid, Tanh, SiLU, Mish, GELU, LeakyReLU,
+ELU, Softplus); Softmax from a table of exponentials."""
 import math
-from typing import NamedTuple
+from typing import Callable, Dict, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -37,13 +37,21 @@ class QuantizedClamp(QuantizedModule):
         return QModelOp("clamp", attrs={"clamp": clamp_attr(self.lo, self.hi)})
 
 
+def _no_attrs(module):
+    return {}
+
+
 class TableFunction(NamedTuple):
     runtime_op: str  # the float32 runtime op, for a part kept in float
     calls: tuple  # the functional spellings in forward() that mean the module
+    # The float32 op's attributes, each one f32 read from the module (LeakyReLU's slope as
+    # ``alpha``); the runtime's kFloat32Functions line names the same keys.
+    attrs: Callable[[nn.Module], Dict[str, float]] = _no_attrs
 
 
 # Functions quantized by table (spec 10). A new one is a line here (its int8 form is the table),
-# plus its float32 kernel in the runtime's registry.
+# plus its float32 kernel in the runtime's registry. Functional spellings take the module's
+# arguments in its order (``F.elu(x, alpha)`` is ``nn.ELU(alpha)``).
 TABLE_FUNCTIONS = {
     nn.Hardswish: TableFunction("hardswish", (F.hardswish,)),
     nn.Hardsigmoid: TableFunction("hardsigmoid", (F.hardsigmoid,)),
@@ -52,6 +60,11 @@ TABLE_FUNCTIONS = {
     nn.SiLU: TableFunction("silu", (F.silu,)),
     nn.Mish: TableFunction("mish", (F.mish,)),
     nn.GELU: TableFunction("gelu", (F.gelu,)),
+    nn.LeakyReLU: TableFunction("leaky_relu", (F.leaky_relu,),
+                                lambda m: {"alpha": m.negative_slope}),
+    nn.ELU: TableFunction("elu", (F.elu,), lambda m: {"alpha": m.alpha}),
+    nn.Softplus: TableFunction("softplus", (F.softplus,),
+                               lambda m: {"beta": m.beta, "threshold": m.threshold}),
 }
 
 
@@ -93,8 +106,11 @@ def float_clamp(module, input_shapes, where):
 
 @float_export(*TABLE_FUNCTIONS)
 def float_table_function(module, input_shapes, where):
-    op = TABLE_FUNCTIONS[type(module)].runtime_op
-    return QModelOp(op + "_tanh" if getattr(module, "approximate", "none") == "tanh" else op)
+    function = TABLE_FUNCTIONS[type(module)]
+    op = function.runtime_op
+    attrs = {key: [float(value)] for key, value in function.attrs(module).items()}
+    return QModelOp(op + "_tanh" if getattr(module, "approximate", "none") == "tanh" else op,
+                    attrs=attrs)
 
 
 class QATSoftmax(QATFloatThenQuantize):

@@ -1,8 +1,11 @@
-"""Convolution trio: float fused containers, QAT (with BatchNorm folding), Quantized."""
+"""Convolution trio: float fused containers, QAT (with BatchNorm folding), Quantized; and
+transposed convolution's."""
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .. import arithmetic
+from ..errors import UnsupportedOpError
 from .base import (QATModule, QModelOp, QuantizedWeightLayer, activation_kind, apply_activation,
                    float_activation_attrs, float_export)
 
@@ -214,3 +217,108 @@ def float_conv2d(module, input_shapes, where):
              "dilation": list(conv.dilation), "groups": [conv.groups]}
     return QModelOp("conv2d", [("weight", weight.float()), ("bias", bias.float())],
                     float_activation_attrs(attrs, activation_kind(rest[0] if rest else None)))
+
+
+# ---- transposed convolution (ConvTranspose2d): QAT, Quantized, float32 op ------------------------
+# torch's weight is [C, O/groups, kh, kw]; qtk quantizes it per output channel, so the QAT weight
+# fake quantizer, the Quantized module and the file see it regrouped as [O, C/groups, kh, kw]
+# (conv2d's layout: output channel first), and only torch's calls see torch's layout.
+
+def transpose_weight_to_output_channels(weight, groups):
+    """torch's ConvTranspose2d weight [C, O/g, kh, kw] as [O, C/g, kh, kw]: entry (o, i) is torch's
+    (g C/g + i, o - g O/g) of output channel o's group g."""
+    c, o_g, kh, kw = weight.shape
+    return (weight.reshape(groups, c // groups, o_g, kh, kw).transpose(1, 2)
+            .reshape(groups * o_g, c // groups, kh, kw))
+
+
+def transpose_weight_from_output_channels(weight, groups):
+    """The inverse of :func:`transpose_weight_to_output_channels`."""
+    o, c_g, kh, kw = weight.shape
+    return (weight.reshape(groups, o // groups, c_g, kh, kw).transpose(1, 2)
+            .reshape(groups * c_g, o // groups, kh, kw))
+
+
+def _conv_transpose_attrs(module):
+    return {"stride": list(module.stride), "padding": list(module.padding),
+            "output_padding": list(module.output_padding), "dilation": list(module.dilation),
+            "groups": [module.groups]}
+
+
+class QATConvTranspose2d(nn.ConvTranspose2d, QATModule):
+    """ConvTranspose2d with its weight fake-quantized per output channel and its output
+    fake-quantized.
+
+    Args:
+        qconfig: the :class:`qtk.QConfig` giving the fake quantizers.
+    """
+    FLOAT_TYPES = (nn.ConvTranspose2d,)
+
+    def __init__(self, *args, qconfig, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.activation = None
+        self.weight_fake_quant = qconfig.weight()
+        self.activation_post_process = qconfig.activation()
+
+    @classmethod
+    def from_float(cls, module, qconfig):
+        qat = cls(module.in_channels, module.out_channels, module.kernel_size, module.stride,
+                  module.padding, module.output_padding, module.groups, module.bias is not None,
+                  module.dilation, qconfig=qconfig)
+        qat.weight = module.weight
+        if module.bias is not None:
+            qat.bias = module.bias
+        return qat.to(module.weight.device)
+
+    def output_channel_weight(self):
+        return transpose_weight_to_output_channels(self.weight, self.groups)
+
+    def forward(self, x, output_size=None):
+        if output_size is not None:
+            raise UnsupportedOpError("ConvTranspose2d(x, output_size) has no quantized form; give "
+                                     "the module output_padding instead")
+        weight = transpose_weight_from_output_channels(
+            self.weight_fake_quant(self.output_channel_weight()), self.groups)
+        y = F.conv_transpose2d(x, weight, self.bias, self.stride, self.padding,
+                               self.output_padding, self.groups, self.dilation)
+        return self.activation_post_process(y)
+
+
+class QuantizedConvTranspose2d(QuantizedWeightLayer):
+    """int8 transposed convolution: exact int32 sums, per-channel requantization (spec 20)."""
+    SOURCE_TYPES = (QATConvTranspose2d,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        layer = cls(module.output_channel_weight().detach(),
+                    None if module.bias is None else module.bias.detach(),
+                    module.weight_fake_quant, input_qparams, module.output_qparams(), None, where)
+        layer.stride, layer.padding = tuple(module.stride), tuple(module.padding)
+        layer.output_padding, layer.dilation = tuple(module.output_padding), tuple(module.dilation)
+        layer.groups = module.groups
+        return layer
+
+    def forward(self, x):
+        acc = arithmetic.conv_transpose2d_accumulate(
+            x, self.input_qparams[0].zero_point,
+            transpose_weight_from_output_channels(self.weight_q, self.groups),
+            self.bias_q.to(torch.int64), self.stride, self.padding, self.output_padding,
+            self.dilation, self.groups)
+        return self._requantize(acc, (1, -1, 1, 1))
+
+    def qmodel_op(self, input_shapes):
+        return self._weight_op("conv_transpose2d", _conv_transpose_attrs(self))
+
+    def extra_repr(self):
+        return (f"{tuple(self.weight_q.shape)}, stride={self.stride}, padding={self.padding}, "
+                f"output_padding={self.output_padding}, dilation={self.dilation}, "
+                f"groups={self.groups}, " + super().extra_repr())
+
+
+@float_export(nn.ConvTranspose2d)
+def float_conv_transpose2d(module, input_shapes, where):
+    weight = transpose_weight_to_output_channels(module.weight.detach(), module.groups)
+    bias = (module.bias.detach() if module.bias is not None
+            else torch.zeros(module.out_channels))
+    return QModelOp("conv_transpose2d", [("weight", weight.float()), ("bias", bias.float())],
+                    _conv_transpose_attrs(module))

@@ -1,5 +1,6 @@
-"""Resizing and padding: nearest resize and constant padding keep their input's qparams;
-bilinear resize requantizes its fixed-point interpolation (spec 12, 13)."""
+"""Resizing and padding: nearest resize and padding (constant, reflect, replicate) keep their
+input's qparams; bilinear resize requantizes its fixed-point interpolation (spec 12, 13)."""
+import torch
 import torch.nn.functional as F
 from torch import nn
 
@@ -136,22 +137,57 @@ def bilinear_taps(in_h, in_w, out_size, scale_factor, align_corners):
             arithmetic.bilinear_taps(in_w, out_size[1], scale_factor[1], align_corners))
 
 
+# The runtime pad op's `mode` attribute (docs/qmodel_format.md); constant is the default.
+PAD_MODES = {nn.ConstantPad2d: 0, nn.ReflectionPad2d: 1, nn.ReplicationPad2d: 2}
+
+
+def pad_source_indices(size, before, after, mode):
+    """Spec 13: the input index each output index along one axis reads, for reflect (1) or
+    replicate (2) padding: torch's rule, mirrored about the edge element (reflect needs each pad
+    below ``size``) or clamped to it."""
+    i = torch.arange(-before, size + after)
+    if mode == 1:
+        i = i.abs()
+        return torch.where(i >= size, 2 * (size - 1) - i, i)
+    return i.clamp(0, size - 1)
+
+
+def pad_op(padding, mode, value):
+    """The runtime pad node; ``value`` (constant padding only) is in the tensor's dtype: the
+    quantized value for int8, the float for float32. torch refuses reflect pads as wide as their
+    axis, and so does the runtime's loader."""
+    attrs = {"pads": list(padding)}
+    if mode == 0:
+        attrs["value"] = [value]
+    else:
+        attrs["mode"] = [mode]
+    return QModelOp("pad", attrs=attrs)
+
+
 class QuantizedPad(QuantizedModule):
-    """Constant padding of the last two dims with the quantized pad value (spec 13)."""
-    SOURCE_TYPES = (nn.ConstantPad2d,)
+    """Padding of the last two dims (spec 13): constant padding with the quantized pad value, or
+    reflect / replicate padding, which only move int8 values."""
+    SOURCE_TYPES = tuple(PAD_MODES)
 
     @classmethod
     def from_module(cls, module, input_qparams, where=""):
         layer = cls(input_qparams, input_qparams[0])
         layer.padding = tuple(module.padding)
-        layer.value_q = arithmetic.quantize_scalar(module.value, *input_qparams[0])
+        layer.mode = PAD_MODES[type(module)]
+        layer.value_q = (arithmetic.quantize_scalar(module.value, *input_qparams[0])
+                         if layer.mode == 0 else None)
         return layer
 
     def forward(self, x):
-        return F.pad(x, self.padding, value=self.value_q)
+        if self.mode == 0:
+            return F.pad(x, self.padding, value=self.value_q)
+        left, right, top, bottom = self.padding
+        rows = pad_source_indices(x.shape[-2], top, bottom, self.mode).to(x.device)
+        columns = pad_source_indices(x.shape[-1], left, right, self.mode).to(x.device)
+        return x[..., rows, :][..., columns]
 
     def qmodel_op(self, input_shapes):
-        return QModelOp("pad", attrs={"pads": list(self.padding), "value": [self.value_q]})
+        return pad_op(self.padding, self.mode, self.value_q)
 
 
 # ---- float32 runtime ops (parts kept in float) ---------------------------------------------------
@@ -173,6 +209,7 @@ def float_resize(module, input_shapes, where, *size):
         "w0": w0, "w1": w1, "w_weight": [float(w) for w in ww]})
 
 
-@float_export(nn.ConstantPad2d)
+@float_export(*PAD_MODES)
 def float_pad(module, input_shapes, where):
-    return QModelOp("pad", attrs={"pads": list(module.padding), "value": [float(module.value)]})
+    return pad_op(tuple(module.padding), PAD_MODES[type(module)],
+                  float(getattr(module, "value", 0.0)))

@@ -230,11 +230,17 @@ class LutInt8Reference final : public OpKernel {
     std::array<int8_t, 256> table_;  // table_[q + 128] = f(q), computed at convert time
 };
 
-// y = bounds(f(x)) elementwise in float32.
+// A float32 function's parameters: its f32 attributes in the order its kFloat32Functions line names
+// them (LeakyReLU's slope, Softplus's beta and threshold); unused by functions without any.
+using FunctionParams = std::array<float, 2>;
+using Float32Fn = float (*)(float x, const FunctionParams& a);
+
+// y = bounds(f(x, params)) elementwise in float32.
 class UnaryFloat32Reference final : public OpKernel {
  public:
-    UnaryFloat32Reference(const NodeView& node, float (*function)(float), FloatBounds bounds)
-        : OpKernel(node.label()), function_(function), bounds_(bounds) {
+    UnaryFloat32Reference(const NodeView& node, Float32Fn function, FunctionParams params,
+                          FloatBounds bounds)
+        : OpKernel(node.label()), function_(function), params_(params), bounds_(bounds) {
         node.expect_input_count(1);
         node.expect_output_count(1);
         node.activation_input(0, DType::kFloat32);
@@ -250,13 +256,14 @@ class UnaryFloat32Reference final : public OpKernel {
         float* y = io.output<float>(0);
         pool.parallel_for(element_count(*io.output_shapes[0]), [&](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; ++i) {
-                y[i] = bounds_.apply(function_(x[i]));
+                y[i] = bounds_.apply(function_(x[i], params_));
             }
         });
     }
 
  private:
-    float (*function_)(float);
+    Float32Fn function_;
+    FunctionParams params_;
     FloatBounds bounds_;
 };
 
@@ -267,29 +274,47 @@ float hardswish(float x) { return x * relu6_of_x_plus_3(x) / 6.0f; }
 float hardsigmoid(float x) { return relu6_of_x_plus_3(x) / 6.0f; }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float silu(float x) { return x * sigmoid(x); }
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }  // torch's threshold
-float mish(float x) { return x * std::tanh(softplus(x)); }
+// torch's softplus(x, beta, threshold): linear where beta x exceeds the threshold.
+float softplus(float x, float beta, float threshold) {
+    return x * beta > threshold ? x : std::log1p(std::exp(x * beta)) / beta;
+}
+float mish(float x) { return x * std::tanh(softplus(x, 1.0f, 20.0f)); }
 float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
 float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
 }
+float leaky_relu(float x, float alpha) { return x > 0.0f ? x : x * alpha; }
+float elu(float x, float alpha) { return x > 0.0f ? x : std::expm1(x) * alpha; }
+
+// A function of x alone as a Float32Fn.
+template <float (*f)(float)>
+float without_params(float x, const FunctionParams&) {
+    return f(x);
+}
 
 // The float32 form of each function that int8 runs as a table (docs/quantization_spec.md section
-// 10), by op name: a new one is its definition above and a line here, plus its line in the registry.
+// 10), by op name, with the f32[1] attributes it reads into its params, in order (nullptr: none):
+// a new one is its definition above and a line here, plus its line in the registry.
 struct Float32Function {
     const char* op;
-    float (*function)(float);
+    Float32Fn function;
+    std::array<const char*, 2> attrs = {nullptr, nullptr};
 };
 
 constexpr Float32Function kFloat32Functions[] = {
-    {"hardswish", hardswish},
-    {"hardsigmoid", hardsigmoid},
-    {"sigmoid", sigmoid},
-    {"tanh", [](float x) { return std::tanh(x); }},
-    {"silu", silu},
-    {"mish", mish},
-    {"gelu", gelu},
-    {"gelu_tanh", gelu_tanh},
+    {"hardswish", without_params<hardswish>},
+    {"hardsigmoid", without_params<hardsigmoid>},
+    {"sigmoid", without_params<sigmoid>},
+    {"tanh", [](float x, const FunctionParams&) { return std::tanh(x); }},
+    {"silu", without_params<silu>},
+    {"mish", without_params<mish>},
+    {"gelu", without_params<gelu>},
+    {"gelu_tanh", without_params<gelu_tanh>},
+    {"leaky_relu", [](float x, const FunctionParams& a) { return leaky_relu(x, a[0]); },
+     {"alpha", nullptr}},
+    {"elu", [](float x, const FunctionParams& a) { return elu(x, a[0]); }, {"alpha", nullptr}},
+    {"softplus", [](float x, const FunctionParams& a) { return softplus(x, a[0], a[1]); },
+     {"beta", "threshold"}},
 };
 
 }  // namespace
@@ -316,17 +341,36 @@ QTK_KERNEL_FACTORY(make_clamp_int8_reference, ClampInt8Reference)
 
 std::unique_ptr<OpKernel> make_clamp_float32_reference(const NodeView& node) {
     node.expect_attrs({"bounds"});
-    return std::make_unique<UnaryFloat32Reference>(node, identity, node.float_bounds("bounds"));
+    return std::make_unique<UnaryFloat32Reference>(node, without_params<identity>,
+                                                   FunctionParams{}, node.float_bounds("bounds"));
 }
 
 QTK_KERNEL_FACTORY(make_lut_int8_reference, LutInt8Reference)
 
 std::unique_ptr<OpKernel> make_function_float32_reference(const NodeView& node) {
-    node.expect_attrs({});
     for (const Float32Function& entry : kFloat32Functions) {
-        if (node.op() == entry.op) {
-            return std::make_unique<UnaryFloat32Reference>(node, entry.function, FloatBounds{});
+        if (node.op() != entry.op) {
+            continue;
         }
+        const char* const a0 = entry.attrs[0];
+        const char* const a1 = entry.attrs[1];
+        if (a0 == nullptr) {
+            node.expect_attrs({});
+        } else if (a1 == nullptr) {
+            node.expect_attrs({a0});
+        } else {
+            node.expect_attrs({a0, a1});
+        }
+        FunctionParams params{};
+        for (size_t i = 0; i < entry.attrs.size() && entry.attrs[i] != nullptr; ++i) {
+            params[i] = node.floats(entry.attrs[i], 1)[0];
+            if (!std::isfinite(params[i])) {
+                node.fail(std::string("attribute '") + entry.attrs[i] + "' must be finite, got " +
+                          std::to_string(params[i]));
+            }
+        }
+        return std::make_unique<UnaryFloat32Reference>(node, entry.function, params,
+                                                       FloatBounds{});
     }
     node.fail("op '" + node.op() + "' is registered as a float32 function but has no definition");
 }

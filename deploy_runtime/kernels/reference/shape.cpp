@@ -2,6 +2,7 @@
 // docs/quantization_spec.md sections 7, 13 and 14. Pure data movement: the values and (scale,
 // zero_point) stay as they are, so each op is one implementation for every dtype, working on the
 // element size. The batch stays dim 0.
+#include <algorithm>
 #include <cstring>
 
 #include "op_algo.h"
@@ -208,18 +209,30 @@ class SplitReference final : public OpKernel {
     std::vector<int64_t> sizes_;
 };
 
-// Constant padding of the last two dims of NCHW; `value` is already in the tensor's dtype (an int8
-// value quantized at export, spec 13, or a float).
+// Padding of the last two dims of NCHW (spec 13): `mode` 0 (constant, the default: `value`, already
+// in the tensor's dtype: an int8 value quantized at export, or a float), 1 (reflect: torch's mirror
+// about the edge element, each pad below its axis' size) or 2 (replicate: the edge element).
 class PadReference final : public OpKernel {
  public:
+    enum Mode : int64_t { kConstant = 0, kReflect = 1, kReplicate = 2 };
+
     explicit PadReference(const NodeView& node)
         : OpKernel(node.label()), element_size_(dtype_size(node.expect_data_movement(1))) {
-        node.expect_attrs({"pads", "value"});
+        mode_ = node.has_attr("mode") ? static_cast<Mode>(node.int_scalar("mode", 0, 2))
+                                      : kConstant;
+        if (mode_ == kConstant) {
+            node.expect_attrs({"pads", "value"}, {"mode"});
+        } else {
+            node.expect_attrs({"pads", "mode"});  // a value would say nothing: refuse it
+        }
         const std::vector<int64_t> pads = node.ints("pads", 4, 0, kMaxDim);
         left_ = pads[0];
         right_ = pads[1];
         top_ = pads[2];
         bottom_ = pads[3];
+        if (mode_ != kConstant) {
+            return;
+        }
         if (node.dtype() == DType::kInt8) {
             value_[0] =
                 static_cast<uint8_t>(static_cast<int8_t>(node.int_scalar("value", -128, 127)));
@@ -232,6 +245,13 @@ class PadReference final : public OpKernel {
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
         const Shape& x = inputs[0];
         expect_rank(x, 4, "input");
+        if (mode_ == kReflect &&
+            (std::max(top_, bottom_) >= x[2] || std::max(left_, right_) >= x[3])) {
+            fail("reflect padding (left " + std::to_string(left_) + ", right " +
+                 std::to_string(right_) + ", top " + std::to_string(top_) + ", bottom " +
+                 std::to_string(bottom_) + ") of a " + std::to_string(x[2]) + "x" +
+                 std::to_string(x[3]) + " plane: each pad must be smaller than its axis");
+        }
         // Each term is below 2^31: no overflow; the loader and session bound the result.
         return {{x[0], x[1], x[2] + top_ + bottom_, x[3] + left_ + right_}};
     }
@@ -247,21 +267,48 @@ class PadReference final : public OpKernel {
                 uint8_t* y = io.output<uint8_t>(0) + plane * out_h * out_w * size;
                 for (int64_t oy = 0; oy < out_h; ++oy) {
                     uint8_t* row = y + oy * out_w * size;
-                    const int64_t iy = oy - top_;
-                    if (iy < 0 || iy >= height) {
+                    const int64_t iy = source(oy - top_, height);
+                    if (iy < 0) {
                         fill(row, out_w);
                         continue;
                     }
-                    fill(row, left_);
-                    std::memcpy(row + left_ * size, x + iy * width * size,
-                                static_cast<size_t>(width) * size);
-                    fill(row + (left_ + width) * size, right_);
+                    const uint8_t* x_row = x + iy * width * size;
+                    if (mode_ == kConstant) {
+                        fill(row, left_);
+                        fill(row + (left_ + width) * size, right_);
+                    } else {
+                        for (int64_t ox = 0; ox < left_; ++ox) {
+                            std::memcpy(row + ox * size, x_row + source(ox - left_, width) * size,
+                                        size);
+                        }
+                        for (int64_t ox = left_ + width; ox < out_w; ++ox) {
+                            std::memcpy(row + ox * size, x_row + source(ox - left_, width) * size,
+                                        size);
+                        }
+                    }
+                    std::memcpy(row + left_ * size, x_row, static_cast<size_t>(width) * size);
                 }
             }
         });
     }
 
  private:
+    // The input index that index i (of the unpadded axis, possibly outside [0, n)) reads; -1 where
+    // constant padding fills it.
+    int64_t source(int64_t i, int64_t n) const {
+        if (i >= 0 && i < n) {
+            return i;
+        }
+        switch (mode_) {
+            case kReflect:
+                return i < 0 ? -i : 2 * (n - 1) - i;
+            case kReplicate:
+                return i < 0 ? 0 : n - 1;
+            default:
+                return -1;
+        }
+    }
+
     void fill(uint8_t* y, int64_t count) const {
         for (int64_t i = 0; i < count; ++i) {
             std::memcpy(y + i * element_size_, value_, element_size_);
@@ -269,6 +316,7 @@ class PadReference final : public OpKernel {
     }
 
     const size_t element_size_;
+    Mode mode_ = kConstant;
     int64_t left_, right_, top_, bottom_;
     uint8_t value_[4] = {};  // one element of the tensor's dtype
 };
