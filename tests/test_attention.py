@@ -4,7 +4,8 @@ from the same model; then a small transformer deploys with its Linear layers and
 import pytest
 import torch
 from torch import nn
-from torchvision.models.swin_transformer import PatchMerging, ShiftedWindowAttention
+from torchvision.models.swin_transformer import (PatchMerging, PatchMergingV2,
+                                                 ShiftedWindowAttention, ShiftedWindowAttentionV2)
 
 import qtk
 from qtk.graph.decompose import decompose
@@ -31,25 +32,30 @@ def test_multihead_attention_with_a_mask_is_refused_by_name():
         mha(x, x, x, attn_mask=torch.zeros(3, 3, dtype=torch.bool))
 
 
+@pytest.mark.parametrize("version", [ShiftedWindowAttention, ShiftedWindowAttentionV2])
 @pytest.mark.parametrize("size, window, shift", [
     ((8, 12), [4, 4], [2, 2]),  # shifted: the mask and the rolls
     ((6, 6), [3, 3], [0, 0]),
     ((4, 8), [4, 4], [2, 2]),  # the window covers the height: no shift along it
+    ((7, 10), [4, 4], [2, 2]),  # padded to whole windows
 ])
-def test_window_attention_decomposition_equals_torchvision(size, window, shift):
+def test_window_attention_decomposition_equals_torchvision(size, window, shift, version):
     torch.manual_seed(0)
-    swin = ShiftedWindowAttention(16, window, shift, num_heads=4).eval()
+    swin = version(16, window, shift, num_heads=4).eval()
     with torch.no_grad():
-        swin.relative_position_bias_table.normal_(0, 0.5)
+        for parameter in swin.parameters():  # v2's cpb MLP and the key bias it zeroes included
+            parameter.normal_(0, 0.5)
     x = torch.randn(2, *size, 16)
     decomposed = DecomposedWindowAttention(swin, *size).eval()
     torch.testing.assert_close(decomposed(x), swin(x), atol=1e-5, rtol=1e-5)
 
 
-def test_patch_merging_decomposition_equals_torchvision():
-    merge = PatchMerging(8).eval()
+@pytest.mark.parametrize("version", [PatchMerging, PatchMergingV2])
+def test_patch_merging_decomposition_equals_torchvision(version):
+    merge = version(8).eval()
     x = torch.randn(2, 6, 10, 8)
-    torch.testing.assert_close(DecomposedPatchMerging(merge)(x), merge(x))
+    decomposed = DecomposedPatchMerging(merge, norm_last=version is PatchMergingV2)
+    torch.testing.assert_close(decomposed(x), merge(x))
 
 
 class TinySwin(nn.Module):

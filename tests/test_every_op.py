@@ -112,8 +112,7 @@ class WindowScores(nn.Module):
         self.conv = nn.Conv2d(3, 12, 1)
         swin = ShiftedWindowAttention(12, [3, 4], [1, 2], num_heads=3)
         mask = modules.attention._shift_mask(6, 8, [3, 4], [1, 2])  # 4 windows of 12 tokens
-        self.bias = modules.attention.WindowAttentionBias(
-            swin.relative_position_bias_table, swin.relative_position_index, 12, mask)
+        self.bias = modules.attention.WindowAttentionBias(swin, 12, mask)
 
     def forward(self, x):
         scores = self.conv(x).reshape(x.shape[0], 4, 3, 12, 12)

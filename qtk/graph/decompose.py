@@ -14,10 +14,13 @@ from ..modules.conv import Conv1dAs2d
 from .capture import replace_submodule
 
 try:  # torchvision is optional
-    from torchvision.models.swin_transformer import PatchMerging, ShiftedWindowAttention
-    SIZED_TYPES = (ShiftedWindowAttention, PatchMerging)
+    from torchvision.models.swin_transformer import (PatchMerging, PatchMergingV2,
+                                                     ShiftedWindowAttention,
+                                                     ShiftedWindowAttentionV2)
+    MERGING_TYPES = (PatchMerging, PatchMergingV2)
+    SIZED_TYPES = (ShiftedWindowAttention, ShiftedWindowAttentionV2) + MERGING_TYPES
 except ImportError:
-    SIZED_TYPES = ()
+    MERGING_TYPES = SIZED_TYPES = ()
 
 
 def _input_sizes(model, example_inputs):
@@ -43,11 +46,10 @@ def _input_sizes(model, example_inputs):
 def _sized_form(module, size):
     """The decomposition of a sized module, or None where its size is not supported."""
     height, width = size
-    if isinstance(module, PatchMerging):
-        return DecomposedPatchMerging(module) if height % 2 == 0 and width % 2 == 0 else None
-    window = module.window_size
-    if height % window[0] or width % window[1]:
-        return None  # torchvision pads the map to whole windows: not decomposed yet
+    if isinstance(module, MERGING_TYPES):
+        if height % 2 or width % 2:
+            return None  # torchvision pads odd maps: not decomposed yet
+        return DecomposedPatchMerging(module, norm_last=isinstance(module, PatchMergingV2))
     return DecomposedWindowAttention(module, height, width)
 
 

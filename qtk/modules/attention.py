@@ -4,6 +4,7 @@ Swin window attention become q/k/v/out Linear layers (int8), the score and conte
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..errors import UnsupportedOpError
@@ -81,16 +82,25 @@ def decomposable(mha):
 class WindowAttentionBias(nn.Module):
     """Swin's learned relative position bias (and, for shifted windows, the -100 mask between
     regions that the shift brought together) added to the scores [N, windows, heads, T, T]. The
-    bias is read from the model's own table at each call, so QAT trains it."""
+    bias is computed from the model's own tensors at each call, so QAT trains them: v1 indexes a
+    table, v2 runs its small MLP on the log-spaced coordinates and squashes it to (0, 16)."""
 
-    def __init__(self, table, index, tokens, mask=None):
+    def __init__(self, attention, tokens, mask=None):
         super().__init__()
-        self.table, self.tokens = table, tokens
-        self.register_buffer("index", index.clone())
+        self.tokens, self.heads = tokens, attention.num_heads
+        self.mlp = getattr(attention, "cpb_mlp", None)  # Swin v2
+        if self.mlp is None:
+            self.table = attention.relative_position_bias_table
+        else:
+            self.register_buffer("coordinates", attention.relative_coords_table.clone())
+        self.register_buffer("index", attention.relative_position_index.clone())
         self.register_buffer("mask", mask)  # [windows, T, T] or None
 
     def bias(self):
-        bias = self.table[self.index].reshape(self.tokens, self.tokens, -1).permute(2, 0, 1)
+        table = self.table if self.mlp is None else self.mlp(self.coordinates).view(-1, self.heads)
+        bias = table[self.index].reshape(self.tokens, self.tokens, -1).permute(2, 0, 1)
+        if self.mlp is not None:
+            bias = 16 * torch.sigmoid(bias)
         bias = bias.unsqueeze(0)  # [1 window, heads, T, T]
         return bias if self.mask is None else bias + self.mask.unsqueeze(1)
 
@@ -124,15 +134,21 @@ def _roll(x, shift, dim):
 
 
 class DecomposedWindowAttention(nn.Module):
-    """torchvision's Swin ShiftedWindowAttention for an [N, H, W, C] input of known H and W, with
-    the batch kept in dim 0: the windows are a dim of their own ([N, windows, T, C]) rather than
-    merged into the batch, the cyclic shift is two slices and a concat per axis, the q/k/v
-    projections are three Linear layers (the query scale folded into q) and the scores two
-    MatMuls, so everything but Softmax and the bias is an op with an int8 form."""
+    """torchvision's Swin ShiftedWindowAttention (v1, or v2's cosine attention) for an
+    [N, H, W, C] input of known H and W, with the batch kept in dim 0: the windows are a dim of
+    their own ([N, windows, T, C]) rather than merged into the batch, the cyclic shift is two
+    slices and a concat per axis, the q/k/v projections are three Linear layers (v1's query scale
+    folded into q; v2's key bias is zero, as torchvision runs it) and the scores two MatMuls."""
 
     def __init__(self, module, height, width):
         super().__init__()
         self.window = list(module.window_size)
+        self.size = (height, width)
+        # torchvision pads the map with zeros to whole windows (the zeros take part in attention)
+        pad_bottom, pad_right = (-height % self.window[0]), (-width % self.window[1])
+        self.pad = nn.ConstantPad2d((0, pad_right, 0, pad_bottom), 0.0) \
+            if pad_bottom or pad_right else None
+        height, width = height + pad_bottom, width + pad_right
         self.shift = [0 if w >= n else s for w, n, s in zip(self.window, (height, width),
                                                                module.shift_size)]
         self.height, self.width, self.num_heads = height, width, module.num_heads
@@ -141,15 +157,19 @@ class DecomposedWindowAttention(nn.Module):
         weights = module.qkv.weight.detach().chunk(3)
         biases = (module.qkv.bias.detach().chunk(3) if module.qkv.bias is not None
                   else (None,) * 3)
-        scale = self.head_dim ** -0.5
+        self.cosine = hasattr(module, "logit_scale")
+        if self.cosine:  # v2: normalized q and k, a learned per-head temperature
+            self.logit_scale = module.logit_scale
+            biases = (biases[0], None if biases[1] is None else torch.zeros_like(biases[1]),
+                      biases[2])
+        scale = 1.0 if self.cosine else self.head_dim ** -0.5
         self.q = _linear(weights[0] * scale, None if biases[0] is None else biases[0] * scale)
         self.k, self.v = _linear(weights[1], biases[1]), _linear(weights[2], biases[2])
         self.proj = module.proj
         tokens = self.window[0] * self.window[1]
         mask = (_shift_mask(height, width, self.window, self.shift) if sum(self.shift)
                 else None)
-        self.bias = WindowAttentionBias(module.relative_position_bias_table,
-                                        module.relative_position_index, tokens, mask)
+        self.bias = WindowAttentionBias(module, tokens, mask)
         self.scores, self.context = MatMul(transpose_b=True), MatMul()
         self.softmax = nn.Softmax(-1)
         self.attention_dropout = nn.Dropout(module.attention_dropout)
@@ -163,31 +183,39 @@ class DecomposedWindowAttention(nn.Module):
     def forward(self, x):
         (wh, ww), (sh, sw) = self.window, self.shift
         rows, cols = self.height // wh, self.width // ww
+        if self.pad is not None:
+            x = self.pad(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
         x = _roll(_roll(x, sh, 1), sw, 2)
         channels = x.shape[3]
         x = x.reshape(x.shape[0], rows, wh, cols, ww, channels).permute(0, 1, 3, 2, 4, 5)
         x = x.reshape(x.shape[0], rows * cols, wh * ww, channels)
         q, k, v = self._heads(self.q(x)), self._heads(self.k(x)), self._heads(self.v(x))
-        attention = self.softmax(self.bias(self.scores(q, k)))
+        if self.cosine:
+            q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        scores = self.scores(q, k)
+        if self.cosine:
+            scores = scores * self.logit_scale.clamp(max=math.log(100.0)).exp()
+        attention = self.softmax(self.bias(scores))
         x = self.context(self.attention_dropout(attention), v).permute(0, 1, 3, 2, 4)
         x = self.dropout(self.proj(x.reshape(x.shape[0], rows * cols, wh * ww, channels)))
         x = x.reshape(x.shape[0], rows, cols, wh, ww, channels).permute(0, 1, 3, 2, 4, 5)
         x = x.reshape(x.shape[0], self.height, self.width, channels)
-        return _roll(_roll(x, (self.height - sh) % self.height, 1),
-                     (self.width - sw) % self.width, 2)
+        x = _roll(_roll(x, (self.height - sh) % self.height, 1), (self.width - sw) % self.width, 2)
+        return x if self.pad is None else x[:, :self.size[0], :self.size[1], :]
 
 
 class DecomposedPatchMerging(nn.Module):
-    """torchvision's Swin PatchMerging for an even H and W: the four strided slices and their
-    concat as shape ops and a Concat, then its norm and reduction."""
+    """torchvision's Swin PatchMerging (v2: PatchMergingV2) for an even H and W: the four strided
+    slices and their concat as shape ops and a Concat, then its norm and reduction (v2: reduction
+    first)."""
 
-    def __init__(self, module):
+    def __init__(self, module, norm_last=False):
         super().__init__()
-        self.norm, self.reduction = module.norm, module.reduction
+        self.norm, self.reduction, self.norm_last = module.norm, module.reduction, norm_last
 
     def forward(self, x):
-        parts = [x[:, i::2, j::2, :] for i, j in ((0, 0), (1, 0), (0, 1), (1, 1))]
-        return self.reduction(self.norm(torch.cat(parts, -1)))
+        x = torch.cat([x[:, i::2, j::2, :] for i, j in ((0, 0), (1, 0), (0, 1), (1, 1))], -1)
+        return self.norm(self.reduction(x)) if self.norm_last else self.reduction(self.norm(x))
 
 
 # ---- float32 runtime op (a part kept in float) ---------------------------------------------------
