@@ -110,3 +110,27 @@ def test_tiny_swin_deploys_with_linear_and_matmul_in_int8():
     assert torch.unique(expected).numel() >= 8
     with torch.no_grad():
         assert (expected - model(x)).abs().max() < 0.1 * model(x).abs().max() + 0.05
+
+
+def test_tiny_swin_trains_with_qat_and_deploys():
+    """QAT through the decomposed attention: the model's own position table and projections get
+    gradients, and the trained model converts and deploys."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 16, 16)
+    qat = qtk.quantize_qat(TinySwin(), example_inputs=x[:1]).train()
+    optimizer = torch.optim.SGD(qat.parameters(), lr=1e-3)
+    for _ in range(2):
+        loss = qat(x).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    table = qat.get_submodule("attention.bias").table
+    assert table.grad is not None and table.grad.abs().sum() > 0
+    quantized = qtk.convert(qat.eval())
+    session = qtk.runtime.load(qtk.export(quantized, x[:1]))
+    with torch.no_grad():
+        expected = quantized(x)
+    assert torch.unique(expected).numel() >= 8
+    assert (session.run(x) - expected).abs().max() <= 2 * max(
+        m.input_qparams[0].scale for m in quantized.modules()
+        if isinstance(m, qtk.modules.QuantizedDequantStub))
