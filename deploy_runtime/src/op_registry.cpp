@@ -31,7 +31,10 @@ std::unique_ptr<OpKernel> make_l2_normalize_float32_reference(const NodeView& no
 std::unique_ptr<OpKernel> make_clamp_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_clamp_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_lut_int8_reference(const NodeView& node);
+// Functions of one input whose int8 form is a table: every op kFloat32Functions lists
+// (kernels/reference/elementwise.cpp), so a new one is its line there and nothing here.
 std::unique_ptr<OpKernel> make_function_float32_reference(const NodeView& node);
+bool is_float32_function(const std::string& op);
 std::unique_ptr<OpKernel> make_concat_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_avg_pool2d_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_avg_pool2d_float32_reference(const NodeView& node);
@@ -195,18 +198,6 @@ constexpr OpEntry kOps[] = {
     {"l2_normalize", nullptr, make_l2_normalize_float32_reference},
     {"clamp", make_clamp_int8_reference, make_clamp_float32_reference},
     {"lut", make_lut_int8_reference, nullptr},
-    // Functions of one input whose int8 form is a table (kernels/reference/elementwise.cpp).
-    {"hardswish", nullptr, make_function_float32_reference},
-    {"hardsigmoid", nullptr, make_function_float32_reference},
-    {"sigmoid", nullptr, make_function_float32_reference},
-    {"tanh", nullptr, make_function_float32_reference},
-    {"silu", nullptr, make_function_float32_reference},
-    {"mish", nullptr, make_function_float32_reference},
-    {"gelu", nullptr, make_function_float32_reference},
-    {"gelu_tanh", nullptr, make_function_float32_reference},
-    {"leaky_relu", nullptr, make_function_float32_reference},
-    {"elu", nullptr, make_function_float32_reference},
-    {"softplus", nullptr, make_function_float32_reference},
     {"concat", nullptr, make_concat_float32_reference},  // int8: kMultiAlgorithmOps
     {"max_pool2d", nullptr, nullptr},  // kMultiAlgorithmOps
     {"avg_pool2d", make_avg_pool2d_int8_reference, make_avg_pool2d_float32_reference},
@@ -259,6 +250,14 @@ CreatedKernel create_kernel(const Graph& graph, const Node& node, const KernelPi
                       graph.values[node.inputs[0]].name + "' is " + dtype_name(dtype) + ")");
         }
         return {make(view), "reference"};
+    }
+    if (is_float32_function(node.op)) {
+        const NodeView view(graph, node);
+        if (view.dtype() != DType::kFloat32) {
+            view.fail("op '" + node.op + "' has no " + dtype_name(view.dtype()) +
+                      " kernel (its int8 form is a 'lut' node)");
+        }
+        return {make_function_float32_reference(view), "reference"};
     }
     throw Error("node '" + node.name + "' uses op '" + node.op +
                 "' which this runtime does not know; re-export with a matching qtk version");

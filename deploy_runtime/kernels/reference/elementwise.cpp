@@ -294,7 +294,7 @@ float without_params(float x, const FunctionParams&) {
 
 // The float32 form of each function that int8 runs as a table (docs/quantization_spec.md section
 // 10), by op name, with the f32[1] attributes it reads into its params, in order (nullptr: none):
-// a new one is its definition above and a line here, plus its line in the registry.
+// a new one is its definition above and a line here (the registry asks is_float32_function).
 struct Float32Function {
     const char* op;
     Float32Fn function;
@@ -346,6 +346,15 @@ std::unique_ptr<OpKernel> make_clamp_float32_reference(const NodeView& node) {
 }
 
 QTK_KERNEL_FACTORY(make_lut_int8_reference, LutInt8Reference)
+
+bool is_float32_function(const std::string& op) {
+    for (const Float32Function& entry : kFloat32Functions) {
+        if (op == entry.op) {
+            return true;
+        }
+    }
+    return false;
+}
 
 std::unique_ptr<OpKernel> make_function_float32_reference(const NodeView& node) {
     for (const Float32Function& entry : kFloat32Functions) {
