@@ -5,6 +5,8 @@ no int8 form yet in float.
 
 Swin's modules depend on the feature map's size (padding, whether the window shifts), so they are
 decomposed only when prepare is given ``example_inputs``; the sizes are recorded on one run."""
+import warnings
+
 import torch
 from torch import nn
 
@@ -53,9 +55,19 @@ def _sized_form(module, size):
     return DecomposedWindowAttention(module, height, width)
 
 
+class NeedsExampleInputsWarning(UserWarning):
+    """A module's int8 decomposition depends on sizes that only ``example_inputs`` tell."""
+
+
 def decompose(model, example_inputs=None):
     """Swap in place; a module that cannot be decomposed stays (and stays float)."""
     sizes = _input_sizes(model, example_inputs) if example_inputs is not None else {}
+    sized = sorted({type(m).__name__ for m in model.modules() if type(m) in SIZED_TYPES})
+    if sized and example_inputs is None:
+        warnings.warn(f"{', '.join(sized)} can be quantized only when prepare is given "
+                      f"example_inputs= (a batch of the input's shape), which tells their "
+                      f"feature-map sizes; without it they stay float and the model will not "
+                      f"export", NeedsExampleInputsWarning, stacklevel=4)
     for name, module in list(model.named_modules()):
         if not name:
             continue
