@@ -7,16 +7,7 @@ namespace {
 constexpr int64_t kMaxAttr = (int64_t{1} << 31) - 1;
 }  // namespace
 
-Conv2dParams read_conv2d_params(const NodeView& node, DType dtype, DType bias_dtype) {
-    node.expect_input_count(dtype == DType::kInt8 && node.input_count() == 4 ? 4 : 3);
-    node.expect_output_count(1);
-    node.activation_input(0, dtype);
-    if (node.input_count() == 4) {
-        node.activation_input(3, dtype);
-    }
-    const Value& weight = node.constant_input(1, "weight", dtype, 4);
-    node.expect_bias_for(node.constant_input(2, "bias", bias_dtype, 1), weight);
-    node.output(0, dtype);
+Conv2dParams read_conv2d_window(const NodeView& node, const Value& weight) {
     const std::vector<int64_t> stride = node.ints("stride", 2, 1, kMaxAttr);
     const std::vector<int64_t> padding = node.ints("padding", 2, 0, kMaxAttr);
     const std::vector<int64_t> dilation = node.ints("dilation", 2, 1, kMaxAttr);
@@ -32,11 +23,18 @@ Conv2dParams read_conv2d_params(const NodeView& node, DType dtype, DType bias_dt
     p.dilation_h = dilation[0];
     p.dilation_w = dilation[1];
     p.groups = node.int_scalar("groups", 1, kMaxAttr);
-    p.nhwc = node.channels_last();
     if (p.out_channels % p.groups != 0) {
         node.fail("groups " + std::to_string(p.groups) + " does not divide the weight's " +
                   std::to_string(p.out_channels) + " output channels");
     }
+    return p;
+}
+
+Conv2dParams read_conv2d_params(const NodeView& node, DType dtype, DType bias_dtype) {
+    const size_t inputs = dtype == DType::kInt8 && node.input_count() == 4 ? 4 : 3;
+    Conv2dParams p =
+        read_conv2d_window(node, node.expect_weight_layer(inputs, dtype, bias_dtype, 4));
+    p.nhwc = node.channels_last();
     return p;
 }
 

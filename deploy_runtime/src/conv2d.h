@@ -31,6 +31,10 @@ struct Conv2dParams {
     }
 };
 
+// The geometry of weight [O, C/groups, kh, kw] and the window attributes stride, padding, dilation
+// and groups (dividing O), as conv2d and conv_transpose2d read them; nhwc left false.
+Conv2dParams read_conv2d_window(const NodeView& node, const Value& weight);
+
 // Checks x, weight, bias [O], the fused residual of an int8 conv (input 3, optional) and y
 // (activations and weight of `dtype`) and reads the window attributes; errors name the node.
 Conv2dParams read_conv2d_params(const NodeView& node, DType dtype, DType bias_dtype);

@@ -5,12 +5,7 @@ namespace detail {
 
 LinearKernel::LinearKernel(const NodeView& node, DType dtype, DType bias_dtype)
     : OpKernel(node.label()) {
-    node.expect_input_count(3);
-    node.expect_output_count(1);
-    node.activation_input(0, dtype);
-    const Value& weight = node.constant_input(1, "weight", dtype, 2);
-    node.expect_bias_for(node.constant_input(2, "bias", bias_dtype, 1), weight);
-    node.output(0, dtype);
+    const Value& weight = node.expect_weight_layer(3, dtype, bias_dtype, 2);
     out_features_ = weight.shape[0];
     in_features_ = weight.shape[1];
 }

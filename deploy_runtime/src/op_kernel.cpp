@@ -165,6 +165,20 @@ void NodeView::expect_bias_for(const Value& bias, const Value& weight) const {
     }
 }
 
+const Value& NodeView::expect_weight_layer(size_t inputs, DType dtype, DType bias_dtype,
+                                           size_t weight_rank) const {
+    expect_input_count(inputs);
+    expect_output_count(1);
+    activation_input(0, dtype);
+    for (size_t i = 3; i < inputs; ++i) {
+        activation_input(i, dtype);
+    }
+    const Value& weight = constant_input(1, "weight", dtype, weight_rank);
+    expect_bias_for(constant_input(2, "bias", bias_dtype, 1), weight);
+    output(0, dtype);
+    return weight;
+}
+
 std::vector<int64_t> NodeView::ints(const char* key, size_t count, int64_t lo, int64_t hi) const {
     const Attr& a = attr(key, AttrKind::kInts);
     if (a.ints.size() != count) {

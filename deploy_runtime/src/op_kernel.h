@@ -144,6 +144,11 @@ class NodeView {
     DType expect_data_movement(size_t outputs) const;
     // One bias per output channel (dims[0]) of the weight.
     void expect_bias_for(const Value& bias, const Value& weight) const;
+    // A weight layer's operands: `inputs` inputs, x (0) and any past 2 activations of `dtype`,
+    // weight (1) a constant of `dtype` and `weight_rank`, bias (2) a constant of `bias_dtype`,
+    // one per output channel; one output of `dtype`. Returns the weight.
+    const Value& expect_weight_layer(size_t inputs, DType dtype, DType bias_dtype,
+                                     size_t weight_rank) const;
 
     // Exactly `count` values, each in [lo, hi].
     std::vector<int64_t> ints(const char* key, size_t count, int64_t lo, int64_t hi) const;

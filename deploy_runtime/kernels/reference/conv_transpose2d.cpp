@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "conv2d.h"
 #include "op_kernel.h"
 #include "qtk/arithmetic.h"
 #include "thread_pool.h"
@@ -21,27 +22,19 @@ namespace {
 constexpr int64_t kMaxAttr = (int64_t{1} << 31) - 1;
 constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
 
-struct ConvTranspose2dParams {
-    int64_t out_channels, group_in_channels, kernel_h, kernel_w;
-    int64_t stride_h, stride_w, pad_h, pad_w, out_pad_h, out_pad_w, dilation_h, dilation_w, groups;
-
-    int64_t products_per_output() const { return group_in_channels * kernel_h * kernel_w; }
-    int64_t out_per_group() const { return out_channels / groups; }
+// conv2d's geometry (NCHW), plus output_padding.
+struct ConvTranspose2dParams : Conv2dParams {
+    int64_t out_pad_h, out_pad_w;
 };
 
 // Checks x, weight [O, C/groups, kh, kw] and bias [O] of `dtype` / `bias_dtype`, y, and the window
 // attributes (torch's rule: output_padding below stride or dilation, per axis).
 ConvTranspose2dParams read_params(const NodeView& node, DType dtype, DType bias_dtype) {
-    node.expect_input_count(3);
-    node.expect_output_count(1);
-    node.activation_input(0, dtype);
-    const Value& weight = node.constant_input(1, "weight", dtype, 4);
-    node.expect_bias_for(node.constant_input(2, "bias", bias_dtype, 1), weight);
-    node.output(0, dtype);
-    const std::vector<int64_t> stride = node.ints("stride", 2, 1, kMaxAttr);
-    const std::vector<int64_t> padding = node.ints("padding", 2, 0, kMaxAttr);
+    ConvTranspose2dParams p{
+        read_conv2d_window(node, node.expect_weight_layer(3, dtype, bias_dtype, 4)), 0, 0};
     const std::vector<int64_t> output_padding = node.ints("output_padding", 2, 0, kMaxAttr);
-    const std::vector<int64_t> dilation = node.ints("dilation", 2, 1, kMaxAttr);
+    const int64_t stride[2] = {p.stride_h, p.stride_w};
+    const int64_t dilation[2] = {p.dilation_h, p.dilation_w};
     for (size_t a = 0; a < 2; ++a) {
         if (output_padding[a] >= std::max(stride[a], dilation[a])) {
             node.fail("attribute 'output_padding'[" + std::to_string(a) + "] = " +
@@ -50,24 +43,8 @@ ConvTranspose2dParams read_params(const NodeView& node, DType dtype, DType bias_
                       std::to_string(stride[a]) + ", " + std::to_string(dilation[a]) + ")");
         }
     }
-    ConvTranspose2dParams p;
-    p.out_channels = weight.shape[0];
-    p.group_in_channels = weight.shape[1];
-    p.kernel_h = weight.shape[2];
-    p.kernel_w = weight.shape[3];
-    p.stride_h = stride[0];
-    p.stride_w = stride[1];
-    p.pad_h = padding[0];
-    p.pad_w = padding[1];
     p.out_pad_h = output_padding[0];
     p.out_pad_w = output_padding[1];
-    p.dilation_h = dilation[0];
-    p.dilation_w = dilation[1];
-    p.groups = node.int_scalar("groups", 1, kMaxAttr);
-    if (p.out_channels % p.groups != 0) {
-        node.fail("groups " + std::to_string(p.groups) + " does not divide the weight's " +
-                  std::to_string(p.out_channels) + " output channels");
-    }
     return p;
 }
 

@@ -14,6 +14,69 @@ namespace qtk {
 namespace detail {
 namespace {
 
+// The rows of layer_norm and group_norm: consecutive runs of `length` values, value i of row r in
+// channel r % groups * channels_per_group + i / positions. layer_norm's rows are the last `axes`
+// dims of each sample, one channel per value (groups = positions = 1); group_norm's are one
+// group's channels at all their positions ([N, C, ...], a group's channels consecutive).
+struct NormRows {
+    int64_t groups, channels_per_group, positions, length;
+
+    static NormRows per_value(int64_t channels) { return {1, channels, 1, channels}; }
+    static NormRows grouped(const Shape& x, int64_t groups) {
+        const int64_t positions = element_count(x) / (x[0] * x[1]);
+        return {groups, x[1] / groups, positions, x[1] / groups * positions};
+    }
+
+    // row(xr, yr, channel) for each row of input 0 into output 0, channel(i) value i's channel.
+    template <typename T, typename Row>
+    void for_each(const NodeIO& io, ThreadPool& pool, Row row) const {
+        const T* x = io.input<T>(0);
+        T* y = io.output<T>(0);
+        pool.parallel_for(element_count(*io.input_shapes[0]) / length, [&](int64_t begin,
+                                                                           int64_t end) {
+            for (int64_t r = begin; r < end; ++r) {
+                const int64_t first_channel = r % groups * channels_per_group;
+                row(x + r * length, y + r * length, [&](int64_t i) {
+                    return static_cast<size_t>(first_channel + i / positions);
+                });
+            }
+        });
+    }
+};
+
+// group_norm's "groups" attribute: in [1, C], dividing the C channels of x [N, C, ...].
+int64_t read_groups(const NodeView& node, const Shape& x) {
+    const int64_t groups = node.int_scalar("groups", 1, x[1]);
+    if (x[1] % groups != 0) {
+        node.fail("groups = " + std::to_string(groups) + " does not divide the " +
+                  std::to_string(x[1]) + " channels of " + to_string(x));
+    }
+    return groups;
+}
+
+// torch's layer_norm and group_norm on float32 rows: y = (x - mean) / sqrt(var + eps) *
+// weight[c] + bias[c], var biased, accumulated and computed in double, rounded once.
+void norm_rows_float32(const NormRows& rows, float eps, const std::vector<float>& weight,
+                       const std::vector<float>& bias, const NodeIO& io, ThreadPool& pool) {
+    const int64_t length = rows.length;
+    rows.for_each<float>(io, pool, [&](const float* xr, float* yr, auto channel) {
+        double sum = 0;
+        for (int64_t i = 0; i < length; ++i) {
+            sum += xr[i];
+        }
+        const double mean = sum / static_cast<double>(length);
+        double squares = 0;
+        for (int64_t i = 0; i < length; ++i) {
+            squares += (xr[i] - mean) * (xr[i] - mean);
+        }
+        const double inv_std = 1.0 / std::sqrt(squares / static_cast<double>(length) + double{eps});
+        for (int64_t i = 0; i < length; ++i) {
+            const size_t c = channel(i);
+            yr[i] = static_cast<float>((xr[i] - mean) * inv_std * weight[c] + bias[c]);
+        }
+    });
+}
+
 // torch.nn.functional.layer_norm: y = (x - mean) / sqrt(var + eps) * weight + bias over each group
 // of the last `axes` dims, var biased. Accumulated and computed in double, rounded once.
 class LayerNormFloat32Reference final : public OpKernel {
@@ -45,6 +108,7 @@ class LayerNormFloat32Reference final : public OpKernel {
         }
         weight_ = float32_values(weight);
         bias_ = float32_values(bias);
+        rows_ = NormRows::per_value(static_cast<int64_t>(weight_.size()));
     }
 
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
@@ -54,34 +118,12 @@ class LayerNormFloat32Reference final : public OpKernel {
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
-        const int64_t group = static_cast<int64_t>(weight_.size());
-        const float* x = io.input<float>(0);
-        float* y = io.output<float>(0);
-        pool.parallel_for(element_count(*io.input_shapes[0]) / group, [&](int64_t begin,
-                                                                           int64_t end) {
-            for (int64_t lane = begin; lane < end; ++lane) {
-                const float* xl = x + lane * group;
-                float* yl = y + lane * group;
-                double sum = 0;
-                for (int64_t i = 0; i < group; ++i) {
-                    sum += xl[i];
-                }
-                const double mean = sum / static_cast<double>(group);
-                double squares = 0;
-                for (int64_t i = 0; i < group; ++i) {
-                    squares += (xl[i] - mean) * (xl[i] - mean);
-                }
-                const double inv_std =
-                    1.0 / std::sqrt(squares / static_cast<double>(group) + double{eps_});
-                for (int64_t i = 0; i < group; ++i) {
-                    yl[i] = static_cast<float>((xl[i] - mean) * inv_std * weight_[i] + bias_[i]);
-                }
-            }
-        });
+        norm_rows_float32(rows_, eps_, weight_, bias_, io, pool);
     }
 
  private:
     size_t axes_;
+    NormRows rows_;
     float eps_;
     std::vector<float> weight_, bias_;  // decoded from little-endian once
 };
@@ -169,11 +211,7 @@ class GroupNormFloat32Reference final : public OpKernel {
             node.fail("input must have rank >= 2 ([N, C, ...])");
         }
         const int64_t channels = x.shape[1];
-        groups_ = node.int_scalar("groups", 1, channels);
-        if (channels % groups_ != 0) {
-            node.fail("groups = " + std::to_string(groups_) + " does not divide the " +
-                      std::to_string(channels) + " channels of " + to_string(x.shape));
-        }
+        const int64_t groups = read_groups(node, x.shape);
         eps_ = node.floats("eps", 1)[0];
         if (!(eps_ > 0.0f) || std::isinf(eps_)) {
             node.fail("attribute 'eps' = " + std::to_string(eps_) + " must be finite and > 0");
@@ -188,6 +226,7 @@ class GroupNormFloat32Reference final : public OpKernel {
         }
         weight_ = float32_values(node.input_value(1));
         bias_ = float32_values(node.input_value(2));
+        rows_ = NormRows::grouped(x.shape, groups);
     }
 
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
@@ -195,38 +234,11 @@ class GroupNormFloat32Reference final : public OpKernel {
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
-        const Shape& xs = *io.input_shapes[0];
-        const int64_t positions = element_count(xs) / (xs[0] * xs[1]);
-        const int64_t channels_per_group = xs[1] / groups_;
-        const int64_t row = channels_per_group * positions;
-        const float* x = io.input<float>(0);
-        float* y = io.output<float>(0);
-        pool.parallel_for(xs[0] * groups_, [&](int64_t begin, int64_t end) {
-            for (int64_t r = begin; r < end; ++r) {
-                const float* xr = x + r * row;
-                float* yr = y + r * row;
-                double sum = 0;
-                for (int64_t i = 0; i < row; ++i) {
-                    sum += xr[i];
-                }
-                const double mean = sum / static_cast<double>(row);
-                double squares = 0;
-                for (int64_t i = 0; i < row; ++i) {
-                    squares += (xr[i] - mean) * (xr[i] - mean);
-                }
-                const double inv_std =
-                    1.0 / std::sqrt(squares / static_cast<double>(row) + double{eps_});
-                for (int64_t i = 0; i < row; ++i) {
-                    const size_t c = static_cast<size_t>(r % groups_ * channels_per_group +
-                                                         i / positions);
-                    yr[i] = static_cast<float>((xr[i] - mean) * inv_std * weight_[c] + bias_[c]);
-                }
-            }
-        });
+        norm_rows_float32(rows_, eps_, weight_, bias_, io, pool);
     }
 
  private:
-    int64_t groups_;
+    NormRows rows_;
     float eps_;
     std::vector<float> weight_, bias_;
 };
@@ -369,23 +381,16 @@ class NormInt8Reference final : public OpKernel {
         int64_t channels = 0;
         if (grouped) {  // [N, C, ...]: the channels of a group are consecutive
             channels = x.shape[1];
-            groups_ = node.int_scalar("groups", 1, channels);
-            if (channels % groups_ != 0) {
-                node.fail("groups = " + std::to_string(groups_) + " does not divide the " +
-                          std::to_string(channels) + " channels of " + to_string(x.shape));
-            }
-            positions_ = element_count(x.shape) / (x.shape[0] * channels);
-            row_ = channels / groups_ * positions_;
+            rows_ = NormRows::grouped(x.shape, read_groups(node, x.shape));
         } else {  // one channel per value of the row
             const int64_t axes = node.int_scalar("axes", 1, rank - 1);
             channels = element_count(Shape(x.shape.end() - axes, x.shape.end()));
-            groups_ = 1;
-            positions_ = 1;
-            row_ = channels;
+            rows_ = NormRows::per_value(channels);
         }
-        if (row_ > arith::kNormMaxRow) {
-            node.fail("rows of " + std::to_string(row_) + " values are longer than 2^14, which " +
-                      "bounds the integer normalization (docs/quantization_spec.md section 19)");
+        if (rows_.length > arith::kNormMaxRow) {
+            node.fail("rows of " + std::to_string(rows_.length) +
+                      " values are longer than 2^14, which bounds the integer normalization " +
+                      "(docs/quantization_spec.md section 19)");
         }
         eps_term_ = node.int_scalar("eps_term", 1, arith::kNormMaxEpsTerm);
         multiplier_ = node.multipliers("multiplier", static_cast<size_t>(channels));
@@ -418,30 +423,21 @@ class NormInt8Reference final : public OpKernel {
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
-        const int64_t channels_per_group = static_cast<int64_t>(weight_.size()) / groups_;
-        const int8_t* x = io.input<int8_t>(0);
-        int8_t* y = io.output<int8_t>(0);
-        pool.parallel_for(element_count(*io.input_shapes[0]) / row_, [&](int64_t begin,
-                                                                         int64_t end) {
-            for (int64_t r = begin; r < end; ++r) {
-                const int8_t* xr = x + r * row_;
-                int8_t* yr = y + r * row_;
-                const arith::NormRow stats =
-                    arith::norm_row(xr, row_, 1, input_zero_point_, eps_term_);
-                const int64_t first_channel = r % groups_ * channels_per_group;
-                for (int64_t i = 0; i < row_; ++i) {
-                    const size_t c = static_cast<size_t>(first_channel + i / positions_);
-                    yr[i] = arith::norm_affine(
-                        arith::normalized_q16(stats, xr[i], input_zero_point_), weight_[c],
-                        bias_[c], multiplier_[c], shift_[c], output_zero_point_, clamp_.lo,
-                        clamp_.hi);
-                }
+        const int64_t length = rows_.length;
+        rows_.for_each<int8_t>(io, pool, [&](const int8_t* xr, int8_t* yr, auto channel) {
+            const arith::NormRow stats =
+                arith::norm_row(xr, length, 1, input_zero_point_, eps_term_);
+            for (int64_t i = 0; i < length; ++i) {
+                const size_t c = channel(i);
+                yr[i] = arith::norm_affine(arith::normalized_q16(stats, xr[i], input_zero_point_),
+                                           weight_[c], bias_[c], multiplier_[c], shift_[c],
+                                           output_zero_point_, clamp_.lo, clamp_.hi);
             }
         });
     }
 
  private:
-    int64_t groups_, positions_, row_;  // rows of row_ values; a channel spans positions_ of them
+    NormRows rows_;
     int64_t eps_term_;
     int32_t input_zero_point_, output_zero_point_;
     std::vector<int8_t> weight_;

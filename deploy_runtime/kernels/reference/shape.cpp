@@ -91,6 +91,18 @@ class ReshapeReference final : public ReinterpretReference {
     Shape shape_;
 };
 
+// y's elements of `size` bytes in order, element i from x's at the offset by which `strides`
+// (in elements, one per dim of ys) walk to output index i.
+void gather(const uint8_t* x, uint8_t* y, const Shape& ys, const StridedWalk<1>::Strides& strides,
+            size_t size, ThreadPool& pool) {
+    pool.parallel_for(element_count(ys), [&](int64_t begin, int64_t end) {
+        StridedWalk<1> walk(ys, strides, begin);
+        for (int64_t i = begin; i < end; ++i, walk.next()) {
+            std::memcpy(y + i * size, x + walk.offset(0) * size, size);
+        }
+    });
+}
+
 // y[i_0, ..., i_r] = x at index i_k in dim perm[k]; perm[0] = 0 keeps the batch first.
 class PermuteReference final : public OpKernel {
  public:
@@ -131,15 +143,7 @@ class PermuteReference final : public OpKernel {
         for (int64_t p : perm_) {
             strides[0].push_back(x_strides[static_cast<size_t>(p)]);
         }
-        const uint8_t* x = io.input<uint8_t>(0);
-        uint8_t* y = io.output<uint8_t>(0);
-        const size_t size = element_size_;
-        pool.parallel_for(element_count(ys), [&](int64_t begin, int64_t end) {
-            StridedWalk<1> walk(ys, strides, begin);
-            for (int64_t i = begin; i < end; ++i, walk.next()) {
-                std::memcpy(y + i * size, x + walk.offset(0) * size, size);
-            }
-        });
+        gather(io.input<uint8_t>(0), io.output<uint8_t>(0), ys, strides, element_size_, pool);
     }
 
  private:
@@ -370,15 +374,8 @@ class SliceReference final : public OpKernel {
             strides[0].push_back(x_strides[i + 1] * steps_[i]);
             first += x_strides[i + 1] * starts_[i];
         }
-        const uint8_t* x = io.input<uint8_t>(0) + first * element_size_;
-        uint8_t* y = io.output<uint8_t>(0);
-        const size_t size = element_size_;
-        pool.parallel_for(element_count(ys), [&](int64_t begin, int64_t end) {
-            StridedWalk<1> walk(ys, strides, begin);
-            for (int64_t i = begin; i < end; ++i, walk.next()) {
-                std::memcpy(y + i * size, x + walk.offset(0) * size, size);
-            }
-        });
+        gather(io.input<uint8_t>(0) + first * element_size_, io.output<uint8_t>(0), ys, strides,
+               element_size_, pool);
     }
 
  private:
