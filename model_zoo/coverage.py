@@ -10,6 +10,7 @@ and the .qmodel's size.
 """
 import argparse
 import signal
+import textwrap
 import time
 import traceback
 import warnings
@@ -144,30 +145,26 @@ def first_line(error):
     return text[:160].replace("|", "/")
 
 
+INTRO = (
+    "Every torchvision classification, segmentation and detection model with random weights "
+    "(BatchNorm statistics re-estimated on random data, zero-initialized layers made random), "
+    "through `qtk.prepare_ptq` with default settings and `example_inputs`, two calibration "
+    "batches, `qtk.convert`, `qtk.export` and the runtime at 2 threads, batch 1 (224x224 where "
+    "the model fixes its input size, 299 for Inception, 256 to 320 for detection, else 112). "
+    "*int8 MACs* is `qtk.report`'s share of multiply-accumulates in int8; *result* compares the "
+    "runtime's int8 output with the Quantized reference: *byte-identical* where every op is "
+    "int8; where float parts remain (spec 15), *within tolerance* when the runtime's dequantized "
+    "output is no farther from the Quantized model's than that is from the float model's. "
+    "*refused* is a clear qtk error; *crashed* is any other error, a bug to fix. Detection models "
+    "deploy their backbone and dense head. Regenerate with `python -m model_zoo.coverage`.")
+
+
 def write_document(rows, cpu):
     deployed = sum(row["status"].startswith(("byte-identical", "within tolerance"))
                    for _, row in rows)
-    lines = [
-        "# Model coverage",
-        "",
-        "Every torchvision classification, segmentation and detection model with random weights",
-        "(BatchNorm statistics re-estimated on random data, zero-initialized layers made random),",
-        "through `qtk.prepare_ptq` with default settings and `example_inputs`, two calibration",
-        "batches, `qtk.convert`, `qtk.export` and the runtime at 2 threads, batch 1 (224x224 where",
-        "the model fixes its input size, 299 for Inception, 256 to 320 for detection, else 112).",
-        "*int8 MACs* is",
-        "`qtk.report`'s share of multiply-accumulates in int8; *result* compares the runtime's int8",
-        "output with the Quantized reference: *byte-identical* where every op is int8; where float",
-        "parts remain (spec 15), *within tolerance* when the runtime's dequantized output is no",
-        "farther from the Quantized model's than that is from the float model's. *refused* is a",
-        "clear qtk error; *crashed* is any other error, a bug to fix. Detection models deploy their",
-        "backbone and dense head. Regenerate with `python -m model_zoo.coverage`.",
-        "",
-        f"Run on {cpu}: **{deployed} of {len(rows)} models deploy.**",
-        "",
-        "| model | result | int8 MACs | .qmodel |",
-        "|---|---|---:|---:|",
-    ]
+    lines = ["# Model coverage", "", textwrap.fill(INTRO, 100), "",
+             f"Run on {cpu}: **{deployed} of {len(rows)} models deploy.**", "",
+             "| model | result | int8 MACs | .qmodel |", "|---|---|---:|---:|"]
     for name, row in rows:
         share_text = "" if row["share"] is None else f"{100 * row['share']:.1f}%"
         size_text = "" if row["size"] is None else f"{row['size'] / 2**20:.1f} MiB"
