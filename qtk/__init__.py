@@ -27,8 +27,9 @@ def __getattr__(name):
     raise AttributeError(f"module 'qtk' has no attribute {name!r}")
 
 
-__all__ = ["quantize_qat", "prepare_ptq", "calibrate", "convert", "export", "freeze_bn_stats", "int8_outputs",
-           "report", "Report", "FloatFallbackWarning",
-           "QConfig", "QConfigMapping", "PRESETS", "bits_qconfig", "bits_qconfig_mapping", "default_qat_qconfig", "default_ptq_qconfig", "with_args", "runtime",
+__all__ = ["quantize_qat", "prepare_ptq", "calibrate", "convert", "export", "freeze_bn_stats",
+           "int8_outputs", "report", "Report", "FloatFallbackWarning",
+           "QConfig", "QConfigMapping", "PRESETS", "bits_qconfig", "bits_qconfig_mapping",
+           "default_qat_qconfig", "default_ptq_qconfig", "with_args", "runtime",
            "QtkError", "UnsupportedOpError", "arithmetic", "modules", "observers", "fake_quant",
            "__version__"]

@@ -35,8 +35,9 @@ class QConfig:
     def __post_init__(self):
         for field in ("activation", "weight"):
             if not callable(getattr(self, field)) or isinstance(getattr(self, field), FakeQuantize):
-                raise TypeError(f"QConfig.{field} must be a factory (a class or qtk.qconfig.with_args"
-                                f"(...)), not a module instance: each module needs its own quantizer")
+                raise TypeError(f"QConfig.{field} must be a factory (a class or "
+                                f"qtk.qconfig.with_args(...)), not a module instance: each module "
+                                f"needs its own quantizer")
 
 
 _WEIGHT_RANGE = dict(qmin=arithmetic.WEIGHT_MIN, qmax=arithmetic.WEIGHT_MAX, symmetric=True)

@@ -18,7 +18,8 @@ from .graph.fusion import fuse
 from .fake_quant import FakeQuantize
 from .observers import HistogramObserver, MinMaxObserver
 from .qconfig import QConfigMapping, as_mapping, default_ptq_qconfig, default_qat_qconfig
-from .quantization_report import BY_QCONFIG, NO_INT8_FORM, READS_FLOAT, Report, ReportRow, summary_line
+from .quantization_report import (BY_QCONFIG, NO_INT8_FORM, READS_FLOAT, Report, ReportRow,
+                                  summary_line)
 
 
 def _lookup_by_type(table, module):

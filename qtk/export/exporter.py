@@ -239,7 +239,8 @@ def _slice_bounds(index, shape, recorded, where):
 
 
 def _export_slice(writer, value_of, recorded, node):
-    """``x[:, 0]``, ``x[..., :c]``: a ``slice`` node, then a ``reshape`` where integers drop dims."""
+    """``x[:, 0]``, ``x[..., :c]``: a ``slice`` node, then a ``reshape`` where integers drop
+    dims."""
     source = node.args[0]
     in_shape, out_shape = tuple(recorded[source].shape), tuple(recorded[node].shape)
     where = f"{module_path(node)} ({node.format_node()})"

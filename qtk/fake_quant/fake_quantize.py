@@ -49,4 +49,5 @@ class FakeQuantize(nn.Module):
                                                       self.qmin, self.qmax)
 
     def extra_repr(self):
-        return f"fake_quant_enabled={self.fake_quant_enabled}, observer_enabled={self.observer_enabled}"
+        return (f"fake_quant_enabled={self.fake_quant_enabled}, "
+                f"observer_enabled={self.observer_enabled}")
