@@ -85,7 +85,8 @@ class QConfigMapping:
     Args:
         default: the QConfig of every module not matched below (``None``: float by default).
         by_type: ``{module type: QConfig or None}``; a fused layer matches the type of its
-            first part too (a ConvBnReLU2d matches ``nn.Conv2d``).
+            first part too (a ConvBnReLU2d matches ``nn.Conv2d``), a BatchNorm fused alone the
+            BatchNorm's.
         by_name: ``{pattern: QConfig or None}``; ``fnmatch`` patterns over module paths such as
             ``"layer4.*"``; a pattern that matches a module also covers everything inside it.
             Earlier entries win.
@@ -101,7 +102,10 @@ class QConfigMapping:
         for pattern, qconfig in self.by_name.items():
             if any(fnmatch.fnmatchcase(prefix, pattern) for prefix in prefixes):
                 return qconfig
-        candidates = [module] + ([module[0]] if isinstance(module, torch.nn.Sequential) else [])
+        candidates = [module]
+        if isinstance(module, torch.nn.Sequential):  # the part the user wrote
+            candidates.append(module[1] if getattr(module, "standalone_batchnorm", False)
+                              else module[0])
         for candidate in candidates:
             for cls in type(candidate).__mro__:
                 if cls in self.by_type:

@@ -132,6 +132,14 @@ def test_standalone_batchnorm_is_int8_as_a_per_channel_affine():
     assert_runtime_matches_torch(model, 10)
 
 
+def test_standalone_batchnorm_keeps_a_qconfig_given_by_its_type():
+    model = StandaloneBatchNorm().eval()
+    mapping = qtk.QConfigMapping(qtk.default_ptq_qconfig, by_type={nn.BatchNorm2d: None})
+    rows = {row.node: row for row in qtk.report(qtk.prepare_ptq(model, mapping)).rows}
+    assert rows["norm"].precision == "float" and rows["norm"].reason == "its qconfig is None"
+    assert rows["conv"].precision == "int8"
+
+
 def test_report_needs_a_prepared_model():
     with pytest.raises(TypeError, match="quantize_qat or qtk.prepare_ptq"):
         qtk.report(nn.Linear(2, 2))

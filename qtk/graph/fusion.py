@@ -16,6 +16,12 @@ from .capture import replace_submodule
 _ACTIVATIONS = (nn.ReLU, nn.ReLU6)
 
 
+def _conv_bn_relu(conv_bn, relu):
+    fused = modules.ConvBnReLU2d(*conv_bn, relu)
+    fused.standalone_batchnorm = getattr(conv_bn, "standalone_batchnorm", False)
+    return fused
+
+
 def _add_relu(add, relu):
     return modules.AddReLU(six=isinstance(relu, nn.ReLU6))
 
@@ -25,7 +31,7 @@ PATTERNS = [
     ((nn.Conv2d, nn.BatchNorm2d, _ACTIVATIONS), modules.ConvBnReLU2d),
     ((nn.Conv2d, nn.BatchNorm2d), modules.ConvBn2d),
     ((nn.Conv2d, _ACTIVATIONS), modules.ConvReLU2d),
-    ((modules.ConvBn2d, _ACTIVATIONS), lambda conv_bn, relu: modules.ConvBnReLU2d(*conv_bn, relu)),
+    ((modules.ConvBn2d, _ACTIVATIONS), _conv_bn_relu),
     ((nn.Linear, _ACTIVATIONS), modules.LinearReLU),
     ((modules.Add, _ACTIVATIONS), _add_relu),
 ]
@@ -78,8 +84,9 @@ def _standalone_batchnorms_as_convs(graph_module, call_counts):
         if _match(graph_module, producer, (nn.Conv2d, nn.BatchNorm2d), call_counts):
             continue  # the conv-bn pattern folds it
         bn = graph_module.get_submodule(node.target)
-        replace_submodule(graph_module, node.target,
-                          modules.ConvBn2d(_identity_depthwise_conv(bn), bn))
+        fused = modules.ConvBn2d(_identity_depthwise_conv(bn), bn)
+        fused.standalone_batchnorm = True  # its qconfig by type is the BatchNorm's
+        replace_submodule(graph_module, node.target, fused)
 
 
 def fuse(graph_module):
