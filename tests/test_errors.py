@@ -71,8 +71,8 @@ def test_scalar_arithmetic_is_float_and_strict_names_it():
 
 
 def test_unsupported_pooling_mode_is_explained():
-    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.AvgPool2d(2, ceil_mode=True))
-    with pytest.raises(ValueError, match="ceil_mode=True"):
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.AvgPool2d(2, divisor_override=-1))
+    with pytest.raises(ValueError, match=r"AvgPool2d\(divisor_override=-1\) is not supported"):
         calibrated(model.eval(), [torch.randn(1, 1, 9, 9)])
 
 

@@ -174,11 +174,13 @@ EXAMPLES = {
     nn.Mish: lambda: _after_conv(nn.Mish()),
     nn.GELU: lambda: _after_conv(nn.GELU(approximate="tanh")),
     nn.LeakyReLU: lambda: _after_conv(nn.LeakyReLU(0.2)),
+    nn.PReLU: lambda: _after_conv(PerChannelPReLU()),
     nn.ELU: lambda: _after_conv(nn.ELU(0.7)),
     nn.Softplus: lambda: _after_conv(nn.Softplus(beta=2.0, threshold=1.5)),
     nn.MaxPool2d: lambda: _after_conv(nn.MaxPool2d(3, 2, 1)),
     nn.AvgPool2d: lambda: _after_conv(nn.AvgPool2d(3, 2, 1, count_include_pad=False)),
     nn.AdaptiveAvgPool2d: lambda: _after_conv(nn.AdaptiveAvgPool2d(1)),
+    nn.AdaptiveMaxPool2d: lambda: _after_conv(nn.AdaptiveMaxPool2d((4, 3))),
     nn.Upsample: lambda: _after_conv(nn.Upsample(scale_factor=2, mode="nearest")),
     modules.QATResizeBilinear: lambda: _after_conv(nn.Upsample(size=(7, 17), mode="bilinear")),
     modules.UpsampleTo: lambda: ResizeBack(),
@@ -320,6 +322,14 @@ def test_adaptive_avg_pool_of_unequal_windows_is_refused_by_name():
     quantized = calibrated(_after_conv(nn.AdaptiveAvgPool2d(5)).eval(), [torch.randn(2, 3, SIZE,
                                                                                       SIZE)])
     with pytest.raises(qtk.UnsupportedOpError, match=r"^1: AdaptiveAvgPool2d\(5\) of a 12x12 "
+                                                     r"plane has windows of unequal size"):
+        qtk.export(quantized, torch.randn(1, 3, SIZE, SIZE))
+
+
+def test_adaptive_max_pool_of_unequal_windows_is_refused_by_name():
+    quantized = calibrated(_after_conv(nn.AdaptiveMaxPool2d(5)).eval(), [torch.randn(2, 3, SIZE,
+                                                                                      SIZE)])
+    with pytest.raises(qtk.UnsupportedOpError, match=r"^1: AdaptiveMaxPool2d\(5\) of a 12x12 "
                                                      r"plane has windows of unequal size"):
         qtk.export(quantized, torch.randn(1, 3, SIZE, SIZE))
 

@@ -6,6 +6,8 @@ ceil_mode=True (GoogLeNet, SqueezeNet): the last window may reach past the botto
 For each, PTQ, export and the runtime are byte-identical to the Quantized reference at batch 3 and
 2 threads; the float export runs within test_float_export.py's tolerance of torch.
 """
+import itertools
+
 import pytest
 import torch
 from torch import nn
@@ -104,7 +106,58 @@ def test_max_pool_ceil_mode_float_export_matches_torch(name):
     assert_runtime_matches_torch(make().eval(), size, batch=2)
 
 
-def test_avg_pool_ceil_mode_is_refused_by_name():
-    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AvgPool2d(2, ceil_mode=True)).eval()
-    with pytest.raises(ValueError, match=r"^1: AvgPool2d\(ceil_mode=True\) is not supported"):
-        calibrated(model, [torch.randn(1, 3, 9, 9)])
+def _avg_pool(*args, **kwargs):
+    return nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.AvgPool2d(*args, **kwargs))
+
+
+# AvgPool2d in ceil mode (its last windows divided by the part within the padded input) and with
+# divisor_override, alone and together (spec 6).
+AVG_POOLS = {
+    "2x2_s2_ceil": (lambda: _avg_pool(2, ceil_mode=True), (9, 11)),
+    "3x3_s2_pad1_ceil": (lambda: _avg_pool(3, 2, 1, ceil_mode=True), (10, 10)),
+    "3x3_s2_pad1_ceil_in_bounds": (
+        lambda: _avg_pool(3, 2, 1, ceil_mode=True, count_include_pad=False), (10, 12)),
+    "3x3_s2_pad1_divisor_5": (lambda: _avg_pool(3, 2, 1, divisor_override=5), (10, 10)),
+    "3x2_ceil_divisor_4": (
+        lambda: _avg_pool((3, 2), (2, 3), (1, 0), ceil_mode=True, divisor_override=4), (11, 11)),
+}
+
+
+@pytest.mark.parametrize("name", AVG_POOLS)
+def test_avg_pool_ceil_mode_and_divisor_override_are_byte_identical(name):
+    make, (h, w) = AVG_POOLS[name]
+    model = make().eval()
+    x = torch.randn(3, 3, h, w)
+    quantized = calibrated(model, [torch.randn(4, 3, h, w) for _ in range(2)])
+    reference, runtime = reference_and_runtime(quantized, x[:1], x, threads=2)
+    assert reference.shape == model(x).shape
+    assert torch.equal(reference, runtime)
+    assert_not_degenerate(reference, min_distinct=8)
+
+
+@pytest.mark.parametrize("name", [name for name, (_, (h, w)) in AVG_POOLS.items() if h == w])
+def test_avg_pool_ceil_mode_and_divisor_override_float_export_matches_torch(name):
+    make, (size, _) = AVG_POOLS[name]
+    assert_runtime_matches_torch(make().eval(), size, batch=2)
+
+
+def test_quantized_avg_pool_is_torchs_average_rounded():
+    """Spec 6's divisors against torch's over a sweep of geometries: the Quantized average pool
+    is torch's float64 average of (q - z), rounded half away from zero, plus z, clamped."""
+    from qtk.modules import QParams, QuantizedAvgPool2d
+    generator = torch.Generator().manual_seed(0)
+    cases = 0
+    for h, k, s, p, ceil, include_pad, divisor in itertools.product(
+            (1, 2, 5, 7, 8), (1, 2, 3), (1, 2, 3), (0, 1), (False, True), (False, True),
+            (None, 1, 3, 7)):
+        if p > k // 2 or h + 2 * p < k:
+            continue
+        pool = nn.AvgPool2d((k, 2), (s, 1), (p, 1), ceil, include_pad, divisor)
+        q = torch.randint(-128, 128, (2, 2, h, h + 1), generator=generator, dtype=torch.int8)
+        z = int(torch.randint(-20, 20, (1,), generator=generator))
+        layer = QuantizedAvgPool2d.from_module(pool, [QParams(0.1, z)])
+        average = pool((q.to(torch.float64) - z))
+        expected = (torch.sign(average) * torch.floor(average.abs() + 0.5) + z).clamp(-128, 127)
+        assert torch.equal(layer(q).to(torch.float64), expected), pool
+        cases += 1
+    assert cases > 500

@@ -314,8 +314,8 @@ void test_max_pool2d_ceil_sizes() {
         const Bytes y = check_all(c, "int8 max_pool2d ceil mode on " + std::to_string(t.in));
         CHECK_EQ(int64_t(y.size()), t.want);
     }
-    // Refused by name: a ceil_mode other than 0 or 1, and ceil mode on an average pool (whose
-    // torch divisor in ceil mode is not the runtime's).
+    // Refused by name: a ceil_mode other than 0 or 1, a divisor_override below 1, and a
+    // divisor_override on a max pool.
     const auto create = [](const std::string& op, std::vector<Attr> attrs) {
         const OneNode c(op, DType::kInt8, {{1, 1, 5, 5}}, {0}, 0, std::move(attrs));
         const auto first = [](const Graph&, const Node&, const std::vector<KernelCandidate>&) {
@@ -330,8 +330,13 @@ void test_max_pool2d_ceil_sizes() {
                       "[0, 1]");
     CHECK_THROWS_WITH(create("avg_pool2d", {ints("kernel", {2, 2}), ints("stride", {2, 2}),
                                             ints("padding", {0, 0}), ints("count_include_pad", {1}),
-                                            ints("ceil_mode", {1})}),
-                      "node 'avg_pool2d' (avg_pool2d): unknown attribute 'ceil_mode'");
+                                            ints("divisor_override", {0})}),
+                      "node 'avg_pool2d' (avg_pool2d): attribute 'divisor_override'[0] = 0 is "
+                      "outside [1, 2147483647]");
+    CHECK_THROWS_WITH(create("max_pool2d", {ints("kernel", {2, 2}), ints("stride", {2, 2}),
+                                            ints("padding", {0, 0}), ints("dilation", {1, 1}),
+                                            ints("divisor_override", {2})}),
+                      "node 'max_pool2d' (max_pool2d): unknown attribute 'divisor_override'");
 }
 
 void test_max_pool2d() {

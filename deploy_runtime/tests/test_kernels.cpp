@@ -416,8 +416,9 @@ Naive naive_concat(const ModelBuilder& b, const NodeSpec& node, const std::vecto
     return y;
 }
 
-// Max and average pooling over an explicitly padded input; a sentinel marks padding. Ceil mode
-// (max pooling): torch's output size, and window elements past the padded input are skipped.
+// Max and average pooling over an explicitly padded input; a sentinel marks padding. Ceil mode:
+// torch's output size, and window elements past the padded input are skipped (an average with
+// count_include_pad divides by the elements left: the window clipped to the padded input).
 Naive naive_pool(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
     const bool is_max = node.op == "max_pool2d";
     const bool global = node.op == "global_avg_pool2d";
@@ -432,7 +433,9 @@ Naive naive_pool(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
     constexpr double kPad = 1000;  // no test value comes near it
     const std::vector<double> padded = pad_planes(x, pad[0], pad[1], kPad);
     const int64_t hp = h + 2 * pad[0], wp = w + 2 * pad[1];
-    const bool ceil = is_max && has_attr(node, "ceil_mode") && attr(node, "ceil_mode")[0] == 1;
+    const bool ceil = !global && has_attr(node, "ceil_mode") && attr(node, "ceil_mode")[0] == 1;
+    const int64_t divisor_override =
+        has_attr(node, "divisor_override") ? attr(node, "divisor_override")[0] : 0;
     const auto out_size = [&](int64_t padded, int d) {
         const int64_t span = padded - dil[d] * (kernel[d] - 1) - 1 + (ceil ? stride[d] - 1 : 0);
         int64_t out = span / stride[d] + 1;  // span >= 0 in every test
@@ -448,7 +451,7 @@ Naive naive_pool(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
             for (int64_t ox = 0; ox < wo; ++ox) {
                 double best = is_float ? -kInf : -128;
                 double sum = 0;  // of (q - z) for int8: exact
-                int64_t count = 0;
+                int64_t count = 0, in_padded = 0;  // in-bounds, and within the padded input
                 for (int64_t ky = 0; ky < kernel[0]; ++ky) {
                     for (int64_t kx = 0; kx < kernel[1]; ++kx) {
                         const int64_t py = oy * stride[0] + ky * dil[0];
@@ -456,6 +459,7 @@ Naive naive_pool(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
                         if (py >= hp || px >= wp) {  // past the padding (ceil mode)
                             continue;
                         }
+                        ++in_padded;
                         const double v = padded[(p * hp + py) * wp + px];
                         if (v == kPad) {
                             continue;
@@ -465,7 +469,9 @@ Naive naive_pool(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
                         ++count;
                     }
                 }
-                const int64_t divisor = include_pad ? kernel[0] * kernel[1] : count;
+                const int64_t divisor = divisor_override != 0 ? divisor_override
+                                        : include_pad          ? in_padded
+                                                               : count;
                 const double average =
                     is_float ? static_cast<float>(sum / static_cast<double>(divisor))
                              : qtk::arith::average(static_cast<int64_t>(sum), divisor, z);
@@ -1524,6 +1530,64 @@ void test_global_avg_pool_keepdim() {
 
 // max_pool2d in ceil mode, int8 and float32: the naive pool's windows skip what lies past the
 // padded input.
+// avg_pool2d over odd shapes, floor and ceil mode, with and without count_include_pad and
+// divisor_override, int8 and float32, against naive_pool.
+void test_avg_pool2d_sweep() {
+    int ceil_adds_a_window = 0, cases = 0;
+    for (int64_t h : {1, 2, 5, 7}) {
+        for (int64_t k : {1, 2, 3}) {
+            for (int64_t s : {1, 2, 3}) {
+                for (int64_t p = 0; p <= k / 2; ++p) {
+                    for (int64_t ceil : {0, 1}) {
+                        const int64_t span = h + 2 * p - k + (ceil ? s - 1 : 0);
+                        if (h + 2 * p < k) {
+                            continue;
+                        }
+                        int64_t out = span / s + 1;
+                        if (ceil && (out - 1) * s >= h + p) {
+                            --out;
+                        }
+                        ceil_adds_a_window += out > (h + 2 * p - k) / s + 1;
+                        const int64_t w = h + 2, kw = k == 3 ? 2 : k + 1, pw = kw / 2;
+                        int64_t out_w = (w + 2 * pw - kw + (ceil ? 1 : 0)) / 2 + 1;
+                        if (ceil && (out_w - 1) * 2 >= w + pw) {
+                            --out_w;
+                        }
+                        for (int64_t include_pad : {0, 1}) {
+                            for (int64_t divisor : {0, 1, 5}) {
+                                std::vector<AttrSpec> attrs = {
+                                    AttrSpec("kernel", {k, kw}), AttrSpec("stride", {s, 2}),
+                                    AttrSpec("padding", {p, pw}),
+                                    AttrSpec("count_include_pad", {include_pad})};
+                                if (ceil) {
+                                    attrs.push_back(AttrSpec("ceil_mode", {1}));
+                                }
+                                if (divisor != 0) {
+                                    attrs.push_back(AttrSpec("divisor_override", {divisor}));
+                                }
+                                const Shape x = {1, 3, h, w}, y = {1, 3, out, out_w};
+                                const std::string name =
+                                    "avg_pool2d " + std::to_string(k) + "x" + std::to_string(kw) +
+                                    " stride " + std::to_string(s) + "x2 pad " +
+                                    std::to_string(p) + "x" + std::to_string(pw) + " on " +
+                                    qtk::to_string(x) + " ceil " + std::to_string(ceil) +
+                                    " count_include_pad " + std::to_string(include_pad) +
+                                    " divisor_override " + std::to_string(divisor);
+                                check_model(name, single_op_model("avg_pool2d", x, y, attrs));
+                                check_model("float " + name,
+                                            float_op_model("avg_pool2d", x, y, attrs));
+                                ++cases;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    CHECK(ceil_adds_a_window > 0);
+    CHECK(cases > 100);
+}
+
 void test_max_pool2d_ceil_mode() {
     // 3x3 stride 2x3 pad 1x0 on 10x7: H ceil((10 + 2 - 2 - 1) / 2) + 1 = 6, the last window
     // reading input row 9, the padding and a row past it; W ceil((7 - 2 - 1) / 3) + 1 = 3, the last
@@ -2519,6 +2583,7 @@ int main() {
     test_concat();
     test_pooling();
     test_max_pool2d_ceil_mode();
+    test_avg_pool2d_sweep();
     test_hand_worked();
     check_model("sample model (the first ops)", qtk_test::sample_model());
     test_mul();

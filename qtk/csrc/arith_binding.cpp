@@ -160,7 +160,7 @@ py::array_t<int32_t> round_half_away_div(const py::handle& sum_obj, const py::ha
                              (d <= 0 ? ": the divisor must be > 0"
                                      : " is outside the exact range |sum|, divisor <= 2^61"));
         }
-        y[i] = qtk::arith::round_half_away_div(s, d);
+        y[i] = static_cast<int32_t>(qtk::arith::round_half_away_div(s, d));
     }
     return out;
 }

@@ -13,26 +13,26 @@ def _pair(v):
 
 
 def window_geometry(module, where):
-    """Kernel, stride, padding (and dilation and ceil_mode / count_include_pad) of a torch pooling
-    module, as the runtime's pooling attributes; unsupported modes are refused. MaxPool2d's ceil
-    mode is its attribute ``ceil_mode`` = 1, written only when set (spec 6); AvgPool2d's is
-    refused: torch's ceil-mode divisor counts the padding but not what lies past it."""
-    if module.ceil_mode and not isinstance(module, nn.MaxPool2d):
-        raise ValueError(f"{where}: {type(module).__name__}(ceil_mode=True) is not supported; "
-                         f"use ceil_mode=False (pad the input instead)")
+    """Kernel, stride, padding (and dilation and ceil_mode / count_include_pad / divisor_override)
+    of a torch pooling module, as the runtime's pooling attributes; unsupported modes are refused.
+    ``ceil_mode`` = 1 and ``divisor_override`` = d are written only when set (spec 6)."""
     if getattr(module, "return_indices", False):
         raise ValueError(f"{where}: MaxPool2d(return_indices=True) is not supported")
-    if getattr(module, "divisor_override", None) is not None:
-        raise ValueError(f"{where}: AvgPool2d(divisor_override=...) is not supported")
+    divisor_override = getattr(module, "divisor_override", None)
+    if divisor_override is not None and not 1 <= divisor_override < 2**31:
+        raise ValueError(f"{where}: AvgPool2d(divisor_override={divisor_override}) is not "
+                         f"supported; the divisor must be in [1, 2^31)")
     stride = module.stride if module.stride is not None else module.kernel_size
     attrs = {"kernel": list(_pair(module.kernel_size)), "stride": list(_pair(stride)),
              "padding": list(_pair(module.padding))}
     if isinstance(module, nn.MaxPool2d):
         attrs["dilation"] = list(_pair(module.dilation))
-        if module.ceil_mode:
-            attrs["ceil_mode"] = [1]
     else:
         attrs["count_include_pad"] = [int(module.count_include_pad)]
+    if module.ceil_mode:
+        attrs["ceil_mode"] = [1]
+    if divisor_override is not None:
+        attrs["divisor_override"] = [int(divisor_override)]
     return attrs
 
 
@@ -48,6 +48,7 @@ class _WindowPool(QuantizedModule):
         layer.dilation = tuple(layer.attrs.get("dilation", (1, 1)))
         layer.count_include_pad = bool(layer.attrs.get("count_include_pad", [1])[0])
         layer.ceil_mode = bool(layer.attrs.get("ceil_mode", [0])[0])
+        layer.divisor_override = layer.attrs.get("divisor_override", [None])[0]
         return layer
 
 
@@ -64,15 +65,28 @@ class QuantizedMaxPool2d(_WindowPool):
         return QModelOp("max_pool2d", attrs=self.attrs)
 
 
-def _window_average(x, zero_point, kernel_size, stride, padding, count_include_pad):
-    centered = (x.to(torch.int64) - zero_point).to(torch.float64)
+def _padded_extents(size, kernel, stride, padding, out_size):
+    """Spec 6: each window's length along one axis clipped to the padded input, ``min(a + k,
+    H + p) - a`` for a window starting at ``a`` (k but for ceil mode's last windows)."""
+    start = torch.arange(out_size, dtype=torch.int64) * stride - padding
+    return torch.clamp(start + kernel, max=size + padding) - start
 
-    def window_sum(t):
-        return F.avg_pool2d(t, kernel_size, stride, padding, divisor_override=1)
+
+def _window_average(x, zero_point, kernel_size, stride, padding, count_include_pad,
+                    ceil_mode=False, divisor_override=None):
+    centered = (x.to(torch.int64) - zero_point).to(torch.float64)
+    padding = _pair(padding)
+
+    def window_sum(t):  # float64 sums of integers: exact
+        return F.avg_pool2d(t, kernel_size, stride, padding, ceil_mode, divisor_override=1)
 
     total = window_sum(centered).to(torch.int64)
-    if count_include_pad:
-        divisor = kernel_size[0] * kernel_size[1]
+    if divisor_override is not None:
+        divisor = divisor_override
+    elif count_include_pad:
+        heights = _padded_extents(x.shape[2], kernel_size[0], stride[0], padding[0], total.shape[2])
+        widths = _padded_extents(x.shape[3], kernel_size[1], stride[1], padding[1], total.shape[3])
+        divisor = heights[:, None] * widths[None, :]
     else:
         divisor = window_sum(torch.ones_like(centered)).to(torch.int64)
     return to_int8(arithmetic.average(total, divisor, zero_point))
@@ -83,7 +97,8 @@ class QuantizedAvgPool2d(_WindowPool):
 
     def forward(self, x):
         return _window_average(x, self.input_qparams[0].zero_point, self.kernel_size, self.stride,
-                               self.padding, self.count_include_pad)
+                               self.padding, self.count_include_pad, self.ceil_mode,
+                               self.divisor_override)
 
     def qmodel_op(self, input_shapes):
         return QModelOp("avg_pool2d", attrs=self.attrs)
@@ -100,19 +115,30 @@ class SpatialMean(nn.Module):
         return x.mean((2, 3), keepdim=self.keepdim)
 
 
-def adaptive_window(output_size, input_shape, where):
-    """AdaptiveAvgPool2d to a size that divides the input's: torch's windows then tile the plane,
-    so it is the average pool of kernel = stride = in / out (spec 6). Other sizes give windows of
-    unequal size, which the runtime does not run yet."""
+def adaptive_window(output_size, input_shape, where, kind="AdaptiveAvgPool2d"):
+    """AdaptiveAvgPool2d or AdaptiveMaxPool2d (``kind``) to a size that divides the input's:
+    torch's windows then tile the plane, so it is the average (or max) pool of kernel = stride =
+    in / out (spec 6). Other sizes give windows of unequal size, which the runtime does not run
+    yet."""
     in_h, in_w = input_shape[-2:]
     out = [i if o is None else o for i, o in zip((in_h, in_w), _pair(output_size))]
     if in_h % out[0] or in_w % out[1]:
         raise UnsupportedOpError(
-            f"{where}: AdaptiveAvgPool2d({output_size}) of a {in_h}x{in_w} plane has windows of "
+            f"{where}: {kind}({output_size}) of a {in_h}x{in_w} plane has windows of "
             f"unequal size, which qtk does not run yet; use an input whose size is a multiple of "
             f"{tuple(out)}, or keep the module in float")
     kernel = [in_h // out[0], in_w // out[1]]
     return {"kernel": kernel, "stride": kernel, "padding": [0, 0], "count_include_pad": [1]}
+
+
+def adaptive_max_window(module, input_shape, where):
+    """AdaptiveMaxPool2d as max_pool2d's attributes (``adaptive_window``'s tiling windows)."""
+    if module.return_indices:
+        raise ValueError(f"{where}: AdaptiveMaxPool2d(return_indices=True) is not supported")
+    attrs = adaptive_window(module.output_size, input_shape, where, "AdaptiveMaxPool2d")
+    del attrs["count_include_pad"]
+    attrs["dilation"] = [1, 1]
+    return attrs
 
 
 def _is_global(module):
@@ -151,6 +177,26 @@ class QuantizedAdaptiveAvgPool2d(QuantizedModule):
                                                             self.where))
 
 
+class QuantizedAdaptiveMaxPool2d(QuantizedModule):
+    """AdaptiveMaxPool2d to a size dividing the input's: the max pool of kernel = stride = in /
+    out, keeping the input's (s, z) (spec 6)."""
+    SOURCE_TYPES = (nn.AdaptiveMaxPool2d,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        layer = cls(input_qparams, input_qparams[0])
+        layer.module, layer.where = module, where
+        return layer
+
+    def forward(self, x):
+        kernel = adaptive_max_window(self.module, x.shape, self.where)["kernel"]
+        return to_int8(F.max_pool2d(x.to(torch.float32), kernel, kernel))  # int8 exact in float32
+
+    def qmodel_op(self, input_shapes):
+        return QModelOp("max_pool2d", attrs=adaptive_max_window(self.module, input_shapes[0],
+                                                                self.where))
+
+
 # ---- float32 runtime ops (parts kept in float) ---------------------------------------------------
 
 @float_export(nn.MaxPool2d)
@@ -169,3 +215,8 @@ def float_adaptive_avg_pool2d(module, input_shapes, where):
         return QModelOp("global_avg_pool2d",
                         attrs={"keepdim": [int(getattr(module, "keepdim", True))]})
     return QModelOp("avg_pool2d", attrs=adaptive_window(module.output_size, input_shapes[0], where))
+
+
+@float_export(nn.AdaptiveMaxPool2d)
+def float_adaptive_max_pool2d(module, input_shapes, where):
+    return QModelOp("max_pool2d", attrs=adaptive_max_window(module, input_shapes[0], where))

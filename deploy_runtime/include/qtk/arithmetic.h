@@ -79,14 +79,15 @@ inline float dequantize(int8_t q, float scale, int32_t zero_point) {
 }
 
 // Spec 6: sign(S) * floor((2|S| + d) / (2d)) for d > 0.
-inline int32_t round_half_away_div(int64_t sum, int64_t divisor) {
+// In int64: with a divisor_override below the window's size the quotient may pass int32.
+inline int64_t round_half_away_div(int64_t sum, int64_t divisor) {
     const int64_t magnitude = (2 * (sum < 0 ? -sum : sum) + divisor) / (2 * divisor);
-    return static_cast<int32_t>(sum < 0 ? -magnitude : magnitude);
+    return sum < 0 ? -magnitude : magnitude;
 }
 
 inline int8_t average(int64_t sum_minus_zp, int64_t divisor, int32_t zero_point) {
     return static_cast<int8_t>(
-        clamp(int64_t{round_half_away_div(sum_minus_zp, divisor)} + zero_point, kInt8Min, kInt8Max));
+        clamp(round_half_away_div(sum_minus_zp, divisor) + zero_point, kInt8Min, kInt8Max));
 }
 
 // ---- Spec 18: softmax by a table of exponentials ----------------------------------------------

@@ -1,5 +1,5 @@
 // max_pool2d, avg_pool2d and global_avg_pool2d, reference, NCHW (max_pool2d also channels-last,
-// where the layout pass put it: graph_passes.h), max_pool2d also in ceil mode (avg_pool2d not):
+// where the layout pass put it: graph_passes.h), both also in ceil mode:
 // - int8: docs/quantization_spec.md section 6, keeping the input's (scale, zero_point);
 // - float32: the same windows and divisors in float32.
 // One implementation per op, parameterized by what a dtype does with window values.
@@ -108,10 +108,10 @@ struct Float32Pooling {
 
 class WindowPoolReference : public OpKernel {
  public:
-    // Max pooling has dilation and ceil mode, average pooling neither.
+    // Max pooling has dilation, average pooling not; both have ceil mode.
     WindowPoolReference(const NodeView& node, bool is_max)
         : OpKernel(node.label()),
-          window_(read_window(node, is_max, is_max)),
+          window_(read_window(node, is_max, true)),
           nhwc_(node.channels_last()) {}
 
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
@@ -214,8 +214,12 @@ class AvgPool2dReference final : public WindowPoolReference {
     explicit AvgPool2dReference(const NodeView& node)
         : WindowPoolReference(node, false), pooling_(node) {
         check_pool_node(node, Pooling::kDType);
-        node.expect_attrs({"kernel", "stride", "padding", "count_include_pad"});
+        node.expect_attrs({"kernel", "stride", "padding", "count_include_pad"},
+                          {"ceil_mode", "divisor_override"});
         count_include_pad_ = node.int_scalar("count_include_pad", 0, 1) == 1;
+        divisor_override_ = node.has_attr("divisor_override")
+                                ? node.int_scalar("divisor_override", 1, kMaxAttr)
+                                : 0;
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
@@ -232,14 +236,21 @@ class AvgPool2dReference final : public WindowPoolReference {
                     ++count;
                 }
             }
-            // count >= 1: read_window keeps padding within half the kernel.
-            return pooling_.average(sum, count_include_pad_ ? w.kernel_h * w.kernel_w : count);
+            // count >= 1: read_window keeps padding within half the kernel, and ceil mode starts
+            // every window before H + p. With count_include_pad the divisor is the window clipped
+            // to the padded input (kh * kw but for ceil mode's last windows), as torch's.
+            const int64_t padded = (std::min(iy0 + w.kernel_h, height + w.pad_h) - iy0) *
+                                   (std::min(ix0 + w.kernel_w, width + w.pad_w) - ix0);
+            return pooling_.average(sum, divisor_override_ != 0 ? divisor_override_
+                                         : count_include_pad_ ? padded
+                                                              : count);
         });
     }
 
  private:
     const Pooling pooling_;
     bool count_include_pad_;
+    int64_t divisor_override_;  // 0: none
 };
 
 // The average pool with d = H * W over the whole plane; keepdim 0 drops the two unit dims.
