@@ -440,3 +440,29 @@ def norm_affine_requantization(gamma, beta, output_scale, count, where):
         torch.where(live, gamma_scale, 1.0), output_scale, where,
         input_bound=(math.isqrt(count) + 1) << NORM_FRACTION_BITS)
     return gamma_q, bias_q, multiplier, shift
+
+
+# ---- spec 22: PReLU ----------------------------------------------------------------------------
+
+def prelu_multipliers(slopes, input_scale, output_scale):
+    """Spec 22: the positive side's (M, n) of ``s_x / s_y`` and, per slope ``a_c``, (M_c, n_c) of
+    ``|a_c| s_x / s_y`` with M_c carrying a_c's sign (M_c = 0, n_c = 1 for a_c = 0)."""
+    ratio = float(input_scale) / float(output_scale)
+    positive = quantize_multiplier(ratio)
+    multipliers, shifts = [], []
+    for a in slopes.detach().to(torch.float64).reshape(-1).tolist():
+        big_m, n = quantize_multiplier(abs(a) * ratio) if a != 0 else (0, 1)
+        multipliers.append(-big_m if a < 0 else big_m)
+        shifts.append(n)
+    return positive, (torch.tensor(multipliers, dtype=torch.int64),
+                      torch.tensor(shifts, dtype=torch.int64))
+
+
+def prelu(q, zero_point, positive, multipliers, shifts, output_zero_point, lo=INT8_MIN,
+          hi=INT8_MAX):
+    """Spec 22 on an int8 tensor: ``multipliers`` and ``shifts`` broadcast against q (one slope,
+    or one per channel of dim 1)."""
+    d = q.to(torch.int64) - zero_point
+    above = requantize(d, positive[0], positive[1], output_zero_point, lo, hi)
+    below = requantize(d, multipliers, shifts, output_zero_point, lo, hi)
+    return torch.where(d >= 0, above, below)

@@ -147,3 +147,27 @@ def test_zero_weight_channel_requantization(biases, input_scale, output_scale, z
     once = [min(max(round(float(b) / float(output_scale)) + zero_point, -128), 127)
             for b in bias[1:].tolist()]
     assert expected[1:].tolist() == once
+
+
+@SETTINGS
+@given(hnp.arrays(np.int8, st.integers(1, 64)), int8s, st.integers(-(2**31 - 1), 2**31 - 1),
+       shifts, int8s)
+def test_prelu_matches_requantize_with_a_signed_multiplier(q, zero_point, multiplier, shift,
+                                                           out_zero_point):
+    """Spec 22: below z_x, requantize with the slope's signed multiplier (the runtime's
+    arith::requantize, int64 product); at or above, the positive pair."""
+    positive = (2**30 + 12345, 31)
+    expected = arithmetic.prelu(torch.from_numpy(q), zero_point, positive,
+                                torch.tensor(multiplier), torch.tensor(shift), out_zero_point)
+    d = q.astype(np.int32) - zero_point
+    above = d >= 0
+    m = np.where(above, positive[0], multiplier).astype(np.int32)
+    n = np.where(above, positive[1], shift).astype(np.int32)
+    actual = _C.arith.requantize(d, m, n, out_zero_point, -128, 127)
+    np.testing.assert_array_equal(actual, expected.numpy().astype(np.int8))
+
+
+def test_prelu_multipliers_carry_the_slope_sign():
+    positive, (m, n) = arithmetic.prelu_multipliers(torch.tensor([0.25, -0.25, 0.0]), 0.1, 0.05)
+    assert positive == arithmetic.quantize_multiplier(2.0)
+    assert m.tolist() == [2**30, -(2**30), 0] and n.tolist() == [31, 31, 1]

@@ -142,6 +142,14 @@ class L2Normalized(nn.Module):
         return torch.nn.functional.normalize(self.conv(x), dim=1)
 
 
+def PerChannelPReLU():
+    """nn.PReLU with one slope per channel: positive, zero and negative ones."""
+    prelu = nn.PReLU(6)
+    with torch.no_grad():
+        prelu.weight.copy_(torch.tensor([0.25, -0.5, 0.0, 1.5, 0.1, -0.05]))
+    return prelu
+
+
 EXAMPLES = {
     nn.Conv2d: lambda: nn.Sequential(_conv(groups=3)),
     modules.ConvReLU2d: lambda: nn.Sequential(nn.Conv2d(3, 5, 3, stride=2), nn.ReLU()),
@@ -332,6 +340,29 @@ def test_adaptive_max_pool_of_unequal_windows_is_refused_by_name():
     with pytest.raises(qtk.UnsupportedOpError, match=r"^1: AdaptiveMaxPool2d\(5\) of a 12x12 "
                                                      r"plane has windows of unequal size"):
         qtk.export(quantized, torch.randn(1, 3, SIZE, SIZE))
+
+
+class FunctionalPReLU(nn.Module):
+    """``F.prelu`` with the model's own slopes (one per channel): an nn.PReLU sharing them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = _conv()
+        self.slopes = nn.Parameter(torch.tensor([0.3, -0.2, 0.0, 0.9, 0.05, -1.2]))
+
+    def forward(self, x):
+        return torch.nn.functional.prelu(self.conv(x), self.slopes)
+
+
+def test_functional_prelu_is_int8_and_byte_identical():
+    model = FunctionalPReLU().eval()
+    x = torch.randn(3, 3, SIZE, SIZE)
+    quantized = calibrated(model, [torch.randn(4, 3, SIZE, SIZE) for _ in range(2)])
+    assert any(isinstance(m, modules.activation.QuantizedPReLU) for m in quantized.modules())
+    reference, runtime = reference_and_runtime(quantized, x[:1], x, threads=2)
+    assert torch.equal(reference, runtime)
+    assert_not_degenerate(reference, min_distinct=8)
+    assert_runtime_matches_torch(model, SIZE)
 
 
 class SharedPool(nn.Module):

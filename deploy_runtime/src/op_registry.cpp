@@ -28,6 +28,8 @@ std::unique_ptr<OpKernel> make_softmax_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_group_norm_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_group_norm_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_l2_normalize_float32_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_prelu_int8_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_prelu_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_clamp_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_clamp_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_lut_int8_reference(const NodeView& node);
@@ -196,6 +198,7 @@ constexpr OpEntry kOps[] = {
     {"group_norm", make_group_norm_int8_reference, make_group_norm_float32_reference},
     {"softmax", make_softmax_int8_reference, make_softmax_float32_reference},
     {"l2_normalize", nullptr, make_l2_normalize_float32_reference},
+    {"prelu", make_prelu_int8_reference, make_prelu_float32_reference},
     {"clamp", make_clamp_int8_reference, make_clamp_float32_reference},
     {"lut", make_lut_int8_reference, nullptr},
     {"concat", nullptr, make_concat_float32_reference},  // int8: kMultiAlgorithmOps

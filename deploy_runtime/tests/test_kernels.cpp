@@ -485,6 +485,33 @@ Naive naive_pool(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
     return y;
 }
 
+// prelu (spec 22): in double, d M 2^-n rounded half up (exact: |d M| < 2^39), the multiplier of
+// the input's side and channel; float32: x > 0 ? x : a_c x with the slopes operand.
+Naive naive_prelu(const ModelBuilder& b, const NodeSpec& node, const std::vector<Naive>& in) {
+    const Naive& x = in[0];
+    Naive y{x.shape, x.dtype, std::vector<double>(x.v.size())};
+    for (size_t i = 0; i < x.v.size(); ++i) {
+        const std::vector<int64_t> idx = unflatten(static_cast<int64_t>(i), x.shape);
+        if (x.dtype == DType::kFloat32) {
+            const std::vector<double>& slopes = in[1].v;
+            const double a = slopes.size() == 1 ? slopes[0] : slopes[idx[1]];
+            y.v[i] = x.v[i] > 0 ? x.v[i] : static_cast<float>(static_cast<float>(a) * x.v[i]);
+            continue;
+        }
+        const double d = x.v[i] - b.values[node.inputs[0]].zero_point;
+        const std::vector<int64_t>& ms = attr(node, "multiplier");
+        const size_t c = ms.size() == 1 ? 0 : static_cast<size_t>(idx[1]);
+        const double m = d >= 0 ? double(attr(node, "positive_multiplier")[0]) : double(ms[c]);
+        const double n = d >= 0 ? double(attr(node, "positive_shift")[0])
+                                : double(attr(node, "shift")[c]);
+        const double v = std::floor(d * m / std::pow(2.0, n) + 0.5) +
+                         b.values[node.outputs[0]].zero_point;
+        const std::vector<int64_t>& clamp = attr(node, "clamp");
+        y.v[i] = std::min<double>(std::max<double>(v, clamp[0]), clamp[1]);
+    }
+    return y;
+}
+
 // Output element i takes x.v[source[i]], or `fill` where source[i] < 0.
 Naive gather(const Naive& x, const Shape& shape, const std::vector<int64_t>& source,
              double fill = 0) {
@@ -954,6 +981,9 @@ std::vector<Naive> naive_node(const ModelBuilder& b, const NodeSpec& node,
     }
     if (op == "concat") {
         return {naive_concat(b, node, in)};
+    }
+    if (op == "prelu") {
+        return {naive_prelu(b, node, in)};
     }
     if (op == "max_pool2d" || op == "avg_pool2d" || op == "global_avg_pool2d") {
         return {naive_pool(b, node, x)};
@@ -1586,6 +1616,43 @@ void test_avg_pool2d_sweep() {
     }
     CHECK(ceil_adds_a_window > 0);
     CHECK(cases > 100);
+}
+
+// prelu over odd shapes, one slope or one per channel (positive, zero, negative, above one),
+// int8 against naive_prelu's exact rounding and float32 against torch's definition.
+void test_prelu() {
+    Rng rng(5);
+    const Shape shapes[] = {{1, 1}, {1, 3}, {1, 5, 7}, {1, 3, 4, 5}, {1, 17, 3, 1}, {1, 2, 1, 9}};
+    for (const Shape& x : shapes) {
+        for (const bool per_channel : {false, true}) {
+            const int64_t c = per_channel ? x[1] : 1;
+            std::vector<int64_t> multipliers, shifts;
+            std::vector<float> slopes;
+            for (int64_t i = 0; i < c; ++i) {
+                const int64_t kind = (i + (per_channel ? 0 : 1)) % 4;  // +, -, 0, above one
+                const int64_t m = kind == 2 ? 0 : rng.uniform(1 << 30, (int64_t{1} << 31) - 1);
+                multipliers.push_back(kind == 1 ? -m : m);
+                shifts.push_back(kind == 2 ? 1 : kind == 3 ? 30 : rng.uniform(31, 34));
+                slopes.push_back(kind == 2 ? 0.0f : kind == 1 ? -0.4f : kind == 3 ? 1.5f : 0.2f);
+            }
+            const std::string name = "prelu " + qtk::to_string(x) +
+                                     (per_channel ? " per channel" : " one slope");
+            check_model(name, single_op_model(
+                                  "prelu", x, x,
+                                  {AttrSpec("positive_multiplier", {rng.uniform(1 << 30, 2000000000)}),
+                                   AttrSpec("positive_shift", {31}), AttrSpec("multiplier", multipliers),
+                                   AttrSpec("shift", shifts), AttrSpec("clamp", {-128, 127})},
+                                  0.07f, 4));
+            ModelBuilder b;
+            const uint32_t xi = b.float_activation("x", x);
+            const uint32_t w = b.float_constant("prelu.weight", {c}, slopes);
+            const uint32_t y = b.float_activation("y", x);
+            b.node("prelu", "prelu", {xi, w}, {y}, {});
+            b.inputs = {xi};
+            b.outputs = {y};
+            check_model("float " + name, b);
+        }
+    }
 }
 
 void test_max_pool2d_ceil_mode() {
@@ -2584,6 +2651,7 @@ int main() {
     test_pooling();
     test_max_pool2d_ceil_mode();
     test_avg_pool2d_sweep();
+    test_prelu();
     test_hand_worked();
     check_model("sample model (the first ops)", qtk_test::sample_model());
     test_mul();

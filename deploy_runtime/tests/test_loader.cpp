@@ -66,6 +66,26 @@ void remove_attr(NodeSpec& n, const std::string& key) {
     }
 }
 
+// x [1, 3, 4, 5] -> prelu (int8, a slope per channel) -> y, then dequantize -> float prelu with
+// its slopes constant: the two forms of prelu, for the loader's refusals.
+ModelBuilder prelu_model() {
+    ModelBuilder b;
+    const uint32_t x = b.activation("x", {1, 3, 4, 5}, 0.05f, -3);
+    const uint32_t y = b.activation("y", {1, 3, 4, 5}, 0.04f, 2);
+    const uint32_t f = b.float_activation("f", {1, 3, 4, 5});
+    const uint32_t w = b.float_constant("prelu_f.weight", {3}, {0.25f, -0.5f, 0.0f});
+    const uint32_t g = b.float_activation("g", {1, 3, 4, 5});
+    b.node("prelu", "prelu", {x}, {y},
+           {AttrSpec("positive_multiplier", {1342177280}), AttrSpec("positive_shift", {31}),
+            AttrSpec("multiplier", {1342177280, -1342177280, 0}), AttrSpec("shift", {32, 31, 1}),
+            AttrSpec("clamp", {-128, 127})});
+    b.node("dequantize", "dq", {y}, {f}, {});
+    b.node("prelu", "prelu_f", {f, w}, {g}, {});
+    b.inputs = {x};
+    b.outputs = {g};
+    return b;
+}
+
 Bytes edited_model(const std::function<void(ModelBuilder&)>& edit,
                    ModelBuilder (*seed)() = qtk_test::sample_model) {
     ModelBuilder b = seed();
@@ -1070,6 +1090,39 @@ std::vector<Variant> malformed_variants() {
                      attr(node(b, "act"), "beta").floats = {INFINITY};
                  }),
                  "node 'act' (softplus): attribute 'beta' must be finite"});
+
+    // prelu (spec 22): int8 multipliers and shifts, one per channel or one; float32 slopes.
+    const auto prelu = [](const std::function<void(ModelBuilder&)>& edit) {
+        return edited_model(edit, prelu_model);
+    };
+    v.push_back({"prelu without its clamp",
+                 prelu([](ModelBuilder& b) { remove_attr(node(b, "prelu"), "clamp"); }),
+                 "node 'prelu' (prelu): missing attribute 'clamp'"});
+    v.push_back({"prelu with 2 multipliers for 3 channels", prelu([](ModelBuilder& b) {
+                     attr(node(b, "prelu"), "multiplier").ints = {1342177280, 0};
+                 }),
+                 "node 'prelu' (prelu): 2 slopes for input [1, 3, 4, 5]: one, or one per channel "
+                 "(dim 1)"});
+    v.push_back({"prelu with a multiplier of -2^31", prelu([](ModelBuilder& b) {
+                     attr(node(b, "prelu"), "multiplier").ints = {0, -2147483648LL, 0};
+                 }),
+                 "node 'prelu' (prelu): attribute 'multiplier'[1] = -2147483648 is outside"});
+    v.push_back({"prelu with a shift of 0", prelu([](ModelBuilder& b) {
+                     attr(node(b, "prelu"), "shift").ints = {32, 0, 1};
+                 }),
+                 "node 'prelu' (prelu): attribute 'shift'"});
+    v.push_back({"prelu with a negative positive multiplier", prelu([](ModelBuilder& b) {
+                     attr(node(b, "prelu"), "positive_multiplier").ints = {-5};
+                 }),
+                 "node 'prelu' (prelu): attribute 'positive_multiplier'"});
+    v.push_back({"float prelu without its slopes",
+                 prelu([](ModelBuilder& b) { node(b, "prelu_f").inputs.pop_back(); }),
+                 "node 'prelu_f' (prelu): expects 2 inputs, got 1"});
+    v.push_back({"float prelu with 2 slopes for 3 channels", prelu([](ModelBuilder& b) {
+                     value(b, "prelu_f.weight").dims = {2};
+                     value(b, "prelu_f.weight").data.resize(8);
+                 }),
+                 "node 'prelu_f' (prelu): 2 slopes for input [1, 3, 4, 5]"});
     return v;
 }
 
@@ -1119,6 +1172,9 @@ void test_valid_model() {
     CHECK(mixed->outputs()[0].dtype == qtk::DType::kFloat32);
     CHECK(mixed->outputs()[2].dtype == qtk::DType::kInt8);
     CHECK(mixed->op_names()[0] == "quantize");
+
+    const Bytes prelu_bytes = prelu_model().build();  // the base of the prelu refusals loads
+    CHECK_EQ(qtk::Model::from_bytes(prelu_bytes.data(), prelu_bytes.size())->node_count(), 3u);
 }
 
 void test_load_from_file() {

@@ -194,6 +194,11 @@ def _pad(input, pad, mode="constant", value=None):
     return forms[mode](tuple(pad)), (input,)
 
 
+def _prelu(input, weight):
+    """F.prelu with the model's own slopes: an nn.PReLU sharing them."""
+    return _shared(nn.PReLU(weight.numel()), weight=weight), (input,)
+
+
 def _dropout(input, p=0.5, training=True, inplace=False):
     return nn.Dropout(p), (input,)
 
@@ -216,6 +221,7 @@ MODULE_FORMS = {
     torch.mean: _mean, "mean": _mean,
     F.adaptive_avg_pool2d: _adaptive_avg_pool2d, F.max_pool2d: _max_pool2d,
     F.avg_pool2d: _avg_pool2d, F.interpolate: _interpolate, F.pad: _pad, F.dropout: _dropout,
+    F.prelu: _prelu, torch.prelu: _prelu,
     **{call: _unary(module) for module, function in modules.activation.TABLE_FUNCTIONS.items()
        for call in function.calls},
 }

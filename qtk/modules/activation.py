@@ -1,6 +1,6 @@
 """Standalone activations: clamps that keep their input's qparams (ReLU, ReLU6, Hardtanh) and
 functions quantized by table (HardSwish, HardSigmoid, Sigmoid, Tanh, SiLU, Mish, GELU, LeakyReLU,
-ELU, Softplus); Softmax from a table of exponentials."""
+ELU, Softplus); Softmax from a table of exponentials; PReLU by two requantizations."""
 import math
 from typing import Callable, Dict, NamedTuple
 
@@ -159,3 +159,51 @@ def float_softmax(module, input_shapes, where):
         raise UnsupportedOpError(f"{where}: Softmax(dim={module.dim}) over the batch dimension (or "
                                  f"an implicit dim) is not supported; give the feature dim")
     return QModelOp("softmax", attrs={"axis": [module.dim % rank]})
+
+
+class QATPReLU(QATFloatThenQuantize):
+    """nn.PReLU in float (its slopes trained) with a fake-quantized output."""
+    FLOAT_TYPES = (nn.PReLU,)
+
+
+class QuantizedPReLU(QuantizedModule):
+    """PReLU as two requantizations of ``q - z_x`` (spec 22): ``s_x / s_y`` at or above the zero
+    point, ``a_c s_x / s_y`` (signed) below it, ``a_c`` one slope or one per channel (dim 1)."""
+    SOURCE_TYPES = (QATPReLU,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        layer = cls(input_qparams, module.output_qparams())
+        try:
+            layer.positive, (multiplier, shift) = arithmetic.prelu_multipliers(
+                module.module.weight, input_qparams[0].scale, layer.output_qparams.scale)
+        except ValueError as error:
+            raise ValueError(f"{where}: PReLU: {error}") from None
+        layer.register_buffer("multiplier", multiplier)
+        layer.register_buffer("shift", shift)
+        layer.where = where
+        return layer
+
+    def _per_channel(self, t, rank):
+        if t.numel() == 1:
+            return t.reshape(())
+        return t.reshape([1, -1] + [1] * (rank - 2))
+
+    def forward(self, x):
+        _, z_y, lo, hi = self.output_qparams
+        return to_int8(arithmetic.prelu(
+            x, self.input_qparams[0].zero_point, self.positive,
+            self._per_channel(self.multiplier, x.dim()), self._per_channel(self.shift, x.dim()),
+            z_y, lo, hi))
+
+    def qmodel_op(self, input_shapes):
+        _, _, lo, hi = self.output_qparams
+        return QModelOp("prelu", attrs={
+            "positive_multiplier": [self.positive[0]], "positive_shift": [self.positive[1]],
+            "multiplier": self.multiplier.tolist(), "shift": self.shift.tolist(),
+            "clamp": clamp_attr(lo, hi)})
+
+
+@float_export(nn.PReLU)
+def float_prelu(module, input_shapes, where):
+    return QModelOp("prelu", [("weight", module.weight.detach().to(torch.float32).reshape(-1))])
