@@ -161,3 +161,21 @@ def test_quantized_avg_pool_is_torchs_average_rounded():
         assert torch.equal(layer(q).to(torch.float64), expected), pool
         cases += 1
     assert cases > 500
+
+class FunctionalAdaptiveMax(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+
+    def forward(self, x):
+        return torch.nn.functional.adaptive_max_pool2d(self.conv(x), (3, 4))
+
+
+def test_functional_adaptive_max_pool_is_the_module():
+    model = FunctionalAdaptiveMax().eval()
+    quantized = calibrated(model, [torch.randn(4, 3, 12, 12)])
+    x = torch.randn(3, 3, 12, 12)
+    reference, runtime = reference_and_runtime(quantized, x[:1], x)
+    assert torch.equal(reference, runtime)
+    assert_not_degenerate(reference, min_distinct=16)
+    assert_runtime_matches_torch(model, 12)

@@ -159,6 +159,10 @@ def _mean(input, dim=None, keepdim=False, dtype=None):
     return modules.SpatialMean(keepdim), (input,)
 
 
+def _adaptive_max_pool2d(input, output_size, return_indices=False):
+    return nn.AdaptiveMaxPool2d(output_size, return_indices), (input,)
+
+
 def _adaptive_avg_pool2d(input, output_size):
     return nn.AdaptiveAvgPool2d(output_size), (input,)
 
@@ -219,7 +223,8 @@ MODULE_FORMS = {
     F.relu: _unary(nn.ReLU), torch.relu: _unary(nn.ReLU), "relu": _unary(nn.ReLU),
     "relu_": _unary(nn.ReLU), F.relu6: _unary(nn.ReLU6), F.hardtanh: _hardtanh,
     torch.mean: _mean, "mean": _mean,
-    F.adaptive_avg_pool2d: _adaptive_avg_pool2d, F.max_pool2d: _max_pool2d,
+    F.adaptive_avg_pool2d: _adaptive_avg_pool2d, F.adaptive_max_pool2d: _adaptive_max_pool2d,
+    F.max_pool2d: _max_pool2d,
     F.avg_pool2d: _avg_pool2d, F.interpolate: _interpolate, F.pad: _pad, F.dropout: _dropout,
     F.prelu: _prelu, torch.prelu: _prelu,
     **{call: _unary(module) for module, function in modules.activation.TABLE_FUNCTIONS.items()
