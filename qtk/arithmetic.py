@@ -442,6 +442,78 @@ def norm_affine_requantization(gamma, beta, output_scale, count, where):
     return gamma_q, bias_q, multiplier, shift
 
 
+# ---- spec 21: arithmetic with a constant ---------------------------------------------------------
+
+CONSTANT_INPUT_SHIFT = 16  # k at most: x's term (q - z) * 2^k of add_constant
+CONSTANT_MAX_BIAS = 2**30  # |B| at most: with |q - z| * 2^16 < 2^24 the sum stays below 2^31
+
+
+def _finite_constant(constant, where):
+    c = constant.detach().to(torch.float32).to(torch.float64)
+    if not bool(torch.isfinite(c).all()):
+        raise ValueError(f"{where}: the constant holds NaN or inf, which has no int8 form")
+    return c
+
+
+def quantize_multiplier_tensor(m, where):
+    """Spec 2 elementwise on a float64 tensor of multipliers >= 0: (M, n) int64 tensors of its
+    shape; a multiplier of 0 (or below the resolution) gives M = 0, n = 1."""
+    f, e = torch.frexp(m)
+    big_m = torch.round(f * 2.0**31).to(torch.int64)  # f * 2^31 is exact; round half even
+    e = torch.where(big_m == 2**31, e + 1, e).to(torch.int64)
+    big_m = torch.where(big_m == 2**31, 2**30, big_m)
+    n = 31 - e
+    zero = (m == 0) | (n > MAX_SHIFT)
+    if bool(((n < 1) & ~zero).any()):
+        raise ValueError(f"{where}: requantization multiplier {float(m.max()):g} is too large "
+                         f"(>= 2**30)")
+    return torch.where(zero, 0, big_m), torch.where(zero, 1, n)
+
+
+def constant_mul_requantization(constant, input_scale, output_scale, where, divide=False):
+    """Spec 21: ``x * c`` (or ``x / c``, ``divide``) as signed (M, n) per element of ``c``:
+    ``m = s_x |c| / s_y`` (``s_x / (|c| s_y)``), M carrying c's sign; c = 0 gives M = 0."""
+    c = _finite_constant(constant, where)
+    if divide:
+        if bool((c == 0).any()):
+            raise ValueError(f"{where}: division by a constant holding 0 has no int8 form")
+        c = 1.0 / c
+    m = float(input_scale) * c.abs() / float(output_scale)
+    big_m, n = quantize_multiplier_tensor(m, where)
+    return torch.where(c < 0, -big_m, big_m), n
+
+
+def constant_add_requantization(constant, input_scale, output_scale, where):
+    """Spec 21: ``x + c`` as (B, k, M, n): ``B = round(c 2^k / s_x)`` per element (int64 tensor),
+    ``k`` the largest in [0, 16] with every ``|B| <= 2^30``, and (M, n) of ``s_x / (s_y 2^k)``."""
+    c = _finite_constant(constant, where)
+    s_x = float(input_scale)
+    steps = float(c.abs().max()) / s_x if c.numel() else 0.0
+    k = CONSTANT_INPUT_SHIFT
+    while k > 0 and round(steps * 2.0**k) > CONSTANT_MAX_BIAS:
+        k -= 1
+    if round(steps) > CONSTANT_MAX_BIAS:
+        raise ValueError(f"{where}: the constant {steps * s_x:g} is {steps:.3g} input steps "
+                         f"(s_x = {s_x:g}), beyond the 2^30 an int32 sum holds")
+    bias = torch.round(c * 2.0**k / s_x).to(torch.int64)
+    big_m, n = quantize_multiplier_tensor(torch.tensor(s_x / (float(output_scale) * 2.0**k),
+                                                       dtype=torch.float64), where)
+    return bias, k, int(big_m), int(n)
+
+
+def mul_constant(q, zero_point, multiplier, shift, output_zero_point, lo=INT8_MIN, hi=INT8_MAX):
+    """Spec 21: ``requantize(q - z, M, n, z_y)`` with a signed M (broadcast like torch)."""
+    return requantize(q.to(torch.int64) - zero_point, multiplier, shift, output_zero_point, lo, hi)
+
+
+def add_constant(q, zero_point, negate, input_shift, bias, multiplier, shift, output_zero_point,
+                 lo=INT8_MIN, hi=INT8_MAX):
+    """Spec 21: ``requantize(+-(q - z) * 2^k + B, M, n, z_y)`` (B broadcast like torch)."""
+    d = q.to(torch.int64) - zero_point
+    acc = (-d if negate else d) * (1 << input_shift) + bias
+    return requantize(acc, multiplier, shift, output_zero_point, lo, hi)
+
+
 # ---- spec 22: PReLU ----------------------------------------------------------------------------
 
 def prelu_multipliers(slopes, input_scale, output_scale):

@@ -1,12 +1,12 @@
-"""Add, multiply and concat: float, QAT and Quantized forms; subtract, divide and arithmetic with
-a constant or learned tensor, float for now."""
+"""Add, multiply, concat and arithmetic with a constant or learned tensor: float, QAT and
+Quantized forms; subtract and divide of two activations, float for now."""
 import torch
 from torch import nn
 
 from .. import arithmetic
 from ..errors import UnsupportedOpError
-from .base import (QATModule, QModelOp, QuantizedModule, apply_activation, clamp_attr,
-                   float_activation_attrs, float_export, to_int8)
+from .base import (QATFloatThenQuantize, QATModule, QModelOp, QuantizedModule, apply_activation,
+                   clamp_attr, float_activation_attrs, float_export, to_int8)
 
 
 def _flatten_tensors(tensors):
@@ -159,6 +159,12 @@ class QATConcat(QATModule):
         return self.activation_post_process(torch.cat(_flatten_tensors(tensors), self.dim))
 
 
+class QATWithConstant(QATFloatThenQuantize):
+    """``x <op> c`` in float (``c`` still the model's own, so QAT trains it), its output
+    fake-quantized."""
+    FLOAT_TYPES = (WithConstant,)
+
+
 # ---- Quantized ----------------------------------------------------------------------------------
 
 class QuantizedAdd(QuantizedModule):
@@ -232,6 +238,75 @@ class QuantizedConcat(QuantizedModule):
                                          "shift": list(self.shifts)})
 
 
+class QuantizedWithConstant(QuantizedModule):
+    """``x <op> c`` with ``c`` folded into the requantization, never quantized to int8 (spec 21):
+    ``x * c`` and ``x / c`` as a signed (M, n) per element of ``c``; ``x + c``, ``x - c`` and
+    ``c - x`` as ``+-(q - z) 2^k + B`` with ``B = round(+-c 2^k / s_x)`` and one (M, n);
+    ``c / x`` for a ``c`` of one value as a table (spec 10)."""
+    SOURCE_TYPES = (QATWithConstant,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        float_module = module.module
+        layer = cls(input_qparams, module.output_qparams())
+        layer.op, layer.where = float_module.op, where
+        with torch.no_grad():
+            constant = float_module.value().detach().to(torch.float32)
+        s_x, s_y = input_qparams[0].scale, layer.output_qparams.scale
+        if layer.op == "div" and float_module.constant_first:  # c / x: a function of x alone
+            if not bool((constant == constant.reshape(-1)[0]).all()):
+                raise ValueError(f"{where}: c / x with a c of unequal values has no int8 form; "
+                                 f"give {where!r} a qconfig of None to keep it float")
+            c = float(constant.reshape(-1)[0])
+            layer.op = "reciprocal"
+            layer.register_buffer("table", arithmetic.lookup_table(
+                lambda v: c / v, input_qparams[0], layer.output_qparams))
+        elif layer.op in ("mul", "div"):
+            multiplier, shift = arithmetic.constant_mul_requantization(
+                constant, s_x, s_y, where, divide=layer.op == "div")
+            layer.register_buffer("multiplier", multiplier)
+            layer.register_buffer("shift", shift)
+        else:
+            layer.negate = layer.op == "sub" and float_module.constant_first
+            if layer.op == "sub" and not float_module.constant_first:
+                constant = -constant
+            bias, layer.input_shift, layer.multiplier, layer.shift = \
+                arithmetic.constant_add_requantization(constant, s_x, s_y, where)
+            layer.register_buffer("bias", bias)
+        return layer
+
+    def forward(self, x):
+        z_x = self.input_qparams[0].zero_point
+        _, z_y, lo, hi = self.output_qparams
+        if self.op == "reciprocal":
+            return arithmetic.apply_lookup_table(x, self.table)
+        if self.op in ("mul", "div"):
+            y = arithmetic.mul_constant(x, z_x, self.multiplier, self.shift, z_y, lo, hi)
+        else:
+            y = arithmetic.add_constant(x, z_x, self.negate, self.input_shift, self.bias,
+                                        self.multiplier, self.shift, z_y, lo, hi)
+        return to_int8(y)
+
+    def qmodel_op(self, input_shapes):
+        where = self.where
+        clamp = clamp_attr(*self.output_qparams[2:])
+        if self.op == "reciprocal":
+            return QModelOp("lut", [("table", self.table)])
+        if self.op in ("mul", "div"):
+            multiplier = constant_operand(self.multiplier, input_shapes[0], where)
+            shift = constant_operand(self.shift, input_shapes[0], where)
+            return QModelOp("mul_constant", [("multiplier", multiplier.to(torch.int32)),
+                                             ("shift", shift.to(torch.int32))], {"clamp": clamp})
+        bias = constant_operand(self.bias, input_shapes[0], where)
+        return QModelOp("add_constant", [("bias", bias.to(torch.int32))],
+                        {"multiplier": [self.multiplier], "shift": [self.shift],
+                         "input_shift": [self.input_shift], "negate": [int(self.negate)],
+                         "clamp": clamp})
+
+    def extra_repr(self):
+        return f"{self.op}, {super().extra_repr()}"
+
+
 # ---- float32 runtime ops (parts kept in float) ---------------------------------------------------
 
 @float_export(Add, AddReLU)
@@ -265,13 +340,19 @@ def float_with_constant(module, input_shapes, where):
 def constant_operand_op(op, constant, input_shape, where, constant_first=False):
     """The float32 op of ``x <op> c``: the constant gets the activation's rank (leading 1s), as
     the runtime broadcasts equal ranks, and may not reach into the batch dimension."""
-    rank, constant = len(input_shape), constant.detach().float()
+    constant = constant_operand(constant.detach().float(), input_shape, where)
+    return QModelOp(op, [("constant", constant)], constants_first=constant_first)
+
+
+def constant_operand(constant, input_shape, where):
+    """``constant`` with the activation's rank (leading 1s), as the runtime broadcasts equal
+    ranks; refused where it would reach into the batch dimension."""
+    rank = len(input_shape)
     if constant.dim() > rank or (constant.dim() == rank and constant.shape[0] != 1):
         raise UnsupportedOpError(f"{where}: a constant of shape {tuple(constant.shape)} with an "
                                  f"activation of shape {input_shape} would change the batch "
                                  f"dimension")
-    constant = constant.reshape([1] * (rank - constant.dim()) + list(constant.shape))
-    return QModelOp(op, [("constant", constant)], constants_first=constant_first)
+    return constant.reshape([1] * (rank - constant.dim()) + list(constant.shape))
 
 
 @float_export(Concat)
