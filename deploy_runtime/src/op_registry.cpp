@@ -19,6 +19,8 @@ std::unique_ptr<OpKernel> make_conv_transpose2d_float32_reference(const NodeView
 std::unique_ptr<OpKernel> make_mul_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_sub_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_div_float32_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_mul_constant_int8_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_add_constant_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_matmul_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_matmul_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_layer_norm_float32_reference(const NodeView& node);
@@ -193,6 +195,8 @@ constexpr OpEntry kOps[] = {
     {"mul", make_mul_int8_reference, nullptr},  // float32: kMultiAlgorithmOps
     {"sub", nullptr, make_sub_float32_reference},
     {"div", nullptr, make_div_float32_reference},
+    {"mul_constant", make_mul_constant_int8_reference, nullptr},
+    {"add_constant", make_add_constant_int8_reference, nullptr},
     {"matmul", make_matmul_int8_reference, make_matmul_float32_reference},
     {"layer_norm", make_layer_norm_int8_reference, make_layer_norm_float32_reference},
     {"group_norm", make_group_norm_int8_reference, make_group_norm_float32_reference},

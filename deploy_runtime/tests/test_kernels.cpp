@@ -331,6 +331,38 @@ Naive naive_mul(const ModelBuilder& b, const NodeSpec& node, const Naive& a, con
     });
 }
 
+// Spec 21 from its definition: requantize(+-(q - z) 2^k + B_e) or requantize((q - z) M_e), each
+// rounding written out in int64 (M_e signed).
+int64_t naive_requantize(int64_t acc, int64_t multiplier, int64_t shift, int64_t zero_point,
+                         int64_t lo, int64_t hi) {
+    const int64_t scaled = (acc * multiplier + (int64_t{1} << (shift - 1))) >> shift;
+    return std::min(std::max(scaled + zero_point, lo), hi);
+}
+
+Naive naive_constant_arithmetic(const ModelBuilder& b, const NodeSpec& node,
+                                const std::vector<Naive>& in) {
+    const int64_t zx = b.values[node.inputs[0]].zero_point;
+    const int64_t zy = b.values[node.outputs[0]].zero_point;
+    const auto& clamp = attr(node, "clamp");
+    const Naive& x = in[0];
+    if (node.op == "mul_constant") {
+        return naive_broadcast(x, in[1], [&](int64_t ix, int64_t ic) {
+            return static_cast<double>(naive_requantize(
+                static_cast<int64_t>(x.v[ix]) - zx, static_cast<int64_t>(in[1].v[ic]),
+                static_cast<int64_t>(in[2].v[ic]), zy, clamp[0], clamp[1]));
+        });
+    }
+    const int64_t k = attr(node, "input_shift")[0];
+    const bool negate = attr(node, "negate")[0] == 1;
+    return naive_broadcast(x, in[1], [&](int64_t ix, int64_t ic) {
+        const int64_t d = static_cast<int64_t>(x.v[ix]) - zx;
+        const int64_t acc = (negate ? -d : d) * (int64_t{1} << k) + static_cast<int64_t>(in[1].v[ic]);
+        return static_cast<double>(naive_requantize(acc, attr(node, "multiplier")[0],
+                                                    attr(node, "shift")[0], zy, clamp[0],
+                                                    clamp[1]));
+    });
+}
+
 // Elementwise y = f(x) with the output's dtype.
 Naive naive_map(const Naive& x, DType dtype, const std::function<double(double)>& f) {
     Naive y{x.shape, dtype, {}};
@@ -979,6 +1011,9 @@ std::vector<Naive> naive_node(const ModelBuilder& b, const NodeSpec& node,
     if (op == "mul") {
         return {naive_mul(b, node, x, in[1])};
     }
+    if (op == "mul_constant" || op == "add_constant") {
+        return {naive_constant_arithmetic(b, node, in)};
+    }
     if (op == "concat") {
         return {naive_concat(b, node, in)};
     }
@@ -1442,6 +1477,68 @@ void test_mul() {
     check_model("mul broadcasting both ways, odd shape",
                 binary_model("mul", {1, 1, 7, 5}, {1, 3, 7, 1}, {1, 3, 7, 5}, false, mul_attrs()));
     check_model("mul rank 2", binary_model("mul", {1, 9}, {1, 1}, {1, 9}, false, mul_attrs()));
+}
+
+// Spec 21: every broadcast pattern of the constant against odd shapes (and a constant larger than
+// x along a dim), signs and zeros in the constants, zero points at the extremes.
+void test_constant_arithmetic() {
+    struct Case {
+        Shape x, c, y;
+    };
+    const Case cases[] = {
+        {{1, 3, 5, 7}, {1, 1, 1, 1}, {1, 3, 5, 7}}, {{1, 3, 5, 7}, {1, 3, 1, 1}, {1, 3, 5, 7}},
+        {{1, 3, 5, 7}, {1, 1, 5, 1}, {1, 3, 5, 7}}, {{1, 3, 5, 7}, {1, 1, 1, 7}, {1, 3, 5, 7}},
+        {{1, 3, 5, 7}, {1, 3, 5, 1}, {1, 3, 5, 7}}, {{1, 3, 5, 7}, {1, 1, 5, 7}, {1, 3, 5, 7}},
+        {{1, 3, 5, 7}, {1, 3, 1, 7}, {1, 3, 5, 7}}, {{1, 3, 5, 7}, {1, 3, 5, 7}, {1, 3, 5, 7}},
+        {{1, 9, 13}, {1, 9, 13}, {1, 9, 13}},      {{1, 1, 13}, {1, 9, 13}, {1, 9, 13}},
+        {{1, 11}, {1, 1}, {1, 11}},
+    };
+    const int32_t zero_points[][2] = {{-128, 127}, {127, -128}, {3, -7}};
+    Rng rng(5);
+    for (const Case& c : cases) {
+        const int64_t count = count_of(c.c);
+        for (const auto& z : zero_points) {
+            const std::string name = " x " + qtk::to_string(c.x) + " c " + qtk::to_string(c.c) +
+                                     " z " + std::to_string(z[0]) + "/" + std::to_string(z[1]);
+            std::vector<int32_t> multipliers, shifts, biases;
+            for (int64_t e = 0; e < count; ++e) {
+                const int32_t m = e % 4 == 3 ? 0 : int32_t{1} << 30 | (rng.int8s(1)[0] & 0xff) << 20;
+                multipliers.push_back(e % 3 == 1 ? -m : m);
+                shifts.push_back(m == 0 ? 1 : 29 + static_cast<int32_t>(e % 5));
+                biases.push_back((e % 2 ? -1 : 1) * static_cast<int32_t>(e * 40961 % (1 << 22)));
+            }
+            ModelBuilder mul;
+            {
+                const uint32_t x = mul.activation("x", c.x, 0.05f, z[0]);
+                const uint32_t m = mul.bias("mul.multiplier", c.c, multipliers);
+                const uint32_t n = mul.bias("mul.shift", c.c, shifts);
+                const uint32_t y = mul.activation("y", c.y, 0.08f, z[1]);
+                mul.node("mul_constant", "mul", {x, m, n}, {y}, {AttrSpec("clamp", {-120, 126})});
+                mul.inputs = {x};
+                mul.outputs = {y};
+            }
+            check_model("mul_constant" + name, mul);
+            for (int64_t negate : {0, 1}) {
+                for (int64_t k : {0, 9, 16}) {
+                    ModelBuilder add;
+                    const uint32_t x = add.activation("x", c.x, 0.05f, z[0]);
+                    const uint32_t bias = add.bias("add.bias", c.c, biases);
+                    const uint32_t y = add.activation("y", c.y, 0.08f, z[1]);
+                    const qtk_test::Requant r =
+                        qtk_test::quantize_multiplier(0.05 / 0.08 / static_cast<double>(1 << k));
+                    add.node("add_constant", "add", {x, bias}, {y},
+                             {AttrSpec("multiplier", {r.multiplier}), AttrSpec("shift", {r.shift}),
+                              AttrSpec("input_shift", {k}), AttrSpec("negate", {negate}),
+                              AttrSpec("clamp", {-128, 127})});
+                    add.inputs = {x};
+                    add.outputs = {y};
+                    check_model("add_constant k " + std::to_string(k) + " negate " +
+                                    std::to_string(negate) + name,
+                                add);
+                }
+            }
+        }
+    }
 }
 
 void test_lut() {
@@ -2655,6 +2752,7 @@ int main() {
     test_hand_worked();
     check_model("sample model (the first ops)", qtk_test::sample_model());
     test_mul();
+    test_constant_arithmetic();
     test_lut();
     test_data_movement();
     test_resize_bilinear();

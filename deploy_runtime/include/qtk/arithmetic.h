@@ -199,5 +199,27 @@ inline int8_t norm_affine(int64_t t, int8_t weight, int32_t bias, int32_t multip
     return requantize(static_cast<int32_t>(acc), multiplier, shift, zero_point, lo, hi);
 }
 
+// ---- Spec 21: arithmetic with a constant ---------------------------------------------------------
+// The constant c is folded into the requantization, never quantized to int8.
+constexpr int32_t kConstantMaxInputShift = 16;     // k of add_constant
+constexpr int32_t kConstantMaxBias = int32_t{1} << 30;  // |B| of add_constant
+
+// x * c (x / c as x * (1 / c)): requantize(q - z, M_e, n_e) with M_e signed, carrying c's sign
+// (|M_e| < 2^31, so (q - z) M_e is exact in int64); M_e = 0 for c = 0 gives z_out.
+inline int8_t mul_constant(int8_t q, int32_t zero_point, int32_t multiplier, int32_t shift,
+                           int32_t zero_point_out, int32_t lo, int32_t hi) {
+    return requantize(int32_t{q} - zero_point, multiplier, shift, zero_point_out, lo, hi);
+}
+
+// x + c, x - c (B of -c) and c - x (negate): requantize(+-(q - z) 2^k + B_e, M, n).
+// k <= 16 and |B_e| <= 2^30 keep the sum below 255 * 2^16 + 2^30 < 2^31.
+inline int8_t add_constant(int8_t q, int32_t zero_point, bool negate, int32_t input_shift,
+                           int32_t bias, int32_t multiplier, int32_t shift, int32_t zero_point_out,
+                           int32_t lo, int32_t hi) {
+    const int32_t d = negate ? zero_point - q : q - zero_point;
+    return requantize(d * (int32_t{1} << input_shift) + bias, multiplier, shift, zero_point_out, lo,
+                      hi);
+}
+
 }  // namespace arith
 }  // namespace qtk
