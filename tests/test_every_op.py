@@ -100,7 +100,7 @@ class ClassToken(nn.Module):
     def forward(self, x):
         tokens = self.conv(x).flatten(2).transpose(1, 2)
         tokens = torch.cat([self.token.expand(x.shape[0], -1, -1), tokens], dim=1)
-        return (tokens + self.position)[:, 0]
+        return (tokens + self.position)[:, :2]  # two tokens: the class token alone is 8 values
 
 
 class WindowScores(nn.Module):
@@ -165,6 +165,7 @@ EXAMPLES = {
     modules.Add: lambda: Functional(lambda a, b: a + b),
     modules.AddReLU: lambda: Functional(lambda a, b: torch.relu(a + b)),
     modules.Mul: lambda: Functional(lambda a, b: a * b),
+    modules.WithConstant: lambda: Normalized(),
     modules.Concat: lambda: Functional(lambda a, b: torch.cat([a, b], 1)),
     modules.MatMul: lambda: Functional(lambda a, b: a @ b.transpose(2, 3)),
     nn.LayerNorm: lambda: ChannelsLast(nn.LayerNorm(6)),
@@ -207,7 +208,6 @@ EXAMPLES = {
 FLOAT_ONLY_EXAMPLES = {
     modules.Sub: lambda: Functional(lambda a, b: a - b),
     modules.Div: lambda: Functional(lambda a, b: a / (b + 0.5)),
-    modules.WithConstant: lambda: Normalized(),
     modules.ExpandBatch: lambda: ClassToken(),
     modules.attention.WindowAttentionBias: lambda: WindowScores(),
     modules.L2Normalize: lambda: L2Normalized(),
