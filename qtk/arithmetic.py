@@ -413,6 +413,15 @@ def norm_eps_term(count, eps, input_scale, where):
     return e
 
 
+def _q16_over_root(n, v):
+    """Spec 19: round_half_away(2^16 n / sqrt(V)) by k and r = isqrt(V 4^k), 1 <= V < 2^62."""
+    k = torch.div(62 - _bit_length(v), 2, rounding_mode="floor")
+    r = isqrt(v << (2 * k))
+    t = torch.div(2 * n.abs() * (torch.ones_like(k) << (NORM_FRACTION_BITS + k)) + r, 2 * r,
+                  rounding_mode="floor")
+    return torch.sign(n) * t
+
+
 def normalized_q16(q, zero_point, dims, eps_term):
     """Spec 19: t = the values normalized over ``dims``, in Q16 (int64, q's shape)."""
     x = q.to(torch.int64) - zero_point
@@ -421,12 +430,23 @@ def normalized_q16(q, zero_point, dims, eps_term):
         count *= x.shape[d]
     sx = x.sum(dims, keepdim=True)
     v = count * (x * x).sum(dims, keepdim=True) - sx * sx + eps_term
-    k = torch.div(62 - _bit_length(v), 2, rounding_mode="floor")
-    r = isqrt(v << (2 * k))
-    n = count * x - sx
-    t = torch.div(2 * n.abs() * (torch.ones_like(k) << (NORM_FRACTION_BITS + k)) + r, 2 * r,
-                  rounding_mode="floor")
-    return torch.sign(n) * t
+    return _q16_over_root(count * x - sx, v)
+
+
+def l2_eps_term(eps, input_scale, where):
+    """Spec 19.1: E = max(1, ceil(eps^2 / s^2)) in float64, refused beyond 2^61."""
+    ratio = (float(eps) / float(input_scale)) ** 2
+    if not ratio <= 2**61:
+        raise ValueError(f"{where}: eps {eps:g} at input scale {float(input_scale):.3g} is too "
+                         f"large for the integer L2 normalization (docs/quantization_spec.md "
+                         f"section 19.1)")
+    return max(1, math.ceil(ratio))
+
+
+def l2_normalized_q16(q, zero_point, dims, eps_term):
+    """Spec 19.1: t = x / max(sqrt(S), sqrt(E)) over ``dims`` in Q16, x = q - z, S = sum x^2."""
+    x = q.to(torch.int64) - zero_point
+    return _q16_over_root(x, torch.clamp((x * x).sum(dims, keepdim=True), min=eps_term))
 
 
 def norm_affine_requantization(gamma, beta, output_scale, count, where):

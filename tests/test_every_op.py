@@ -171,6 +171,7 @@ EXAMPLES = {
     nn.LayerNorm: lambda: ChannelsLast(nn.LayerNorm(6)),
     nn.GroupNorm: lambda: _after_conv(nn.GroupNorm(2, 6)),
     nn.Softmax: lambda: _after_conv(nn.Softmax(1)),
+    modules.L2Normalize: lambda: L2Normalized(),
     modules.SpatialMean: lambda: _after_conv(modules.SpatialMean()),
     nn.ReLU: lambda: _after_conv(nn.MaxPool2d(2), nn.ReLU()),
     nn.ReLU6: lambda: _after_conv(nn.MaxPool2d(2), nn.ReLU6()),
@@ -210,7 +211,6 @@ FLOAT_ONLY_EXAMPLES = {
     modules.Div: lambda: Functional(lambda a, b: a / (b + 0.5)),
     modules.ExpandBatch: lambda: ClassToken(),
     modules.attention.WindowAttentionBias: lambda: WindowScores(),
-    modules.L2Normalize: lambda: L2Normalized(),
 }
 
 

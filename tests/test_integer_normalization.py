@@ -1,4 +1,4 @@
-"""Softmax (spec 18), LayerNorm and GroupNorm (spec 19) in integers: exact integer helpers, the
+"""Softmax (spec 18), LayerNorm and GroupNorm (spec 19), L2 normalization (spec 19.1) in integers: exact integer helpers, the
 error against float that the spec states, and Python and C++ agreeing value for value."""
 import math
 
@@ -11,7 +11,7 @@ from torch import nn
 
 import qtk
 from qtk import _C, arithmetic
-from qtk.modules import QuantizedNorm, QuantizedSoftmax
+from qtk.modules import L2Normalize, QuantizedL2Normalize, QuantizedNorm, QuantizedSoftmax
 from qtk.modules.base import QParams
 
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True)
@@ -123,13 +123,75 @@ def test_normalized_q16_python_and_cpp_agree(rows, count, zero_point, eps_term, 
     np.testing.assert_array_equal(actual, expected.numpy())
 
 
-@pytest.mark.parametrize("example", ["layer_norm", "softmax", "group_norm"])
+def _l2_module(dim, eps, input_qparams, output_qparams):
+    layer = QuantizedL2Normalize([input_qparams], output_qparams)
+    layer.where, layer.dim, layer.eps = "l2", dim, eps
+    return layer
+
+
+@pytest.mark.parametrize("dim, shape, spread", [(1, (4, 32, 5, 6), 3.0), (-1, (6, 9, 17), 0.5),
+                                                (2, (3, 4, 300), 10.0)])
+def test_l2_normalize_is_float_normalize_quantized_within_a_step(dim, shape, spread):
+    torch.manual_seed(0)
+    x = torch.randn(shape) * spread + 0.3
+    x_qparams = _qparams(x)
+    x_q = _quantize(x, x_qparams)
+    x_q.select(dim, 0)[0] = x_qparams.zero_point  # a row with one zero value
+    x_q.select(-2 if dim == -1 else -1, 1).fill_(x_qparams.zero_point)  # all-zero rows
+    expected = torch.nn.functional.normalize(arithmetic.dequantize(x_q, *x_qparams[:2]), dim=dim)
+    y_qparams = QParams(1 / 127, 0)
+    y_q = _l2_module(dim, 1e-12, x_qparams, y_qparams)(x_q)
+    difference = (y_q.long() - _quantize(expected, y_qparams).long()).abs()
+    assert difference.max() <= 1 and difference.float().mean() < 0.02
+    assert torch.unique(y_q).numel() > 30
+
+
+@pytest.mark.parametrize("eps, scale", [(1e-12, 0.05), (0.3, 0.05), (1.0, 0.1), (0.5, 1 / 3)])
+def test_l2_eps_term_is_where_torch_divides_by_eps(eps, scale):
+    """S >= E exactly where s sqrt(S) >= eps (float64), so V = S wherever torch divides by the
+    norm; below it the rows scale by eps / (s sqrt E), within sqrt(1 - 1/E) of torch."""
+    e = arithmetic.l2_eps_term(eps, scale, "l2")
+    for s_sum in range(max(0, e - 3), e + 3):
+        assert (s_sum >= e) == (scale * math.sqrt(s_sum) >= eps or e == 1 and s_sum >= 1)
+    with pytest.raises(ValueError, match="section 19.1"):
+        arithmetic.l2_eps_term(1.0, 2.0**-40, "l2")
+    x_q = torch.tensor([[1, 0, 0, 0], [3, -2, 1, 0], [0, 0, 0, 0], [100, 1, -3, 7]], dtype=torch.int8)
+    y_q = _l2_module(1, eps, QParams(scale, 0), QParams(1 / 127, 0))(x_q)
+    x = x_q.double() * scale
+    norm = x.norm(dim=1, keepdim=True)
+    above = (norm >= eps).squeeze(1)
+    expected = _quantize((x / norm.clamp(min=eps)).float(), QParams(1 / 127, 0))
+    assert (y_q[above].long() - expected[above].long()).abs().max() <= 1
+    scaled = x / torch.maximum(norm, torch.full_like(norm, math.sqrt(e) * scale))
+    assert (y_q.long() - _quantize(scaled.float(), QParams(1 / 127, 0)).long()).abs().max() <= 1
+    assert not bool(above.all()) or eps < 1e-6
+
+
+@SETTINGS
+@given(st.integers(1, 30), st.integers(1, 600), st.integers(-128, 127),
+       st.one_of(st.just(1), st.integers(1, 2**61)), st.integers(0, 2**31 - 1),
+       st.sampled_from(["random", "constant", "zero"]))
+def test_l2_normalized_q16_python_and_cpp_agree(rows, length, zero_point, eps_term, seed, kind):
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randint(-128, 128, (rows, length), generator=generator, dtype=torch.int8)
+    if kind == "constant":  # all-equal rows
+        q[:] = q[:, :1]
+    elif kind == "zero":  # S = 0: V = E, t = 0
+        q[::2] = zero_point
+    expected = arithmetic.l2_normalized_q16(q, zero_point, (1,), eps_term)
+    actual = _C.arith.l2_normalized_q16(q.numpy(), zero_point, eps_term)
+    np.testing.assert_array_equal(actual, expected.numpy())
+    assert int(expected.abs().max()) <= 2**16
+
+
+@pytest.mark.parametrize("example", ["layer_norm", "softmax", "group_norm", "l2_normalize"])
 def test_int8_norms_deploy_byte_identical(example):
     """Through PTQ, convert, export and the runtime at batches 1 and 3 and 1 and 2 threads."""
     torch.manual_seed(0)
     conv = nn.Conv2d(3, 12, 3, padding=1)
     tail = {"layer_norm": lambda: ChannelsLastNorm(nn.LayerNorm(12)),
-            "softmax": lambda: nn.Softmax(1), "group_norm": lambda: nn.GroupNorm(3, 12)}[example]
+            "softmax": lambda: nn.Softmax(1), "group_norm": lambda: nn.GroupNorm(3, 12),
+            "l2_normalize": lambda: L2Normalize(1)}[example]
     model = nn.Sequential(conv, tail()).eval()
     prepared = qtk.prepare_ptq(model)
     with torch.no_grad():

@@ -30,6 +30,7 @@ std::unique_ptr<OpKernel> make_softmax_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_group_norm_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_group_norm_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_l2_normalize_float32_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_l2_normalize_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_prelu_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_prelu_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_clamp_int8_reference(const NodeView& node);
@@ -201,7 +202,7 @@ constexpr OpEntry kOps[] = {
     {"layer_norm", make_layer_norm_int8_reference, make_layer_norm_float32_reference},
     {"group_norm", make_group_norm_int8_reference, make_group_norm_float32_reference},
     {"softmax", make_softmax_int8_reference, make_softmax_float32_reference},
-    {"l2_normalize", nullptr, make_l2_normalize_float32_reference},
+    {"l2_normalize", make_l2_normalize_int8_reference, make_l2_normalize_float32_reference},
     {"prelu", make_prelu_int8_reference, make_prelu_float32_reference},
     {"clamp", make_clamp_int8_reference, make_clamp_float32_reference},
     {"lut", make_lut_int8_reference, nullptr},

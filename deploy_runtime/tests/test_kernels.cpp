@@ -910,6 +910,41 @@ Naive naive_norm_int8(const ModelBuilder& b, const NodeSpec& node, const Naive& 
     return y;
 }
 
+// Spec 19.1 by multi-index: each value's row along `axis`, S = sum (q - z)^2 over it, V =
+// max(S, E), t = round_half_away(2^16 x / sqrt V) by k and the integer square root, then one
+// requantize by (M, n).
+Naive naive_l2_normalize_int8(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
+    const size_t axis = static_cast<size_t>(attr(node, "axis")[0]);
+    const int64_t zx = b.values[node.inputs[0]].zero_point;
+    const int64_t zy = b.values[node.outputs[0]].zero_point;
+    const int64_t eps_term = attr(node, "eps_term")[0];
+    const auto& clamp = attr(node, "clamp");
+    Naive y{x.shape, x.dtype, x.v};
+    for (int64_t i = 0; i < count_of(x.shape); ++i) {
+        std::vector<int64_t> idx = unflatten(i, x.shape);
+        int64_t squares = 0;
+        for (idx[axis] = 0; idx[axis] < x.shape[axis]; ++idx[axis]) {
+            const int64_t v = static_cast<int64_t>(x.v[flatten_index(idx, x.shape)]) - zx;
+            squares += v * v;
+        }
+        const int64_t variance = std::max(squares, eps_term);
+        int bits = 0;
+        while (bits < 63 && (int64_t{1} << bits) <= variance) {
+            ++bits;
+        }
+        const int k = (62 - bits) / 2;
+        const int64_t r = naive_isqrt(variance << (2 * k));
+        const int64_t n = static_cast<int64_t>(x.v[i]) - zx;
+        const int64_t t_abs = (2 * std::llabs(n) * (int64_t{1} << (16 + k)) + r) / (2 * r);
+        CHECK(t_abs <= 65536);
+        y.v[i] = qtk::arith::requantize(static_cast<int32_t>(n < 0 ? -t_abs : t_abs),
+                                        i32(attr(node, "multiplier")[0]),
+                                        i32(attr(node, "shift")[0]), i32(zy), i32(clamp[0]),
+                                        i32(clamp[1]));
+    }
+    return y;
+}
+
 // torch's group_norm (float32) over [N, C, ...] by multi-index, in double.
 Naive naive_group_norm(const ModelBuilder& b, const NodeSpec& node, const Naive& x) {
     const std::vector<double> w = constant_values(b.values[node.inputs[1]]);
@@ -1049,6 +1084,9 @@ std::vector<Naive> naive_node(const ModelBuilder& b, const NodeSpec& node,
     }
     if (op == "softmax" && x.dtype == DType::kInt8) {
         return {naive_softmax_int8(b, node, x)};
+    }
+    if (op == "l2_normalize" && x.dtype == DType::kInt8) {
+        return {naive_l2_normalize_int8(b, node, x)};
     }
     if (op == "layer_norm") {
         return {naive_layer_norm(b, node, x)};
@@ -2568,6 +2606,109 @@ void test_norms_int8() {
     }
 }
 
+// One int8 l2_normalize node (spec 19.1) of x (x_scale, zx) into y (y_scale, zy): (M, n) of
+// 2^-16 / y_scale.
+ModelBuilder int8_l2_normalize_model(Shape x_dims, int64_t axis, float x_scale, int32_t zx,
+                                     float y_scale, int32_t zy, int64_t eps_term,
+                                     std::vector<int64_t> clamp) {
+    ModelBuilder b;
+    const uint32_t x = b.activation("x", x_dims, x_scale, zx);
+    const uint32_t y = b.activation("y", x_dims, y_scale, zy);
+    const qtk_test::Requant m = qtk_test::quantize_multiplier(1.0 / (65536.0 * y_scale));
+    b.node("l2_normalize", "y", {x}, {y},
+           {AttrSpec("axis", {axis}), AttrSpec("eps_term", {eps_term}),
+            AttrSpec("multiplier", {m.multiplier}), AttrSpec("shift", {m.shift}),
+            AttrSpec("clamp", std::move(clamp))});
+    b.inputs = {x};
+    b.outputs = {y};
+    return b;
+}
+
+// int8 l2_normalize (spec 19.1) against the naive integer computation: odd row lengths, every
+// axis, zero points at -128 and 127 (output ones saturating half the values), E from 1 to 2^61
+// (every row below eps), clamps; check_model runs batches 1 and 3 with 1 and 2 threads. Then
+// inputs made of all-equal rows, all-zero rows and rows below eps, the loader's refusals and a
+// hand-worked value.
+void test_l2_normalize_int8() {
+    struct ZeroPoints {
+        int32_t x, y;
+        std::vector<int64_t> clamp;
+    };
+    const ZeroPoints zero_points[] = {
+        {-128, 127, {-128, 127}}, {127, -128, {-128, 127}}, {3, -7, {-20, 90}}, {0, 0, {-128, 127}}};
+    struct Case {
+        Shape dims;
+        std::vector<int64_t> axes;
+    };
+    const Case cases[] = {
+        {{1, 7}, {1}}, {{1, 1}, {1}}, {{1, 5, 7}, {1, 2}}, {{1, 6, 3, 5}, {1, 2, 3}},
+        {{1, 4, 2, 3, 3}, {1, 2, 3, 4}}, {{1, 3, 67}, {1, 2}}, {{1, 301, 2}, {1}},
+    };
+    for (const Case& c : cases) {
+        for (const ZeroPoints& z : zero_points) {
+            for (int64_t axis : c.axes) {
+                for (int64_t eps_term : {int64_t{1}, int64_t{5000}, int64_t{1} << 61}) {
+                    check_model("int8 l2_normalize " + qtk::to_string(c.dims) + " axis " +
+                                    std::to_string(axis) + " zero points " +
+                                    std::to_string(z.x) + ", " + std::to_string(z.y) + " E " +
+                                    std::to_string(eps_term),
+                                int8_l2_normalize_model(c.dims, axis, 0.1f, z.x, 1.0f / 127, z.y,
+                                                        eps_term, z.clamp));
+                }
+            }
+        }
+    }
+
+    // Rows of all-equal values (t = +-2^16 / sqrt(L) each), all-zero rows (t = 0, y = z_y) and
+    // rows below eps (S < E = 40: V = E), along each axis of [1, 5, 6, 7].
+    for (const ZeroPoints& z : zero_points) {
+        const Shape dims{1, 5, 6, 7};
+        std::vector<double> v(static_cast<size_t>(count_of(dims)));
+        Rng rng(static_cast<uint64_t>(z.x + 1000));
+        for (size_t i = 0; i < v.size(); ++i) {
+            const int64_t plane = static_cast<int64_t>(i) / 42, col = static_cast<int64_t>(i) % 7;
+            const double value = plane == 0   ? z.x                                   // zero
+                                 : plane == 1 ? (z.x > 0 ? -128.0 : 127.0)            // equal
+                                 : col == 2   ? z.x + (static_cast<int64_t>(i) % 3) - 1  // small
+                                              : rng.uniform(-128, 127);
+            v[i] = std::min(127.0, std::max(-128.0, value));
+        }
+        for (int64_t axis : {1, 2, 3}) {
+            for (int64_t eps_term : {int64_t{1}, int64_t{40}}) {
+                const ModelBuilder b = int8_l2_normalize_model(dims, axis, 0.1f, z.x, 1.0f / 100,
+                                                               z.y, eps_term, z.clamp);
+                CHECK(run_once(b, {int8_tensor(dims, v)})[0].v ==
+                      naive_run(b, {int8_tensor(dims, v)})[0].v);
+            }
+        }
+    }
+
+    // The loader's refusals: E outside [1, 2^61], a multiplier list of two, the batch axis.
+    const auto refused = [](ModelBuilder b, const std::string& message) {
+        const std::vector<uint8_t> bytes = b.build();
+        CHECK_THROWS_WITH(qtk::Model::from_bytes(bytes.data(), bytes.size()), message);
+    };
+    for (int64_t eps_term : {int64_t{0}, (int64_t{1} << 61) + 1}) {
+        refused(int8_l2_normalize_model({1, 4}, 1, 0.1f, 0, 1.0f / 127, 0, eps_term, {-128, 127}),
+                "node 'y' (l2_normalize): attribute 'eps_term'");
+    }
+    refused(int8_l2_normalize_model({1, 4}, 0, 0.1f, 0, 1.0f / 127, 0, 1, {-128, 127}),
+            "node 'y' (l2_normalize): attribute 'axis'");
+    {
+        ModelBuilder b = int8_l2_normalize_model({1, 4}, 1, 0.1f, 0, 1.0f / 127, 0, 1, {-128, 127});
+        b.nodes[0].attrs[2] = AttrSpec("multiplier", {1 << 30, 1 << 30});
+        refused(b, "node 'y' (l2_normalize): attribute 'multiplier'");
+    }
+
+    // Hand-worked: x = [3, -4], E = 1: S = V = 25, t = 2^16 * [3, -4] / 5 = [39321.6, -52428.8]
+    // -> [39322, -52429]; y scale 1/100: [60.0, -80.0] -> [60, -80].
+    {
+        const ModelBuilder b =
+            int8_l2_normalize_model({1, 2}, 1, 0.1f, 0, 1.0f / 100, 0, 1, {-128, 127});
+        CHECK(run_once(b, {int8_tensor({1, 2}, {3, -4})})[0].v == (std::vector<double>{60, -80}));
+    }
+}
+
 // float32 group_norm (torch's F.group_norm) and l2_normalize (F.normalize, p = 2) against the
 // naive double computation.
 void test_group_norm_and_l2_normalize_float() {
@@ -2764,6 +2905,7 @@ int main() {
     test_hand_worked_float_fallback_ops();
     test_matmul_int8();
     test_norms_int8();
+    test_l2_normalize_int8();
     test_group_norm_and_l2_normalize_float();
     check_model("int8 ops model (the newer int8 ops)", qtk_test::int8_ops_model());
     check_model("mixed-precision model (every float32 kernel)", qtk_test::mixed_model());

@@ -247,6 +247,27 @@ py::array_t<int64_t> normalized_q16(const py::handle& q_obj, int64_t zero_point,
     return out;
 }
 
+py::array_t<int64_t> l2_normalized_q16(const py::handle& q_obj, int64_t zero_point,
+                                       int64_t eps_term) {
+    const std::string fn = "l2_normalized_q16";
+    const auto q = rows_arg(fn, q_obj);
+    const int32_t z = zero_point_arg(fn, "zero_point", zero_point);
+    if (eps_term < 1 || eps_term > qtk::arith::kNormMaxEpsTerm) {
+        throw qtk::Error(fn + ": eps_term = " + std::to_string(eps_term) +
+                         " is outside [1, 2^61]");
+    }
+    const py::ssize_t rows = q.shape(0), count = q.shape(1);
+    py::array_t<int64_t> out({rows, count});
+    for (py::ssize_t r = 0; r < rows; ++r) {
+        const int8_t* row = q.data() + r * count;
+        const qtk::arith::NormRow stats = qtk::arith::l2_row(row, count, 1, z, eps_term);
+        for (py::ssize_t i = 0; i < count; ++i) {
+            out.mutable_data()[r * count + i] = qtk::arith::normalized_q16(stats, row[i], z);
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 void bind_arith(py::module_& m) {
@@ -268,4 +289,7 @@ void bind_arith(py::module_& m) {
           "int8 [rows, length], int64 table[256] -> int8 softmax of each row (spec 18).");
     m.def("normalized_q16", &normalized_q16, py::arg("q"), py::arg("zero_point"),
           py::arg("eps_term"), "int8 [rows, C] -> int64 Q16 normalized values per row (spec 19).");
+    m.def("l2_normalized_q16", &l2_normalized_q16, py::arg("q"), py::arg("zero_point"),
+          py::arg("eps_term"), "int8 [rows, L] -> int64 Q16 L2-normalized values per row "
+          "(spec 19.1).");
 }

@@ -17,7 +17,8 @@ from .elementwise import (Add, AddReLU, Concat, Div, Mul, QATAdd, QATConcat, QAT
 from .linear import LinearReLU, QATLinear, QuantizedLinear
 from .matmul import MatMul, QATMatMul, QuantizedMatMul
 from . import attention  # noqa: F401  (registers its float32 op)
-from .normalization import L2Normalize, QATNorm, QuantizedNorm
+from .normalization import (L2Normalize, QATL2Normalize, QATNorm, QuantizedL2Normalize,
+                            QuantizedNorm)
 from .pooling import (QuantizedAdaptiveAvgPool2d, QuantizedAvgPool2d, QuantizedMaxPool2d,
                       SpatialMean)
 from .resize import (QATResizeBilinear, QuantizedPad, QuantizedResizeBilinear,

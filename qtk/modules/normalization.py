@@ -1,4 +1,5 @@
-"""LayerNorm and GroupNorm: statistics, square root and affine part in integers (spec 19)."""
+"""LayerNorm, GroupNorm (statistics, square root and affine part in integers, spec 19) and L2
+normalization (spec 19.1)."""
 import torch
 from torch import nn
 
@@ -111,7 +112,8 @@ def float_group_norm(module, input_shapes, where):
 
 class L2Normalize(nn.Module):
     """``F.normalize(x, p=2, dim, eps)``: x / max(||x||_2 over ``dim``, eps) (SSD's VGG
-    backbone). Float only: it runs as the runtime's float32 ``l2_normalize``.
+    backbone). int8 by spec 19.1 (``QuantizedL2Normalize``), float32 as the runtime's
+    ``l2_normalize``.
 
     Args:
         dim: the dim normalized over; not the batch dim.
@@ -133,10 +135,50 @@ def l2_normalize_form(input, p=2.0, dim=1, eps=1e-12, out=None):
     return L2Normalize(dim, eps), (input,)
 
 
+def _l2_axis(dim, rank, where):
+    if dim % rank == 0:
+        raise UnsupportedOpError(f"{where}: normalize(dim={dim}) over the batch dimension "
+                                 f"is not supported")
+    return dim % rank
+
+
+class QATL2Normalize(QATFloatThenQuantize):
+    """L2Normalize in float, output fake-quantized."""
+    FLOAT_TYPES = (L2Normalize,)
+
+
+class QuantizedL2Normalize(QuantizedModule):
+    """Spec 19.1: a row's sum of squares, the integer square root of spec 19 (no mean, no affine
+    part), the values in Q16, then one requantization by 2^-16 / s_y."""
+    SOURCE_TYPES = (QATL2Normalize,)
+
+    @classmethod
+    def from_module(cls, module, input_qparams, where=""):
+        layer = cls(input_qparams, module.output_qparams())
+        layer.where, layer.dim, layer.eps = where, module.module.dim, module.module.eps
+        return layer
+
+    def _plan(self, rank):
+        axis = _l2_axis(self.dim, rank, self.where)
+        eps_term = arithmetic.l2_eps_term(self.eps, self.input_qparams[0].scale, self.where)
+        multiplier, shift = arithmetic.quantize_multiplier(
+            2.0**-arithmetic.NORM_FRACTION_BITS / float(self.output_qparams.scale))
+        return axis, eps_term, multiplier, shift
+
+    def forward(self, x):
+        axis, eps_term, multiplier, shift = self._plan(x.dim())
+        t = arithmetic.l2_normalized_q16(x, self.input_qparams[0].zero_point, (axis,), eps_term)
+        _, z_y, lo, hi = self.output_qparams
+        return to_int8(arithmetic.requantize(t, multiplier, shift, z_y, lo, hi))
+
+    def qmodel_op(self, input_shapes):
+        axis, eps_term, multiplier, shift = self._plan(len(input_shapes[0]))
+        return QModelOp("l2_normalize", attrs={
+            "axis": [axis], "eps_term": [eps_term], "multiplier": [multiplier], "shift": [shift],
+            "clamp": clamp_attr(*self.output_qparams[2:])})
+
+
 @float_export(L2Normalize)
 def float_l2_normalize(module, input_shapes, where):
-    rank = len(input_shapes[0])
-    if module.dim % rank == 0:
-        raise UnsupportedOpError(f"{where}: normalize(dim={module.dim}) over the batch dimension "
-                                 f"is not supported")
-    return QModelOp("l2_normalize", attrs={"axis": [module.dim % rank], "eps": [float(module.eps)]})
+    axis = _l2_axis(module.dim, len(input_shapes[0]), where)
+    return QModelOp("l2_normalize", attrs={"axis": [axis], "eps": [float(module.eps)]})

@@ -125,6 +125,7 @@ constexpr int kNormFractionBits = 16;                      // t is Q16
 constexpr int64_t kNormMaxRow = int64_t{1} << 14;          // C <= 2^14
 constexpr int64_t kNormMaxEpsTerm = int64_t{1} << 61;      // 1 <= E <= 2^61
 constexpr int32_t kNormMaxBias = int32_t{1} << 30;         // |bias| <= 2^30
+constexpr int64_t kL2NormMaxRow = (int64_t{1} << 45) - 1;  // spec 19.1: S < 2^61
 
 // The number of bits of v (0 for 0): Python's int.bit_length.
 inline int bit_length(uint64_t v) {
@@ -165,6 +166,13 @@ struct NormRow {
     int64_t root;  // r
 };
 
+// The row of C, sx and V (1 <= V < 2^62): k = floor((62 - bit_length(V)) / 2), r = isqrt(V 4^k).
+inline NormRow norm_row_of(int64_t count, int64_t sum, int64_t v) {
+    const int shift = (62 - bit_length(static_cast<uint64_t>(v))) / 2;
+    const int64_t root = static_cast<int64_t>(isqrt(static_cast<uint64_t>(v) << (2 * shift)));
+    return {count, sum, shift, root};
+}
+
 // Spec 19's statistics of one row of `count` int8 values `stride` apart.
 inline NormRow norm_row(const int8_t* q, int64_t count, int64_t stride, int32_t zero_point,
                         int64_t eps_term) {
@@ -174,10 +182,20 @@ inline NormRow norm_row(const int8_t* q, int64_t count, int64_t stride, int32_t 
         sum += x;
         squares += x * x;
     }
-    const int64_t v = count * squares - sum * sum + eps_term;  // >= E >= 1 (Cauchy-Schwarz)
-    const int shift = (62 - bit_length(static_cast<uint64_t>(v))) / 2;
-    const int64_t root = static_cast<int64_t>(isqrt(static_cast<uint64_t>(v) << (2 * shift)));
-    return {count, sum, shift, root};
+    return norm_row_of(count, sum, count * squares - sum * sum + eps_term);  // >= E (C-S)
+}
+
+// Spec 19.1 (L2 normalization): the row as spec 19's with C = 1, sx = 0 and V = max(S, E),
+// S = sum x^2, so normalized_q16 gives round_half_away(2^16 x / sqrt V). Contract: 1 <= E <=
+// 2^61 and count < 2^45 (S < 2^61), so V < 2^62.
+inline NormRow l2_row(const int8_t* q, int64_t count, int64_t stride, int32_t zero_point,
+                      int64_t eps_term) {
+    int64_t squares = 0;
+    for (int64_t i = 0; i < count; ++i) {
+        const int64_t x = int64_t{q[i * stride]} - zero_point;
+        squares += x * x;
+    }
+    return norm_row_of(1, 0, squares < eps_term ? eps_term : squares);
 }
 
 // t = sign(n) floor((2 |n| 2^(16+k) + r) / (2 r)), n = C x - sx: round_half_away(2^16 n / sqrt V)

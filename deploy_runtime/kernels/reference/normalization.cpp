@@ -2,8 +2,8 @@
 // independent of each other: layer_norm on the last `axes` dims of each sample, group_norm on one
 // group's channels with all their positions, softmax and l2_normalize along one axis.
 // - float32 (the float parts of a model): torch's definitions, accumulated in double.
-// - int8: softmax by spec 18's table, layer_norm and group_norm by spec 19 (docs/
-//   quantization_spec.md), through the one arithmetic header.
+// - int8: softmax by spec 18's table, layer_norm and group_norm by spec 19, l2_normalize by
+//   spec 19.1 (docs/quantization_spec.md), through the one arithmetic header.
 #include <cmath>
 
 #include "op_kernel.h"
@@ -445,8 +445,69 @@ class NormInt8Reference final : public OpKernel {
     ClampRange clamp_;
 };
 
+// Spec 19.1 along `axis`: each lane by arith::l2_row and arith::normalized_q16 (spec 19's row
+// with C = 1, sx = 0, V = max(S, E)), then one requantization by 2^-16 / s_y.
+class L2NormalizeInt8Reference final : public OpKernel {
+ public:
+    explicit L2NormalizeInt8Reference(const NodeView& node) : OpKernel(node.label()) {
+        node.expect_input_count(1);
+        node.expect_output_count(1);
+        node.expect_attrs({"axis", "eps_term", "multiplier", "shift", "clamp"});
+        const Value& x = node.activation_input(0, DType::kInt8);
+        input_zero_point_ = x.zero_point;
+        output_zero_point_ = node.output(0, DType::kInt8).zero_point;
+        const int64_t rank = static_cast<int64_t>(x.shape.size());
+        if (rank < 2) {
+            node.fail("input must have rank >= 2 (axis 0 is the batch)");
+        }
+        axis_ = static_cast<size_t>(node.int_scalar("axis", 1, rank - 1));
+        if (x.shape[axis_] > arith::kL2NormMaxRow) {
+            node.fail("rows of " + std::to_string(x.shape[axis_]) + " values along axis " +
+                      std::to_string(axis_) + " are 2^45 or longer, which the integer sum of " +
+                      "squares does not bound (docs/quantization_spec.md section 19.1)");
+        }
+        eps_term_ = node.int_scalar("eps_term", 1, arith::kNormMaxEpsTerm);
+        multiplier_ = node.multipliers("multiplier", 1)[0];
+        shift_ = node.shifts("shift", 1)[0];
+        clamp_ = node.clamp("clamp");
+    }
+
+    std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
+        return {inputs[0]};  // the row length is the file's: checked at load
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const AxisLanes lanes(*io.input_shapes[0], axis_);
+        const int8_t* x = io.input<int8_t>(0);
+        int8_t* y = io.output<int8_t>(0);
+        pool.parallel_for(lanes.count, [&](int64_t begin, int64_t end) {
+            for (int64_t lane = begin; lane < end; ++lane) {
+                const int8_t* xl = x + lanes.first(lane);
+                int8_t* yl = y + lanes.first(lane);
+                const arith::NormRow row =
+                    arith::l2_row(xl, lanes.length, lanes.inner, input_zero_point_, eps_term_);
+                for (int64_t i = 0; i < lanes.length; ++i) {
+                    // |t| <= 2^16: the accumulator of requantize (int32).
+                    const int64_t t =
+                        arith::normalized_q16(row, xl[i * lanes.inner], input_zero_point_);
+                    yl[i * lanes.inner] =
+                        arith::requantize(static_cast<int32_t>(t), multiplier_, shift_,
+                                          output_zero_point_, clamp_.lo, clamp_.hi);
+                }
+            }
+        });
+    }
+
+ private:
+    size_t axis_;
+    int64_t eps_term_;
+    int32_t input_zero_point_, output_zero_point_, multiplier_, shift_;
+    ClampRange clamp_;
+};
+
 }  // namespace
 
+QTK_KERNEL_FACTORY(make_l2_normalize_int8_reference, L2NormalizeInt8Reference)
 QTK_KERNEL_FACTORY(make_layer_norm_float32_reference, LayerNormFloat32Reference)
 QTK_KERNEL_FACTORY(make_softmax_float32_reference, SoftmaxFloat32Reference)
 QTK_KERNEL_FACTORY(make_group_norm_float32_reference, GroupNormFloat32Reference)
