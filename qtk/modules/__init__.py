@@ -5,22 +5,22 @@ Each op family's file declares all four forms; they register themselves as the f
 here (a QAT class by declaring ``FLOAT_TYPES``, a Quantized one by ``SOURCE_TYPES``, a float op by
 ``@float_export``), and the conversion maps below are derived from those registries.
 """
-from .activation import (QATSoftmax, QATTableFunction, QuantizedClamp, QuantizedLookupTable,
-                         QuantizedSoftmax)
+from .activation import (QATPReLU, QATSoftmax, QATTableFunction, QuantizedClamp,
+                         QuantizedLookupTable, QuantizedPReLU, QuantizedSoftmax)
 from .base import (FLOAT_EXPORTS, QAT_MODULES, QUANTIZED_MODULES, QATModule, QModelOp, QParams,
                    QuantizedModule)
 from .conv import (ConvBn2d, ConvBnReLU2d, ConvReLU2d, QATConv2d, QATConvBn2d, QATConvTranspose2d,
                    QuantizedConv2d, QuantizedConvTranspose2d)
-from .elementwise import (Add, AddReLU, Concat, Div, Mul, QATAdd, QATConcat, QATMul, QuantizedAdd,
-                          QuantizedConcat, QuantizedMul, Sub, TensorExpression,
-                          WithConstant)
+from .elementwise import (Add, AddReLU, Concat, Div, Mul, QATAdd, QATConcat, QATMul,
+                          QATWithConstant, QuantizedAdd, QuantizedConcat, QuantizedMul,
+                          QuantizedWithConstant, Sub, TensorExpression, WithConstant)
 from .linear import LinearReLU, QATLinear, QuantizedLinear
 from .matmul import MatMul, QATMatMul, QuantizedMatMul
 from . import attention  # noqa: F401  (registers its float32 op)
 from .normalization import (L2Normalize, QATL2Normalize, QATNorm, QuantizedL2Normalize,
                             QuantizedNorm)
-from .pooling import (QuantizedAdaptiveAvgPool2d, QuantizedAvgPool2d, QuantizedMaxPool2d,
-                      SpatialMean)
+from .pooling import (QuantizedAdaptiveAvgPool2d, QuantizedAdaptiveMaxPool2d, QuantizedAvgPool2d,
+                      QuantizedMaxPool2d, SpatialMean)
 from .resize import (QATResizeBilinear, QuantizedPad, QuantizedResizeBilinear,
                      QuantizedResizeNearest, UpsampleTo)
 from .shape import ExpandBatch, QuantizedFlatten, QuantizedIdentity
