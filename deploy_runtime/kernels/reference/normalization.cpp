@@ -5,6 +5,8 @@
 // - int8: softmax by spec 18's table, layer_norm and group_norm by spec 19, l2_normalize by
 //   spec 19.1 (docs/quantization_spec.md), through the one arithmetic header.
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include "op_kernel.h"
 #include "qtk/arithmetic.h"
@@ -77,25 +79,36 @@ void norm_rows_float32(const NormRows& rows, float eps, const std::vector<float>
     });
 }
 
+// The opening the float32 layer_norm and l2_normalize share: `inputs` inputs (the first a float32
+// activation of rank >= 2, dim 0 the batch, never normalized), one output, the dims attribute in
+// [1, rank) and a finite eps: > 0, or >= 0 where torch allows 0 (F.normalize).
+std::pair<size_t, float> read_float_norm(const NodeView& node, size_t inputs, const char* dims,
+                                         bool eps_may_be_zero) {
+    node.expect_input_count(inputs);
+    node.expect_output_count(1);
+    node.expect_attrs({dims, "eps"});
+    const Value& x = node.activation_input(0, DType::kFloat32);
+    node.output(0, DType::kFloat32);
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (rank < 2) {
+        node.fail("input must have rank >= 2 (dim 0 is the batch, which is not normalized)");
+    }
+    const size_t dim = static_cast<size_t>(node.int_scalar(dims, 1, rank - 1));
+    const float eps = node.floats("eps", 1)[0];
+    if (!(eps_may_be_zero ? eps >= 0.0f : eps > 0.0f) || std::isinf(eps)) {
+        node.fail("attribute 'eps' = " + std::to_string(eps) + " must be finite and " +
+                  (eps_may_be_zero ? ">= 0" : "> 0"));
+    }
+    return {dim, eps};
+}
+
 // torch.nn.functional.layer_norm: y = (x - mean) / sqrt(var + eps) * weight + bias over each group
 // of the last `axes` dims, var biased. Accumulated and computed in double, rounded once.
 class LayerNormFloat32Reference final : public OpKernel {
  public:
     explicit LayerNormFloat32Reference(const NodeView& node) : OpKernel(node.label()) {
-        node.expect_input_count(3);
-        node.expect_output_count(1);
-        node.expect_attrs({"axes", "eps"});
+        std::tie(axes_, eps_) = read_float_norm(node, 3, "axes", false);
         const Value& x = node.activation_input(0, DType::kFloat32);
-        node.output(0, DType::kFloat32);
-        const int64_t rank = static_cast<int64_t>(x.shape.size());
-        if (rank < 2) {
-            node.fail("input must have rank >= 2 (dim 0 is the batch, which is not normalized)");
-        }
-        axes_ = static_cast<size_t>(node.int_scalar("axes", 1, rank - 1));
-        eps_ = node.floats("eps", 1)[0];
-        if (!(eps_ > 0.0f) || std::isinf(eps_)) {
-            node.fail("attribute 'eps' = " + std::to_string(eps_) + " must be finite and > 0");
-        }
         const Value& weight = node.constant_input(1, "weight", DType::kFloat32, axes_);
         const Value& bias = node.constant_input(2, "bias", DType::kFloat32, axes_);
         const Shape normalized(x.shape.end() - static_cast<std::ptrdiff_t>(axes_), x.shape.end());
@@ -248,20 +261,7 @@ class GroupNormFloat32Reference final : public OpKernel {
 class L2NormalizeFloat32Reference final : public OpKernel {
  public:
     explicit L2NormalizeFloat32Reference(const NodeView& node) : OpKernel(node.label()) {
-        node.expect_input_count(1);
-        node.expect_output_count(1);
-        node.expect_attrs({"axis", "eps"});
-        const Value& x = node.activation_input(0, DType::kFloat32);
-        node.output(0, DType::kFloat32);
-        const int64_t rank = static_cast<int64_t>(x.shape.size());
-        if (rank < 2) {
-            node.fail("input must have rank >= 2 (axis 0 is the batch)");
-        }
-        axis_ = static_cast<size_t>(node.int_scalar("axis", 1, rank - 1));
-        eps_ = node.floats("eps", 1)[0];
-        if (!(eps_ >= 0.0f) || std::isinf(eps_)) {
-            node.fail("attribute 'eps' = " + std::to_string(eps_) + " must be finite and >= 0");
-        }
+        std::tie(axis_, eps_) = read_float_norm(node, 1, "axis", true);
     }
 
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
