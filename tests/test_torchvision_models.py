@@ -79,7 +79,7 @@ def test_other_torchvision_models_need_no_model_specific_code(name):
 @pytest.mark.parametrize("name, result", [
     ("vit_b_16", "byte-identical"), ("swin_t", "byte-identical"),
     ("convnext_tiny", "byte-identical"), ("maxvit_t", "byte-identical"),
-    ("swin_v2_t", "within tolerance"),  # cosine attention's L2 norm stays float
+    ("swin_v2_t", "byte-identical"),  # cosine attention: int8 L2 norm and logit scale
     ("deeplabv3_mobilenet_v3_large", "byte-identical"),
     ("ssdlite320_mobilenet_v3_large", "byte-identical"),  # the detector's backbone and head
 ])
