@@ -189,3 +189,57 @@ def test_short_fuzz_run_never_crashes(valid, example):
         loaded += 1
         session.run(np.zeros((1, 3, 6, 6), dtype=np.int8), output="int8")
     assert loaded < 1500  # the mutations did reach the validation
+
+
+class _ConstantArithmetic(nn.Module):
+    """mul_constant and add_constant nodes: a learned per-channel scale and offset."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.scale = nn.Parameter(torch.linspace(0.5, 2.0, 4).reshape(1, 4, 1, 1))
+        self.offset = nn.Parameter(torch.linspace(-1.0, 1.0, 4).reshape(1, 4, 1, 1))
+
+    def forward(self, x):
+        return self.conv(x) * self.scale + self.offset
+
+
+@pytest.fixture(scope="module")
+def constant_arithmetic():
+    torch.manual_seed(0)
+    return calibrated(_ConstantArithmetic().eval(), [torch.randn(2, 3, 6, 6)])
+
+
+def _constant_of(writer, op, index):
+    return writer.values[_node(writer, op)["inputs"][index]]
+
+
+CONSTANT_CASES = {
+    "mul_constant shift out of range": (
+        lambda w: _set(_constant_of(w, "mul_constant", 2), "data",
+                       torch.full_like(_constant_of(w, "mul_constant", 2)["data"], 99)), "shift"),
+    "mul_constant constant of wrong shape": (
+        lambda w: _set(_constant_of(w, "mul_constant", 1), "data",
+                       _constant_of(w, "mul_constant", 1)["data"].reshape(-1)[:3]), "shape"),
+    "add_constant bias beyond 2^30": (
+        lambda w: _set(_constant_of(w, "add_constant", 1), "data",
+                       torch.full_like(_constant_of(w, "add_constant", 1)["data"], 2**31 - 1)),
+        "bias"),
+    "add_constant without negate": (
+        lambda w: _node(w, "add_constant")["attrs"].pop("negate"), "negate"),
+    "add_constant input shift out of range": (
+        lambda w: _set(_node(w, "add_constant")["attrs"], "input_shift", [40]), "input_shift"),
+}
+
+
+def test_constant_arithmetic_model_loads(constant_arithmetic, example):
+    ops = _load(qtk.export(constant_arithmetic, example)).model.op_names
+    assert "mul_constant" in ops and "add_constant" in ops
+
+
+@pytest.mark.parametrize("case", sorted(CONSTANT_CASES))
+def test_malformed_constant_arithmetic_is_named(constant_arithmetic, example, case):
+    mutate, expected = CONSTANT_CASES[case]
+    data = _writer_case(mutate)(constant_arithmetic, example)
+    with pytest.raises(qtk.QtkError, match=f"(?i){expected}"):
+        _load(data)
