@@ -5,6 +5,7 @@
 // - int8: softmax by spec 18's table, layer_norm and group_norm by spec 19, l2_normalize by
 //   spec 19.1 (docs/quantization_spec.md), through the one arithmetic header.
 #include <cmath>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -295,6 +296,22 @@ class L2NormalizeFloat32Reference final : public OpKernel {
     float eps_;
 };
 
+// The axis of the int8 ops that work along one axis (softmax, l2_normalize): rank >= 2, axis in
+// [1, rank), and rows no longer than `max_row`; `beyond` says why, after "rows ... are ".
+size_t read_row_axis(const NodeView& node, const Shape& shape, int64_t max_row,
+                     const std::string& beyond) {
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    if (rank < 2) {
+        node.fail("input must have rank >= 2 (axis 0 is the batch)");
+    }
+    const size_t axis = static_cast<size_t>(node.int_scalar("axis", 1, rank - 1));
+    if (shape[axis] > max_row) {
+        node.fail("rows of " + std::to_string(shape[axis]) + " values along axis " +
+                  std::to_string(axis) + " are " + beyond);
+    }
+    return axis;
+}
+
 // Spec 18 along `axis`: each lane by arith::softmax_row from the table of 256 exponentials.
 class SoftmaxInt8Reference final : public OpKernel {
  public:
@@ -304,16 +321,9 @@ class SoftmaxInt8Reference final : public OpKernel {
         node.expect_attrs({"axis", "multiplier", "clamp"});
         const Value& x = node.activation_input(0, DType::kInt8);
         output_zero_point_ = node.output(0, DType::kInt8).zero_point;
-        const int64_t rank = static_cast<int64_t>(x.shape.size());
-        if (rank < 2) {
-            node.fail("input must have rank >= 2 (axis 0 is the batch)");
-        }
-        axis_ = static_cast<size_t>(node.int_scalar("axis", 1, rank - 1));
-        if (x.shape[axis_] > arith::kSoftmaxMaxRow) {
-            node.fail("rows of " + std::to_string(x.shape[axis_]) + " values along axis " +
-                      std::to_string(axis_) + " are longer than 2^20, which bounds the " +
-                      "integer sum (docs/quantization_spec.md section 18)");
-        }
+        axis_ = read_row_axis(node, x.shape, arith::kSoftmaxMaxRow,
+                              "longer than 2^20, which bounds the integer sum "
+                              "(docs/quantization_spec.md section 18)");
         multiplier_ =
             static_cast<int32_t>(node.int_scalar("multiplier", 1, arith::kSoftmaxMaxMultiplier));
         clamp_ = node.clamp("clamp");
@@ -456,16 +466,9 @@ class L2NormalizeInt8Reference final : public OpKernel {
         const Value& x = node.activation_input(0, DType::kInt8);
         input_zero_point_ = x.zero_point;
         output_zero_point_ = node.output(0, DType::kInt8).zero_point;
-        const int64_t rank = static_cast<int64_t>(x.shape.size());
-        if (rank < 2) {
-            node.fail("input must have rank >= 2 (axis 0 is the batch)");
-        }
-        axis_ = static_cast<size_t>(node.int_scalar("axis", 1, rank - 1));
-        if (x.shape[axis_] > arith::kL2NormMaxRow) {
-            node.fail("rows of " + std::to_string(x.shape[axis_]) + " values along axis " +
-                      std::to_string(axis_) + " are 2^45 or longer, which the integer sum of " +
-                      "squares does not bound (docs/quantization_spec.md section 19.1)");
-        }
+        axis_ = read_row_axis(node, x.shape, arith::kL2NormMaxRow,
+                              "2^45 or longer, which the integer sum of squares does not bound "
+                              "(docs/quantization_spec.md section 19.1)");
         eps_term_ = node.int_scalar("eps_term", 1, arith::kNormMaxEpsTerm);
         multiplier_ = node.multipliers("multiplier", 1)[0];
         shift_ = node.shifts("shift", 1)[0];
