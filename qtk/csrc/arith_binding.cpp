@@ -223,9 +223,12 @@ py::array_t<int8_t> softmax_rows(const py::handle& q_obj, const py::handle& tabl
     return out;
 }
 
-py::array_t<int64_t> normalized_q16(const py::handle& q_obj, int64_t zero_point,
-                                    int64_t eps_term) {
-    const std::string fn = "normalized_q16";
+// Spec 19's Q16 values of each row of an int8 [R, C] array, from the row statistics `stats`
+// (arith::norm_row for layer/group norm, arith::l2_row for 19.1); rows up to `max_row` values.
+template <typename RowStats>
+py::array_t<int64_t> q16_rows(const std::string& fn, const py::handle& q_obj, int64_t zero_point,
+                              int64_t eps_term, int64_t max_row, const char* max_text,
+                              RowStats stats_of) {
     const auto q = rows_arg(fn, q_obj);
     const int32_t z = zero_point_arg(fn, "zero_point", zero_point);
     if (eps_term < 1 || eps_term > qtk::arith::kNormMaxEpsTerm) {
@@ -233,13 +236,14 @@ py::array_t<int64_t> normalized_q16(const py::handle& q_obj, int64_t zero_point,
                          " is outside [1, 2^61]");
     }
     const py::ssize_t rows = q.shape(0), count = q.shape(1);
-    if (count > qtk::arith::kNormMaxRow) {
-        throw qtk::Error(fn + ": rows of " + std::to_string(count) + " values exceed 2^14");
+    if (count > max_row) {
+        throw qtk::Error(fn + ": rows of " + std::to_string(count) + " values exceed " +
+                         max_text);
     }
     py::array_t<int64_t> out({rows, count});
     for (py::ssize_t r = 0; r < rows; ++r) {
         const int8_t* row = q.data() + r * count;
-        const qtk::arith::NormRow stats = qtk::arith::norm_row(row, count, 1, z, eps_term);
+        const qtk::arith::NormRow stats = stats_of(row, count, 1, z, eps_term);
         for (py::ssize_t i = 0; i < count; ++i) {
             out.mutable_data()[r * count + i] = qtk::arith::normalized_q16(stats, row[i], z);
         }
@@ -247,25 +251,16 @@ py::array_t<int64_t> normalized_q16(const py::handle& q_obj, int64_t zero_point,
     return out;
 }
 
+py::array_t<int64_t> normalized_q16(const py::handle& q_obj, int64_t zero_point,
+                                    int64_t eps_term) {
+    return q16_rows("normalized_q16", q_obj, zero_point, eps_term, qtk::arith::kNormMaxRow,
+                    "2^14", qtk::arith::norm_row);
+}
+
 py::array_t<int64_t> l2_normalized_q16(const py::handle& q_obj, int64_t zero_point,
                                        int64_t eps_term) {
-    const std::string fn = "l2_normalized_q16";
-    const auto q = rows_arg(fn, q_obj);
-    const int32_t z = zero_point_arg(fn, "zero_point", zero_point);
-    if (eps_term < 1 || eps_term > qtk::arith::kNormMaxEpsTerm) {
-        throw qtk::Error(fn + ": eps_term = " + std::to_string(eps_term) +
-                         " is outside [1, 2^61]");
-    }
-    const py::ssize_t rows = q.shape(0), count = q.shape(1);
-    py::array_t<int64_t> out({rows, count});
-    for (py::ssize_t r = 0; r < rows; ++r) {
-        const int8_t* row = q.data() + r * count;
-        const qtk::arith::NormRow stats = qtk::arith::l2_row(row, count, 1, z, eps_term);
-        for (py::ssize_t i = 0; i < count; ++i) {
-            out.mutable_data()[r * count + i] = qtk::arith::normalized_q16(stats, row[i], z);
-        }
-    }
-    return out;
+    return q16_rows("l2_normalized_q16", q_obj, zero_point, eps_term, qtk::arith::kL2NormMaxRow,
+                    "2^45", qtk::arith::l2_row);
 }
 
 }  // namespace
