@@ -1,13 +1,13 @@
 """qtk against the peers, side by side in one process: latency of torchvision models at batch 1.
 
-    python -m benchmarks.peers [--models resnet18 mobilenet_v2 shufflenet_v2_x1_0]
-                               [--threads 1 2] [--runs 50] [--json benchmarks/results/peers.json]
+    python -m benchmarks.peers [--models resnet18 mobilenet_v2 ...] [--threads 1 2] [--runs 50]
+                               [--json benchmarks/results/peers-<cpu>.json]
 
-Engines: qtk int8 (its default kernel choice, and Fast-Run), qtk fp32 (the float model exported
-as is), PyTorch fp32 and int8 (FX graph mode PTQ, 'x86' backend), ONNX Runtime fp32 and int8
-(static QDQ, per-channel weights) and OpenVINO fp32 (pinned to f32 arithmetic), bf16 (its default
-on CPUs with bf16 units) and int8 (NNCF PTQ). Every model has random weights with BatchNorm
-statistics re-estimated on random data
+Engines: qtk int8 (its default kernel choice, and Fast-Run; on a CPU with AMX also capped at
+AVX-512 VNNI by QTK_ISA), qtk fp32 (the float model exported as is), PyTorch fp32 and int8 (FX
+graph mode PTQ, 'x86' backend), ONNX Runtime fp32 and int8 (static QDQ, per-channel weights) and
+OpenVINO fp32 (pinned to f32 arithmetic), bf16 (its default on CPUs with bf16 units) and int8
+(NNCF PTQ). Every model has random weights with BatchNorm statistics re-estimated on random data
 (so activations are not degenerate), and every int8 engine calibrates on the same random batches.
 Peers that are not installed are reported as missing, not silently dropped.
 
@@ -15,14 +15,21 @@ Timing: each engine warms up, then the engines take turns of 10 runs (interleave
 a shared machine hits all of them alike; the table shows the median and the ratio to
 qtk int8. Peak RSS is measured per engine in a fresh child process that imports only that engine,
 loads its deployable file (.qmodel, .onnx, OpenVINO IR) and runs it.
+
+The report goes under a heading per CPU (its model name, int8 units and core count) in the
+generated section of benchmarks/README.md: a run replaces its own CPU's results and keeps the
+others'. It names the ISA each engine's kernels used, as far as the engine says.
 """
 import argparse
+import collections
+import contextlib
 import copy
 import datetime
 import importlib.util
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -50,7 +57,21 @@ def float_model(name):
     return reestimate_batchnorm(model, (8, 3, SIZE, SIZE))
 
 
-# ---- engines: build(float model, calibration inputs, workdir, threads) -> (run(x), file) -----------
+# ---- engines: build(float model, calibration inputs, workdir, threads) -> (run(x), file, isa) ----
+# isa: what the engine says of the instruction sets its kernels used, for this model: a Counter of
+# kernel labels, or a sentence where it says nothing per layer.
+
+# qtk's algorithm names end in the ISA their kernels need (deploy_runtime/kernels/); the rest are
+# portable C++.
+QTK_ISA_SUFFIXES = ("amx_int8", "avx512_vnni", "avx_vnni", "avx512", "avx2")
+
+
+def qtk_isa(session):
+    """Counter of the ISA of each node's kernel, read off its algorithm's name."""
+    return collections.Counter(
+        next((isa for isa in QTK_ISA_SUFFIXES if algorithm.endswith("_" + isa)), "scalar")
+        for algorithm in session.algorithms)
+
 
 def _qmodel_file(model, calibration, workdir):
     path = os.path.join(workdir, "model.qmodel")
@@ -62,8 +83,9 @@ def _qmodel_file(model, calibration, workdir):
 
 
 def qtk_int8(model, calibration, workdir, threads):
-    session = qtk.runtime.load(_qmodel_file(model, calibration, workdir), threads=threads)
-    return session.run, _qmodel_file(model, calibration, workdir)
+    path = _qmodel_file(model, calibration, workdir)
+    session = qtk.runtime.load(path, threads=threads)
+    return session.run, path, qtk_isa(session)
 
 
 def qtk_int8_fast_run(model, calibration, workdir, threads):
@@ -71,14 +93,15 @@ def qtk_int8_fast_run(model, calibration, workdir, threads):
     path = _qmodel_file(model, calibration, workdir)
     session = qtk.runtime.load(path, threads=threads, fast_run="search",
                                fast_run_cache=os.path.join(workdir, "fastrun.cache"))
-    return session.run, path
+    return session.run, path, qtk_isa(session)
 
 
 def qtk_fp32(model, calibration, workdir, threads):
     """The float model exported as is (qtk.export of an unquantized model)."""
     path = os.path.join(workdir, "float.qmodel")
     qtk.export(model.eval(), calibration[0], path)
-    return qtk.runtime.load(path, threads=threads).run, path
+    session = qtk.runtime.load(path, threads=threads)
+    return session.run, path, qtk_isa(session)
 
 
 def qtk_details(path, threads, inputs, runs=20):
@@ -105,7 +128,8 @@ def torch_fp32(model, calibration, workdir, threads):
         torch.set_num_threads(threads)
         with torch.no_grad():
             return model(x)
-    return run, None
+    return run, None, (f"ATen's vector code at {torch.backends.cpu.get_cpu_capability()}; its "
+                       f"oneDNN and FBGEMM kernels are not reported")
 
 
 def torch_int8(model, calibration, workdir, threads):
@@ -138,9 +162,12 @@ def _ort_session(path, threads):
     return lambda x: session.run(None, {"x": x.numpy()})[0]
 
 
+ORT_ISA = "not reported (its MLAS kernels are chosen by CPUID inside the library)"
+
+
 def onnxruntime_fp32(model, calibration, workdir, threads):
     path = _onnx_file(model, calibration, workdir)
-    return _ort_session(path, threads), path
+    return _ort_session(path, threads), path, ORT_ISA
 
 
 def onnxruntime_int8(model, calibration, workdir, threads):
@@ -159,7 +186,7 @@ def onnxruntime_int8(model, calibration, workdir, threads):
                              quant_format=ortq.QuantFormat.QDQ, per_channel=True,
                              activation_type=ortq.QuantType.QUInt8,
                              weight_type=ortq.QuantType.QInt8)
-    return _ort_session(path, threads), path
+    return _ort_session(path, threads), path, ORT_ISA
 
 
 def _openvino_compiled(ov_model, threads, precision=None):
@@ -170,7 +197,20 @@ def _openvino_compiled(ov_model, threads, precision=None):
         config["INFERENCE_PRECISION_HINT"] = precision
     compiled = ov.Core().compile_model(ov_model, "CPU", config)
     request = compiled.create_infer_request()
-    return lambda x: request.infer({0: x.numpy()})[0]
+    return lambda x: request.infer({0: x.numpy()})[0], openvino_isa(compiled)
+
+
+# The layers that carry the multiply-accumulates; the rest (reorders, pooling) follow their ISA.
+OPENVINO_MAC_LAYERS = ("Convolution", "Deconvolution", "FullyConnected", "MatMul")
+
+
+def openvino_isa(compiled):
+    """Counter of the primitive types (their names carry ISA and precision, such as
+    brgconv_avx512_core_amx_int8) that the compiled model's MAC layers execute."""
+    return collections.Counter(
+        op.get_rt_info()["primitiveType"].astype(str)
+        for op in compiled.get_runtime_model().get_ordered_ops()
+        if op.get_rt_info()["layerType"].astype(str) in OPENVINO_MAC_LAYERS)
 
 
 def _openvino_ir(model, calibration, workdir, int8):
@@ -193,34 +233,65 @@ def _openvino_ir(model, calibration, workdir, int8):
 # shows that default.
 def openvino_fp32(model, calibration, workdir, threads):
     path = _openvino_ir(model, calibration, workdir, int8=False)
-    return _openvino_compiled(path, threads, "f32"), path
+    run, isa = _openvino_compiled(path, threads, "f32")
+    return run, path, isa
 
 
 def openvino_bf16(model, calibration, workdir, threads):
     path = _openvino_ir(model, calibration, workdir, int8=False)
-    return _openvino_compiled(path, threads, "bf16"), path
+    run, isa = _openvino_compiled(path, threads, "bf16")
+    return run, path, isa
 
 
 def openvino_int8(model, calibration, workdir, threads):
     path = _openvino_ir(model, calibration, workdir, int8=True)
-    return _openvino_compiled(path, threads), path
+    run, isa = _openvino_compiled(path, threads)
+    return run, path, isa
 
 
+# On a CPU with AMX, qtk capped at AVX-512 VNNI shows what the tile unit gives (and how qtk
+# stands on a CPU without one).
+QTK_CAPPED = "qtk int8 (QTK_ISA=avx512_vnni)"
+
+# name: (build, the package it needs, the environment it loads under). QTK_ISA is read when a model
+# is loaded (kernel choice), so it is set while the engine builds and in its peak RSS child.
 ENGINES = {
-    "qtk int8": (qtk_int8, None),
-    "qtk int8 Fast-Run": (qtk_int8_fast_run, None),
-    "qtk fp32": (qtk_fp32, None),
-    "PyTorch fp32": (torch_fp32, None),
-    "PyTorch int8": (torch_int8, None),
-    "ONNX Runtime fp32": (onnxruntime_fp32, "onnxruntime"),
-    "ONNX Runtime int8": (onnxruntime_int8, "onnxruntime"),
-    "OpenVINO fp32": (openvino_fp32, "openvino"),
-    "OpenVINO bf16": (openvino_bf16, "openvino"),
-    "OpenVINO int8": (openvino_int8, "nncf"),
+    "qtk int8": (qtk_int8, None, {}),
+    QTK_CAPPED: (qtk_int8, None, {"QTK_ISA": "avx512_vnni"}),
+    "qtk int8 Fast-Run": (qtk_int8_fast_run, None, {}),
+    "qtk fp32": (qtk_fp32, None, {}),
+    "PyTorch fp32": (torch_fp32, None, {}),
+    "PyTorch int8": (torch_int8, None, {}),
+    "ONNX Runtime fp32": (onnxruntime_fp32, "onnxruntime", {}),
+    "ONNX Runtime int8": (onnxruntime_int8, "onnxruntime", {}),
+    "OpenVINO fp32": (openvino_fp32, "openvino", {}),
+    "OpenVINO bf16": (openvino_bf16, "openvino", {}),
+    "OpenVINO int8": (openvino_int8, "nncf", {}),
 }
 
 
-# ---- timing ----------------------------------------------------------------------------------------
+def default_engines():
+    """Every engine; the capped qtk only where there is something to cap."""
+    return [name for name in ENGINES
+            if name != QTK_CAPPED or "amx_int8" in cpu_info().get("flags", "").split()]
+
+
+@contextlib.contextmanager
+def environment(**values):
+    """Sets the environment variables ``values`` for the block, then restores what was there."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+# ---- timing --------------------------------------------------------------------------------------
 
 def time_interleaved(runs, inputs, count, warmup, block=10):
     """{engine: [seconds]}: after ``warmup`` runs each, the engines take turns, ``block`` runs at a
@@ -240,19 +311,20 @@ def time_interleaved(runs, inputs, count, warmup, block=10):
     return times
 
 
-# ---- peak RSS in a child process ------------------------------------------------------------------
+# ---- peak RSS in a child process -----------------------------------------------------------------
 
-def peak_rss(engine, path, threads):
-    """Peak resident bytes of a child process that only loads and runs ``path``."""
+def peak_rss(engine, path, threads, env):
+    """Peak resident bytes of a child process that only loads and runs ``path``, with the
+    environment variables ``env`` added."""
     child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peak_rss_child.py")
     out = subprocess.run([sys.executable, child, engine, path, str(threads)], capture_output=True,
-                         text=True)
+                         text=True, env={**os.environ, **env})
     if out.returncode != 0:
         raise RuntimeError(f"peak RSS child for {engine} failed:\n{out.stderr}")
     return int(out.stdout.strip().splitlines()[-1])
 
 
-# ---- report ----------------------------------------------------------------------------------------
+# ---- report --------------------------------------------------------------------------------------
 
 def report_lines(results, args):
     """The markdown report: a ratio table per thread count, the conv layers' share of the peak,
@@ -276,7 +348,7 @@ def report_lines(results, args):
         lines.append("")
     lines += ["### qtk int8: conv layers, memory plan, peak RSS", "",
               "| model | " + " | ".join(f"conv GMAC/s ({t}t), share of VNNI peak"
-                                         for t in args.threads)
+                                        for t in args.threads)
               + " | arena KiB (lower bound) | peak RSS MiB: " + ", ".join(
                   n for n in names if n != "qtk int8 Fast-Run") + " |",
               "|---" + "|---:" * (len(args.threads) + 2) + "|"]
@@ -292,42 +364,87 @@ def report_lines(results, args):
                         for n in names if n != "qtk int8 Fast-Run")
         lines.append(f"| {model} | " + " | ".join(cells) +
                      f" | {q['arena_kib']:.0f} ({q['arena_lower_bound_kib']:.0f}) | {rss} |")
+    return lines + [""]
+
+
+# ISA caps of the peers, read once as each library initializes: oneDNN's (in PyTorch and OpenVINO)
+# and OpenVINO's own kernels'.
+PEER_CAPS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "OV_CPU_MAX_ISA")
+
+
+def isa_lines(results, names, openvino_capabilities):
+    """One line per engine: the ISA its kernels used, summed over the models, as far as the engine
+    says; then how the engines were capped."""
+    lines = ["### ISA each engine used", "",
+             "qtk: nodes counted by the ISA of their kernel; OpenVINO: its layers with the "
+             "multiply-accumulates (convolutions, fully connected, matmuls) counted by the "
+             "primitive they executed, whose name gives ISA and precision.", "",
+             "| engine | ISA (all models) |", "|---|---|"]
+    for name in names:
+        reports = [r["engines"][name]["isa"] for r in results.values()
+                   if "isa" in r["engines"].get(name, {})]
+        if not reports:
+            continue
+        if isinstance(reports[0], dict):
+            counts = sum((collections.Counter(r) for r in reports), collections.Counter())
+            summary = ", ".join(f"{label} {count}" for label, count in counts.most_common())
+        else:
+            summary = reports[0]
+        if name.startswith("qtk"):
+            cap = ENGINES[name][2].get("QTK_ISA") or os.environ.get("QTK_ISA")
+            summary = (f"QTK_ISA={cap}" if cap else "QTK_ISA unset") + ": " + summary
+        lines.append(f"| {name} | {summary} |")
+    lines.append("")
+    if openvino_capabilities:
+        lines += ["OpenVINO's CPU plugin reports OPTIMIZATION_CAPABILITIES "
+                  + ", ".join(openvino_capabilities) + ".", ""]
+    peer_caps = [f"{key}={os.environ[key]}" for key in PEER_CAPS if os.environ.get(key)]
+    lines += [("The peers ran with " + ", ".join(peer_caps) + " set in the environment (ONNX "
+               "Runtime's MLAS has no such cap)." if peer_caps else
+               "The peers ran uncapped: oneDNN (in OpenVINO and PyTorch) reads its cap "
+               "(ONEDNN_MAX_CPU_ISA) once, as it initializes, and every engine shares this "
+               "process; ONNX Runtime's MLAS has no such cap."), ""]
     return lines
 
 
 PEER_INT8 = ("PyTorch int8", "ONNX Runtime int8", "OpenVINO int8")
-PEER_FP32 = ("PyTorch fp32", "ONNX Runtime fp32", "OpenVINO fp32")
+PEER_FP32 = ("ONNX Runtime fp32", "OpenVINO fp32")  # the deploy runtimes: PyTorch eager is not one
 
 
 def target_lines(results, args):
-    """The issue's targets, computed from this run: one line each, with ✅ or ❌."""
+    """Issue 19's targets, and issue 5's memory targets that keep holding, computed from this
+    run: one line each, with ✅ or ❌."""
+    checks = []
+
     def ms(model, engine, threads):
         return results.get(model, {}).get("engines", {}).get(engine, {}).get(
             f"median_ms_{threads}t")
 
-    checks = []
+    def against_fastest(model, engine, peers, threads, limit):
+        times = {e: ms(model, e, threads) for e in peers if ms(model, e, threads)}
+        if ms(model, engine, threads) and times:
+            best = min(times, key=times.get)
+            ratio = ms(model, engine, threads) / times[best]
+            label = best if len(peers) == 1 else f"fastest peer {best.split()[-1]} ({best})"
+            checks.append((f"{threads}t {model}: {engine} / {label} = {ratio:.2f} "
+                           f"(target <= {limit})", ratio <= limit))
+
     for threads in args.threads:
-        qtk_ms = {m: ms(m, "qtk int8", threads) for m in results}
-        if "resnet18" in results and ms("resnet18", "OpenVINO int8", threads):
-            ratio = qtk_ms["resnet18"] / ms("resnet18", "OpenVINO int8", threads)
-            checks.append((f"{threads}t resnet18: qtk int8 / OpenVINO int8 = {ratio:.2f} "
-                           f"(target <= 1.1)", ratio <= 1.1))
-        for model in ("mobilenet_v2", "shufflenet_v2_x1_0"):
-            peers = {e: ms(model, e, threads) for e in PEER_INT8 if ms(model, e, threads)}
-            if model in results and peers:
-                best = min(peers, key=peers.get)
-                checks.append((f"{threads}t {model}: qtk int8 {qtk_ms[model]:.2f} ms vs fastest "
-                               f"peer int8 ({best}) {peers[best]:.2f} ms (target: faster)",
-                               qtk_ms[model] < peers[best]))
-        fp32 = {e: ms("resnet18", e, threads) for e in PEER_FP32 if ms("resnet18", e, threads)}
-        if "resnet18" in results and fp32:
-            best = min(fp32, key=fp32.get)
-            ratio = qtk_ms["resnet18"] / fp32[best]
-            checks.append((f"{threads}t resnet18: qtk int8 / fastest peer fp32 ({best}) = "
-                           f"{ratio:.2f} (target <= 0.3)", ratio <= 0.3))
+        for model in ("resnet18", "resnet50"):
+            against_fastest(model, "qtk int8", ["OpenVINO int8"], threads, 1.0)
+        for model in ("mobilenet_v2", "mobilenet_v3_large", "shufflenet_v2_x1_0"):
+            against_fastest(model, "qtk int8", PEER_INT8, threads, 0.8)
+        for model in ("resnet18", "mobilenet_v2"):
+            against_fastest(model, "qtk fp32", PEER_FP32, threads, 1.0)
+        for model in ("resnet18", "resnet50"):
+            share = results.get(model, {}).get("engines", {}).get("qtk int8", {}).get(
+                f"conv_share_of_vnni_peak_{threads}t")
+            if share is not None:
+                checks.append((f"{threads}t {model}: qtk int8 conv layers at {100 * share:.0f}% "
+                               f"of the VNNI peak (target >= 85%)", share >= 0.85))
     for model, result in results.items():
-        q, ort = result["engines"].get("qtk int8", {}), result["engines"].get("ONNX Runtime int8",
-                                                                               {})
+        q = result["engines"].get("qtk int8", {})
+        ort = result["engines"].get("ONNX Runtime int8", {})
         if "arena_kib" in q:
             ratio = q["arena_kib"] / q["arena_lower_bound_kib"]
             checks.append((f"{model}: memory plan {ratio:.3f}x its lower bound (target <= 1.1)",
@@ -336,8 +453,8 @@ def target_lines(results, args):
             checks.append((f"{model}: peak RSS qtk int8 {q['peak_rss_mib']:.0f} MiB vs ONNX "
                            f"Runtime int8 {ort['peak_rss_mib']:.0f} MiB (target: below)",
                            q["peak_rss_mib"] < ort["peak_rss_mib"]))
-    lines = ["### Targets (issue 5), computed from this run", ""] + [
-        f"- {'✅' if holds else '❌'} {text}" for text, holds in checks] + [""]
+    lines = ["### Targets (issue 19; memory plan and peak RSS: issue 5), computed from this run",
+             ""] + [f"- {'✅' if holds else '❌'} {text}" for text, holds in checks] + [""]
     ratios = [f"{model} {t}t {ms(model, 'qtk int8', t) / ms(model, 'qtk fp32', t):.2f}"
               for model in results for t in args.threads if ms(model, "qtk fp32", t)]
     if ratios:  # MegEngine reports int8 at 30-50% of its float time
@@ -345,54 +462,117 @@ def target_lines(results, args):
     return lines
 
 
+# ---- the CPU and its section of the README -------------------------------------------------------
+
 BEGIN = "<!-- BEGIN GENERATED RESULTS: written by `python -m benchmarks.peers`, do not edit -->"
 END = "<!-- END GENERATED RESULTS -->"
 
 
-def cpu_description():
+def cpu_info(cpuinfo=None):
+    """The first processor's fields in /proc/cpuinfo (or in the text ``cpuinfo``); {} without."""
+    if cpuinfo is None:
+        if not os.path.exists("/proc/cpuinfo"):
+            return {}
+        with open("/proc/cpuinfo") as f:
+            cpuinfo = f.read()
+    fields = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip() and fields:
+            break
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def amd_core(family, model):
+    """AMD's core generation by cpu family and model (family 25 is Zen 3 but for the Zen 4 models
+    0x10-0x1f Genoa, 0x60-0x7f client, 0xa0-0xaf Bergamo and Siena), None before Zen 3."""
+    if family == 26:
+        return "Zen 5"
+    if family == 25:
+        zen4 = any(model in range(first, first + 16) for first in (0x10, 0x60, 0x70, 0xa0))
+        return "Zen 4" if zen4 else "Zen 3"
+    return None
+
+
+def cpu_description(cpuinfo=None):
     """The CPU's model name and its int8 matrix units: results differ most between machines
-    by these (peers use AMX-INT8 where the CPU has it)."""
-    name, flags = platform.processor() or platform.machine(), set()
-    if os.path.exists("/proc/cpuinfo"):
-        for line in open("/proc/cpuinfo"):
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                name = value.strip()
-            elif key.strip() == "flags":
-                flags = set(value.split())
-                break
+    by these (peers use AMX-INT8 where the CPU has it). An AMD CPU also gets its core generation
+    and cpu family and model: a VM may name it just "AMD EPYC", and Zen 4 splits each AVX-512
+    instruction into two 256-bit halves where Zen 5 (EPYC) does not."""
+    fields = cpu_info(cpuinfo)
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    flags, details = set(fields.get("flags", "").split()), []
+    if fields.get("vendor_id") == "AuthenticAMD" and "cpu family" in fields:
+        family, model = int(fields["cpu family"]), int(fields["model"])
+        core = amd_core(family, model)
+        details.append((f"{core}, " if core else "") + f"family {family} model {model}")
     units = [label for flag, label in (("avx512_vnni", "AVX-512 VNNI"), ("avx_vnni", "AVX-VNNI"),
-                                        ("amx_int8", "AMX-INT8")) if flag in flags]
-    return name + (f" ({', '.join(units)})" if units else "")
+                                       ("amx_int8", "AMX-INT8")) if flag in flags]
+    if units:
+        details.append(", ".join(units))
+    return name + (f" ({'; '.join(details)})" if details else "")
 
 
-def write_readme(path, lines, command, markers=None):
-    """Replaces the generated section of ``path`` (kept between the ``markers``, BEGIN and END by
-    default) with ``lines``."""
-    begin, end = markers or (BEGIN, END)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    machine = f"{cpu_description()}, {os.cpu_count()} cores"
-    header = (f"Generated by `{command}` on {stamp} ({machine}, torch {torch.__version__}, "
-              f"qtk {qtk.__version__}).")
-    section = "\n".join([begin, header, ""] + lines + [end])
-    text = open(path).read() if os.path.exists(path) else ""
+def cpu_heading():
+    """The title of this CPU's section of the README, and the name of its JSON files."""
+    return f"{cpu_description()}, {os.cpu_count()} cores"
+
+
+def cpu_slug():
+    return re.sub(r"[^a-z0-9]+", "-", cpu_heading().lower()).strip("-")
+
+
+def replace_cpu_section(text, heading, lines, markers=(BEGIN, END)):
+    """``text`` with the section titled ``## heading`` between the markers replaced by ``lines``,
+    or added after the other CPUs' sections, which stay as they are (so does anything before the
+    first title). Without the markers, they are appended. ``lines`` hold no "## " title of their
+    own (the report's titles are "### ")."""
+    assert not any(line.startswith("## ") for line in lines), "a line would start a CPU section"
+    begin, end = markers
     if begin in text and end in text:
-        text = text[:text.index(begin)] + section + text[text.index(end) + len(end):]
+        before, rest = text.split(begin, 1)
+        block, after = rest.split(end, 1)
     else:
-        text = text + ("\n" if text else "") + section + "\n"
+        before, block, after = text + ("\n" if text else ""), "", "\n"
+    sections, title = {}, ""  # title -> its lines, the title first; "" for text before any
+    for line in block.splitlines():
+        if line.startswith("## "):
+            title = line
+        sections.setdefault(title, []).append(line)
+    sections["## " + heading] = ["## " + heading, ""] + lines
+    body = [joined for joined in ("\n".join(s).strip("\n") for s in sections.values()) if joined]
+    return before + begin + "\n" + "\n\n".join(body) + "\n" + end + after
+
+
+def write_readme(path, lines, command, markers=(BEGIN, END)):
+    """Replaces this CPU's section in the generated part of ``path`` (kept between ``markers``)
+    with ``lines``, keeping the other CPUs' sections."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    header = (f"Generated by `{command}` on {stamp} (torch {torch.__version__}, "
+              f"qtk {qtk.__version__}).")
+    text = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+    text = replace_cpu_section(text, cpu_heading(), [header, ""] + lines, markers)
     with open(path, "w") as f:
         f.write(text)
 
 
+DEFAULT_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
+                  "shufflenet_v2_x1_0"]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+",
-                        default=["resnet18", "mobilenet_v2", "shufflenet_v2_x1_0"])
+    parser.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES))
-    parser.add_argument("--json", default="benchmarks/results/peers.json")
+    parser.add_argument("--engines", nargs="+", default=default_engines(), choices=list(ENGINES))
+    parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
+                                                       f"peers-{cpu_slug()}.json"))
     parser.add_argument("--readme", default=os.path.join(os.path.dirname(__file__), "README.md"),
                         help="markdown file whose generated section gets the tables ('' : none)")
     args = parser.parse_args(argv)
@@ -407,33 +587,43 @@ def main(argv=None):
             for threads in args.threads:
                 runs, files = {}, {}
                 for name in args.engines:
-                    build, requirement = ENGINES[name]
+                    build, requirement, env = ENGINES[name]
                     if requirement and importlib.util.find_spec(requirement) is None:
                         engines.setdefault(name, {"missing": f"pip install {requirement}"})
                         continue
                     os.makedirs(os.path.join(workdir, name), exist_ok=True)
-                    runs[name], files[name] = build(model, calibration,
-                                                    os.path.join(workdir, name), threads)
+                    with environment(**env):
+                        runs[name], files[name], isa = build(model, calibration,
+                                                             os.path.join(workdir, name), threads)
+                    engines.setdefault(name, {})["isa"] = isa
                 times = time_interleaved(runs, inputs, args.runs, args.warmup)
                 for name, samples in times.items():
-                    entry = engines.setdefault(name, {})
+                    entry = engines[name]
                     entry[f"median_ms_{threads}t"] = 1e3 * statistics.median(samples)
                     entry[f"runs_{threads}t"] = len(samples)
                     if files[name] and threads == args.threads[-1]:
-                        entry["peak_rss_mib"] = peak_rss(name, files[name], threads) / 2**20
+                        entry["peak_rss_mib"] = peak_rss(name, files[name], threads,
+                                                         ENGINES[name][2]) / 2**20
                 if "qtk int8" in files:
                     engines["qtk int8"].update(qtk_details(files["qtk int8"], threads, inputs))
         results[model_name] = {"engines": engines}
         print(f"{model_name}: done", flush=True)
 
-    summary = {"machine": {"cpu": cpu_description(),
-                          "cores": os.cpu_count(), "python": platform.python_version(),
-                          "torch": torch.__version__, "qtk": qtk.__version__},
-              "settings": vars(args), "results": results}
+    openvino_capabilities = None
+    if any(name.startswith("OpenVINO") and "isa" in engines
+           for result in results.values() for name, engines in result["engines"].items()):
+        import openvino as ov
+
+        openvino_capabilities = ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    summary = {"machine": {"cpu": cpu_heading(), "python": platform.python_version(),
+                           "torch": torch.__version__, "qtk": qtk.__version__,
+                           "openvino_capabilities": openvino_capabilities},
+               "settings": vars(args), "results": results}
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(summary, f, indent=2)
-    lines = target_lines(results, args) + report_lines(results, args)
+    lines = (target_lines(results, args) + report_lines(results, args)
+             + isa_lines(results, args.engines, openvino_capabilities))
     print("\n".join(lines))
     if args.readme:
         write_readme(args.readme, lines, "python -m benchmarks.peers " + " ".join(

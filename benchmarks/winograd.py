@@ -12,6 +12,7 @@ default), and a profiled session times every node of every run; a Fast-Run sessi
 layer. The tables give each 3x3 stride-1 layer's median ms per algorithm and Fast-Run's choice, and
 each model's median ms with each pin and with Fast-Run (whole runs interleaved, so drift on a shared
 machine hits all alike). Every configuration computes the same bytes (tests/ hold them equal).
+The tables go under this CPU's heading in benchmarks/README.md, beside other CPUs' (as peers.py's).
 """
 import argparse
 import json
@@ -25,7 +26,7 @@ import torchvision
 from torch import nn
 
 import qtk
-from benchmarks.peers import time_interleaved, write_readme
+from benchmarks.peers import cpu_slug, environment, time_interleaved, write_readme
 from model_zoo.training import reestimate_batchnorm
 
 ALGORITHMS = {  # per QTK_ISA level: the conv algorithms that compete on 3x3 stride-1 layers
@@ -73,16 +74,8 @@ def quantized_file(name, workdir):
 
 def load(path, threads, isa, algorithm=None, **options):
     """A session under QTK_ISA / QTK_CONV_ALGO (read at load only)."""
-    saved = {k: os.environ.get(k) for k in ("QTK_ISA", "QTK_CONV_ALGO")}
-    os.environ.update({"QTK_ISA": isa, "QTK_CONV_ALGO": algorithm or ""})
-    try:
+    with environment(QTK_ISA=isa, QTK_CONV_ALGO=algorithm or ""):
         return qtk.runtime.load(path, threads=threads, **options)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def layer_medians(session, inputs, runs, layers):
@@ -157,7 +150,8 @@ def main(argv=None):
                         choices=list(ALGORITHMS))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--json", default="benchmarks/results/winograd.json")
+    parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
+                                                       f"winograd-{cpu_slug()}.json"))
     parser.add_argument("--readme", default=os.path.join(os.path.dirname(__file__), "README.md"),
                         help="markdown file whose Winograd section gets the tables ('': none)")
     args = parser.parse_args(argv)

@@ -1,0 +1,69 @@
+"""The generated part of benchmarks/README.md keeps one section per CPU: a run of
+benchmarks.peers (or benchmarks.winograd) rewrites its own CPU's section and keeps the others'."""
+import os
+
+from benchmarks import winograd
+from benchmarks.peers import BEGIN, END, cpu_description, replace_cpu_section
+
+README = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "README.md")
+XEON = "Intel(R) Xeon(R) Processor (AVX-512 VNNI, AVX-VNNI, AMX-INT8), 2 cores"
+EPYC = "AMD EPYC (Zen 4, family 25 model 17; AVX-512 VNNI), 2 cores"
+BEFORE, AFTER = "# Benchmarks\n\nHand-written.\n\n", "\n\n## Notes\n\nAlso hand-written.\n"
+
+
+def block(*sections):
+    return BEFORE + BEGIN + "\n" + "\n\n".join(sections) + "\n" + END + AFTER
+
+
+def test_each_cpu_replaces_only_its_own_section():
+    empty = BEFORE + BEGIN + "\n" + END + AFTER
+    text = replace_cpu_section(empty, XEON, ["### 1 thread(s)", "", "xeon 1"])
+    assert text == block(f"## {XEON}\n\n### 1 thread(s)\n\nxeon 1")
+    text = replace_cpu_section(text, EPYC, ["epyc 1"])
+    assert text == block(f"## {XEON}\n\n### 1 thread(s)\n\nxeon 1", f"## {EPYC}\n\nepyc 1")
+    text = replace_cpu_section(text, XEON, ["xeon 2"])
+    assert text == block(f"## {XEON}\n\nxeon 2", f"## {EPYC}\n\nepyc 1")
+    text = replace_cpu_section(text, EPYC, ["epyc 2", ""])
+    assert text == block(f"## {XEON}\n\nxeon 2", f"## {EPYC}\n\nepyc 2")
+
+
+def test_other_blocks_and_untitled_text_are_kept():
+    other = winograd.BEGIN + "\nWinograd tables\n" + winograd.END
+    text = (BEGIN + "\nan older run, under no CPU title\n" + END + "\n\n" + other)
+    text = replace_cpu_section(text, EPYC, ["epyc"])
+    assert text == (BEGIN + f"\nan older run, under no CPU title\n\n## {EPYC}\n\nepyc\n" + END
+                    + "\n\n" + other)
+    assert replace_cpu_section("# Title\n", XEON, ["xeon"]) == (
+        f"# Title\n\n{BEGIN}\n## {XEON}\n\nxeon\n{END}\n")
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: {vendor}
+cpu family\t: {family}
+model\t\t: {model}
+model name\t: {name}
+flags\t\t: fpu avx2 {flags}
+
+processor\t: 1
+model name\t: another
+"""
+
+
+def test_zen_4_and_zen_5_get_their_own_sections():
+    def epyc(family, model):
+        return cpu_description(CPUINFO.format(vendor="AuthenticAMD", family=family, model=model,
+                                              name="AMD EPYC", flags="avx512_vnni"))
+    assert epyc(25, 17) == "AMD EPYC (Zen 4, family 25 model 17; AVX-512 VNNI)"
+    assert epyc(26, 2) == "AMD EPYC (Zen 5, family 26 model 2; AVX-512 VNNI)"
+    assert epyc(25, 1) == "AMD EPYC (Zen 3, family 25 model 1; AVX-512 VNNI)"
+
+
+def test_the_xeon_section_in_the_readme_is_the_one_its_runs_replace():
+    xeon = cpu_description(CPUINFO.format(vendor="GenuineIntel", family=6, model=143,
+                                          name="Intel(R) Xeon(R) Processor",
+                                          flags="avx512_vnni avx_vnni amx_int8"))
+    assert f"{xeon}, 2 cores" == XEON
+    with open(README) as f:
+        text = f.read()
+    generated = text[text.index(BEGIN):text.index(END)]
+    assert f"\n## {XEON}\n" in generated
