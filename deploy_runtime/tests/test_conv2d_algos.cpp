@@ -684,10 +684,11 @@ void test_against_reference() {
     multi_block_3x3.out = 9;
     multi_block_3x3.height = multi_block_3x3.width = 23;
     check_case(multi_block_3x3, algos);
-    // The channels-last implicit GEMM's padded phase planes (groups 1, more than 32 channels for
-    // AMX): every kernel, stride (some unequal), padding (some unequal) and dilation, over planes
-    // whose slot counts (output rows times the phase plane's pitch) fall either side of its
-    // 32-slot tiles, channel counts either side of its 64-deep K blocks and 32-wide channel tiles.
+    // The channels-last implicit GEMM's padded planes (one per kernel column and row phase; groups
+    // 1): every kernel, stride (some unequal), padding (some unequal) and dilation, over outputs
+    // whose pixel counts fall either side of its tiles (AMX 32 pixels, VNNI 12 and the smaller
+    // tail kernels), channel counts either side of AMX's 64-deep K blocks and the 32-wide channel
+    // tiles.
     {
         const int64_t kernels_nhwc[][2] = {{1, 1}, {3, 3}, {5, 5}, {1, 3}, {7, 7}};
         const int64_t sizes_nhwc[][2] = {{5, 7}, {9, 13}, {14, 14}, {3, 31}};
@@ -1104,7 +1105,8 @@ void test_errors() {
                 "is not usable here: this CPU lacks " + std::string(isa_name(algo->isa)));
             continue;
         }
-        if (!algo->fits(params)) {  // depthwise only: the layer keeps its usual choice
+        // Depthwise or channels-last only: the (NCHW) layer keeps its usual choice.
+        if (!algo->fits(params) || !algo->fits_layout(params)) {
             CHECK(choose(IsaLevel::kAmxInt8, algo->name) ==
                   choose(IsaLevel::kAmxInt8, nullptr));
             continue;

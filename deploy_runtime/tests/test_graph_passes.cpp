@@ -283,10 +283,10 @@ void test_nhwc_layout() {
 }
 
 // resnet's basic blocks (3x3 conv, 3x3 conv plus the block's input, fused) at 40 channels, a 3x3
-// max-pool after the second: with AMX the implicit GEMM takes every conv (K > 32) and the max-pool
-// joins them, so the chain runs NHWC behind one permute in and one out (10 convs' activations
-// against 2 permutes); at AVX-512 VNNI the channels-last kernels do not take 3x3 windows and the
-// chain stays NCHW. Bytes as the file's own nodes.
+// max-pool after the second: with AMX or AVX-512 VNNI the implicit GEMM takes every conv and the
+// max-pool joins them, so the chain runs NHWC behind one permute in and one out (10 convs'
+// activations against 2 permutes); under QTK_ISA=avx2 it stays NCHW. Bytes as the file's own
+// nodes.
 void test_nhwc_layout_dense() {
     constexpr int64_t channels = 40;
     constexpr int blocks = 5;
@@ -313,10 +313,11 @@ void test_nhwc_layout_dense() {
     size_t nodes = 0;
     const std::vector<int8_t> want = run(bytes, false, 1, 3, input, &nodes, channels);
     using qtk::detail::IsaLevel;
-    for (IsaLevel cap : {IsaLevel::kAmxInt8, IsaLevel::kAvx512Vnni}) {
+    for (IsaLevel cap : {IsaLevel::kAmxInt8, IsaLevel::kAvx512Vnni, IsaLevel::kAvx2}) {
         const char* isa = qtk::detail::isa_name(cap);
         qtk_test::set_env("QTK_ISA", isa);
-        const bool nhwc = cap == IsaLevel::kAmxInt8 && qtk::detail::cpu_supports(cap);
+        const bool nhwc = cap >= IsaLevel::kAvx512Vnni &&
+                          qtk::detail::cpu_supports(IsaLevel::kAvx512Vnni);
         // The convs and the max-pool (+ 2 permutes).
         check_layout(bytes, input, want, channels, size_t(2 * blocks + 1 + (nhwc ? 2 : 0)),
                      size_t(nhwc ? 2 * blocks : 0),

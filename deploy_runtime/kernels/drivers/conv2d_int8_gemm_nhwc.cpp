@@ -9,13 +9,13 @@
 //
 // The GEMM's rows are slots of a plane (SlotPlane): a 1x1 stride-1 conv without padding reads the
 // input in place, one slot per pixel. Any other window reads a copy of the sample padded with the
-// input zero point (so the padding adds z w, as the spec's padded input does) and split by the
-// stride into phase planes (rows, then columns, by their remainder mod the stride): output pixel
-// (oh, ow) is slot oh pitch + ow, and for every tap its input pixel lies at the slot's own index
-// plus one offset per tap. Slots past the output row (ow >= OW, up to the pitch) are computed and
-// dropped. With few channels K is cut by kernel rows instead of taps (KStretches): the copy keeps
-// whole padded rows (split by the row stride only), a slot every stride_w pixels, and a stretch is
-// the run of pixels a kernel row spans.
+// input zero point (so the padding adds z w, as the spec's padded input does) and split into
+// planes by the rows' remainder mod the stride and by column (the columns' remainder, or on narrow
+// layers each kernel column's own view): output pixel (oh, ow) is slot oh pitch + ow, and for
+// every tap its input pixel lies at the slot's own index plus one offset per tap. With few channels
+// K is cut by kernel rows instead of taps (KStretches): the copy keeps whole padded rows (split by
+// the row stride only), a slot every stride_w pixels, and a stretch is the run of pixels a kernel
+// row spans.
 //
 // Exact: the micro-kernel sums, in int32, products of int8 weights and int8 activations (AMX) or
 // uint8 ones u = x + 128 (VNNI; one constant per channel, bias - (z + 128) sum w, turns their sum
@@ -28,7 +28,9 @@
 // channels over it into an int32 block [mr][output channels], then the epilogue for those pixels
 // and channels. In place, the micro-kernel reads 4 quads bytes from each
 // pixel: where that would pass the end of the sample's plane (its last tiles), the tile's pixels
-// are first copied into a zero-padded scratch; the padded copy has room for every tile.
+// are first copied into a zero-padded scratch; the padded copy has room for every tile. A VNNI
+// micro-kernel (x_offset 128) reads uint8 x + 128: the copies flip the sign bits as they go, and in
+// place every tile is copied (mr pixels, reused by every tile of output channels).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -87,7 +89,12 @@ struct KStretches {
     }
 };
 
-bool fits_pointwise(const Conv2dParams& p) { return p.pointwise() && p.groups == 1; }
+// Windows with K under 64 (mobilenet_v2's 3x3 stem over 3 channels: K 27) run 2.5 times faster in
+// the NCHW direct conv (a permute after it costs what one before it does); 1x1 layers that short
+// stay channels-last with their neighbours.
+bool fits_dense(const Conv2dParams& p) {
+    return p.groups == 1 && (p.pointwise() || p.products_per_output() >= 64);
+}
 
 // AMX's tile rows take 64 k. 1x1 at K <= 32: zero padding does half its work or more (as for the
 // NCHW GEMM, conv2d_int8_gemm.cpp) and the VNNI kernel takes those layers. Other windows: while
@@ -116,13 +123,25 @@ struct TileScratch {
 };
 
 // Where one sample's GEMM rows lie (see the top of the file): the input itself, or the padded copy:
-// planes of `rows` rows of row_pixels pixels of pixel_bytes bytes. Per tap, stride_h x stride_w
-// phase planes whose pixels are the channels rounded up to the stretch; per kernel row, stride_h
-// planes of whole padded rows (a multiple of stride_w pixels), a slot every stride_w pixels.
+// planes of `rows` rows of row_pixels pixels of pixel_bytes bytes, row r of a plane holding input
+// row r stride_h + row_phase - pad_h, its pixel j input column first_column + j column_step.
+// Per tap, a plane per row phase (the row's remainder mod stride_h) and column class, whose pixels
+// are the channels rounded up to the stretch; the classes are either the column phases (pixels
+// of padded rows split by their remainder mod stride_w, a row's slots past the output's width
+// computed and dropped) or, where those would waste more than a slot in 16 (narrow layers:
+// resnet18's 7x7 ones 2 in 9), the kernel columns: pixel j of kernel column kw's plane is the one
+// kw reads for output column j, so every slot is an output pixel, for kernel_w / stride_w times the
+// copy. Per kernel row, a plane per row phase of whole padded rows (a multiple of stride_w pixels),
+// a slot every stride_w pixels.
 struct SlotPlane {
+    struct Source {
+        int64_t row_phase, first_column;
+    };
+
     bool in_place;
-    int64_t planes, rows, row_pixels, pixel_bytes, column_phases;
+    int64_t rows, row_pixels, pixel_bytes, column_step;
     int64_t x_stride, pitch, slots, tiles;
+    std::vector<Source> sources;   // per plane
     std::vector<int64_t> offsets;  // bytes, per stretch
     std::vector<bool> read;        // per plane: whether a stretch reads it (1x1 stride 2: one)
     int64_t copy_bytes;            // the copy's size: its planes and room for the last tile
@@ -130,34 +149,48 @@ struct SlotPlane {
     SlotPlane(const Conv2dParams& p, const KStretches& k, int64_t mr, const Shape& xs,
               const Shape& ys)
         : in_place(p.pointwise()),
-          planes(k.per_row ? p.stride_h : p.stride_h * p.stride_w),
           rows(in_place ? xs[1] : ceil_div(xs[1] + 2 * p.pad_h, p.stride_h)),
           pixel_bytes(in_place || k.per_row ? xs[3] : 4 * k.quads),
-          column_phases(k.per_row ? 1 : p.stride_w),
-          read(size_t(planes), false) {
-        const int64_t padded_w = xs[2] + 2 * p.pad_w;
-        pitch = in_place ? xs[2] : ceil_div(padded_w, p.stride_w);
+          column_step(k.per_row ? 1 : p.stride_w) {
+        const int64_t phase_pitch = ceil_div(xs[2] + 2 * p.pad_w, p.stride_w);
+        const bool per_column = !in_place && !k.per_row && (phase_pitch - ys[2]) * 16 > phase_pitch;
+        pitch = in_place ? xs[2] : per_column ? ys[2] : phase_pitch;
         row_pixels = k.per_row ? pitch * p.stride_w : pitch;
         x_stride = k.per_row ? p.stride_w * pixel_bytes : pixel_bytes;
         slots = ys[1] * pitch;
         tiles = ceil_div(slots, mr);
+        // Per tap kw: its column class and the pixels its input lies past the slot's own.
+        const auto column_class = [&](int64_t kw) {
+            return k.per_row ? 0 : per_column ? kw : kw * p.dilation_w % p.stride_w;
+        };
+        const auto column_shift = [&](int64_t kw) {
+            return k.per_row || per_column ? 0 : kw * p.dilation_w / p.stride_w;
+        };
+        const int64_t classes = k.per_row || in_place ? 1 : per_column ? p.kernel_w : p.stride_w;
+        for (int64_t phase = 0; phase < (in_place ? 1 : p.stride_h); ++phase) {
+            for (int64_t c = 0; c < classes; ++c) {
+                sources.push_back({phase, (per_column ? c * p.dilation_w : c) - p.pad_w});
+            }
+        }
+        read.assign(sources.size(), false);
         const int64_t plane_bytes = rows * row_pixels * pixel_bytes;
         for (int64_t kh = 0; kh < p.kernel_h; ++kh) {
             const int64_t row = kh * p.dilation_h;
             for (int64_t kw = 0; kw < (k.per_row ? 1 : p.kernel_w); ++kw) {
-                const int64_t col = kw * p.dilation_w;
-                const int64_t plane = row % p.stride_h * column_phases + col % column_phases;
+                const int64_t plane = row % p.stride_h * classes + column_class(kw);
                 read[size_t(plane)] = true;
                 offsets.push_back(plane * plane_bytes +
-                                  (row / p.stride_h * row_pixels + col / column_phases) *
-                                      pixel_bytes);
+                                  (row / p.stride_h * row_pixels + column_shift(kw)) * pixel_bytes);
             }
         }
+        const int64_t planes = int64_t(sources.size());
         copy_bytes = in_place ? 0
                               : std::max(planes * plane_bytes,
                                          *std::max_element(offsets.begin(), offsets.end()) +
                                              (tiles * mr - 1) * x_stride + 4 * k.quads);
     }
+
+    int64_t planes() const { return int64_t(sources.size()); }
 };
 
 class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
@@ -188,7 +221,7 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
             const int8_t* x = io.input<int8_t>(0) + n * xs[1] * xs[2] * xs[3];
             if (!plane.in_place) {
                 int8_t* copy = reinterpret_cast<int8_t*>(io.workspace);
-                pool.parallel_for(plane.planes * plane.rows,
+                pool.parallel_for(plane.planes() * plane.rows,
                                   [&](int64_t begin, int64_t end) {
                                       copy_rows(x, xs, plane, begin, end, copy);
                                   });
@@ -269,12 +302,13 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
     }
 
     // Rows [begin, end) of the padded copy (plane by plane): the input's pixels where the window
-    // meets them, the zero point on the padding, zeros in the bytes past the channels.
+    // meets them, the zero point on the padding, zeros in the bytes past the channels; all but
+    // those zeros plus the micro-kernel's x_offset.
     void copy_rows(const int8_t* x, const Shape& xs, const SlotPlane& plane, int64_t begin,
                    int64_t end, int8_t* copy) const {
         const int64_t height = xs[1], width = xs[2], channels = xs[3];
-        const int64_t bytes = plane.pixel_bytes, step = plane.column_phases;
-        const int8_t z = int8_t(constants_.input_zero_point);
+        const int64_t bytes = plane.pixel_bytes, step = plane.column_step;
+        const int8_t z = int8_t(constants_.input_zero_point + ukernel_.x_offset);
         const auto pad = [&](int8_t* out, int64_t pixels) {
             if (bytes == channels) {
                 std::memset(out, z, size_t(pixels * bytes));
@@ -286,32 +320,54 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
             }
         };
         for (int64_t r = begin; r < end; ++r) {
-            const int64_t phase = r / plane.rows;
-            if (!plane.read[size_t(phase)]) {
+            const int64_t index = r / plane.rows;
+            if (!plane.read[size_t(index)]) {
                 continue;
             }
-            const int64_t ih = r % plane.rows * params_.stride_h + phase / step - params_.pad_h;
-            const int64_t first_col = phase % step - params_.pad_w;  // of pixel 0, then + step
+            const SlotPlane::Source& source = plane.sources[size_t(index)];
+            const int64_t ih = r % plane.rows * params_.stride_h + source.row_phase - params_.pad_h;
+            const int64_t first_col = source.first_column;  // of pixel 0, then + step
             int8_t* out = copy + r * plane.row_pixels * bytes;
             if (ih < 0 || ih >= height) {
                 pad(out, plane.row_pixels);
                 continue;
             }
             // Pixels [lo, hi) meet the input row.
-            const int64_t lo = std::min(plane.row_pixels, ceil_div(-first_col, step));
+            const int64_t lo =
+                std::clamp<int64_t>(ceil_div(-first_col, step), 0, plane.row_pixels);
             const int64_t hi = std::max(
                 lo, std::min(plane.row_pixels, ceil_div(width - first_col, step)));
             const int8_t* in = x + (ih * width + first_col + lo * step) * channels;
             pad(out, lo);
             if (step == 1 && bytes == channels) {
-                std::memcpy(out + lo * bytes, in, size_t((hi - lo) * bytes));
+                copy_offset(in, (hi - lo) * bytes, out + lo * bytes);
             } else {
                 for (int64_t j = lo; j < hi; ++j, in += step * channels) {
-                    std::memcpy(out + j * bytes, in, size_t(channels));
+                    copy_offset(in, channels, out + j * bytes);
                     std::memset(out + j * bytes + channels, 0, size_t(bytes - channels));
                 }
             }
             pad(out + hi * bytes, plane.row_pixels - hi);
+        }
+    }
+
+    // out[i] = in[i] + x_offset (mod 256: for 128, the sign bit flipped), i < bytes.
+    void copy_offset(const int8_t* in, int64_t bytes, int8_t* out) const {
+        if (ukernel_.x_offset == 0) {
+            std::memcpy(out, in, size_t(bytes));
+            return;
+        }
+        // Eight bytes a step (a byte loop ran a fifth of mobilenet_v2's 1x1 layers' time).
+        const uint64_t offset = 0x0101010101010101u * uint8_t(ukernel_.x_offset);
+        int64_t i = 0;
+        for (; i + 8 <= bytes; i += 8) {
+            uint64_t v;
+            std::memcpy(&v, in + i, 8);
+            v ^= offset;
+            std::memcpy(out + i, &v, 8);
+        }
+        for (; i < bytes; ++i) {
+            out[i] = int8_t(uint8_t(in[i]) ^ uint8_t(offset));
         }
     }
 
@@ -326,20 +382,22 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
         int32_t* c = reinterpret_cast<int32_t*>(scratch);
         x += first * plane.x_stride;
         int64_t x_stride = plane.x_stride;
-        // In place, the last row reads 4 quads bytes: copy where that passes the plane.
-        if (plane.in_place && (first + ukernel_.mr - 1) * in_channels + scratch_.x_stride >
-                                  plane.slots * in_channels) {
+        // In place, the last row reads 4 quads bytes: copy where that passes the plane, or where
+        // the micro-kernel reads x + x_offset.
+        if (plane.in_place && (ukernel_.x_offset != 0 ||
+                               (first + ukernel_.mr - 1) * in_channels + scratch_.x_stride >
+                                   plane.slots * in_channels)) {
             int8_t* copy = reinterpret_cast<int8_t*>(scratch + scratch_.c_bytes(ukernel_));
             std::memset(copy, 0, size_t(ukernel_.mr * scratch_.x_stride));
             for (int64_t p = 0; p < slots; ++p) {
-                std::memcpy(copy + p * scratch_.x_stride, x + p * in_channels, size_t(in_channels));
+                copy_offset(x + p * in_channels, in_channels, copy + p * scratch_.x_stride);
             }
             x = copy;
             x_stride = scratch_.x_stride;
         }
         const int64_t tile_bytes = stretches_.count * weight_stretch_bytes();
         for (int64_t o = first_channel; o < end_channel; o += ukernel_.nr) {
-            ukernel_.run(x, x_stride, plane.offsets.data(), stretches_.count, stretches_.quads,
+            ukernel_.run(slots, x, x_stride, plane.offsets.data(), stretches_.count, stretches_.quads,
                          packed_weights_.data() + o / ukernel_.nr * tile_bytes, c + o,
                          scratch_.c_stride);
         }
@@ -354,7 +412,7 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
                              constants_.has_residual ? io.input<int8_t>(3) + at : nullptr);
         };
         const int64_t out_w = ys[2];
-        if (plane.pitch == out_w) {  // every slot a pixel (1x1 layers): one run, no division
+        if (plane.pitch == out_w) {  // every slot a pixel: one run, no division
             write(first, first, slots);
             return;
         }
@@ -382,11 +440,9 @@ extern const Conv2dAlgo kConv2dInt8GemmNhwc32x32Amx = {
     "conv2d_int8_gemm_nhwc_32x32_amx_int8", IsaLevel::kAmxInt8, fits_dense_amx,
     make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc32x32Amx, kInt8EpilogueAvx512>, false, true};
 #endif
-// 1x1 only: on resnet18's other windows (QTK_ISA=avx512_vnni, an Intel Xeon) it took 8.3 ms
-// against the NCHW VNNI direct conv's 6.3.
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8GemmNhwc12x32Avx512Vnni = {
-    "conv2d_int8_gemm_nhwc_12x32_avx512_vnni", IsaLevel::kAvx512Vnni, fits_pointwise,
+    "conv2d_int8_gemm_nhwc_12x32_avx512_vnni", IsaLevel::kAvx512Vnni, fits_dense,
     make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc12x32Avx512Vnni, kInt8EpilogueAvx512>, false,
     true};
 #endif

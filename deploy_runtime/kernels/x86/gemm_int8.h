@@ -64,11 +64,12 @@ struct Int8GemmUkernel {
 // The channels-last (NHWC) conv's micro-kernels (conv2d_int8_gemm_nhwc.cpp): a pixel's input
 // channels are its row of the GEMM as they lie, and each kernel tap is one more stretch of K read
 // at its own offset (an implicit GEMM). Contract: c[p * c_stride + o] = sum over taps t < taps and
-// k < 4 quads of x[tap_offsets[t] + p * x_stride + k] * w(t, k, o) for pixels p < mr and output
-// channels o < nr, exact in int32, quads a multiple of quad_block:
+// k < 4 quads of x[tap_offsets[t] + p * x_stride + k] * w(t, k, o) for pixels p < `pixels` (1 to
+// mr; it may also write rows up to mr, and read their x) and output channels o < nr, exact in
+// int32, quads a multiple of quad_block:
 //   x  int8 activations, all of [0, 4 quads) read at each pixel and tap (past the input channels
-//      they meet zero weights); a micro-kernel with x_offset 128 multiplies x + 128 (VNNI's uint8
-//      operand: the bytes with their sign bits flipped);
+//      they meet zero weights); a micro-kernel with x_offset 128 reads them as uint8 x + 128 (VNNI's
+//      uint8 operand: the caller flips their sign bits as it copies them);
 //   w  int8 weights, packed [taps][ceil(quads / 16)][nr / 16][16][16][4]: per tap, per block of
 //      16 quads and of 16 output channels, per quad, the 16 channels' 4 k (zero past K and past
 //      the channels).
@@ -78,8 +79,8 @@ struct Int8GemmNhwcUkernel {
     int nr;  // output channels per tile, a multiple of 16
     int quad_block;
     int32_t x_offset;
-    void (*run)(const int8_t* x, int64_t x_stride, const int64_t* tap_offsets, int64_t taps,
-                int64_t quads, const int8_t* w, int32_t* c, int64_t c_stride);
+    void (*run)(int64_t pixels, const int8_t* x, int64_t x_stride, const int64_t* tap_offsets,
+                int64_t taps, int64_t quads, const int8_t* w, int32_t* c, int64_t c_stride);
     void (*prepare)();
 };
 

@@ -61,9 +61,9 @@ void int8_gemm_32x32c4_amx(const int8_t* a, const Int8GemmB& b, int32_t* c, int6
 // The channels-last form: pixels are the A rows (64 channels of one pixel each, read in place at
 // each tap), weights the B rows; tdpbssd multiplies int8 by int8, so no offset is needed on either
 // side.
-void int8_gemm_nhwc_32x32_amx(const int8_t* x, int64_t x_stride, const int64_t* tap_offsets,
-                              int64_t taps, int64_t quads, const int8_t* w, int32_t* c,
-                              int64_t c_stride) {
+void int8_gemm_nhwc_32x32_amx(int64_t /*pixels: all 32 are computed*/, const int8_t* x,
+                              int64_t x_stride, const int64_t* tap_offsets, int64_t taps,
+                              int64_t quads, const int8_t* w, int32_t* c, int64_t c_stride) {
     _tile_zero(0);  // pixels 0-15, channels 0-15
     _tile_zero(1);  // pixels 0-15, channels 16-31
     _tile_zero(2);  // pixels 16-31, channels 0-15

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <utility>
 
 #include "gemm_int8.h"
 
@@ -40,38 +41,61 @@ void int8_gemm_8x32c4_avx512_vnni(const int8_t* a, const Int8GemmB& b, int32_t* 
 }
 
 // The channels-last form: 12 pixels x 32 output channels. The weights are the int8 operand (two
-// vectors per quad), each pixel's quad of activations, sign bits flipped in a general register
-// (u = x + 128 as uint8), the broadcast one.
-void int8_gemm_nhwc_12x32_avx512_vnni(const int8_t* x, int64_t x_stride,
+// vectors per quad); each pixel's quad of activations, already uint8 (x + 128: the driver flipped
+// their sign bits as it copied them), is the broadcast one, read by vpdpbusd itself ({1to16}):
+// broadcasting from a general register instead cost a shuffle per pixel and quad and held the
+// kernel near half of the peak.
+template <int MR>
+void int8_gemm_nhwc_mrx32_avx512_vnni(const int8_t* x, int64_t x_stride,
                                       const int64_t* tap_offsets, int64_t taps, int64_t quads,
                                       const int8_t* w, int32_t* c, int64_t c_stride) {
-    __m512i vacc[12][2];
+    __m512i vacc[MR][2];
 #pragma GCC unroll 12
-    for (int p = 0; p < 12; ++p) {
+    for (int p = 0; p < MR; ++p) {
         vacc[p][0] = vacc[p][1] = _mm512_setzero_si512();
     }
     const int64_t tap_bytes = (quads + 15) / 16 * 2 * 16 * 64;
     for (int64_t t = 0; t < taps; ++t, w += tap_bytes) {
         const int8_t* xt = x + tap_offsets[t];
-        for (int64_t q = 0; q < quads; ++q) {
+        for (int64_t q = 0; q < quads; ++q, xt += 4) {
             const int8_t* wq = w + (q / 16 * 2 * 16 + q % 16) * 64;  // channels 16-31: 16 rows on
             const __m512i vw0 = _mm512_loadu_si512(wq);
             const __m512i vw1 = _mm512_loadu_si512(wq + 16 * 64);
 #pragma GCC unroll 12
-            for (int p = 0; p < 12; ++p) {
-                uint32_t u;
-                std::memcpy(&u, xt + p * x_stride + 4 * q, 4);
-                const __m512i vu = _mm512_set1_epi32(int32_t(u ^ 0x80808080u));
+            for (int p = 0; p < MR; ++p) {
+                int32_t u;
+                std::memcpy(&u, xt + p * x_stride, 4);
+                const __m512i vu = _mm512_set1_epi32(u);
                 vacc[p][0] = _mm512_dpbusd_epi32(vacc[p][0], vu, vw0);
                 vacc[p][1] = _mm512_dpbusd_epi32(vacc[p][1], vu, vw1);
             }
         }
     }
 #pragma GCC unroll 12
-    for (int p = 0; p < 12; ++p) {
+    for (int p = 0; p < MR; ++p) {
         _mm512_storeu_si512(c + c_stride * p, vacc[p][0]);
         _mm512_storeu_si512(c + c_stride * p + 16, vacc[p][1]);
     }
+}
+
+// A tile of fewer pixels (a layer's last; 7x7 layers have 49 = 4 x 12 + 1) runs a kernel of its
+// own size rather than 12 rows of which most are dropped.
+template <int... MR>
+void int8_gemm_nhwc_12x32_avx512_vnni(std::integer_sequence<int, MR...>, int64_t pixels,
+                                      const int8_t* x, int64_t x_stride,
+                                      const int64_t* tap_offsets, int64_t taps, int64_t quads,
+                                      const int8_t* w, int32_t* c, int64_t c_stride) {
+    using Kernel = void (*)(const int8_t*, int64_t, const int64_t*, int64_t, int64_t,
+                            const int8_t*, int32_t*, int64_t);
+    static constexpr Kernel kKernels[] = {int8_gemm_nhwc_mrx32_avx512_vnni<MR + 1>...};
+    kKernels[pixels - 1](x, x_stride, tap_offsets, taps, quads, w, c, c_stride);
+}
+
+void int8_gemm_nhwc_12x32_avx512_vnni(int64_t pixels, const int8_t* x, int64_t x_stride,
+                                      const int64_t* tap_offsets, int64_t taps, int64_t quads,
+                                      const int8_t* w, int32_t* c, int64_t c_stride) {
+    int8_gemm_nhwc_12x32_avx512_vnni(std::make_integer_sequence<int, 12>(), pixels, x, x_stride,
+                                     tap_offsets, taps, quads, w, c, c_stride);
 }
 
 }  // namespace
