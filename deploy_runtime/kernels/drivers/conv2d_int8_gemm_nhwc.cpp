@@ -8,7 +8,7 @@
 // with the baseline flags, packs the weights at load and cuts the work.
 //
 // The GEMM's rows are slots of a plane (SlotPlane): a 1x1 stride-1 conv without padding reads the
-// input in place, one slot per pixel. Any other window reads a copy of the sample padded with the
+// input in place (AMX), one slot per pixel. Any other window reads a copy of the sample padded with the
 // input zero point (so the padding adds z w, as the spec's padded input does) and split into
 // planes by the rows' remainder mod the stride and by column (the columns' remainder, or on narrow
 // layers each kernel column's own view): output pixel (oh, ow) is slot oh pitch + ow, and for
@@ -29,8 +29,9 @@
 // and channels. In place, the micro-kernel reads 4 quads bytes from each
 // pixel: where that would pass the end of the sample's plane (its last tiles), the tile's pixels
 // are first copied into a zero-padded scratch; the padded copy has room for every tile. A VNNI
-// micro-kernel (x_offset 128) reads uint8 x + 128: the copies flip the sign bits as they go, and in
-// place every tile is copied (mr pixels, reused by every tile of output channels).
+// micro-kernel (x_offset 128) reads uint8 x + 128, which the copy's sign bits flipped as it went:
+// it never reads in place, its 1x1 layers too read a copy (made in one pass: copies of each tile
+// cost mobilenet_v2's 1x1 layers 8%).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -146,9 +147,9 @@ struct SlotPlane {
     std::vector<bool> read;        // per plane: whether a stretch reads it (1x1 stride 2: one)
     int64_t copy_bytes;            // the copy's size: its planes and room for the last tile
 
-    SlotPlane(const Conv2dParams& p, const KStretches& k, int64_t mr, const Shape& xs,
-              const Shape& ys)
-        : in_place(p.pointwise()),
+    SlotPlane(const Conv2dParams& p, const KStretches& k, const Int8GemmNhwcUkernel& u,
+              const Shape& xs, const Shape& ys)
+        : in_place(p.pointwise() && u.x_offset == 0),
           rows(in_place ? xs[1] : ceil_div(xs[1] + 2 * p.pad_h, p.stride_h)),
           pixel_bytes(in_place || k.per_row ? xs[3] : 4 * k.quads),
           column_step(k.per_row ? 1 : p.stride_w) {
@@ -158,7 +159,7 @@ struct SlotPlane {
         row_pixels = k.per_row ? pitch * p.stride_w : pitch;
         x_stride = k.per_row ? p.stride_w * pixel_bytes : pixel_bytes;
         slots = ys[1] * pitch;
-        tiles = ceil_div(slots, mr);
+        tiles = ceil_div(slots, u.mr);
         // Per tap kw: its column class and the pixels its input lies past the slot's own.
         const auto column_class = [&](int64_t kw) {
             return k.per_row ? 0 : per_column ? kw : kw * p.dilation_w % p.stride_w;
@@ -187,7 +188,7 @@ struct SlotPlane {
         copy_bytes = in_place ? 0
                               : std::max(planes * plane_bytes,
                                          *std::max_element(offsets.begin(), offsets.end()) +
-                                             (tiles * mr - 1) * x_stride + 4 * k.quads);
+                                             (tiles * u.mr - 1) * x_stride + 4 * k.quads);
     }
 
     int64_t planes() const { return int64_t(sources.size()); }
@@ -257,7 +258,7 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
 
  private:
     SlotPlane plane(const Shape& xs, const Shape& ys) const {
-        return SlotPlane(params_, stretches_, ukernel_.mr, xs, ys);
+        return SlotPlane(params_, stretches_, ukernel_, xs, ys);
     }
 
     WorkspaceLayout workspace(const SlotPlane& plane, int threads) const {
@@ -357,17 +358,20 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
             std::memcpy(out, in, size_t(bytes));
             return;
         }
-        // Eight bytes a step (a byte loop ran a fifth of mobilenet_v2's 1x1 layers' time).
-        const uint64_t offset = 0x0101010101010101u * uint8_t(ukernel_.x_offset);
+        // 16 bytes a step in the target's own vectors (the runtime builds at -O2, which leaves a
+        // byte loop scalar: it took longer than mobilenet_v2's 1x1 convs it fed).
+        using Bytes16 = uint8_t __attribute__((vector_size(16)));
+        const uint8_t offset = uint8_t(ukernel_.x_offset);
+        const Bytes16 offsets = Bytes16{} + offset;
         int64_t i = 0;
-        for (; i + 8 <= bytes; i += 8) {
-            uint64_t v;
-            std::memcpy(&v, in + i, 8);
-            v ^= offset;
-            std::memcpy(out + i, &v, 8);
+        for (; i + 16 <= bytes; i += 16) {
+            Bytes16 v;
+            std::memcpy(&v, in + i, 16);
+            v ^= offsets;
+            std::memcpy(out + i, &v, 16);
         }
         for (; i < bytes; ++i) {
-            out[i] = int8_t(uint8_t(in[i]) ^ uint8_t(offset));
+            out[i] = int8_t(uint8_t(in[i]) ^ offset);
         }
     }
 
@@ -382,11 +386,9 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
         int32_t* c = reinterpret_cast<int32_t*>(scratch);
         x += first * plane.x_stride;
         int64_t x_stride = plane.x_stride;
-        // In place, the last row reads 4 quads bytes: copy where that passes the plane, or where
-        // the micro-kernel reads x + x_offset.
-        if (plane.in_place && (ukernel_.x_offset != 0 ||
-                               (first + ukernel_.mr - 1) * in_channels + scratch_.x_stride >
-                                   plane.slots * in_channels)) {
+        // In place, the last row reads 4 quads bytes: copy where that passes the plane.
+        if (plane.in_place && (first + ukernel_.mr - 1) * in_channels + scratch_.x_stride >
+                                  plane.slots * in_channels) {
             int8_t* copy = reinterpret_cast<int8_t*>(scratch + scratch_.c_bytes(ukernel_));
             std::memset(copy, 0, size_t(ukernel_.mr * scratch_.x_stride));
             for (int64_t p = 0; p < slots; ++p) {
