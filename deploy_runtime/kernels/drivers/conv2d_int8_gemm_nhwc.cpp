@@ -142,6 +142,7 @@ struct SlotPlane {
     bool in_place;
     int64_t rows, row_pixels, pixel_bytes, column_step;
     int64_t x_stride, pitch, slots, tiles;
+    int64_t width, row_tiles;  // the output's; tiles per output row, 0 where tiles span rows
     std::vector<Source> sources;   // per plane
     std::vector<int64_t> offsets;  // bytes, per stretch
     std::vector<bool> read;        // per plane: whether a stretch reads it (1x1 stride 2: one)
@@ -159,7 +160,9 @@ struct SlotPlane {
         row_pixels = k.per_row ? pitch * p.stride_w : pitch;
         x_stride = k.per_row ? p.stride_w * pixel_bytes : pixel_bytes;
         slots = ys[1] * pitch;
-        tiles = ceil_div(slots, u.mr);
+        width = ys[2];
+        row_tiles = pitch == width ? 0 : ceil_div(width, int64_t(u.mr));
+        tiles = row_tiles == 0 ? ceil_div(slots, u.mr) : ys[1] * row_tiles;
         // Per tap kw: its column class and the pixels its input lies past the slot's own.
         const auto column_class = [&](int64_t kw) {
             return k.per_row ? 0 : per_column ? kw : kw * p.dilation_w % p.stride_w;
@@ -188,10 +191,27 @@ struct SlotPlane {
         copy_bytes = in_place ? 0
                               : std::max(planes * plane_bytes,
                                          *std::max_element(offsets.begin(), offsets.end()) +
-                                             (tiles * u.mr - 1) * x_stride + 4 * k.quads);
+                                             (tile(tiles - 1).first + u.mr - 1) * x_stride +
+                                             4 * k.quads);
     }
 
     int64_t planes() const { return int64_t(sources.size()); }
+
+    // Tile t's slots [first, first + count): where every slot is an output pixel, the slots split
+    // evenly, so that no tile is much shorter than the others (resnet18's 7x7 layers: 49 pixels in
+    // 5 tiles of 9 or 10, not 4 of 12 and one of 1, which streamed all 2.4 MB of weights for one
+    // pixel); else each output row's pixels alike, so no slot past the row is computed.
+    struct Tile {
+        int64_t first, count;
+    };
+    Tile tile(int64_t t) const {
+        if (row_tiles == 0) {
+            return {t * slots / tiles, (t + 1) * slots / tiles - t * slots / tiles};
+        }
+        const int64_t row = t / row_tiles, i = t % row_tiles;
+        const int64_t begin = i * width / row_tiles, end = (i + 1) * width / row_tiles;
+        return {row * pitch + begin, end - begin};
+    }
 };
 
 class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
@@ -248,7 +268,8 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
                 uint8_t* scratch = workspace.slot(io.workspace, slot);
                 for (int64_t task = begin; task < end; ++task) {
                     const int64_t part = task / plane.tiles;
-                    run_tile(io, n, x, plane, task % plane.tiles * ukernel_.mr,
+                    const SlotPlane::Tile tile = plane.tile(task % plane.tiles);
+                    run_tile(io, n, x, plane, tile.first, tile.count,
                              part * channel_tiles / parts * ukernel_.nr,
                              (part + 1) * channel_tiles / parts * ukernel_.nr, scratch);
                 }
@@ -375,14 +396,13 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
         }
     }
 
-    // Slots [first, first + mr) of sample n (fewer at the plane's end), output channels
+    // Slots [first, first + slots) of sample n (slots <= mr), output channels
     // [first_channel, end_channel) (fewer at the last channel).
     void run_tile(const NodeIO& io, int64_t n, const int8_t* x, const SlotPlane& plane,
-                  int64_t first, int64_t first_channel, int64_t end_channel,
+                  int64_t first, int64_t slots, int64_t first_channel, int64_t end_channel,
                   uint8_t* scratch) const {
         const int64_t in_channels = params_.group_in_channels, out_channels = params_.out_channels;
         end_channel = std::min(end_channel, out_channels);
-        const int64_t slots = std::min<int64_t>(ukernel_.mr, plane.slots - first);
         int32_t* c = reinterpret_cast<int32_t*>(scratch);
         x += first * plane.x_stride;
         int64_t x_stride = plane.x_stride;
