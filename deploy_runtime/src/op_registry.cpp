@@ -16,7 +16,6 @@ using KernelFactory = std::unique_ptr<OpKernel> (*)(const NodeView& node);
 // without one serve both dtypes (pure data movement).
 std::unique_ptr<OpKernel> make_conv_transpose2d_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_conv_transpose2d_float32_reference(const NodeView& node);
-std::unique_ptr<OpKernel> make_mul_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_sub_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_div_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_mul_constant_int8_reference(const NodeView& node);
@@ -35,7 +34,6 @@ std::unique_ptr<OpKernel> make_prelu_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_prelu_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_clamp_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_clamp_float32_reference(const NodeView& node);
-std::unique_ptr<OpKernel> make_lut_int8_reference(const NodeView& node);
 // Functions of one input whose int8 form is a table: every op kFloat32Functions lists
 // (kernels/reference/elementwise.cpp), so a new one is its line there and nothing here.
 std::unique_ptr<OpKernel> make_function_float32_reference(const NodeView& node);
@@ -71,9 +69,11 @@ std::unique_ptr<OpKernel> make_expand_batch_reference(const NodeView& node);
 #include "algo_lists/global_avg_pool2d_int8.inc"
 #include "algo_lists/linear_float32.inc"
 #include "algo_lists/linear_int8.inc"
+#include "algo_lists/lut_int8.inc"
 #include "algo_lists/max_pool2d_float32.inc"
 #include "algo_lists/max_pool2d_int8.inc"
 #include "algo_lists/mul_float32.inc"
+#include "algo_lists/mul_int8.inc"
 #include "algo_lists/permute.inc"
 #include "algo_lists/quantize.inc"
 #undef QTK_ALGO
@@ -99,8 +99,14 @@ const OpAlgo* const kAddInt8Algos[] = {
 const OpAlgo* const kAddFloat32Algos[] = {
 #include "algo_lists/add_float32.inc"
 };
+const OpAlgo* const kMulInt8Algos[] = {
+#include "algo_lists/mul_int8.inc"
+};
 const OpAlgo* const kMulFloat32Algos[] = {
 #include "algo_lists/mul_float32.inc"
+};
+const OpAlgo* const kLutInt8Algos[] = {
+#include "algo_lists/lut_int8.inc"
 };
 const OpAlgo* const kConcatInt8Algos[] = {
 #include "algo_lists/concat_int8.inc"
@@ -168,7 +174,9 @@ const MultiAlgorithmOp kMultiAlgorithmOps[] = {
     {"linear", DType::kFloat32, list_candidates<kLinearFloat32Algos>},
     {"add", DType::kInt8, list_candidates<kAddInt8Algos>},
     {"add", DType::kFloat32, list_candidates<kAddFloat32Algos>},
+    {"mul", DType::kInt8, list_candidates<kMulInt8Algos>},
     {"mul", DType::kFloat32, list_candidates<kMulFloat32Algos>},
+    {"lut", DType::kInt8, list_candidates<kLutInt8Algos>},
     {"concat", DType::kInt8, list_candidates<kConcatInt8Algos>},
     {"max_pool2d", DType::kInt8, list_candidates<kMaxPool2dInt8Algos>},
     {"max_pool2d", DType::kFloat32, list_candidates<kMaxPool2dFloat32Algos>},
@@ -193,7 +201,7 @@ constexpr OpEntry kOps[] = {
      make_conv_transpose2d_float32_reference},
     {"linear", nullptr, nullptr},  // kMultiAlgorithmOps
     {"add", nullptr, nullptr},  // kMultiAlgorithmOps
-    {"mul", make_mul_int8_reference, nullptr},  // float32: kMultiAlgorithmOps
+    {"mul", nullptr, nullptr},  // kMultiAlgorithmOps
     {"sub", nullptr, make_sub_float32_reference},
     {"div", nullptr, make_div_float32_reference},
     {"mul_constant", make_mul_constant_int8_reference, nullptr},
@@ -205,7 +213,7 @@ constexpr OpEntry kOps[] = {
     {"l2_normalize", make_l2_normalize_int8_reference, make_l2_normalize_float32_reference},
     {"prelu", make_prelu_int8_reference, make_prelu_float32_reference},
     {"clamp", make_clamp_int8_reference, make_clamp_float32_reference},
-    {"lut", make_lut_int8_reference, nullptr},
+    {"lut", nullptr, nullptr},  // int8: kMultiAlgorithmOps
     {"concat", nullptr, make_concat_float32_reference},  // int8: kMultiAlgorithmOps
     {"max_pool2d", nullptr, nullptr},  // kMultiAlgorithmOps
     {"avg_pool2d", make_avg_pool2d_int8_reference, make_avg_pool2d_float32_reference},

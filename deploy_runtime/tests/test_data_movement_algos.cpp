@@ -1,8 +1,7 @@
-// Every algorithm of concat and global_avg_pool2d (int8), of add and max_pool2d (int8 and
-// float32; max_pool2d also channels-last, whose reference gives the NCHW bytes permuted, and in
-// ceil mode, whose output sizes are checked against torch's formula written out here), of mul
-// and quantize (float32 in) and of permute (int8 and float32) against the op's reference, byte for
-// byte. Each
+// Every algorithm of concat, global_avg_pool2d and lut (int8), of add, mul and max_pool2d (int8
+// and float32; max_pool2d also channels-last, whose reference gives the NCHW bytes permuted, and in
+// ceil mode, whose output sizes are checked against torch's formula written out here), of quantize
+// (float32 in) and of permute (int8 and float32) against the op's reference, byte for byte. Each
 // node is built as a graph and every candidate the registry offers on this CPU (every ISA level it
 // runs, the portable fast paths, the reference last) runs with 1 and 2 threads over shapes around
 // the vector widths (8, 16, 32, 64) and tiles (32), odd sizes, and adversarial values: -128 and
@@ -439,6 +438,64 @@ void test_add() {
     }
 }
 
+// int8 mul: same shapes (one run), an input broadcast over the other's trailing dims either way
+// round (squeeze-excitation's [N, C, H, W] * [N, C, 1, 1], and a scalar), runs either side of the
+// fast kernel's 1024-product chunks and the vector widths, and a broadcast in the middle (the
+// reference's walk), with adversarial values, shifts and clamps.
+void test_mul() {
+    Rng rng(6);
+    const int64_t sizes[] = {1, 3, 7, 15, 16, 17, 33, 64, 65, 1023, 1025};
+    for (int trial = 0; trial < 300; ++trial) {
+        const Shape x = {rng.uniform(1, 2), rng.uniform(1, 5), sizes[rng.uniform(0, 10)],
+                         rng.uniform(1, 3)};
+        const int64_t form = rng.uniform(0, 3);
+        const Shape s = form == 0   ? x
+                        : form == 1 ? Shape{x[0], x[1], 1, 1}
+                        : form == 2 ? Shape{1, 1, 1, 1}
+                                    : Shape{x[0], 1, x[2], x[3]};
+        const bool swap = rng.uniform(0, 1) == 0;
+        const auto [m, shift] = random_requant(rng);
+        const int64_t lo = rng.uniform(-128, 127), hi = rng.uniform(lo, 127);
+        OneNode c("mul", DType::kInt8, swap ? std::vector<Shape>{s, x} : std::vector<Shape>{x, s},
+                  {int32_t(rng.uniform(-128, 127)), int32_t(rng.uniform(-128, 127))},
+                  int32_t(rng.uniform(-128, 127)),
+                  {ints("multiplier", {m}), ints("shift", {shift}),
+                   ints("clamp", rng.uniform(0, 1) == 0 ? std::vector<int64_t>{-128, 127}
+                                                        : std::vector<int64_t>{lo, hi})});
+        c.graph.values.back().shape = x;  // the output's
+        const Bytes dx = int8_data(rng, size_t(count_of(x)));
+        const Bytes ds = int8_data(rng, size_t(count_of(s)));
+        c.inputs = swap ? std::vector<Bytes>{ds, dx} : std::vector<Bytes>{dx, ds};
+        check_all(c, "int8 mul " + describe(swap ? s : x) + " * " + describe(swap ? x : s) +
+                         " multiplier " + std::to_string(m) + " shift " + std::to_string(shift));
+    }
+}
+
+// int8 lut: every length up to two vectors and a few longer, random tables (and the identity),
+// every byte value in the input.
+void test_lut() {
+    Rng rng(8);
+    for (int64_t count : {1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 256, 1000}) {
+        const Shape x = {1, count};
+        OneNode c("lut", DType::kInt8, {x}, {0}, 0, {});
+        Bytes table = random_bytes(rng, 256);
+        if (count == 256) {
+            for (int i = 0; i < 256; ++i) {
+                table[size_t(i)] = uint8_t(i - 128);
+            }
+        }
+        c.graph.values.push_back({"table", DType::kInt8, {256}, 0.1f, 0, true, nullptr, 256});
+        c.graph.nodes[0].inputs.push_back(uint32_t(c.graph.values.size() - 1));
+        c.graph.values.back().data = table.data();
+        Bytes data = random_bytes(rng, size_t(count));
+        for (int64_t i = 0; i < count && count >= 256; ++i) {
+            data[size_t(i)] = uint8_t(i);  // every value
+        }
+        c.inputs = {data, table};
+        check_all(c, "int8 lut of " + std::to_string(count));
+    }
+}
+
 // float32 add and mul: same shapes (the flat loop) and broadcasts (the reference's walk), with and
 // without bounds.
 void test_float32_add_mul() {
@@ -524,6 +581,8 @@ int main() {
     test_max_pool2d();
     test_global_avg_pool2d();
     test_add();
+    test_mul();
+    test_lut();
     test_float32_add_mul();
     test_quantize();
     std::printf("%d nodes checked against the reference with:", g_cases);

@@ -330,6 +330,9 @@ extern const OpAlgo kAddFloat32Reference = {"add_float32_reference", IsaLevel::k
                                             make_add_float32_reference};
 
 QTK_KERNEL_FACTORY(make_mul_int8_reference, MulInt8Reference)
+
+extern const OpAlgo kMulInt8Reference = {"mul_int8_reference", IsaLevel::kScalar,
+                                         make_mul_int8_reference};
 QTK_KERNEL_FACTORY(make_mul_float32_reference, BroadcastFloat32Reference<std::multiplies<float>>)
 
 extern const OpAlgo kMulFloat32Reference = {"mul_float32_reference", IsaLevel::kScalar,
@@ -346,6 +349,9 @@ std::unique_ptr<OpKernel> make_clamp_float32_reference(const NodeView& node) {
 }
 
 QTK_KERNEL_FACTORY(make_lut_int8_reference, LutInt8Reference)
+
+extern const OpAlgo kLutInt8Reference = {"lut_int8_reference", IsaLevel::kScalar,
+                                         make_lut_int8_reference};
 
 bool is_float32_function(const std::string& op) {
     for (const Float32Function& entry : kFloat32Functions) {

@@ -1,0 +1,115 @@
+// mul int8 on x86 (docs/quantization_spec.md: y = requantize((a - z_a)(b - z_b)), the products
+// below 2^16 in magnitude): the products in int32 a run at a time, then the vectorized
+// requantization of requantize_int8.h over them. Runs: the whole tensor where both inputs have the
+// output's shape; where one input is broadcast over the other's trailing dims (squeeze-excitation:
+// [N, C, H, W] * [N, C, 1, 1]), each stretch of the other over which it is one value. Other
+// broadcasts take the reference's walk. Built with the baseline flags.
+#include <algorithm>
+
+#include "../x86/requantize_int8.h"
+#include "beside_reference.h"
+#include "op_algo.h"
+#include "thread_pool.h"
+
+namespace qtk {
+namespace detail {
+
+std::unique_ptr<OpKernel> make_mul_int8_reference(const NodeView& node);
+
+namespace {
+
+constexpr int64_t kChunk = 1024;  // products requantized per call: 4 KB of int32 on the stack
+
+// Where `small` is `big` with its dims from some k on set to 1 (ranks equal), the elements of big
+// per element of small (the product of big's dims from k); else 0.
+int64_t trailing_broadcast_run(const Shape& big, const Shape& small) {
+    if (big.size() != small.size()) {
+        return 0;
+    }
+    size_t k = small.size();
+    while (k > 0 && small[k - 1] == 1) {
+        --k;
+    }
+    int64_t run = 1;
+    for (size_t d = 0; d < big.size(); ++d) {
+        if (d < k && small[d] != big[d]) {
+            return 0;
+        }
+        run *= d < k ? 1 : big[d];
+    }
+    return run;
+}
+
+class MulInt8Rows final : public BesideReference {
+ public:
+    MulInt8Rows(const NodeView& node, const Int8RequantizeUkernel& ukernel)
+        : BesideReference(node, make_mul_int8_reference),
+          ukernel_(ukernel),
+          zero_points_{node.activation_input(0, DType::kInt8).zero_point,
+                       node.activation_input(1, DType::kInt8).zero_point},
+          multiplier_(node.multipliers("multiplier", 1)[0]),  // checked by the reference
+          shift_(node.shifts("shift", 1)[0]),
+          out_(node.output(0, DType::kInt8).zero_point, node.clamp("clamp").lo,
+               node.clamp("clamp").hi) {}
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Shape& ys = *io.output_shapes[0];
+        const int64_t count = element_count(ys);
+        // x: an input of the output's shape; s: the other, read at s_step per element of a run.
+        for (int x = 0; x < 2; ++x) {
+            const Shape& s_shape = *io.input_shapes[size_t(1 - x)];
+            if (*io.input_shapes[size_t(x)] != ys) {
+                continue;
+            }
+            const bool same = s_shape == ys;
+            const int64_t run = same ? count : trailing_broadcast_run(ys, s_shape);
+            if (run == 0) {
+                continue;
+            }
+            const int8_t* xs = io.input<int8_t>(size_t(x));
+            const int8_t* s = io.input<int8_t>(size_t(1 - x));
+            const int32_t zx = zero_points_[x], zs = zero_points_[1 - x];
+            int8_t* y = io.output<int8_t>(0);
+            pool.parallel_for(count, [&](int64_t begin, int64_t end) {
+                int32_t products[kChunk];
+                for (int64_t i = begin; i < end;) {
+                    const int64_t n = std::min({end - i, run - i % run, kChunk});
+                    if (same) {
+                        for (int64_t j = 0; j < n; ++j) {
+                            products[j] = (int32_t{xs[i + j]} - zx) * (int32_t{s[i + j]} - zs);
+                        }
+                    } else {
+                        const int32_t factor = int32_t{s[i / run]} - zs;
+                        for (int64_t j = 0; j < n; ++j) {
+                            products[j] = (int32_t{xs[i + j]} - zx) * factor;
+                        }
+                    }
+                    ukernel_.channel(products, 0, 1, n, 0, multiplier_, shift_, out_, y + i);
+                    i += n;
+                }
+            });
+            return;
+        }
+        reference_->run(io, pool);
+    }
+
+ private:
+    const Int8RequantizeUkernel& ukernel_;
+    const int32_t zero_points_[2];
+    const int32_t multiplier_, shift_;
+    const Int8Output out_;
+};
+
+}  // namespace
+
+#if QTK_X86_AVX512_VNNI
+extern const OpAlgo kMulInt8RowsAvx512 = {"mul_int8_rows_avx512", IsaLevel::kAvx512Vnni,
+                                          make_kernel<MulInt8Rows, kInt8RequantizeAvx512>};
+#endif
+#if QTK_X86_AVX2
+extern const OpAlgo kMulInt8RowsAvx2 = {"mul_int8_rows_avx2", IsaLevel::kAvx2,
+                                        make_kernel<MulInt8Rows, kInt8RequantizeAvx2>};
+#endif
+
+}  // namespace detail
+}  // namespace qtk
