@@ -1,11 +1,12 @@
 // mul int8 on x86 (docs/quantization_spec.md: y = requantize((a - z_a)(b - z_b)), the products
-// below 2^16 in magnitude): the products in int32 a run at a time, then the vectorized
-// requantization of requantize_int8.h over them. Runs: the whole tensor where both inputs have the
+// below 2^16 in magnitude): the products in int32 (mul_int8.h) a chunk at a time, then the
+// vectorized requantization of requantize_int8.h over them. Runs: the whole tensor where both inputs have the
 // output's shape; where one input is broadcast over the other's trailing dims (squeeze-excitation:
 // [N, C, H, W] * [N, C, 1, 1]), each stretch of the other over which it is one value. Other
 // broadcasts take the reference's walk. Built with the baseline flags.
 #include <algorithm>
 
+#include "../x86/mul_int8.h"
 #include "../x86/requantize_int8.h"
 #include "beside_reference.h"
 #include "op_algo.h"
@@ -42,9 +43,11 @@ int64_t trailing_broadcast_run(const Shape& big, const Shape& small) {
 
 class MulInt8Rows final : public BesideReference {
  public:
-    MulInt8Rows(const NodeView& node, const Int8RequantizeUkernel& ukernel)
+    MulInt8Rows(const NodeView& node, const Int8ProductsUkernel& products,
+                const Int8RequantizeUkernel& requantize)
         : BesideReference(node, make_mul_int8_reference),
-          ukernel_(ukernel),
+          products_(products),
+          requantize_(requantize),
           zero_points_{node.activation_input(0, DType::kInt8).zero_point,
                        node.activation_input(1, DType::kInt8).zero_point},
           multiplier_(node.multipliers("multiplier", 1)[0]),  // checked by the reference
@@ -74,17 +77,9 @@ class MulInt8Rows final : public BesideReference {
                 int32_t products[kChunk];
                 for (int64_t i = begin; i < end;) {
                     const int64_t n = std::min({end - i, run - i % run, kChunk});
-                    if (same) {
-                        for (int64_t j = 0; j < n; ++j) {
-                            products[j] = (int32_t{xs[i + j]} - zx) * (int32_t{s[i + j]} - zs);
-                        }
-                    } else {
-                        const int32_t factor = int32_t{s[i / run]} - zs;
-                        for (int64_t j = 0; j < n; ++j) {
-                            products[j] = (int32_t{xs[i + j]} - zx) * factor;
-                        }
-                    }
-                    ukernel_.channel(products, 0, 1, n, 0, multiplier_, shift_, out_, y + i);
+                    products_.run(xs + i, zx, same ? s + i : s + i / run, same ? 1 : 0, zs, n,
+                                  products);
+                    requantize_.channel(products, 0, 1, n, 0, multiplier_, shift_, out_, y + i);
                     i += n;
                 }
             });
@@ -94,7 +89,8 @@ class MulInt8Rows final : public BesideReference {
     }
 
  private:
-    const Int8RequantizeUkernel& ukernel_;
+    const Int8ProductsUkernel& products_;
+    const Int8RequantizeUkernel& requantize_;
     const int32_t zero_points_[2];
     const int32_t multiplier_, shift_;
     const Int8Output out_;
@@ -104,11 +100,13 @@ class MulInt8Rows final : public BesideReference {
 
 #if QTK_X86_AVX512_VNNI
 extern const OpAlgo kMulInt8RowsAvx512 = {"mul_int8_rows_avx512", IsaLevel::kAvx512Vnni,
-                                          make_kernel<MulInt8Rows, kInt8RequantizeAvx512>};
+                                          make_kernel<MulInt8Rows, kInt8ProductsAvx512,
+                                                      kInt8RequantizeAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const OpAlgo kMulInt8RowsAvx2 = {"mul_int8_rows_avx2", IsaLevel::kAvx2,
-                                        make_kernel<MulInt8Rows, kInt8RequantizeAvx2>};
+                                        make_kernel<MulInt8Rows, kInt8ProductsAvx2,
+                                                    kInt8RequantizeAvx2>};
 #endif
 
 }  // namespace detail
