@@ -1,6 +1,7 @@
 // The int8 table lookup of docs/quantization_spec.md (a 'lut' node: y = table[x + 128], the
 // activation functions' int8 form), vectorized; one file per ISA, each compiled with its own flags
-// and called only where cpu_supports() its level. The driver is kernels/drivers/lut_int8_shuffle.cpp.
+// and called only where cpu_supports() its level. The drivers are kernels/drivers/
+// lut_int8_shuffle.cpp and concat_int8_table.cpp (an input's rescale as a table).
 //
 // Contract: y[i] = table[x[i] + 128] for i < count. No alignment is required.
 //
