@@ -82,7 +82,8 @@ size_t fuse_residual_adds(Graph& g) {
         }
         Node& conv = g.nodes[conv_index];
         const uint32_t conv_out = add.inputs[operand];
-        const int64_t m_conv = multiplier->ints[operand], m_residual = multiplier->ints[1 - operand];
+        const int64_t m_conv = multiplier->ints[operand];
+        const int64_t m_residual = multiplier->ints[1 - operand];
         conv.inputs.push_back(add.inputs[1 - operand]);
         conv.outputs = add.outputs;
         conv.attrs.push_back(ints_attr("conv_zero_point", {g.values[conv_out].zero_point}));
@@ -105,6 +106,18 @@ size_t fuse_residual_adds(Graph& g) {
     return count;
 }
 
+namespace {
+
+// Ops that join a channels-last region, never pay for one: they read either layout alike.
+// max_pool2d and global_avg_pool2d (told by their "layout" attribute); the element-wise lut and
+// mul (its broadcasts too: squeeze-excitation's [N, C, 1, 1] factors become [N, 1, 1, C] beside
+// the [N, H, W, C] activations).
+bool layout_free_member(const Node& n) {
+    return n.op == "max_pool2d" || n.op == "global_avg_pool2d" || n.op == "lut" || n.op == "mul";
+}
+
+}  // namespace
+
 size_t use_nhwc_layout(Graph& g, const NhwcChooser& choose) {
     std::vector<size_t> producer(g.values.size(), kNoProducer);
     std::vector<std::vector<size_t>> readers(g.values.size());
@@ -121,30 +134,39 @@ size_t use_nhwc_layout(Graph& g, const NhwcChooser& choose) {
         graph_output[id] = true;
     }
 
+    // Whether node n's `count` first inputs and its one output are 4-d int8 activations.
+    const auto int8_4d = [&](const Node& n, size_t count) {
+        bool all = n.outputs.size() == 1 && n.inputs.size() >= count &&
+                   g.values[n.outputs[0]].shape.size() == 4;
+        for (size_t i = 0; all && i < count; ++i) {
+            const Value& v = g.values[n.inputs[i]];
+            all = v.dtype == DType::kInt8 && v.shape.size() == 4 && !v.constant;
+        }
+        return all;
+    };
     std::vector<NhwcChoice> choice(g.nodes.size(), NhwcChoice::kNo);
     for (size_t k = 0; k < g.nodes.size(); ++k) {
         const Node& n = g.nodes[k];
-        const bool int8_conv = n.op == "conv2d" && n.outputs.size() == 1 &&
-                               (n.inputs.size() == 3 || n.inputs.size() == 4) &&
-                               g.values[n.inputs[0]].dtype == DType::kInt8 &&
-                               g.values[n.inputs[0]].shape.size() == 4;
-        // int8 max_pool2d reads either layout alike: it joins a region, never pays for one.
-        const bool int8_max_pool = n.op == "max_pool2d" && n.inputs.size() == 1 &&
-                                   n.outputs.size() == 1 &&
-                                   g.values[n.inputs[0]].dtype == DType::kInt8 &&
-                                   g.values[n.inputs[0]].shape.size() == 4;
-        if (int8_conv) {
+        if (n.op == "conv2d" && (n.inputs.size() == 3 || n.inputs.size() == 4) && int8_4d(n, 1)) {
             choice[k] = choose(g, n);
-        } else if (int8_max_pool) {
+        } else if (layout_free_member(n) && int8_4d(n, n.op == "mul" ? 2 : 1)) {
             choice[k] = NhwcChoice::kFits;
         }
     }
-    // The activations a member reads (input 0, a conv's fused residual 3) and whether a reader
-    // reads `id` as one.
+    // The input slots of a member that hold activations (a conv's input 0 and fused residual 3,
+    // both of mul's, the others' input 0); the activations themselves; whether a reader reads
+    // `id` as one.
+    const auto activation_slots = [&](const Node& n) {
+        if (n.op == "mul") {
+            return std::vector<size_t>{0, 1};
+        }
+        return n.op == "conv2d" && n.inputs.size() == 4 ? std::vector<size_t>{0, 3}
+                                                        : std::vector<size_t>{0};
+    };
     const auto activations = [&](const Node& n) {
-        std::vector<uint32_t> ids = {n.inputs[0]};
-        if (n.inputs.size() == 4) {
-            ids.push_back(n.inputs[3]);
+        std::vector<uint32_t> ids;
+        for (size_t slot : activation_slots(n)) {
+            ids.push_back(n.inputs[slot]);
         }
         return ids;
     };
@@ -252,10 +274,7 @@ size_t use_nhwc_layout(Graph& g, const NhwcChooser& choose) {
             nodes.push_back(std::move(node));
             continue;
         }
-        for (size_t i : {size_t(0), size_t(3)}) {
-            if (i >= node.inputs.size()) {
-                continue;
-            }
+        for (size_t i : activation_slots(node)) {
             const uint32_t id = node.inputs[i];
             auto twin = nhwc_of.find(id);
             if (twin == nhwc_of.end()) {
@@ -268,7 +287,9 @@ size_t use_nhwc_layout(Graph& g, const NhwcChooser& choose) {
         const uint32_t out_nhwc = add_value(out, to_nhwc, " (NHWC)");
         nhwc_of.emplace(out, out_nhwc);
         node.outputs[0] = out_nhwc;
-        node.attrs.push_back(ints_attr("layout", {kLayoutNhwc}));
+        if (node.op != "lut" && node.op != "mul") {  // element-wise: the same in either layout
+            node.attrs.push_back(ints_attr("layout", {kLayoutNhwc}));
+        }
         nodes.push_back(std::move(node));
         if (read_nchw[out]) {
             nodes.push_back(permute(out_nhwc, out, to_nchw));

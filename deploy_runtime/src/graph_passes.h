@@ -26,10 +26,12 @@ using NhwcChooser = std::function<NhwcChoice(const Graph& graph, const Node& nod
 // The inference layout. Kernels that vectorize over channels (depthwise, 1x1) need the channels of
 // a pixel side by side; in NCHW they transpose in and out of that layout on every layer. Here the
 // int8 conv2d nodes with a fast NHWC algorithm form regions (joined along the activations between
-// them, and through the int8 max_pool2d nodes, which read either layout alike); a region whose
+// them, and through the 4-d int8 max_pool2d, global_avg_pool2d (keeping its dims), lut and mul
+// nodes, which read either layout alike: squeeze-excitation blocks stay inside); a region whose
 // convs' activations outweigh, 8 times over, the bytes of the permutes it needs at its edges (or
-// whose NHWC algorithm QTK_CONV_ALGO pins) runs channels-last: its nodes get the "layout"
-// attribute (op_kernel.h) and NHWC tensors ([N, H, W, C]), and permute nodes convert at its edges
+// whose NHWC algorithm QTK_CONV_ALGO pins) runs channels-last: its nodes get NHWC tensors
+// ([N, H, W, C]) and, but for the element-wise lut and mul, the "layout" attribute (op_kernel.h),
+// and permute nodes convert at its edges
 // only: an NCHW input is permuted once, however many converted nodes read it; a converted node's
 // output keeps its NCHW value (name, shape) through a permute back only where another node or the
 // graph's outputs read it. Values the conversion leaves unused stay in the list, unproduced: an

@@ -393,21 +393,32 @@ void test_max_pool2d() {
 }
 
 // Planes of 1 to 70x70 (either side of the 16-byte sums), all -128 or 127 now and then, random
-// zero points, keepdim 0 and 1.
+// zero points, keepdim 0 and 1; channels-last too (channel counts either side of its 64-channel
+// runs and 16-lane vectors), whose reference gives the NCHW bytes (the same for [N, 1, 1, C]).
 void test_global_avg_pool2d() {
     Rng rng(9);
     const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33, 70};
+    const int64_t channel_counts[] = {1, 3, 5, 15, 16, 17, 63, 64, 65, 130};
     for (int trial = 0; trial < 200; ++trial) {
-        const Shape x = {rng.uniform(1, 2), rng.uniform(1, 5), sizes[rng.uniform(0, 11)],
-                         sizes[rng.uniform(0, 11)]};
+        const Shape x = {rng.uniform(1, 2),
+                         trial % 4 < 2 ? rng.uniform(1, 5) : channel_counts[rng.uniform(0, 9)],
+                         sizes[rng.uniform(0, 11)], sizes[rng.uniform(0, 11)]};
         const int32_t zp = int32_t(rng.uniform(-128, 127));
         OneNode c("global_avg_pool2d", DType::kInt8, {x}, {zp}, zp,
                   {ints("keepdim", {trial % 2})});
         c.inputs = {trial % 7 == 3   ? Bytes(size_t(count_of(x)), 0x80)
                     : trial % 7 == 5 ? Bytes(size_t(count_of(x)), 0x7F)
                                      : int8_data(rng, size_t(count_of(x)))};
-        check_all(c, "int8 global_avg_pool2d " + describe(x) + " zero point " +
-                         std::to_string(zp));
+        const std::string what =
+            "int8 global_avg_pool2d " + describe(x) + " zero point " + std::to_string(zp);
+        const Bytes want = check_all(c, what);
+        OneNode nhwc("global_avg_pool2d", DType::kInt8, {{x[0], x[2], x[3], x[1]}}, {zp}, zp,
+                     {ints("keepdim", {trial % 2}), ints("layout", {qtk::detail::kLayoutNhwc})});
+        nhwc.inputs = {to_nhwc(c.inputs[0], x, 1)};
+        if (check_all(nhwc, what + " channels-last") != want) {
+            qtk_test::report_failure(__FILE__, __LINE__,
+                                     "the channels-last reference differs on " + what);
+        }
     }
 }
 
@@ -438,21 +449,24 @@ void test_add() {
     }
 }
 
-// int8 mul: same shapes (one run), an input broadcast over the other's trailing dims either way
-// round (squeeze-excitation's [N, C, H, W] * [N, C, 1, 1], and a scalar), runs either side of the
-// fast kernel's 1024-product chunks and the vector widths, and a broadcast in the middle (the
-// reference's walk), with adversarial values, shifts and clamps.
+// int8 mul: same shapes (one run), an input broadcast over a stretch of the other's dims either way
+// round (squeeze-excitation's [N, C, H, W] * [N, C, 1, 1], channels-last [N, H, W, C] *
+// [N, 1, 1, C], a scalar), runs either side of the fast kernel's 1024-product chunks and the
+// vector widths, and a broadcast over two separate stretches (the reference's walk), with
+// adversarial values, shifts and clamps.
 void test_mul() {
     Rng rng(6);
     const int64_t sizes[] = {1, 3, 7, 15, 16, 17, 33, 64, 65, 1023, 1025};
     for (int trial = 0; trial < 300; ++trial) {
         const Shape x = {rng.uniform(1, 2), rng.uniform(1, 5), sizes[rng.uniform(0, 10)],
                          rng.uniform(1, 3)};
-        const int64_t form = rng.uniform(0, 3);
+        const int64_t form = rng.uniform(0, 5);
         const Shape s = form == 0   ? x
                         : form == 1 ? Shape{x[0], x[1], 1, 1}
                         : form == 2 ? Shape{1, 1, 1, 1}
-                                    : Shape{x[0], 1, x[2], x[3]};
+                        : form == 3 ? Shape{x[0], 1, 1, x[3]}
+                        : form == 4 ? Shape{x[0], x[1], 1, x[3]}
+                                    : Shape{x[0], 1, x[2], 1};
         const bool swap = rng.uniform(0, 1) == 0;
         const auto [m, shift] = random_requant(rng);
         const int64_t lo = rng.uniform(-128, 127), hi = rng.uniform(lo, 127);

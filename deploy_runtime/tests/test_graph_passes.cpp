@@ -22,9 +22,9 @@ namespace {
 constexpr int64_t kChannels = 6, kSize = 9;
 
 // A 3x3 conv (depthwise where asked; or 1x1, unpadded) of `x` into a new activation of as many
-// channels; stride 1, pad 1.
+// channels; stride 1, pad 1; planes of size x size.
 uint32_t conv(ModelBuilder& b, Rng& rng, const std::string& name, uint32_t x, bool depthwise,
-              int64_t kernel = 3, int64_t channels = kChannels) {
+              int64_t kernel = 3, int64_t channels = kChannels, int64_t size = kSize) {
     const int64_t per_group = depthwise ? 1 : channels, taps = kernel * kernel;
     const uint32_t w =
         b.weight(name + ".weight", {channels, per_group, kernel, kernel},
@@ -32,7 +32,7 @@ uint32_t conv(ModelBuilder& b, Rng& rng, const std::string& name, uint32_t x, bo
     const uint32_t bias =
         b.bias(name + ".bias", {channels}, qtk_test::random_bias(rng, size_t(channels)));
     const int32_t zy = static_cast<int32_t>(rng.uniform(-20, 20));
-    const uint32_t y = b.activation(name, {1, channels, kSize, kSize}, 0.1f, zy);
+    const uint32_t y = b.activation(name, {1, channels, size, size}, 0.1f, zy);
     std::vector<AttrSpec> attrs = qtk_test::requant_attrs(
         size_t(channels), 0.05, 0.05 / std::sqrt(double(per_group * taps)), 0.1, zy, 127);
     const int64_t pad = kernel / 2;
@@ -337,10 +337,63 @@ void test_nhwc_layout_dense() {
 
 }  // namespace
 
+// mobilenet_v3's block with squeeze-excitation at 40 channels: 1x1 expand, depthwise 3x3, then
+// global_avg_pool2d (keeping its dims), two 1x1 convs on the 1x1 plane, a lut (hard-sigmoid's
+// int8 form) and the mul of the depthwise output by those per-channel factors, then the 1x1
+// project plus the block's input (fused). With the channels-last kernels (AVX-512 VNNI and up) the
+// pooling, lut and mul join the convs' region, so 4 blocks run NHWC behind one permute in and one
+// out; under QTK_ISA=avx2 everything stays NCHW. Bytes as the file's own nodes.
+void test_nhwc_layout_squeeze_excitation() {
+    constexpr int64_t channels = 40;
+    constexpr int blocks = 4;
+    Rng rng(13);
+    ModelBuilder b;
+    uint32_t block = b.activation("x", {1, channels, kSize, kSize}, 0.05f, 4);
+    b.inputs = {block};
+    for (int i = 0; i < blocks; ++i) {
+        const std::string name = "block" + std::to_string(i);
+        const uint32_t expand = conv(b, rng, name + ".expand", block, false, 1, channels);
+        const uint32_t dw = conv(b, rng, name + ".dw", expand, true, 3, channels);
+        const uint32_t pooled = b.activation(name + ".pool", {1, channels, 1, 1}, 0.1f,
+                                             b.values[dw].zero_point);  // pooling keeps it
+        b.node("global_avg_pool2d", name + ".pool", {dw}, {pooled}, {AttrSpec("keepdim", {1})});
+        const uint32_t reduce = conv(b, rng, name + ".fc1", pooled, false, 1, channels, 1);
+        const uint32_t excite = conv(b, rng, name + ".fc2", reduce, false, 1, channels, 1);
+        const uint32_t table = b.weight(name + ".table", {256}, rng.int8s(256));
+        const uint32_t factors = b.activation(name + ".gate", {1, channels, 1, 1}, 0.004f, -128);
+        b.node("lut", name + ".gate", {excite, table}, {factors});
+        const uint32_t scaled = b.activation(name + ".scaled", {1, channels, kSize, kSize}, 0.1f, 2);
+        const auto m = qtk_test::rescale_multipliers({0.1 * 0.004}, 0.1);
+        b.node("mul", name + ".scaled", {dw, factors}, {scaled},
+               {AttrSpec("multiplier", m.first), AttrSpec("shift", {m.second}),
+                AttrSpec("clamp", {-128, 127})});
+        const uint32_t project = conv(b, rng, name + ".project", scaled, false, 1, channels);
+        block = add(b, name + ".add", project, block, channels);
+    }
+    b.outputs = {block};
+    const std::vector<uint8_t> bytes = b.build();
+    const std::vector<int8_t> input = rng.int8s(size_t(3 * channels * kSize * kSize));
+    size_t nodes = 0;
+    const std::vector<int8_t> want = run(bytes, false, 1, 3, input, &nodes, channels);
+    using qtk::detail::IsaLevel;
+    for (IsaLevel cap : {IsaLevel::kAvx512Vnni, IsaLevel::kAvx2}) {
+        const char* isa = qtk::detail::isa_name(cap);
+        qtk_test::set_env("QTK_ISA", isa);
+        const bool nhwc = cap >= IsaLevel::kAvx512Vnni &&
+                          qtk::detail::cpu_supports(IsaLevel::kAvx512Vnni);
+        // 8 nodes a block once the add is fused (+ 2 permutes).
+        check_layout(bytes, input, want, channels, size_t(8 * blocks + (nhwc ? 2 : 0)),
+                     size_t(nhwc ? 5 * blocks : 0),
+                     std::to_string(blocks) + " squeeze-excitation blocks, QTK_ISA=" + isa);
+    }
+    qtk_test::set_env("QTK_ISA", nullptr);
+}
+
 int main() {
     test_fusion_is_exact();
     test_fused_conv_in_a_file();
     test_nhwc_layout();
     test_nhwc_layout_dense();
+    test_nhwc_layout_squeeze_excitation();
     return qtk_test::check_report();
 }

@@ -8,14 +8,14 @@
 // with the baseline flags, packs the weights at load and cuts the work.
 //
 // The GEMM's rows are slots of a plane (SlotPlane): a 1x1 stride-1 conv without padding reads the
-// input in place (AMX), one slot per pixel. Any other window reads a copy of the sample padded with the
-// input zero point (so the padding adds z w, as the spec's padded input does) and split into
-// planes by the rows' remainder mod the stride and by column (the columns' remainder, or on narrow
-// layers each kernel column's own view): output pixel (oh, ow) is slot oh pitch + ow, and for
-// every tap its input pixel lies at the slot's own index plus one offset per tap. With few channels
-// K is cut by kernel rows instead of taps (KStretches): the copy keeps whole padded rows (split by
-// the row stride only), a slot every stride_w pixels, and a stretch is the run of pixels a kernel
-// row spans.
+// input in place (AMX), one slot per pixel. Any other window reads a copy of the sample padded
+// with the input zero point (so the padding adds z w, as the spec's padded input does) and split
+// into planes by the rows' remainder mod the stride and by column (the columns' remainder, or on
+// narrow layers each kernel column's own view): output pixel (oh, ow) is slot oh pitch + ow, and
+// for every tap its input pixel lies at the slot's own index plus one offset per tap. With few
+// channels K is cut by kernel rows instead of taps (KStretches): the copy keeps whole padded rows
+// (split by the row stride only), a slot every stride_w pixels, and a stretch is the run of pixels
+// a kernel row spans.
 //
 // Exact: the micro-kernel sums, in int32, products of int8 weights and int8 activations (AMX) or
 // uint8 ones u = x + 128 (VNNI; one constant per channel, bias - (z + 128) sum w, turns their sum
@@ -419,7 +419,8 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
         }
         const int64_t tile_bytes = stretches_.count * weight_stretch_bytes();
         for (int64_t o = first_channel; o < end_channel; o += ukernel_.nr) {
-            ukernel_.run(slots, x, x_stride, plane.offsets.data(), stretches_.count, stretches_.quads,
+            ukernel_.run(slots, x, x_stride, plane.offsets.data(), stretches_.count,
+                         stretches_.quads,
                          packed_weights_.data() + o / ukernel_.nr * tile_bytes, c + o,
                          scratch_.c_stride);
         }

@@ -19,12 +19,12 @@
 // it; those pixels are computed and dropped).
 //
 // Work: the tiles of each (sample, group) plane are cut into blocks whose transformed input
-// V [16][channels][block_tiles + 4] fits a budget (L2 or L1: two descriptors), at least nr tiles; a task is one block
-// and a range of output-channel tiles (conv2d_winograd_blocking.h). It transforms its block's
-// input (SSE2, 4 tiles a vector) with no separate pack step: V is the micro-kernel's operand as
-// written. Then, per output-channel tile, it runs the micro-kernel on each nr tiles of the block
-// and hands the output rows to the epilogue while they are in cache. Weights are transformed once,
-// at load.
+// V [16][channels][block_tiles + 4] fits a budget (L2 or L1: two descriptors), at least nr tiles;
+// a task is one block and a range of output-channel tiles (conv2d_winograd_blocking.h). It
+// transforms its block's input (SSE2, 4 tiles a vector) with no separate pack step: V is the
+// micro-kernel's operand as written. Then, per output-channel tile, it runs the micro-kernel on
+// each nr tiles of the block and hands the output rows to the epilogue while they are in cache.
+// Weights are transformed once, at load.
 #include <emmintrin.h>
 
 #include <algorithm>

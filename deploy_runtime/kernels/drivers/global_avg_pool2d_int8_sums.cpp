@@ -2,7 +2,12 @@
 // x - z, then arith::average, as the reference; the sum taken 16 bytes at a time. psadbw adds the
 // unsigned bytes u = x ^ 0x80 = x + 128 into 64-bit lanes, so sum x = sum u - 128 n, exactly, for
 // any plane size (SSE2, in every x86-64's baseline; a plain loop elsewhere). Threads split planes.
+// Channels-last (where the layout pass put it: graph_passes.h), each run of 64 channels sums its
+// pixels in int32 lanes of the target's own vectors (exact: |sum| <= 128 H W < 2^31, checked),
+// threads splitting the runs.
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -38,13 +43,38 @@ int64_t sum_bytes(const int8_t* x, int64_t count) {
     return sum;
 }
 
+constexpr int64_t kChannelRun = 64;  // channels summed together channels-last
+
+// sums[c] = the sum over `pixels` pixels (`stride` bytes apart) of x[c], c < 64, in int32.
+void sum_channels(const int8_t* x, int64_t pixels, int64_t stride, int64_t channels,
+                  int32_t* sums) {
+    using Bytes16 = int8_t __attribute__((vector_size(16)));
+    using Int32x16 = int32_t __attribute__((vector_size(64)));
+    Int32x16 acc[kChannelRun / 16] = {};
+    int8_t pixel[kChannelRun] = {};
+    for (int64_t p = 0; p < pixels; ++p) {
+        std::memcpy(pixel, x + p * stride, size_t(channels));
+        for (int64_t v = 0; v < kChannelRun / 16; ++v) {
+            Bytes16 bytes;
+            std::memcpy(&bytes, pixel + 16 * v, 16);
+            acc[v] += __builtin_convertvector(bytes, Int32x16);
+        }
+    }
+    std::memcpy(sums, acc, size_t(channels) * 4);
+}
+
 class GlobalAvgPool2dInt8Sums final : public BesideReference {
  public:
     explicit GlobalAvgPool2dInt8Sums(const NodeView& node)
         : BesideReference(node, make_global_avg_pool2d_int8_reference),
-          zero_point_(node.activation_input(0, DType::kInt8).zero_point) {}
+          zero_point_(node.activation_input(0, DType::kInt8).zero_point),
+          nhwc_(node.channels_last()) {}
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
+        if (nhwc_) {
+            run_nhwc(io, pool);
+            return;
+        }
         const Shape& xs = *io.input_shapes[0];
         const int64_t plane_size = xs[2] * xs[3];
         pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
@@ -58,7 +88,31 @@ class GlobalAvgPool2dInt8Sums final : public BesideReference {
     }
 
  private:
+    void run_nhwc(const NodeIO& io, ThreadPool& pool) const {
+        const Shape& xs = *io.input_shapes[0];
+        const int64_t pixels = xs[1] * xs[2], channels = xs[3];
+        if (pixels > (int64_t{1} << 31) / 256) {  // an int32 lane's bound; no real plane nears it
+            reference_->run(io, pool);
+            return;
+        }
+        const int64_t runs = (channels + kChannelRun - 1) / kChannelRun;
+        pool.parallel_for(xs[0] * runs, [&](int64_t begin, int64_t end) {
+            int32_t sums[kChannelRun];
+            for (int64_t task = begin; task < end; ++task) {
+                const int64_t n = task / runs, first = task % runs * kChannelRun;
+                const int64_t count = std::min(kChannelRun, channels - first);
+                sum_channels(io.input<int8_t>(0) + n * pixels * channels + first, pixels,
+                             channels, count, sums);
+                for (int64_t c = 0; c < count; ++c) {
+                    io.output<int8_t>(0)[n * channels + first + c] = arith::average(
+                        sums[c] - int64_t{zero_point_} * pixels, pixels, zero_point_);
+                }
+            }
+        });
+    }
+
     const int32_t zero_point_;
+    const bool nhwc_;
 };
 
 std::unique_ptr<OpKernel> make(const NodeView& node) {

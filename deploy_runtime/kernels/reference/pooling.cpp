@@ -1,5 +1,6 @@
-// max_pool2d, avg_pool2d and global_avg_pool2d, reference, NCHW (max_pool2d also channels-last,
-// where the layout pass put it: graph_passes.h), both also in ceil mode:
+// max_pool2d, avg_pool2d and global_avg_pool2d, reference, NCHW (max_pool2d and
+// global_avg_pool2d also channels-last, where the layout pass put them: graph_passes.h), the
+// windowed pools also in ceil mode:
 // - int8: docs/quantization_spec.md section 6, keeping the input's (scale, zero_point);
 // - float32: the same windows and divisors in float32.
 // One implementation per op, parameterized by what a dtype does with window values.
@@ -260,27 +261,37 @@ class GlobalAvgPool2dReference final : public OpKernel {
     using T = typename Pooling::Element;
 
     explicit GlobalAvgPool2dReference(const NodeView& node)
-        : OpKernel(node.label()), pooling_(node) {
+        : OpKernel(node.label()), pooling_(node), nhwc_(node.channels_last()) {
         check_pool_node(node, Pooling::kDType);
-        node.expect_attrs({}, {"keepdim"});
+        node.expect_attrs({}, {"keepdim", "layout"});
         keepdim_ = !node.has_attr("keepdim") || node.int_scalar("keepdim", 0, 1) == 1;
     }
 
+    // Channels-last, [N, H, W, C] -> [N, 1, 1, C]: the bytes of NCHW's [N, C, 1, 1].
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
         const Shape& x = inputs[0];
         expect_rank(x, 4, "input");
-        return {keepdim_ ? Shape{x[0], x[1], 1, 1} : Shape{x[0], x[1]}};
+        const int64_t channels = x[nhwc_ ? 3 : 1];
+        if (!keepdim_) {
+            return {Shape{x[0], channels}};
+        }
+        return {nhwc_ ? Shape{x[0], 1, 1, channels} : Shape{x[0], channels, 1, 1}};
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Shape& xs = *io.input_shapes[0];
-        const int64_t plane_size = xs[2] * xs[3];
-        pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
+        const int64_t channels = xs[nhwc_ ? 3 : 1];
+        const int64_t plane_size = xs[nhwc_ ? 1 : 2] * xs[nhwc_ ? 2 : 3];
+        // Plane (n, c)'s pixel i: NCHW at (n C + c) HW + i, NHWC at (n HW + i) C + c.
+        const int64_t step = nhwc_ ? channels : 1;
+        pool.parallel_for(xs[0] * channels, [&](int64_t begin, int64_t end) {
             for (int64_t plane = begin; plane < end; ++plane) {
-                const T* x = io.input<T>(0) + plane * plane_size;
+                const int64_t n = plane / channels, c = plane % channels;
+                const T* x = io.input<T>(0) +
+                             (nhwc_ ? n * plane_size * channels + c : plane * plane_size);
                 typename Pooling::Sum sum = 0;
                 for (int64_t i = 0; i < plane_size; ++i) {
-                    sum += pooling_.term(x[i]);
+                    sum += pooling_.term(x[i * step]);
                 }
                 io.output<T>(0)[plane] = pooling_.average(sum, plane_size);
             }
@@ -289,6 +300,7 @@ class GlobalAvgPool2dReference final : public OpKernel {
 
  private:
     const Pooling pooling_;
+    const bool nhwc_;
     bool keepdim_;
 };
 

@@ -68,8 +68,8 @@ struct Int8GemmUkernel {
 // mr; it may also write rows up to mr, and read their x) and output channels o < nr, exact in
 // int32, quads a multiple of quad_block:
 //   x  int8 activations, all of [0, 4 quads) read at each pixel and tap (past the input channels
-//      they meet zero weights); a micro-kernel with x_offset 128 reads them as uint8 x + 128 (VNNI's
-//      uint8 operand: the caller flips their sign bits as it copies them);
+//      they meet zero weights); a micro-kernel with x_offset 128 reads them as uint8 x + 128
+//      (VNNI's uint8 operand: the caller flips their sign bits as it copies them);
 //   w  int8 weights, packed [taps][ceil(quads / 16)][nr / 16][16][16][4]: per tap, per block of
 //      16 quads and of 16 output channels, per quad, the 16 channels' 4 k (zero past K and past
 //      the channels).

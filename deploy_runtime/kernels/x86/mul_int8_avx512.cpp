@@ -17,10 +17,10 @@ void products_int8_avx512(const int8_t* x, int32_t x_zero_point, const int8_t* s
             count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
         const __m512i vx = _mm512_sub_epi32(
             _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, x + i)), vx_zero_point);
-        const __m512i vs = s_step == 0 ? vfactor
-                                       : _mm512_sub_epi32(
-                                             _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, s + i)),
-                                             vs_zero_point);
+        const __m512i vs =
+            s_step == 0 ? vfactor
+                        : _mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, s + i)),
+                                           vs_zero_point);
         _mm512_mask_storeu_epi32(p + i, mask, _mm512_mullo_epi32(vx, vs));
     }
 }
