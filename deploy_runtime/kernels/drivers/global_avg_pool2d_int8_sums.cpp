@@ -3,11 +3,10 @@
 // unsigned bytes u = x ^ 0x80 = x + 128 into 64-bit lanes, so sum x = sum u - 128 n, exactly, for
 // any plane size (SSE2, in every x86-64's baseline; a plain loop elsewhere). Threads split planes.
 // Channels-last (where the layout pass put it: graph_passes.h), each run of 64 channels sums its
-// pixels in int32 lanes of the target's own vectors (exact: |sum| <= 128 H W < 2^31, checked),
-// threads splitting the runs.
+// pixels 16 channels a vector (exact in int32: |sum| <= 128 H W < 2^31, checked), threads
+// splitting the runs.
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -45,22 +44,45 @@ int64_t sum_bytes(const int8_t* x, int64_t count) {
 
 constexpr int64_t kChannelRun = 64;  // channels summed together channels-last
 
-// sums[c] = the sum over `pixels` pixels (`stride` bytes apart) of x[c], c < 64, in int32.
+// sums[c] = the sum over `pixels` pixels (`stride` bytes apart) of x[c], c < channels <= 64:
+// 16 channels a vector, u = x ^ 0x80 widened to uint16 lanes over up to 256 pixels (255 * 256 <
+// 2^16), then added into uint32 lanes; sum x = sum u - 128 pixels. Channels past the last 16 one
+// at a time.
 void sum_channels(const int8_t* x, int64_t pixels, int64_t stride, int64_t channels,
                   int32_t* sums) {
-    using Bytes16 = int8_t __attribute__((vector_size(16)));
-    using Int32x16 = int32_t __attribute__((vector_size(64)));
-    Int32x16 acc[kChannelRun / 16] = {};
-    int8_t pixel[kChannelRun] = {};
-    for (int64_t p = 0; p < pixels; ++p) {
-        std::memcpy(pixel, x + p * stride, size_t(channels));
-        for (int64_t v = 0; v < kChannelRun / 16; ++v) {
-            Bytes16 bytes;
-            std::memcpy(&bytes, pixel + 16 * v, 16);
-            acc[v] += __builtin_convertvector(bytes, Int32x16);
+    int64_t c = 0;
+#if defined(__SSE2__)
+    const __m128i vsign = _mm_set1_epi8(static_cast<char>(0x80)), vzero = _mm_setzero_si128();
+    for (; c + 16 <= channels; c += 16) {
+        __m128i vsum[4] = {vzero, vzero, vzero, vzero};
+        for (int64_t first = 0; first < pixels; first += 256) {
+            __m128i vlow = vzero, vhigh = vzero;  // channels 0-7 and 8-15, uint16
+            const int64_t end = std::min(pixels, first + 256);
+            for (int64_t p = first; p < end; ++p) {
+                const __m128i vu = _mm_xor_si128(
+                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + p * stride + c)), vsign);
+                vlow = _mm_add_epi16(vlow, _mm_unpacklo_epi8(vu, vzero));
+                vhigh = _mm_add_epi16(vhigh, _mm_unpackhi_epi8(vu, vzero));
+            }
+            vsum[0] = _mm_add_epi32(vsum[0], _mm_unpacklo_epi16(vlow, vzero));
+            vsum[1] = _mm_add_epi32(vsum[1], _mm_unpackhi_epi16(vlow, vzero));
+            vsum[2] = _mm_add_epi32(vsum[2], _mm_unpacklo_epi16(vhigh, vzero));
+            vsum[3] = _mm_add_epi32(vsum[3], _mm_unpackhi_epi16(vhigh, vzero));
+        }
+        const __m128i vbias = _mm_set1_epi32(static_cast<int32_t>(128 * pixels));
+        for (int v = 0; v < 4; ++v) {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(sums + c + 4 * v),
+                             _mm_sub_epi32(vsum[v], vbias));
         }
     }
-    std::memcpy(sums, acc, size_t(channels) * 4);
+#endif
+    for (; c < channels; ++c) {
+        int32_t sum = 0;
+        for (int64_t p = 0; p < pixels; ++p) {
+            sum += x[p * stride + c];
+        }
+        sums[c] = sum;
+    }
 }
 
 class GlobalAvgPool2dInt8Sums final : public BesideReference {
