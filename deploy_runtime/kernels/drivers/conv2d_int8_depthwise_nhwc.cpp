@@ -1,0 +1,140 @@
+// conv2d int8, depthwise, channels-last (NHWC, where the layout pass put the node): the geometry
+// of fits_depthwise (conv2d_int8_depthwise.h), requantized inside the micro-kernel
+// (depthwise_int8_nhwc.h: 4 rows' taps per vpdpbusd lane, the accumulators requantized in
+// registers), so no int32 plane is written and read back. Exact: the micro-kernel's accumulators
+// are the spec's, and it requantizes by the shared arithmetic (requantize_int8_avx512.h). This
+// file, built with the baseline flags, packs the weights and per-channel constants at load and
+// cuts the work.
+//
+// Work: the threads split the output rows (of every sample); a row runs every block of 64
+// channels in turn (blocks of one pixel share its cache lines), then the fused residual add, if
+// any, over the row's bytes while they are in cache.
+#include <algorithm>
+#include <array>
+
+#include "../x86/depthwise_int8_nhwc.h"
+#include "conv2d_int8_depthwise.h"
+#include "conv2d_int8_epilogue.h"
+#include "thread_pool.h"
+
+namespace qtk {
+namespace detail {
+namespace {
+
+constexpr int64_t kBlock = kDepthwiseNhwcBlock;
+
+class Conv2dInt8DepthwiseNhwc final : public Conv2dInt8Kernel {
+ public:
+    Conv2dInt8DepthwiseNhwc(const NodeView& node, const Int8DepthwiseNhwcUkernel& ukernel,
+                            const Int8EpilogueUkernels& epilogue)
+        : Conv2dInt8Kernel(node, epilogue),
+          row_(ukernel.row[params_.kernel_h == 5][params_.stride_h == 2]),
+          out_(constants_.output_zero_point, constants_.clamp.lo, constants_.clamp.hi) {
+        if (!fits_depthwise(params_) || !params_.nhwc) {  // the registry checks first
+            node.fail("the channels-last depthwise kernel does not fit this conv2d");
+        }
+        pad_pixel_.fill(static_cast<int8_t>(constants_.input_zero_point));
+        pack();
+    }
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Shape& xs = *io.input_shapes[0];
+        const Shape& ys = *io.output_shapes[0];
+        const int64_t out_h = ys[1];
+        pool.parallel_for(ys[0] * out_h, [&](int64_t begin, int64_t end) {
+            for (int64_t r = begin; r < end; ++r) {
+                run_row(io, xs, ys, r / out_h, r % out_h);
+            }
+        });
+    }
+
+ private:
+    // Per block of 64 channels, in the permuted order of depthwise_int8_nhwc.h: the weights'
+    // dwords of 4 rows and the init, multiplier and shift of each channel.
+    void pack() {
+        const int64_t channels = params_.out_channels, k = params_.kernel_h, taps = k * k;
+        const int64_t groups = (k + 3) / 4, blocks = (channels + kBlock - 1) / kBlock;
+        weights_.assign(size_t(blocks * groups * k * kBlock * 4), 0);
+        init_.assign(size_t(blocks * kBlock), 0);
+        multiplier_.assign(size_t(blocks * kBlock), 0);
+        shift_.assign(size_t(blocks * kBlock), kHighHalfMinShift);
+        for (int64_t b = 0; b < blocks; ++b) {
+            for (int64_t e = 0; e < kBlock; ++e) {
+                const int64_t c = b * kBlock + depthwise_nhwc_channel(e);
+                if (c >= channels) {
+                    continue;
+                }
+                const int8_t* w = constants_.weight + c * taps;
+                int32_t sum = 0;
+                for (int64_t t = 0; t < taps; ++t) {
+                    sum += w[t];
+                }
+                for (int64_t ky = 0; ky < k; ++ky) {
+                    for (int64_t kx = 0; kx < k; ++kx) {
+                        const int64_t g = ky / 4;
+                        weights_[size_t((((b * groups + g) * k + kx) * kBlock + e) * 4 + ky % 4)] =
+                            w[ky * k + kx];
+                    }
+                }
+                const size_t i = size_t(b * kBlock + e);
+                init_[i] = constants_.bias[size_t(c)] - (constants_.input_zero_point + 128) * sum;
+                multiplier_[i] = constants_.multiplier[size_t(c)];
+                shift_[i] = constants_.shift[size_t(c)];
+            }
+        }
+    }
+
+    // Output row oy of sample n, every block, then the residual add.
+    void run_row(const NodeIO& io, const Shape& xs, const Shape& ys, int64_t n, int64_t oy) const {
+        const Conv2dParams& p = params_;
+        const int64_t channels = p.out_channels, k = p.kernel_h, s = p.stride_h;
+        const int64_t in_h = xs[1], in_w = xs[2], out_w = ys[2];
+        const int64_t groups = (k + 3) / 4;
+        const int8_t* x = io.input<int8_t>(0) + n * in_h * in_w * channels;
+        const int64_t y_offset = (n * ys[1] + oy) * out_w * channels;
+        DepthwiseNhwcRow a;
+        a.in_w = in_w;
+        a.pad_w = p.pad_w;
+        a.out_w = out_w;
+        a.zero_point = constants_.input_zero_point;
+        a.out = &out_;
+        a.y_stride = channels;
+        for (int64_t c0 = 0, b = 0; c0 < channels; c0 += kBlock, ++b) {
+            for (int64_t ky = 0; ky < k; ++ky) {
+                const int64_t iy = s * oy + ky - p.pad_h;
+                const bool inside = iy >= 0 && iy < in_h;
+                a.rows[ky] = inside ? x + iy * in_w * channels + c0 : pad_pixel_.data();
+                a.pixel_strides[ky] = inside ? channels : 0;
+            }
+            a.valid = std::min(kBlock, channels - c0);
+            a.weights = weights_.data() + b * groups * k * kBlock * 4;
+            a.init = init_.data() + b * kBlock;
+            a.multiplier = multiplier_.data() + b * kBlock;
+            a.shift = shift_.data() + b * kBlock;
+            a.y = io.output<int8_t>(0) + y_offset + c0;
+            row_(a);
+        }
+        if (constants_.has_residual) {
+            int8_t* y = io.output<int8_t>(0) + y_offset;
+            epilogue_.add_residual(y, residual(io) + y_offset, out_w * channels);
+        }
+    }
+
+    const DepthwiseNhwcRowFn row_;
+    const Int8Output out_;
+    std::array<int8_t, kBlock> pad_pixel_{};  // what a padding row reads: the input zero point
+    std::vector<int8_t> weights_;             // [blocks][groups][k][64][4]
+    std::vector<int32_t> init_, multiplier_, shift_;  // [blocks][64]
+};
+
+}  // namespace
+
+#if QTK_X86_AVX512_VNNI
+extern const Conv2dAlgo kConv2dInt8DepthwiseNhwcC64Avx512Vnni = {
+    "conv2d_int8_depthwise_nhwc_c64_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
+    make_kernel<Conv2dInt8DepthwiseNhwc, kInt8DepthwiseNhwcC64Avx512Vnni, kInt8EpilogueAvx512>,
+    false, true};
+#endif
+
+}  // namespace detail
+}  // namespace qtk

@@ -1,0 +1,61 @@
+// The channels-last (NHWC) int8 depthwise conv2d micro-kernel behind conv2d_int8_depthwise_nhwc.cpp:
+// one output row of one block of 64 channels, k x k (k = 3 or 5), stride s = 1 or 2, from the
+// int8 input to the requantized int8 output, no int32 plane in between. One file per ISA, compiled
+// with its own flags and called only where cpu_supports() its level.
+//
+// The products. vpdpbusd multiplies 4 unsigned bytes by 4 signed bytes and adds the 4 products to
+// an int32 lane, exactly. A lane holds one channel; its 4 bytes are 4 input rows (ky = 4 g .. 4 g +
+// 3 of row group g: one group for k = 3, two for k = 5, taps past k weigh 0) of one column, as
+// u = x + 128 = x ^ 0x80. sum u w = sum x w + 128 sum w, so the accumulators start at
+// init = bias - (z + 128) sum w (z: the input zero point, which a padded tap reads), the spec's
+// accumulator sum (x - z) w + bias at the end. |sum u w| <= 25 * 255 * 127: no int32 step wraps.
+//
+// The channel order. The micro-kernel interleaves the 4 rows' bytes of 64 channels with byte then
+// word unpacks, which work within 128-bit lanes: vector q (0..3), 128-bit lane l, dword i holds
+// channel 16 l + 4 q + i. Per-channel arrays come in that order ("permuted": entry 16 q + 4 l + i);
+// the saturating packs of the requantized vectors undo it (requantize_int8_avx512.h), so the
+// output bytes are in channel order.
+#pragma once
+
+#include <cstdint>
+
+#include "requantize_int8.h"
+
+namespace qtk {
+namespace detail {
+
+constexpr int64_t kDepthwiseNhwcBlock = 64;  // channels per block
+
+// The channel at permuted entry e (16 q + 4 l + i) of a block.
+constexpr int64_t depthwise_nhwc_channel(int64_t e) { return 16 * (e % 16 / 4) + 4 * (e / 16) + e % 4; }
+
+// One output row of one block. Column ix of input row ky is at rows[ky] + pixel_strides[ky] ix
+// for 0 <= ix < in_w; the columns left and right of it read the zero point. A padding row points
+// at 64 zero-point bytes with pixel stride 0.
+struct DepthwiseNhwcRow {
+    const int8_t* rows[5];  // input row s oy + ky - pad_h, at the block's first channel
+    int64_t pixel_strides[5];
+    int64_t in_w, pad_w, out_w;
+    int64_t valid;       // channels in the block, 1..64: the others are read as 0, never stored
+    int32_t zero_point;  // the input's
+    // [ceil(k / 4)][k][64 permuted channels][4]: byte b of channel e's dword for group g and kx is
+    // w[4 g + b][kx] (0 past k).
+    const int8_t* weights;
+    const int32_t* init;  // [64] permuted: bias - (z + 128) sum w; 0 past valid
+    const int32_t* multiplier;  // [64] permuted; 0 past valid
+    const int32_t* shift;       // [64] permuted; 33 past valid
+    const Int8Output* out;
+    int8_t* y;  // output pixel 0 of the row, at the block's first channel
+    int64_t y_stride;
+};
+
+using DepthwiseNhwcRowFn = void (*)(const DepthwiseNhwcRow& row);
+
+struct Int8DepthwiseNhwcUkernel {
+    DepthwiseNhwcRowFn row[2][2];  // [k == 5][s == 2]
+};
+
+extern const Int8DepthwiseNhwcUkernel kInt8DepthwiseNhwcC64Avx512Vnni;
+
+}  // namespace detail
+}  // namespace qtk
