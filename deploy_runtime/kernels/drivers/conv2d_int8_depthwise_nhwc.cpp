@@ -7,8 +7,10 @@
 // cuts the work.
 //
 // Work: the threads split the output rows (of every sample); a row runs every block of 64
-// channels in turn (blocks of one pixel share its cache lines), then the fused residual add, if
+// channels (the last, of at most 32, as pairs of pixels) in turn (blocks of one pixel share its cache lines), then the fused residual add, if
 // any, over the row's bytes while they are in cache.
+//
+// AVX-512 VNNI only: AVX2 has no channels-last 1x1 conv to neighbour it (graph_passes.h).
 #include <algorithm>
 #include <array>
 
@@ -59,8 +61,9 @@ class Conv2dInt8DepthwiseNhwc final : public Conv2dInt8Kernel {
         multiplier_.assign(size_t(blocks * kBlock), 0);
         shift_.assign(size_t(blocks * kBlock), kHighHalfMinShift);
         for (int64_t b = 0; b < blocks; ++b) {
+            const bool pairs = pairs_block(b);
             for (int64_t e = 0; e < kBlock; ++e) {
-                const int64_t c = b * kBlock + depthwise_nhwc_channel(e);
+                const int64_t c = b * kBlock + depthwise_nhwc_channel(e, pairs);
                 if (c >= channels) {
                     continue;
                 }
@@ -84,6 +87,9 @@ class Conv2dInt8DepthwiseNhwc final : public Conv2dInt8Kernel {
         }
     }
 
+    // Whether block b holds two pixels of at most 32 channels (depthwise_int8_nhwc.h).
+    bool pairs_block(int64_t b) const { return params_.out_channels - b * kBlock <= kBlock / 2; }
+
     // Output row oy of sample n, every block, then the residual add.
     void run_row(const NodeIO& io, const Shape& xs, const Shape& ys, int64_t n, int64_t oy) const {
         const Conv2dParams& p = params_;
@@ -96,6 +102,7 @@ class Conv2dInt8DepthwiseNhwc final : public Conv2dInt8Kernel {
         a.in_w = in_w;
         a.pad_w = p.pad_w;
         a.out_w = out_w;
+        a.stride = s;
         a.zero_point = constants_.input_zero_point;
         a.out = &out_;
         a.y_stride = channels;
@@ -107,6 +114,7 @@ class Conv2dInt8DepthwiseNhwc final : public Conv2dInt8Kernel {
                 a.pixel_strides[ky] = inside ? channels : 0;
             }
             a.valid = std::min(kBlock, channels - c0);
+            a.pairs = pairs_block(b);
             a.weights = weights_.data() + b * groups * k * kBlock * 4;
             a.init = init_.data() + b * kBlock;
             a.multiplier = multiplier_.data() + b * kBlock;

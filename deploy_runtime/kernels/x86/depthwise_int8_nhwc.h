@@ -15,6 +15,11 @@
 // channel 16 l + 4 q + i. Per-channel arrays come in that order ("permuted": entry 16 q + 4 l + i);
 // the saturating packs of the requantized vectors undo it (requantize_int8_avx512.h), so the
 // output bytes are in channel order.
+//
+// Pairs. A block of at most 32 channels (a layer's only or last block) would leave lanes 2 and 3
+// empty; it holds two pixels instead: 128-bit lanes 0 and 1 the 32 channels of output pixel 2 P,
+// lanes 2 and 3 those of pixel 2 P + 1, which read the columns s further. The per-channel arrays
+// then hold at entry e the channel of entry e % 32 (lanes 2 and 3 repeat lanes 0 and 1).
 #pragma once
 
 #include <cstdint>
@@ -26,8 +31,10 @@ namespace detail {
 
 constexpr int64_t kDepthwiseNhwcBlock = 64;  // channels per block
 
-// The channel at permuted entry e (16 q + 4 l + i) of a block.
-constexpr int64_t depthwise_nhwc_channel(int64_t e) { return 16 * (e % 16 / 4) + 4 * (e / 16) + e % 4; }
+// The channel at permuted entry e (16 q + 4 l + i) of a block, or of each pixel of a block of pairs.
+constexpr int64_t depthwise_nhwc_channel(int64_t e, bool pairs) {
+    return (16 * (e % 16 / 4) + 4 * (e / 16) + e % 4) % (pairs ? 32 : 64);
+}
 
 // One output row of one block. Column ix of input row ky is at rows[ky] + pixel_strides[ky] ix
 // for 0 <= ix < in_w; the columns left and right of it read the zero point. A padding row points
@@ -35,13 +42,14 @@ constexpr int64_t depthwise_nhwc_channel(int64_t e) { return 16 * (e % 16 / 4) +
 struct DepthwiseNhwcRow {
     const int8_t* rows[5];  // input row s oy + ky - pad_h, at the block's first channel
     int64_t pixel_strides[5];
-    int64_t in_w, pad_w, out_w;
-    int64_t valid;       // channels in the block, 1..64: the others are read as 0, never stored
+    int64_t in_w, pad_w, out_w, stride;
+    int64_t valid;  // channels in the block, 1..64 (1..32 in pairs): the others read 0, never stored
+    bool pairs;     // two pixels per vector (above), valid <= 32
     int32_t zero_point;  // the input's
     // [ceil(k / 4)][k][64 permuted channels][4]: byte b of channel e's dword for group g and kx is
     // w[4 g + b][kx] (0 past k).
     const int8_t* weights;
-    const int32_t* init;  // [64] permuted: bias - (z + 128) sum w; 0 past valid
+    const int32_t* init;        // [64] permuted: bias - (z + 128) sum w; 0 past valid
     const int32_t* multiplier;  // [64] permuted; 0 past valid
     const int32_t* shift;       // [64] permuted; 33 past valid
     const Int8Output* out;

@@ -20,27 +20,40 @@ struct Requant64 {
 };
 
 // Columns [first, first + count) of the padded input rows into `groups` row groups of 4 vectors
-// each, per column: packed[(column groups + g) 4 + q].
-template <int K>
+// each, per column: packed[(column groups + g) 4 + q]. kPairs: the vectors' 128-bit lanes 2 and 3
+// hold column + S (a.stride) of the block's 32 channels, lanes 0 and 1 the column's.
+template <int K, bool kPairs>
 void interleave_columns(const DepthwiseNhwcRow& a, int64_t first, int64_t count, __mmask64 mask,
                         __m512i* packed) {
     constexpr int kGroups = (K + 3) / 4;
     const __m512i vflip = _mm512_set1_epi8(static_cast<char>(0x80));
-    const __m512i vpad = _mm512_set1_epi8(static_cast<char>(a.zero_point ^ 0x80));
+    const __m512i vpad = _mm512_set1_epi8(static_cast<char>(a.zero_point));
+    const auto inside = [&](int64_t ix) { return ix >= 0 && ix < a.in_w; };
     for (int64_t j = 0; j < count; ++j) {
         const int64_t ix = first + j - a.pad_w;
-        const bool inside = ix >= 0 && ix < a.in_w;
         __m512i vrow[4 * kGroups];
 #pragma GCC unroll 8
         for (int ky = 0; ky < 4 * kGroups; ++ky) {
             if (ky >= K) {
                 vrow[ky] = _mm512_setzero_si512();  // weighs 0
-            } else if (inside) {
-                vrow[ky] = _mm512_xor_si512(
-                    _mm512_maskz_loadu_epi8(mask, a.rows[ky] + a.pixel_strides[ky] * ix), vflip);
-            } else {
-                vrow[ky] = vpad;
+                continue;
             }
+            const int8_t* row = a.rows[ky];
+            const int64_t step = a.pixel_strides[ky];
+            __m512i vx;
+            if (kPairs) {
+                const __m256i vpad256 = _mm512_castsi512_si256(vpad);
+                const __mmask32 mask32 = __mmask32(mask);
+                const __m256i vfirst =
+                    inside(ix) ? _mm256_maskz_loadu_epi8(mask32, row + step * ix) : vpad256;
+                const int64_t ix2 = ix + a.stride;
+                const __m256i vsecond =
+                    inside(ix2) ? _mm256_maskz_loadu_epi8(mask32, row + step * ix2) : vpad256;
+                vx = _mm512_inserti64x4(_mm512_castsi256_si512(vfirst), vsecond, 1);
+            } else {
+                vx = inside(ix) ? _mm512_maskz_loadu_epi8(mask, row + step * ix) : vpad;
+            }
+            vrow[ky] = _mm512_xor_si512(vx, vflip);
         }
 #pragma GCC unroll 2
         for (int g = 0; g < kGroups; ++g) {
@@ -58,12 +71,15 @@ void interleave_columns(const DepthwiseNhwcRow& a, int64_t first, int64_t count,
     }
 }
 
-// U output pixels from their interleaved columns (packed: the first one's), requantized into
-// y, y + y_stride, ...: each column's vectors are loaded once for every (pixel, kx) that reads it.
-template <int K, int S, int U, bool kHigh>
+// U steps of output pixels from their interleaved columns (packed: the first one's; step u reads
+// columns S u + kx), requantized into y, y + y_stride, ... (kPairs: each step two pixels, the
+// second's bytes from lanes 2 and 3, `pixels` of them in all). Each column's vectors are loaded
+// once for every (step, kx) that reads it.
+template <int K, int S, int U, bool kHigh, bool kPairs>
 [[gnu::always_inline]] inline void pixels(const __m512i* packed, const __m512i* vw,
                                           const __m512i* vinit, const Requant64& rq,
-                                          __mmask64 mask, int8_t* y, int64_t y_stride) {
+                                          __mmask64 mask, int8_t* y, int64_t y_stride,
+                                          int64_t pixels) {
     constexpr int kGroups = (K + 3) / 4;
     __m512i vacc[U][4];
 #pragma GCC unroll 4
@@ -101,16 +117,28 @@ template <int K, int S, int U, bool kHigh>
         }
         // The packs put the channels back in order (depthwise_int8_nhwc.h); the clamp to
         // [lo, hi] within int8 follows the saturation, so it is exact.
-        const __m512i vbytes = int8_pack4x16(vy[0], vy[1], vy[2], vy[3]);
-        _mm512_mask_storeu_epi8(y + u * y_stride, mask,
-                                _mm512_min_epi8(_mm512_max_epi8(vbytes, rq.lo8), rq.hi8));
+        const __m512i vbytes = _mm512_min_epi8(
+            _mm512_max_epi8(int8_pack4x16(vy[0], vy[1], vy[2], vy[3]), rq.lo8), rq.hi8);
+        if (kPairs) {
+            _mm256_mask_storeu_epi8(y + 2 * u * y_stride, __mmask32(mask),
+                                    _mm512_castsi512_si256(vbytes));
+            if (2 * u + 1 < pixels) {
+                _mm256_mask_storeu_epi8(y + (2 * u + 1) * y_stride, __mmask32(mask),
+                                        _mm512_extracti64x4_epi64(vbytes, 1));
+            }
+        } else {
+            _mm512_mask_storeu_epi8(y + u * y_stride, mask, vbytes);
+        }
     }
 }
 
-template <int K, int S, bool kHigh>
-void row_blocks(const DepthwiseNhwcRow& a, const Requant64& rq, __mmask64 mask) {
+// The row in chunks of kChunk steps: interleave their columns, then U = 4 steps at a time.
+// kPairs: a step is two pixels, stride S = 2 a.stride over the paired columns.
+template <int K, int S, bool kHigh, bool kPairs>
+void row_steps(const DepthwiseNhwcRow& a, const Requant64& rq, __mmask64 mask) {
     constexpr int kGroups = (K + 3) / 4;
     constexpr int kU = 4;
+    constexpr int64_t kPerStep = kPairs ? 2 : 1;
     __m512i vw[kGroups * K * 4], vinit[4];
     for (int i = 0; i < kGroups * K * 4; ++i) {
         vw[i] = _mm512_loadu_si512(a.weights + 64 * i);
@@ -118,31 +146,39 @@ void row_blocks(const DepthwiseNhwcRow& a, const Requant64& rq, __mmask64 mask) 
     for (int q = 0; q < 4; ++q) {
         vinit[q] = _mm512_loadu_si512(a.init + 16 * q);
     }
+    const int64_t steps = (a.out_w + kPerStep - 1) / kPerStep;
     __m512i packed[(S * (kChunk - 1) + K) * kGroups * 4];
-    for (int64_t o0 = 0; o0 < a.out_w; o0 += kChunk) {
-        const int64_t n = a.out_w - o0 < kChunk ? a.out_w - o0 : kChunk;
-        interleave_columns<K>(a, S * o0, S * (n - 1) + K, mask, packed);
-        int8_t* y = a.y + o0 * a.y_stride;
-        int64_t u = 0;
-        for (; u + kU <= n; u += kU) {
-            pixels<K, S, kU, kHigh>(packed + S * u * kGroups * 4, vw, vinit, rq, mask,
-                                    y + u * a.y_stride, a.y_stride);
+    for (int64_t o0 = 0; o0 < steps; o0 += kChunk) {
+        const int64_t n = steps - o0 < kChunk ? steps - o0 : kChunk;
+        interleave_columns<K, kPairs>(a, S * o0, S * (n - 1) + K, mask, packed);
+        for (int64_t u = 0; u < n; u += kU) {
+            const int64_t pixel = (o0 + u) * kPerStep;
+            const __m512i* p = packed + S * u * kGroups * 4;
+            int8_t* y = a.y + pixel * a.y_stride;
+            const int64_t left = a.out_w - pixel;
+            switch (n - u < kU ? n - u : kU) {
+                case 4: pixels<K, S, 4, kHigh, kPairs>(p, vw, vinit, rq, mask, y, a.y_stride, left); break;
+                case 3: pixels<K, S, 3, kHigh, kPairs>(p, vw, vinit, rq, mask, y, a.y_stride, left); break;
+                case 2: pixels<K, S, 2, kHigh, kPairs>(p, vw, vinit, rq, mask, y, a.y_stride, left); break;
+                case 1: pixels<K, S, 1, kHigh, kPairs>(p, vw, vinit, rq, mask, y, a.y_stride, left); break;
+                default: break;
+            }
         }
-        const __m512i* rest = packed + S * u * kGroups * 4;
-        y += u * a.y_stride;
-        switch (n - u) {
-            case 3: pixels<K, S, 3, kHigh>(rest, vw, vinit, rq, mask, y, a.y_stride); break;
-            case 2: pixels<K, S, 2, kHigh>(rest, vw, vinit, rq, mask, y, a.y_stride); break;
-            case 1: pixels<K, S, 1, kHigh>(rest, vw, vinit, rq, mask, y, a.y_stride); break;
-            default: break;
-        }
+    }
+}
+
+template <int K, int S, bool kHigh>
+void row(const DepthwiseNhwcRow& a, const Requant64& rq, __mmask64 mask) {
+    if (a.pairs) {
+        row_steps<K, 2 * S, kHigh, true>(a, rq, mask);
+    } else {
+        row_steps<K, S, kHigh, false>(a, rq, mask);
     }
 }
 
 template <int K, int S>
 void depthwise_nhwc_row_avx512_vnni(const DepthwiseNhwcRow& a) {
-    const __mmask64 mask =
-        a.valid >= 64 ? ~__mmask64{0} : (__mmask64{1} << a.valid) - 1;
+    const __mmask64 mask = a.valid >= 64 ? ~__mmask64{0} : (__mmask64{1} << a.valid) - 1;
     Requant64 rq;
     bool high = true;
     for (int q = 0; q < 4 && high; ++q) {
@@ -152,14 +188,14 @@ void depthwise_nhwc_row_avx512_vnni(const DepthwiseNhwcRow& a) {
     rq.lo8 = _mm512_set1_epi8(static_cast<char>(a.out->lo));
     rq.hi8 = _mm512_set1_epi8(static_cast<char>(a.out->hi));
     if (high) {
-        row_blocks<K, S, true>(a, rq, mask);
+        row<K, S, true>(a, rq, mask);
         return;
     }
     for (int q = 0; q < 4; ++q) {
         rq.exact[q] = int8_exact16(_mm512_loadu_si512(a.multiplier + 16 * q),
                                    _mm512_loadu_si512(a.shift + 16 * q), *a.out);
     }
-    row_blocks<K, S, false>(a, rq, mask);
+    row<K, S, false>(a, rq, mask);
 }
 
 }  // namespace
