@@ -53,15 +53,6 @@ void transpose_in_avx512(const int8_t* const* channel_rows, int64_t count, int32
     }
 }
 
-void widen_in_avx512(const int8_t* pixels, int64_t pixel_stride, int64_t valid, int64_t count,
-                     int32_t* row) {
-    const __mmask16 mask = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
-    for (int64_t j = 0; j < count; ++j) {
-        const __m128i vpixel = _mm_maskz_loadu_epi8(mask, pixels + pixel_stride * j);
-        _mm512_storeu_si512(row + 16 * j, _mm512_cvtepi8_epi32(vpixel));
-    }
-}
-
 template <int K, int S>
 void depthwise_c16_row_avx512_vnni(const int32_t* const* rows, const int32_t* weights,
                                    int64_t count, int32_t* acc) {
@@ -143,7 +134,6 @@ void transpose_out_avx512(const int32_t* acc, int64_t stride, int32_t* planes) {
 extern const Int8DepthwiseChannelsUkernel kInt8DepthwiseC16Avx512Vnni = {
     16,
     transpose_in_avx512,
-    widen_in_avx512,
     {{depthwise_c16_row_avx512_vnni<3, 1>, depthwise_c16_row_avx512_vnni<3, 2>},
      {depthwise_c16_row_avx512_vnni<5, 1>, depthwise_c16_row_avx512_vnni<5, 2>}},
     transpose_out_avx512};

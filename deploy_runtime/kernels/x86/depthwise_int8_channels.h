@@ -11,9 +11,6 @@
 //   transpose_in(channel_rows, count, row): row[L j + c] = channel_rows[c][j] for j < count,
 //       c < L, channel_rows[c] == nullptr reading as 0; writes row[0, L round_up(count, 16)) and
 //       reads channel_rows[c][0, count).
-//   widen_in(pixels, pixel_stride, valid, count, row): row[L j + c] = pixels[pixel_stride j + c]
-//       for j < count, c < valid, 0 for c >= valid: a channels-last (NHWC) row, read as is;
-//       nullptr where the ISA has no NHWC kernel.
 //   row[k == 5][s == 2](rows, weights, count, acc): for o < count, c < L,
 //       acc[L o + c] = sum over ky, kx < k of rows[ky][L (s o + kx) + c] w[L (k ky + kx) + c]
 //       (w = weights), reading rows[ky][0, L (s (count - 1) + k)) and writing acc[0, L count).
@@ -36,8 +33,6 @@ using DepthwiseChannelsRowFn = void (*)(const int32_t* const* rows, const int32_
 struct Int8DepthwiseChannelsUkernel {
     int64_t lanes;  // L: channels per vector
     void (*transpose_in)(const int8_t* const* channel_rows, int64_t count, int32_t* row);
-    void (*widen_in)(const int8_t* pixels, int64_t pixel_stride, int64_t valid, int64_t count,
-                     int32_t* row);
     DepthwiseChannelsRowFn row[2][2];  // [k == 5][s == 2]
     void (*transpose_out)(const int32_t* acc, int64_t stride, int32_t* planes);
 };
