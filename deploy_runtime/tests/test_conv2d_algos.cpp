@@ -815,6 +815,33 @@ void test_against_reference() {
             }
         }
     }
+    // Around the channels-last kernel's tiles (conv2d_int8_depthwise_nhwc_c64_avx512_vnni): blocks
+    // of 64 channels, a last block of 32 or fewer holding two pixels per vector; steps of 4 pixels
+    // (or pairs), 16 steps per chunk of interleaved columns. Channel counts either side of 32, 64
+    // and 128, output widths either side of 4, 8, 16 and 32 (and 64 pixels of pairs), every
+    // kernel, stride and padding, a quarter each all -128 and all 127.
+    const int64_t c64_channels[] = {31, 32, 33, 63, 64, 65, 96, 127, 129, 144};
+    const int64_t c64_widths[] = {1, 3, 4, 5, 8, 9, 15, 16, 17, 31, 32, 33, 34, 65, 66};
+    index = 0;
+    for (int64_t kernel : {3, 5}) {
+        for (int64_t stride : {1, 2}) {
+            for (int64_t pad : {0, 1, 2}) {
+                for (int64_t width : c64_widths) {
+                    ConvCase cc;
+                    cc.kh = cc.kw = kernel;
+                    cc.sh = cc.sw = stride;
+                    cc.ph = pad;
+                    cc.pw = index % 7 == 3 ? (pad + 1) % 3 : pad;
+                    cc.width = width;
+                    cc.height = std::max<int64_t>(1, kernel - 2 * pad + index % 3);
+                    cc.in = cc.out = cc.groups = c64_channels[index % 10];
+                    cc.fill = dw_fills[index % 4];
+                    check_case(cc, algos);
+                    ++index;
+                }
+            }
+        }
+    }
     // Whole planes of mobilenet's sizes: 57x57 and 56x56 (odd and even output widths).
     for (int64_t kernel : {3, 5}) {
         for (int64_t stride : {1, 2}) {
