@@ -10,8 +10,6 @@ namespace qtk {
 namespace detail {
 namespace {
 
-constexpr int64_t kChunk = 16;  // output pixels whose input columns are interleaved together
-
 // The requantization of the block's 4 vectors, one form for all (kHigh: the high-half form).
 struct Requant64 {
     Int8HighHalf16 high[4];
@@ -19,27 +17,27 @@ struct Requant64 {
     __m512i lo8, hi8;
 };
 
-// Columns [first, first + count) of the padded input rows into `groups` row groups of 4 vectors
-// each, per column: packed[(column groups + g) 4 + q]. kPairs: the vectors' 128-bit lanes 2 and 3
-// hold column + S (a.stride) of the block's 32 channels, lanes 0 and 1 the column's.
-template <int K, bool kPairs>
-void interleave_columns(const DepthwiseNhwcRow& a, int64_t first, int64_t count, __mmask64 mask,
+// Columns [first, first + count) of the padded input rows into G quads of 4 vectors each, per
+// column: packed[(column G + g) 4 + q]; rows from `used` on weigh 0 and read as 0. kPairs: the
+// vectors' 128-bit lanes 2 and 3 hold column + a.stride of the block's 32 channels, lanes 0 and 1
+// the column's.
+template <int G, int kUsed, bool kPairs>
+void interleave_columns(const DepthwiseNhwcRows& a, int64_t first, int64_t count, __mmask64 mask,
                         __m512i* packed) {
-    constexpr int kGroups = (K + 3) / 4;
     const __m512i vflip = _mm512_set1_epi8(static_cast<char>(0x80));
     const __m512i vpad = _mm512_set1_epi8(static_cast<char>(a.zero_point));
     const auto inside = [&](int64_t ix) { return ix >= 0 && ix < a.in_w; };
     for (int64_t j = 0; j < count; ++j) {
         const int64_t ix = first + j - a.pad_w;
-        __m512i vrow[4 * kGroups];
+        __m512i vrow[4 * G];
 #pragma GCC unroll 8
-        for (int ky = 0; ky < 4 * kGroups; ++ky) {
-            if (ky >= K) {
-                vrow[ky] = _mm512_setzero_si512();  // weighs 0
+        for (int i = 0; i < 4 * G; ++i) {
+            if (i >= kUsed) {
+                vrow[i] = _mm512_setzero_si512();
                 continue;
             }
-            const int8_t* row = a.rows[ky];
-            const int64_t step = a.pixel_strides[ky];
+            const int8_t* row = a.rows[i];
+            const int64_t step = a.pixel_strides[i];
             __m512i vx;
             if (kPairs) {
                 const __m256i vpad256 = _mm512_castsi512_si256(vpad);
@@ -53,16 +51,16 @@ void interleave_columns(const DepthwiseNhwcRow& a, int64_t first, int64_t count,
             } else {
                 vx = inside(ix) ? _mm512_maskz_loadu_epi8(mask, row + step * ix) : vpad;
             }
-            vrow[ky] = _mm512_xor_si512(vx, vflip);
+            vrow[i] = _mm512_xor_si512(vx, vflip);
         }
 #pragma GCC unroll 2
-        for (int g = 0; g < kGroups; ++g) {
+        for (int g = 0; g < G; ++g) {
             const __m512i* r = vrow + 4 * g;
             const __m512i v01lo = _mm512_unpacklo_epi8(r[0], r[1]);
             const __m512i v01hi = _mm512_unpackhi_epi8(r[0], r[1]);
             const __m512i v23lo = _mm512_unpacklo_epi8(r[2], r[3]);
             const __m512i v23hi = _mm512_unpackhi_epi8(r[2], r[3]);
-            __m512i* out = packed + (j * kGroups + g) * 4;
+            __m512i* out = packed + (j * G + g) * 4;
             out[0] = _mm512_unpacklo_epi16(v01lo, v23lo);
             out[1] = _mm512_unpackhi_epi16(v01lo, v23lo);
             out[2] = _mm512_unpacklo_epi16(v01hi, v23hi);
@@ -71,113 +69,135 @@ void interleave_columns(const DepthwiseNhwcRow& a, int64_t first, int64_t count,
     }
 }
 
-// U steps of output pixels from their interleaved columns (packed: the first one's; step u reads
-// columns S u + kx), requantized into y, y + y_stride, ... (kPairs: each step two pixels, the
-// second's bytes from lanes 2 and 3, `pixels` of them in all). Each column's vectors are loaded
-// once for every (step, kx) that reads it.
-template <int K, int S, int U, bool kHigh, bool kPairs>
-[[gnu::always_inline]] inline void pixels(const __m512i* packed, const __m512i* vw,
-                                          const __m512i* vinit, const Requant64& rq,
-                                          __mmask64 mask, int8_t* y, int64_t y_stride,
-                                          int64_t pixels) {
-    constexpr int kGroups = (K + 3) / 4;
-    __m512i vacc[U][4];
+// U steps of output pixels of R rows from their interleaved columns (packed: the first one's;
+// step u reads columns S u + kx), requantized into y + r y_row_stride + u y_stride for r <
+// out_rows (kPairs: each step two pixels, the second's bytes from lanes 2 and 3, `pixels` of them
+// in all). Each column's vectors are loaded once for every (row, step, kx) that reads them.
+template <int K, int S, int R, int G, int U, bool kHigh, bool kPairs>
+[[gnu::always_inline]] inline void steps(const DepthwiseNhwcRows& a, const __m512i* packed,
+                                         const __m512i* vinit, const Requant64& rq,
+                                         __mmask64 mask, int8_t* y, int64_t pixels) {
+    const int8_t* weights = a.weights;
+    const int64_t y_stride = a.y_stride;
+    __m512i vacc[R][U][4];
 #pragma GCC unroll 4
-    for (int u = 0; u < U; ++u) {
+    for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) {
-            vacc[u][q] = vinit[q];
+        for (int u = 0; u < U; ++u) {
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; ++q) {
+                vacc[r][u][q] = vinit[q];
+            }
         }
     }
 #pragma GCC unroll 16
     for (int c = 0; c < S * (U - 1) + K; ++c) {
 #pragma GCC unroll 2
-        for (int g = 0; g < kGroups; ++g) {
+        for (int g = 0; g < G; ++g) {
 #pragma GCC unroll 4
             for (int q = 0; q < 4; ++q) {
-                const __m512i vx = _mm512_load_si512(packed + (c * kGroups + g) * 4 + q);
+                const __m512i vx = _mm512_load_si512(packed + (c * G + g) * 4 + q);
 #pragma GCC unroll 4
-                for (int u = 0; u < U; ++u) {
-                    const int kx = c - S * u;
-                    if (kx >= 0 && kx < K) {
-                        vacc[u][q] =
-                            _mm512_dpbusd_epi32(vacc[u][q], vx, vw[(g * K + kx) * 4 + q]);
+                for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+                    for (int u = 0; u < U; ++u) {
+                        const int kx = c - S * u;
+                        if (kx >= 0 && kx < K) {
+                            const __m512i vw = _mm512_loadu_si512(
+                                weights + 64 * (((r * G + g) * K + kx) * 4 + q));
+                            vacc[r][u][q] = _mm512_dpbusd_epi32(vacc[r][u][q], vx, vw);
+                        }
                     }
                 }
             }
         }
     }
 #pragma GCC unroll 4
-    for (int u = 0; u < U; ++u) {
-        __m512i vy[4];
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) {
-            vy[q] = kHigh ? int8_scale16_high_half(vacc[u][q], rq.high[q])
-                          : int8_requantize16_exact(vacc[u][q], rq.exact[q]);
+    for (int r = 0; r < R; ++r) {
+        if (r >= a.out_rows) {
+            break;
         }
-        // The packs put the channels back in order (depthwise_int8_nhwc.h); the clamp to
-        // [lo, hi] within int8 follows the saturation, so it is exact.
-        const __m512i vbytes = _mm512_min_epi8(
-            _mm512_max_epi8(int8_pack4x16(vy[0], vy[1], vy[2], vy[3]), rq.lo8), rq.hi8);
-        if (kPairs) {
-            _mm256_mask_storeu_epi8(y + 2 * u * y_stride, __mmask32(mask),
-                                    _mm512_castsi512_si256(vbytes));
-            if (2 * u + 1 < pixels) {
-                _mm256_mask_storeu_epi8(y + (2 * u + 1) * y_stride, __mmask32(mask),
-                                        _mm512_extracti64x4_epi64(vbytes, 1));
+#pragma GCC unroll 4
+        for (int u = 0; u < U; ++u) {
+            __m512i vy[4];
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; ++q) {
+                vy[q] = kHigh ? int8_scale16_high_half(vacc[r][u][q], rq.high[q])
+                              : int8_requantize16_exact(vacc[r][u][q], rq.exact[q]);
             }
-        } else {
-            _mm512_mask_storeu_epi8(y + u * y_stride, mask, vbytes);
+            // The packs put the channels back in order (depthwise_int8_nhwc.h); the clamp to
+            // [lo, hi] within int8 follows the saturation, so it is exact.
+            const __m512i vbytes = _mm512_min_epi8(
+                _mm512_max_epi8(int8_pack4x16(vy[0], vy[1], vy[2], vy[3]), rq.lo8), rq.hi8);
+            int8_t* yr = y + r * a.y_row_stride;
+            if (kPairs) {
+                _mm256_mask_storeu_epi8(yr + 2 * u * y_stride, __mmask32(mask),
+                                        _mm512_castsi512_si256(vbytes));
+                if (2 * u + 1 < pixels) {
+                    _mm256_mask_storeu_epi8(yr + (2 * u + 1) * y_stride, __mmask32(mask),
+                                            _mm512_extracti64x4_epi64(vbytes, 1));
+                }
+            } else {
+                _mm512_mask_storeu_epi8(yr + u * y_stride, mask, vbytes);
+            }
         }
     }
 }
 
-// The row in chunks of kChunk steps: interleave their columns, then U = 4 steps at a time.
-// kPairs: a step is two pixels, stride S = 2 a.stride over the paired columns.
-template <int K, int S, bool kHigh, bool kPairs>
-void row_steps(const DepthwiseNhwcRow& a, const Requant64& rq, __mmask64 mask) {
-    constexpr int kGroups = (K + 3) / 4;
-    constexpr int kU = 4;
-    constexpr int64_t kPerStep = kPairs ? 2 : 1;
-    __m512i vw[kGroups * K * 4], vinit[4];
-    for (int i = 0; i < kGroups * K * 4; ++i) {
-        vw[i] = _mm512_loadu_si512(a.weights + 64 * i);
+// `count` steps, at most U, by the largest instantiation that fits.
+template <int K, int S, int R, int G, int U, bool kHigh, bool kPairs>
+[[gnu::always_inline]] inline void steps_upto(int64_t count, const DepthwiseNhwcRows& a,
+                                              const __m512i* packed, const __m512i* vinit,
+                                              const Requant64& rq, __mmask64 mask, int8_t* y,
+                                              int64_t pixels) {
+    if constexpr (U > 1) {
+        if (count < U) {
+            steps_upto<K, S, R, G, U - 1, kHigh, kPairs>(count, a, packed, vinit, rq, mask, y,
+                                                         pixels);
+            return;
+        }
     }
+    steps<K, S, R, G, U, kHigh, kPairs>(a, packed, vinit, rq, mask, y, pixels);
+}
+
+// The rows in chunks of steps: interleave their columns, then up to U steps at a time, U R 4
+// accumulators at most 16. kPairs: a step is two pixels, the columns' stride S = 2 a.stride.
+template <int K, int SR, int S, bool kHigh, bool kPairs>
+void row_steps(const DepthwiseNhwcRows& a, const Requant64& rq, __mmask64 mask) {
+    constexpr int R = int(depthwise_nhwc_rows(K, SR)), G = int(depthwise_nhwc_quads(K, SR));
+    constexpr int kU = 4 / R;
+    constexpr int64_t kChunk = S >= 4 ? 8 : 16;  // steps whose columns are interleaved together
+    constexpr int64_t kPerStep = kPairs ? 2 : 1;
+    __m512i vinit[4];
     for (int q = 0; q < 4; ++q) {
         vinit[q] = _mm512_loadu_si512(a.init + 16 * q);
     }
-    const int64_t steps = (a.out_w + kPerStep - 1) / kPerStep;
-    __m512i packed[(S * (kChunk - 1) + K) * kGroups * 4];
-    for (int64_t o0 = 0; o0 < steps; o0 += kChunk) {
-        const int64_t n = steps - o0 < kChunk ? steps - o0 : kChunk;
-        interleave_columns<K, kPairs>(a, S * o0, S * (n - 1) + K, mask, packed);
+    const int64_t step_count = (a.out_w + kPerStep - 1) / kPerStep;
+    __m512i packed[(S * (kChunk - 1) + K) * G * 4];
+    for (int64_t o0 = 0; o0 < step_count; o0 += kChunk) {
+        const int64_t n = step_count - o0 < kChunk ? step_count - o0 : kChunk;
+        interleave_columns<G, SR * (R - 1) + K, kPairs>(a, S * o0, S * (n - 1) + K, mask, packed);
         for (int64_t u = 0; u < n; u += kU) {
             const int64_t pixel = (o0 + u) * kPerStep;
-            const __m512i* p = packed + S * u * kGroups * 4;
+            const __m512i* p = packed + S * u * G * 4;
             int8_t* y = a.y + pixel * a.y_stride;
-            const int64_t left = a.out_w - pixel;
-            switch (n - u < kU ? n - u : kU) {
-                case 4: pixels<K, S, 4, kHigh, kPairs>(p, vw, vinit, rq, mask, y, a.y_stride, left); break;
-                case 3: pixels<K, S, 3, kHigh, kPairs>(p, vw, vinit, rq, mask, y, a.y_stride, left); break;
-                case 2: pixels<K, S, 2, kHigh, kPairs>(p, vw, vinit, rq, mask, y, a.y_stride, left); break;
-                case 1: pixels<K, S, 1, kHigh, kPairs>(p, vw, vinit, rq, mask, y, a.y_stride, left); break;
-                default: break;
-            }
+            steps_upto<K, S, R, G, kU, kHigh, kPairs>(n - u, a, p, vinit, rq, mask, y,
+                                                      a.out_w - pixel);
         }
     }
 }
 
 template <int K, int S, bool kHigh>
-void row(const DepthwiseNhwcRow& a, const Requant64& rq, __mmask64 mask) {
+void rows_any(const DepthwiseNhwcRows& a, const Requant64& rq, __mmask64 mask) {
     if (a.pairs) {
-        row_steps<K, 2 * S, kHigh, true>(a, rq, mask);
+        row_steps<K, S, 2 * S, kHigh, true>(a, rq, mask);
     } else {
-        row_steps<K, S, kHigh, false>(a, rq, mask);
+        row_steps<K, S, S, kHigh, false>(a, rq, mask);
     }
 }
 
 template <int K, int S>
-void depthwise_nhwc_row_avx512_vnni(const DepthwiseNhwcRow& a) {
+void depthwise_nhwc_rows_avx512_vnni(const DepthwiseNhwcRows& a) {
     const __mmask64 mask = a.valid >= 64 ? ~__mmask64{0} : (__mmask64{1} << a.valid) - 1;
     Requant64 rq;
     bool high = true;
@@ -188,21 +208,21 @@ void depthwise_nhwc_row_avx512_vnni(const DepthwiseNhwcRow& a) {
     rq.lo8 = _mm512_set1_epi8(static_cast<char>(a.out->lo));
     rq.hi8 = _mm512_set1_epi8(static_cast<char>(a.out->hi));
     if (high) {
-        row<K, S, true>(a, rq, mask);
+        rows_any<K, S, true>(a, rq, mask);
         return;
     }
     for (int q = 0; q < 4; ++q) {
         rq.exact[q] = int8_exact16(_mm512_loadu_si512(a.multiplier + 16 * q),
                                    _mm512_loadu_si512(a.shift + 16 * q), *a.out);
     }
-    row<K, S, false>(a, rq, mask);
+    rows_any<K, S, false>(a, rq, mask);
 }
 
 }  // namespace
 
 extern const Int8DepthwiseNhwcUkernel kInt8DepthwiseNhwcC64Avx512Vnni = {
-    {{depthwise_nhwc_row_avx512_vnni<3, 1>, depthwise_nhwc_row_avx512_vnni<3, 2>},
-     {depthwise_nhwc_row_avx512_vnni<5, 1>, depthwise_nhwc_row_avx512_vnni<5, 2>}}};
+    {{depthwise_nhwc_rows_avx512_vnni<3, 1>, depthwise_nhwc_rows_avx512_vnni<3, 2>},
+     {depthwise_nhwc_rows_avx512_vnni<5, 1>, depthwise_nhwc_rows_avx512_vnni<5, 2>}}};
 
 }  // namespace detail
 }  // namespace qtk
