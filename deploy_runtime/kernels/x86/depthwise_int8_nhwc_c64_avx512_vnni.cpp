@@ -18,7 +18,7 @@ struct Requant64 {
 };
 
 // Columns [first, first + count) of the padded input rows into G quads of 4 vectors each, per
-// column: packed[(column G + g) 4 + q]; rows from `used` on weigh 0 and read as 0. kPairs: the
+// column: packed[(column G + g) 4 + q]; rows from kUsed on weigh 0 and read as 0. kPairs: the
 // vectors' 128-bit lanes 2 and 3 hold column + a.stride of the block's 32 channels, lanes 0 and 1
 // the column's.
 template <int G, int kUsed, bool kPairs>
