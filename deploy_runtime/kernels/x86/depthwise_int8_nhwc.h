@@ -1,6 +1,7 @@
 // The channels-last (NHWC) int8 depthwise conv2d micro-kernel behind conv2d_int8_depthwise_nhwc.cpp:
 // R consecutive output rows of one block of 64 channels, k x k (k = 3 or 5), stride s = 1 or 2,
-// from the int8 input to the requantized int8 output, no int32 plane in between. One file per ISA,
+// from the int8 input to the requantized int8 output, no int32 plane in between; and the byte
+// transpose that serves NCHW layers through it. One file per ISA,
 // compiled with its own flags and called only where cpu_supports() its level.
 //
 // The products. vpdpbusd multiplies 4 unsigned bytes by 4 signed bytes and adds the 4 products to
@@ -75,6 +76,10 @@ using DepthwiseNhwcRowsFn = void (*)(const DepthwiseNhwcRows& rows);
 
 struct Int8DepthwiseNhwcUkernel {
     DepthwiseNhwcRowsFn rows[2][2];  // [k == 5][s == 2]
+    // dst[c dst_stride + r] = src[r src_stride + c] for r < rows, c < cols: channel planes into
+    // channels-last rows and back, for the NCHW layout.
+    void (*transpose)(const int8_t* src, int64_t src_stride, int64_t rows, int64_t cols,
+                      int8_t* dst, int64_t dst_stride);
 };
 
 extern const Int8DepthwiseNhwcUkernel kInt8DepthwiseNhwcC64Avx512Vnni;
