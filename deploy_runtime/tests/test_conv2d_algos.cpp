@@ -786,9 +786,10 @@ void test_against_reference() {
             }
         }
     }
-    // Around the channel blocks of the channel-vectorized depthwise (16 channels per vector, the
-    // last block partial): tiny planes, a plane of several bands and two row groups (95x93 at
-    // stride 1) and rows wider than a band (3x300), every kernel, stride and padding.
+    // Around the channel blocks of the channel-vectorized depthwise kernels (8 channels per vector
+    // at AVX2, 64 or 32 of a pair per block at AVX-512, the last block partial): tiny planes, a
+    // plane of several bands and two row groups (95x93 at stride 1; several NCHW bands of the c64
+    // kernel too) and rows wider than a band (3x300), every kernel, stride and padding.
     const int64_t block_channels[] = {1, 15, 16, 17, 33};
     const int64_t block_sizes[][2] = {{1, 1}, {2, 3}, {7, 7}, {95, 93}, {3, 300}};
     index = 0;

@@ -1,6 +1,7 @@
-// conv2d int8, depthwise, vectorized over the L channels of one pixel (L = 16 for AVX-512, 8 for
-// AVX2): the geometry of conv2d_int8_depthwise.cpp (fits_depthwise), its accumulator constant
-// bias - z sum w (a padded tap reads x = z) and its epilogue, so exact by construction. That kernel
+// conv2d int8, depthwise, vectorized over the L = 8 channels of one pixel at AVX2 (at AVX-512
+// VNNI conv2d_int8_depthwise_nhwc.cpp serves both layouts): the geometry of
+// conv2d_int8_depthwise.cpp (fits_depthwise), its accumulator constant bias - z sum w (a padded
+// tap reads x = z) and its epilogue, so exact by construction. That kernel
 // runs one vector of output pixels of one channel plane at a time, and on small planes (14x14, 7x7)
 // pays per-row overhead and half-empty vectors; here the vector is L channels and a plane of any
 // size fills it. The micro-kernels (depthwise_int8_channels.h) are per ISA; this file, built with
@@ -210,11 +211,6 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dInt8Kernel {
 
 }  // namespace
 
-#if QTK_X86_AVX512_VNNI
-extern const Conv2dAlgo kConv2dInt8DepthwiseC16Avx512Vnni = {
-    "conv2d_int8_depthwise_c16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make_kernel<Conv2dInt8DepthwiseChannels, kInt8DepthwiseC16Avx512Vnni, kInt8EpilogueAvx512>};
-#endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8DepthwiseC8Avx2 = {
     "conv2d_int8_depthwise_c8_avx2", IsaLevel::kAvx2, fits_depthwise,

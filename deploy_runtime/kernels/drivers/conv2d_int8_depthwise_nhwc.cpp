@@ -12,10 +12,10 @@
 //
 // NCHW: per band of output rows of one block of one sample, the input rows it reads are
 // transposed into channels-last rows of 64 bytes a pixel, the kernel writes the same form, and
-// that is transposed back into the channel planes (bytes both ways: cheap next to the int32
-// planes the c16 kernel transposed, and 1.5-3x faster than it on every layer measured).
+// that is transposed back into the channel planes (bytes both ways, cheap next to the int32
+// planes of the channel-vectorized kernel it replaced at AVX-512: benchmarks/README.md).
 //
-// AVX-512 VNNI only: AVX2 has no channels-last 1x1 conv to neighbour it (graph_passes.h).
+// AVX-512 VNNI only; AVX2 keeps conv2d_int8_depthwise.cpp and conv2d_int8_depthwise_channels.cpp.
 #include <algorithm>
 #include <array>
 

@@ -1,11 +1,11 @@
 // The int8 depthwise conv2d micro-kernels behind conv2d_int8_depthwise_channels.cpp, which
-// vectorizes over the L channels of one pixel (L = lanes: 16 for AVX-512, 8 for AVX2; k x k,
+// vectorizes over the L channels of one pixel (L = lanes: 8 for AVX2; k x k,
 // k = 3 or 5, stride s = 1 or 2): one file per ISA, each compiled with its own flags and called
 // only where cpu_supports() its level.
 //
 // Layouts. A pixel row holds, for each column j, the L channels' values as int32: row[L j + c].
 // The input is sign-extended int8; the weights are int16 pairs (w, 0) (w in the low half), so one
-// vpdpwssd / vpmaddwd lane multiplies x by w (the high half of x, 0 or -1, meets the 0) and the
+// vpmaddwd lane multiplies x by w (the high half of x, 0 or -1, meets the 0) and the
 // sum stays in int32: |sum x w| <= 25 * 128 * 127, exact.
 //
 //   transpose_in(channel_rows, count, row): row[L j + c] = channel_rows[c][j] for j < count,
@@ -25,7 +25,7 @@
 namespace qtk {
 namespace detail {
 
-constexpr int64_t kDepthwiseChannelsMaxLanes = 16;
+constexpr int64_t kDepthwiseChannelsMaxLanes = 8;
 
 using DepthwiseChannelsRowFn = void (*)(const int32_t* const* rows, const int32_t* weights,
                                         int64_t count, int32_t* acc);
@@ -38,7 +38,6 @@ struct Int8DepthwiseChannelsUkernel {
 };
 
 extern const Int8DepthwiseChannelsUkernel kInt8DepthwiseC8Avx2;
-extern const Int8DepthwiseChannelsUkernel kInt8DepthwiseC16Avx512Vnni;
 
 }  // namespace detail
 }  // namespace qtk

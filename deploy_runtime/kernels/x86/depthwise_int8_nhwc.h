@@ -1,7 +1,7 @@
-// The channels-last (NHWC) int8 depthwise conv2d micro-kernel behind conv2d_int8_depthwise_nhwc.cpp:
-// R consecutive output rows of one block of 64 channels, k x k (k = 3 or 5), stride s = 1 or 2,
-// from the int8 input to the requantized int8 output, no int32 plane in between; and the byte
-// transpose that serves NCHW layers through it. One file per ISA,
+// The channels-last (NHWC) int8 depthwise conv2d micro-kernel behind
+// conv2d_int8_depthwise_nhwc.cpp: R consecutive output rows of one block of 64 channels, k x k
+// (k = 3 or 5), stride s = 1 or 2, from the int8 input to the requantized int8 output, no int32
+// plane in between; and the byte transpose that serves NCHW layers through it. One file per ISA,
 // compiled with its own flags and called only where cpu_supports() its level.
 //
 // The products. vpdpbusd multiplies 4 unsigned bytes by 4 signed bytes and adds the 4 products to
@@ -35,7 +35,7 @@ namespace detail {
 
 constexpr int64_t kDepthwiseNhwcBlock = 64;  // channels per block
 
-// The channel at permuted entry e (16 q + 4 l + i) of a block, or of each pixel of a block of pairs.
+// The channel at permuted entry e (16 q + 4 l + i) of a block (of each pixel of a block of pairs).
 constexpr int64_t depthwise_nhwc_channel(int64_t e, bool pairs) {
     return (16 * (e % 16 / 4) + 4 * (e / 16) + e % 4) % (pairs ? 32 : 64);
 }
@@ -57,7 +57,7 @@ struct DepthwiseNhwcRows {
     const int8_t* rows[4 * kDepthwiseNhwcMaxQuads];  // input row s oy + i - pad_h, block channel 0
     int64_t pixel_strides[4 * kDepthwiseNhwcMaxQuads];
     int64_t in_w, pad_w, out_w, stride;
-    int64_t valid;  // channels in the block, 1..64 (1..32 in pairs): the others read 0, never stored
+    int64_t valid;  // channels in the block, 1..64 (..32 in pairs): the others read 0, not stored
     bool pairs;     // two pixels per vector (above), valid <= 32
     int32_t zero_point;  // the input's
     // [R][G][k][64 permuted channels][4]: byte b of channel e's dword for output row r, quad g and

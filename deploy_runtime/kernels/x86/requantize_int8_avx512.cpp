@@ -115,7 +115,8 @@ void requantize_channel_avx512(const int32_t* acc, int64_t acc_stride, int64_t r
         }
         return;
     }
-    const Int8Exact16 p = int8_exact16(_mm512_set1_epi32(multiplier), _mm512_set1_epi32(shift), out);
+    const Int8Exact16 p =
+        int8_exact16(_mm512_set1_epi32(multiplier), _mm512_set1_epi32(shift), out);
     const __m512i voffset = _mm512_set1_epi32(offset);
     for (int64_t r = 0; r < rows; ++r, acc += acc_stride, y += count) {
         for (int64_t i = 0; i < count; i += 16) {
