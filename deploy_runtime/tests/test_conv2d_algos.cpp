@@ -787,9 +787,10 @@ void test_against_reference() {
             }
         }
     }
-    // Around the channel blocks of the channel-vectorized depthwise (16 channels per vector, the
-    // last block partial): tiny planes, a plane of several bands and two row groups (95x93 at
-    // stride 1) and rows wider than a band (3x300), every kernel, stride and padding.
+    // Around the channel blocks of the channel-vectorized depthwise kernels (8 channels per vector
+    // at AVX2, 64 or 32 of a pair per block at AVX-512, the last block partial): tiny planes, a
+    // plane of several bands and two row groups (95x93 at stride 1; several NCHW bands of the c64
+    // kernel too) and rows wider than a band (3x300), every kernel, stride and padding.
     const int64_t block_channels[] = {1, 15, 16, 17, 33};
     const int64_t block_sizes[][2] = {{1, 1}, {2, 3}, {7, 7}, {95, 93}, {3, 300}};
     index = 0;
@@ -811,6 +812,33 @@ void test_against_reference() {
                         cc.in = cc.out = cc.groups = channels;
                         check_case(cc, algos);
                     }
+                    ++index;
+                }
+            }
+        }
+    }
+    // Around the channels-last kernel's tiles (conv2d_int8_depthwise_nhwc_c64_avx512_vnni): blocks
+    // of 64 channels, a last block of 32 or fewer holding two pixels per vector; steps of 4 pixels
+    // (or pairs), 16 steps per chunk of interleaved columns. Channel counts either side of 32, 64
+    // and 128, output widths either side of 4, 8, 16 and 32 (and 64 pixels of pairs), every
+    // kernel, stride and padding, a quarter each all -128 and all 127.
+    const int64_t c64_channels[] = {31, 32, 33, 63, 64, 65, 96, 127, 129, 144};
+    const int64_t c64_widths[] = {1, 3, 4, 5, 8, 9, 15, 16, 17, 31, 32, 33, 34, 65, 66};
+    index = 0;
+    for (int64_t kernel : {3, 5}) {
+        for (int64_t stride : {1, 2}) {
+            for (int64_t pad : {0, 1, 2}) {
+                for (int64_t width : c64_widths) {
+                    ConvCase cc;
+                    cc.kh = cc.kw = kernel;
+                    cc.sh = cc.sw = stride;
+                    cc.ph = pad;
+                    cc.pw = index % 7 == 3 ? (pad + 1) % 3 : pad;
+                    cc.width = width;
+                    cc.height = std::max<int64_t>(1, kernel - 2 * pad + index % 3);
+                    cc.in = cc.out = cc.groups = c64_channels[index % 10];
+                    cc.fill = dw_fills[index % 4];
+                    check_case(cc, algos);
                     ++index;
                 }
             }

@@ -1,6 +1,7 @@
-// conv2d int8, depthwise, vectorized over the L channels of one pixel (L = 16 for AVX-512, 8 for
-// AVX2): the geometry of conv2d_int8_depthwise.cpp (fits_depthwise), its accumulator constant
-// bias - z sum w (a padded tap reads x = z) and its epilogue, so exact by construction. That kernel
+// conv2d int8, depthwise, vectorized over the L = 8 channels of one pixel at AVX2 (at AVX-512
+// VNNI conv2d_int8_depthwise_nhwc.cpp serves both layouts): the geometry of
+// conv2d_int8_depthwise.cpp (fits_depthwise), its accumulator constant bias - z sum w (a padded
+// tap reads x = z) and its epilogue, so exact by construction. That kernel
 // runs one vector of output pixels of one channel plane at a time, and on small planes (14x14, 7x7)
 // pays per-row overhead and half-empty vectors; here the vector is L channels and a plane of any
 // size fills it. The micro-kernels (depthwise_int8_channels.h) are per ISA; this file, built with
@@ -12,12 +13,8 @@
 // padding columns set to z, into a ring of k rows. A band of output rows (about 256 pixels) sums
 // into pixel-major accumulators, which transpose_out turns into L channel planes of the band: one
 // epilogue call per channel then requantizes (and adds the residual to) the band's pixels, which
-// are contiguous in the NCHW output.
-//
-// Channels-last (NHWC, where the layout pass put the node): the same work without either
-// transpose. A pixel's L channels lie side by side in the input, so an input row is only widened
-// to int32 (widen_in), and the pixel-major accumulators are requantized as they are, L channels of
-// each pixel per step, into the pixel's run of output channels.
+// are contiguous in the NCHW output. Channels-last layers have their own kernel
+// (conv2d_int8_depthwise_nhwc.cpp), which needs neither transpose.
 #include <algorithm>
 
 #include "../x86/depthwise_int8_channels.h"
@@ -64,11 +61,10 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dInt8Kernel {
         : Conv2dInt8Kernel(node, epilogue),
           lanes_(ukernel.lanes),
           transpose_in_(ukernel.transpose_in),
-          widen_in_(ukernel.widen_in),
           row_(ukernel.row[params_.kernel_h == 5][params_.stride_h == 2]),
           transpose_out_(ukernel.transpose_out),
           acc_init_(depthwise_acc_init(constants_, params_)) {
-        if (!fits_depthwise(params_) || (params_.nhwc && widen_in_ == nullptr)) {  // checked first
+        if (!fits_depthwise(params_) || params_.nhwc) {  // the registry checks first
             node.fail("the depthwise kernel does not fit this conv2d");
         }
         pack_weights();
@@ -77,23 +73,19 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dInt8Kernel {
     size_t workspace_bytes(const std::vector<Shape>&, const std::vector<Shape>& output_shapes,
                            int threads) const override {
         const Shape& ys = output_shapes[0];
-        const int64_t out_h = ys[params_.nhwc ? 1 : 2], out_w = ys[params_.nhwc ? 2 : 3];
+        const int64_t out_h = ys[2], out_w = ys[3];
         return WorkspaceLayout{0, BandLayout(params_, lanes_, out_w, out_h).bytes(params_), threads}
             .bytes();
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Shape& ys = *io.output_shapes[0];
-        const int64_t out_h = ys[params_.nhwc ? 1 : 2], out_w = ys[params_.nhwc ? 2 : 3];
+        const int64_t out_h = ys[2], out_w = ys[3];
         const BandLayout layout(params_, lanes_, out_w, out_h);
         const WorkspaceLayout workspace{0, layout.bytes(params_), pool.threads()};
         // Row groups of about 4096 pixels: tasks for the threads on large planes, while the
-        // k - s input rows a group shares with the next are transposed twice. In NHWC the
-        // threads split rows, never channel blocks: blocks of one pixel share its cache lines
-        // (1 thread -> 2 made mobilenet_v2's 56x56 depthwise layers 1.5x slower that way).
-        const int64_t plane_groups = std::max<int64_t>(1, out_h * out_w / 4096);
-        const int64_t groups = std::min(
-            out_h, params_.nhwc ? std::max<int64_t>(plane_groups, pool.threads()) : plane_groups);
+        // k - s input rows a group shares with the next are transposed twice.
+        const int64_t groups = std::min(out_h, std::max<int64_t>(1, out_h * out_w / 4096));
         const int64_t group_rows = ceil_div(out_h, groups);
         const int64_t row_groups = ceil_div(out_h, group_rows);
         const int64_t blocks = ceil_div(params_.out_channels, lanes_);
@@ -102,11 +94,8 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dInt8Kernel {
                 uint8_t* scratch = workspace.slot(io.workspace, slot);
                 std::fill(scratch, scratch + layout.bytes(params_), uint8_t{0});
                 for (int64_t task = begin; task < end; ++task) {
-                    // NHWC: a thread's range runs every block of its row groups in turn.
-                    const int64_t group = params_.nhwc ? task / blocks % row_groups
-                                                       : task % row_groups;
-                    const int64_t block = params_.nhwc ? task % blocks : task / row_groups % blocks;
-                    const int64_t first = group * group_rows;
+                    const int64_t block = task / row_groups % blocks;
+                    const int64_t first = task % row_groups * group_rows;
                     run_rows(io, layout, task / row_groups / blocks, block * lanes_, first,
                              std::min(out_h, first + group_rows),
                              reinterpret_cast<int32_t*>(scratch));
@@ -130,13 +119,11 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dInt8Kernel {
         }
     }
 
-    // Where the input rows of one block of L channels of one sample lie: in NCHW one plane per
-    // channel (nullptr past the last channel); in NHWC the sample's first pixel, at the block's
-    // first channel.
+    // Where the input rows of one block of L channels of one sample lie: one plane per channel
+    // (nullptr past the last channel).
     struct BlockInput {
         const int8_t* planes[kMaxLanes];
-        const int8_t* pixels;
-        int64_t channels, valid, height, width;
+        int64_t valid, height, width;
     };
 
     // Padded input row `r` (input row r - pad_h, a padding row outside the input) of the block's
@@ -150,16 +137,11 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dInt8Kernel {
             std::fill(row, row + layout.read_cols * lanes, z);
             return;
         }
-        if (params_.nhwc) {
-            widen_in_(in.pixels + iy * in.width * in.channels, in.channels, in.valid, count,
-                      row + pad * lanes);
-        } else {
-            const int8_t* channel_rows[kMaxLanes];
-            for (int64_t c = 0; c < lanes; ++c) {
-                channel_rows[c] = in.planes[c] == nullptr ? nullptr : in.planes[c] + iy * in.width;
-            }
-            transpose_in_(channel_rows, count, row + pad * lanes);
+        const int8_t* channel_rows[kMaxLanes];
+        for (int64_t c = 0; c < lanes; ++c) {
+            channel_rows[c] = in.planes[c] == nullptr ? nullptr : in.planes[c] + iy * in.width;
         }
+        transpose_in_(channel_rows, count, row + pad * lanes);
         std::fill(row, row + pad * lanes, z);
         std::fill(row + (pad + count) * lanes, row + layout.read_cols * lanes, z);
     }
@@ -171,16 +153,14 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dInt8Kernel {
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
         const int64_t channels = p.out_channels;
-        const int64_t out_h = ys[p.nhwc ? 1 : 2], out_w = ys[p.nhwc ? 2 : 3];
+        const int64_t out_h = ys[2], out_w = ys[3];
         const int64_t k = p.kernel_h, s = p.stride_h;
         const int64_t lanes = lanes_;
         BlockInput in;
-        in.channels = channels;
         in.valid = std::min(lanes, channels - c0);
-        in.height = xs[p.nhwc ? 1 : 2];
-        in.width = xs[p.nhwc ? 2 : 3];
+        in.height = xs[2];
+        in.width = xs[3];
         const int64_t plane = in.height * in.width;
-        in.pixels = io.input<int8_t>(0) + n * plane * channels + c0;
         for (int64_t c = 0; c < lanes; ++c) {
             in.planes[c] = c < in.valid ? io.input<int8_t>(0) + (n * channels + c0 + c) * plane
                                         : nullptr;
@@ -209,13 +189,6 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dInt8Kernel {
                 row_(rows, weights, out_w, acc + (oy - band) * out_w * lanes);
             }
             const int64_t pixels = (band_end - band) * out_w;
-            if (p.nhwc) {  // the accumulators are pixel-major already
-                const int64_t offset = ((n * out_h + band) * out_w) * channels + c0;
-                epilogue_.pixels(c0, acc, lanes, pixels, in.valid, acc_init_.data() + c0,
-                                 io.output<int8_t>(0) + offset, channels,
-                                 residual == nullptr ? nullptr : residual + offset);
-                continue;
-            }
             for (int64_t j = 0; j < pixels; j += lanes) {
                 transpose_out_(acc + j * lanes, layout.band_cap, planes + j);
             }
@@ -230,8 +203,6 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dInt8Kernel {
 
     const int64_t lanes_;
     void (*const transpose_in_)(const int8_t* const* channel_rows, int64_t count, int32_t* row);
-    void (*const widen_in_)(const int8_t* pixels, int64_t pixel_stride, int64_t valid,
-                            int64_t count, int32_t* row);
     const DepthwiseChannelsRowFn row_;
     void (*const transpose_out_)(const int32_t* acc, int64_t stride, int32_t* planes);
     const std::vector<int32_t> acc_init_;  // per channel: bias - z * sum(w)
@@ -240,15 +211,6 @@ class Conv2dInt8DepthwiseChannels final : public Conv2dInt8Kernel {
 
 }  // namespace
 
-#if QTK_X86_AVX512_VNNI
-extern const Conv2dAlgo kConv2dInt8DepthwiseC16Avx512Vnni = {
-    "conv2d_int8_depthwise_c16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make_kernel<Conv2dInt8DepthwiseChannels, kInt8DepthwiseC16Avx512Vnni, kInt8EpilogueAvx512>};
-extern const Conv2dAlgo kConv2dInt8DepthwiseNhwcC16Avx512Vnni = {
-    "conv2d_int8_depthwise_nhwc_c16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make_kernel<Conv2dInt8DepthwiseChannels, kInt8DepthwiseC16Avx512Vnni, kInt8EpilogueAvx512>,
-    false, true};
-#endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dInt8DepthwiseC8Avx2 = {
     "conv2d_int8_depthwise_c8_avx2", IsaLevel::kAvx2, fits_depthwise,

@@ -79,6 +79,14 @@ class Conv2dInt8Epilogue {
         rows(oc, acc, count, 1, count, offset, y, residual);
     }
 
+    // The fused residual add alone (none without one), over `count` bytes at y that a kernel has
+    // just requantized itself.
+    void add_residual(int8_t* y, const int8_t* residual, int64_t count) const {
+        if (k_.has_residual) {
+            vadd_.run(y, residual, count, add_, y);
+        }
+    }
+
  private:
     const Conv2dInt8Constants& k_;
     const Int8RequantizeUkernel& requantize_;

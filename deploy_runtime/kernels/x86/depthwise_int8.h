@@ -8,7 +8,7 @@
 //   acc[o] = sum over ky < k, p < (k + 1) / 2 of rows[ky][o + 2p / s] . weights[ky (k + 1) / 2 + p]
 // where weights[..] = (w[ky][2p], w[ky][2p + 1], or 0 past the kernel) in the same layout: the
 // pair at o + 2p / s holds the input under taps 2p and 2p + 1 of output o, for either stride, so
-// each vpmaddwd / vpdpwssd lane multiplies two taps (|x w| <= 128 * 127) and adds them in int32.
+// each vpmaddwd lane multiplies two taps (|x w| <= 128 * 127) and adds them in int32.
 //
 // Bounds: row(..., count, acc) reads rows[ky][0, R) with R = round_up(count, kDepthwiseMaxLanes) +
 // (k - 1) / s and writes acc[0, round_up(count, kDepthwiseMaxLanes)); pack_pairs(x, count, s,
@@ -22,7 +22,7 @@
 namespace qtk {
 namespace detail {
 
-constexpr int64_t kDepthwiseMaxLanes = 16;  // outputs per vector, at most
+constexpr int64_t kDepthwiseMaxLanes = 8;  // outputs per vector, at most
 
 using DepthwiseRowFn = void (*)(const int32_t* const* rows, const int32_t* weights, int64_t count,
                                 int32_t* acc);
@@ -33,7 +33,6 @@ struct Int8DepthwiseUkernel {
 };
 
 extern const Int8DepthwiseUkernel kInt8DepthwiseW8Avx2;
-extern const Int8DepthwiseUkernel kInt8DepthwiseW16Avx512Vnni;
 
 }  // namespace detail
 }  // namespace qtk

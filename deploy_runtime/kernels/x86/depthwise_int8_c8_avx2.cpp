@@ -132,7 +132,6 @@ void transpose_out_avx2(const int32_t* acc, int64_t stride, int32_t* planes) {
 extern const Int8DepthwiseChannelsUkernel kInt8DepthwiseC8Avx2 = {
     8,
     transpose_in_avx2,
-    nullptr,  // no NHWC kernel at AVX2: no NHWC 1x1 conv there to neighbour it (graph_passes.h)
     {{depthwise_c8_row_avx2<3, 1>, depthwise_c8_row_avx2<3, 2>},
      {depthwise_c8_row_avx2<5, 1>, depthwise_c8_row_avx2<5, 2>}},
     transpose_out_avx2};

@@ -1,19 +1,16 @@
 // The int8 depthwise conv2d micro-kernels behind conv2d_int8_depthwise_channels.cpp, which
-// vectorizes over the L channels of one pixel (L = lanes: 16 for AVX-512, 8 for AVX2; k x k,
+// vectorizes over the L channels of one pixel (L = lanes: 8 for AVX2; k x k,
 // k = 3 or 5, stride s = 1 or 2): one file per ISA, each compiled with its own flags and called
 // only where cpu_supports() its level.
 //
 // Layouts. A pixel row holds, for each column j, the L channels' values as int32: row[L j + c].
 // The input is sign-extended int8; the weights are int16 pairs (w, 0) (w in the low half), so one
-// vpdpwssd / vpmaddwd lane multiplies x by w (the high half of x, 0 or -1, meets the 0) and the
+// vpmaddwd lane multiplies x by w (the high half of x, 0 or -1, meets the 0) and the
 // sum stays in int32: |sum x w| <= 25 * 128 * 127, exact.
 //
 //   transpose_in(channel_rows, count, row): row[L j + c] = channel_rows[c][j] for j < count,
 //       c < L, channel_rows[c] == nullptr reading as 0; writes row[0, L round_up(count, 16)) and
 //       reads channel_rows[c][0, count).
-//   widen_in(pixels, pixel_stride, valid, count, row): row[L j + c] = pixels[pixel_stride j + c]
-//       for j < count, c < valid, 0 for c >= valid: a channels-last (NHWC) row, read as is;
-//       nullptr where the ISA has no NHWC kernel.
 //   row[k == 5][s == 2](rows, weights, count, acc): for o < count, c < L,
 //       acc[L o + c] = sum over ky, kx < k of rows[ky][L (s o + kx) + c] w[L (k ky + kx) + c]
 //       (w = weights), reading rows[ky][0, L (s (count - 1) + k)) and writing acc[0, L count).
@@ -28,7 +25,7 @@
 namespace qtk {
 namespace detail {
 
-constexpr int64_t kDepthwiseChannelsMaxLanes = 16;
+constexpr int64_t kDepthwiseChannelsMaxLanes = 8;
 
 using DepthwiseChannelsRowFn = void (*)(const int32_t* const* rows, const int32_t* weights,
                                         int64_t count, int32_t* acc);
@@ -36,14 +33,11 @@ using DepthwiseChannelsRowFn = void (*)(const int32_t* const* rows, const int32_
 struct Int8DepthwiseChannelsUkernel {
     int64_t lanes;  // L: channels per vector
     void (*transpose_in)(const int8_t* const* channel_rows, int64_t count, int32_t* row);
-    void (*widen_in)(const int8_t* pixels, int64_t pixel_stride, int64_t valid, int64_t count,
-                     int32_t* row);
     DepthwiseChannelsRowFn row[2][2];  // [k == 5][s == 2]
     void (*transpose_out)(const int32_t* acc, int64_t stride, int32_t* planes);
 };
 
 extern const Int8DepthwiseChannelsUkernel kInt8DepthwiseC8Avx2;
-extern const Int8DepthwiseChannelsUkernel kInt8DepthwiseC16Avx512Vnni;
 
 }  // namespace detail
 }  // namespace qtk
