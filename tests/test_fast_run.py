@@ -50,7 +50,7 @@ def test_search_records_and_a_second_session_reuses_the_choice(model_file, tmp_p
 def test_every_algorithm_and_isa_level_gives_the_same_bytes(model_file, monkeypatch):
     path, x, expected = model_file
     available = set(_conv_algorithms(qtk.runtime.load(path))) | {"conv2d_int8_reference"}
-    for isa in ("scalar", "avx2", "avx_vnni", "avx512_vnni", "amx_int8"):
+    for isa in ("scalar", "avx2", "avx_vnni", "avx512_vnni", "avx512_vbmi", "amx_int8"):
         monkeypatch.setenv("QTK_ISA", isa)
         session = qtk.runtime.load(path, threads=2)
         if isa == "scalar":

@@ -58,7 +58,8 @@ uint64_t xgetbv0() {
 bool bit(uint32_t word, int index) { return ((word >> index) & 1u) != 0; }
 
 struct Support {
-    bool avx2 = false, avx_vnni = false, avx512_vnni = false, amx_int8 = false;
+    bool avx2 = false, avx_vnni = false, avx512_vnni = false, avx512_vbmi = false,
+         amx_int8 = false;
 };
 
 // Linux enables the AMX tile data state per process, on request (arch_prctl ARCH_REQ_XCOMP_PERM
@@ -89,6 +90,7 @@ Support detect() {
     s.avx512_vnni = s.avx2 && zmm_state && bit(leaf7.ebx, 16) /* F */ &&
                     bit(leaf7.ebx, 30) /* BW */ && bit(leaf7.ebx, 31) /* VL */ &&
                     bit(leaf7.ecx, 11) /* VNNI */;
+    s.avx512_vbmi = s.avx512_vnni && bit(leaf7.ecx, 1) /* VBMI */;
     const bool tile_state = (xcr0 & 0x60000) == 0x60000;  // XTILECFG and XTILEDATA
     s.amx_int8 = s.avx512_vnni && tile_state && bit(leaf7.edx, 24) /* AMX-TILE */ &&
                  bit(leaf7.edx, 25) /* AMX-INT8 */ && os_grants_amx();
@@ -108,6 +110,8 @@ const char* isa_name(IsaLevel level) {
             return "avx_vnni";
         case IsaLevel::kAvx512Vnni:
             return "avx512_vnni";
+        case IsaLevel::kAvx512Vbmi:
+            return "avx512_vbmi";
         case IsaLevel::kAmxInt8:
             return "amx_int8";
     }
@@ -126,6 +130,8 @@ bool cpu_supports(IsaLevel level) {
             return s.avx_vnni;
         case IsaLevel::kAvx512Vnni:
             return s.avx512_vnni;
+        case IsaLevel::kAvx512Vbmi:
+            return s.avx512_vbmi;
         case IsaLevel::kAmxInt8:
             return s.amx_int8;
     }

@@ -10,16 +10,19 @@ namespace detail {
 // Ordered: a cap at one level allows every lower one. A CPU may lack a level below one it has
 // (Ice Lake and Zen 4 run AVX-512 VNNI but not the VEX-encoded AVX-VNNI), so "usable" is always
 // cpu_supports(level) && level <= cap, never a comparison with the highest level found.
-enum class IsaLevel { kScalar, kAvx2, kAvxVnni, kAvx512Vnni, kAmxInt8 };
+enum class IsaLevel { kScalar, kAvx2, kAvxVnni, kAvx512Vnni, kAvx512Vbmi, kAmxInt8 };
 
-constexpr IsaLevel kIsaLevels[] = {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvxVnni,
-                                   IsaLevel::kAvx512Vnni, IsaLevel::kAmxInt8};
+constexpr IsaLevel kIsaLevels[] = {IsaLevel::kScalar,      IsaLevel::kAvx2,
+                                   IsaLevel::kAvxVnni,     IsaLevel::kAvx512Vnni,
+                                   IsaLevel::kAvx512Vbmi,  IsaLevel::kAmxInt8};
 
-// "scalar", "avx2", "avx_vnni", "avx512_vnni", "amx_int8"
+// "scalar", "avx2", "avx_vnni", "avx512_vnni", "avx512_vbmi", "amx_int8"
 const char* isa_name(IsaLevel level);
 
 // cpuid plus xgetbv (the OS must save the ymm / zmm state): avx2 needs AVX2 and FMA, avx_vnni
-// adds AVX-VNNI, avx512_vnni needs AVX-512 F, BW, VL and VNNI, amx_int8 adds AMX-TILE and AMX-INT8
+// adds AVX-VNNI, avx512_vnni needs AVX-512 F, BW, VL and VNNI, avx512_vbmi adds VBMI's byte
+// permutes (Ice Lake, Sapphire Rapids and Zen 4 have it, Cascade Lake not), amx_int8 adds AMX-TILE
+// and AMX-INT8
 // with the OS's tile state (on Linux, granted to the process by arch_prctl when first asked here).
 // Detected once; always true for kScalar and false for the others on non-x86 targets.
 bool cpu_supports(IsaLevel level);

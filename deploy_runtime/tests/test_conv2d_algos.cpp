@@ -1115,7 +1115,7 @@ void test_errors() {
     set_env("QTK_ISA", "avx3");
     CHECK_THROWS_WITH(run(c, nullptr, 1, 1),
                       "node 'conv' (conv2d): QTK_ISA='avx3' is not an ISA level; use one of: "
-                      "scalar, avx2, avx_vnni, avx512_vnni, amx_int8");
+                      "scalar, avx2, avx_vnni, avx512_vnni, avx512_vbmi, amx_int8");
     set_env("QTK_ISA", nullptr);
     CHECK_THROWS_WITH(run(c, "winograd", 1, 1),
                       "node 'conv' (conv2d): QTK_CONV_ALGO=winograd names no int8 conv2d "

@@ -1,5 +1,5 @@
-// lut int8 on x86 (y = table[x + 128]): the byte-shuffle lookup of lut_int8.h over the flat
-// tensor, threads splitting it. Built with the baseline flags.
+// lut int8 on x86 (y = table[x + 128]): the vector lookups of lut_int8.h over the flat tensor,
+// threads splitting it. Built with the baseline flags.
 #include <array>
 #include <cstring>
 
@@ -15,9 +15,9 @@ std::unique_ptr<OpKernel> make_lut_int8_reference(const NodeView& node);
 
 namespace {
 
-class LutInt8Shuffle final : public BesideReference {
+class LutInt8Vector final : public BesideReference {
  public:
-    LutInt8Shuffle(const NodeView& node, const Int8LutUkernel& ukernel)
+    LutInt8Vector(const NodeView& node, const Int8LutUkernel& ukernel)
         : BesideReference(node, make_lut_int8_reference), ukernel_(ukernel) {
         // Checked by the reference: 256 int8 entries.
         std::memcpy(table_.data(), node.constant_input(1, "table", DType::kInt8, 1).data,
@@ -39,13 +39,18 @@ class LutInt8Shuffle final : public BesideReference {
 
 }  // namespace
 
+#if QTK_X86_AVX512_VBMI
+extern const OpAlgo kLutInt8VectorAvx512Vbmi = {"lut_int8_vector_avx512_vbmi",
+                                                IsaLevel::kAvx512Vbmi,
+                                                make_kernel<LutInt8Vector, kInt8LutAvx512Vbmi>};
+#endif
 #if QTK_X86_AVX512_VNNI
-extern const OpAlgo kLutInt8ShuffleAvx512 = {"lut_int8_shuffle_avx512", IsaLevel::kAvx512Vnni,
-                                             make_kernel<LutInt8Shuffle, kInt8LutAvx512>};
+extern const OpAlgo kLutInt8VectorAvx512 = {"lut_int8_vector_avx512", IsaLevel::kAvx512Vnni,
+                                            make_kernel<LutInt8Vector, kInt8LutAvx512>};
 #endif
 #if QTK_X86_AVX2
-extern const OpAlgo kLutInt8ShuffleAvx2 = {"lut_int8_shuffle_avx2", IsaLevel::kAvx2,
-                                           make_kernel<LutInt8Shuffle, kInt8LutAvx2>};
+extern const OpAlgo kLutInt8VectorAvx2 = {"lut_int8_vector_avx2", IsaLevel::kAvx2,
+                                          make_kernel<LutInt8Vector, kInt8LutAvx2>};
 #endif
 
 }  // namespace detail
