@@ -309,10 +309,12 @@ void test_against_float64() {
         {57, 19, 10, 9, 3, 3, 1, 1, 0, 1, 1, 1, 1, false, false},
         {3, 17, 31, 29, 7, 7, 2, 2, 3, 3, 1, 1, 1, true, false},
         {33, 20, 15, 14, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, false},
-        // Depthwise rows of 48 outputs and more, summed row by row (shorter ones as one plane).
-        {16, 16, 9, 50, 3, 3, 1, 1, 1, 1, 1, 1, 16, true, false},
-        {17, 17, 6, 101, 3, 3, 2, 2, 1, 1, 1, 1, 17, false, false},
-        {3, 3, 7, 60, 5, 5, 1, 1, 2, 2, 2, 2, 3, false, false},
+        // Depthwise rows of 64 outputs and more, summed row by row over a ring of phase rows
+        // (shorter ones as one plane), and a plane of 63 just below.
+        {16, 16, 9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 16, true, false},
+        {17, 17, 6, 131, 3, 3, 2, 2, 1, 1, 1, 1, 17, false, false},
+        {3, 3, 7, 72, 5, 5, 1, 1, 2, 2, 2, 2, 3, false, false},
+        {2, 2, 8, 63, 3, 3, 1, 1, 0, 0, 1, 1, 2, true, false},
     };
     for (const ConvCase& cc : large) {
         check_case(cc, algos);

@@ -9,11 +9,12 @@
 //
 // Work: one (sample, channel) plane is one thread-pool task. Its input is copied into phase planes
 // (conv2d_phase_planes.h: zero-padded, split by stride), where every tap of a run of outputs reads
-// a contiguous run. Short rows (fewer than kWideRowsBelow columns) are summed in one micro-kernel
+// a contiguous run. Short rows (fewer than kWideRowsBelow outputs) are summed in one micro-kernel
 // call for the whole plane in wide order, into a buffer whose real columns then go to y: per-row
-// calls would spend more on their setup than on their 9 or 25 vectors (a 7x7 plane is 7 calls of
-// one masked vector each). Longer rows are one call each, straight into y, their phase rows held
-// in a ring.
+// calls spent more on their setup than on their 9 or 25 vectors (7x7 planes: 1.7x the time; rows
+// of 56: 1.5x). Longer rows are one call each, straight into y, their phase rows built into an L1
+// ring just before the first output row that reads them: at 112x112, whole planes and bands of
+// rows in wide order both measured slower (Zen 4).
 #include <algorithm>
 #include <cstring>
 
@@ -27,7 +28,7 @@ namespace detail {
 namespace {
 
 constexpr int64_t kMaxTaps = 25;        // 5x5
-constexpr int64_t kWideRowsBelow = 48;  // output rows shorter than this are summed as one plane
+constexpr int64_t kWideRowsBelow = 64;  // output rows shorter than this are summed as one plane
 
 bool fits_depthwise(const Conv2dParams& p) {
     return p.group_in_channels == 1 && p.out_channels == p.groups && p.kernel_h == p.kernel_w &&
@@ -67,7 +68,7 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
  private:
     static bool wide(const Shape& y_shape) { return y_shape[3] < kWideRowsBelow; }
 
-    // Per thread: one plane's phases (unless in place), then its wide outputs (for short rows).
+    // Per thread: one plane's phases or their ring (unless in place), then its wide outputs.
     WorkspaceLayout layout(const Shape& y_shape, int threads) const {
         const PhasePlanes phases(params_, y_shape[2], y_shape[3], !wide(y_shape));
         const int64_t floats = phases.channel_floats(params_) +
@@ -81,17 +82,13 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
         const int64_t channel = plane % xs[1];
-        const int64_t out_h = ys[2], out_w = ys[3];
-        const float* x = io.input<float>(0) + plane * xs[2] * xs[3];
+        const int64_t out_h = ys[2], out_w = ys[3], tap_count = p.kernel_h * p.kernel_w;
+        const float* input = io.input<float>(0) + plane * xs[2] * xs[3];
+        const float* x = phases.in_place ? input : scratch;
         float* y = io.output<float>(0) + plane * out_h * out_w;
-        const float* input = x;
-        if (!phases.in_place) {
-            x = scratch;
-        }
-        const float* weights = constants_.weight.data() + channel * p.kernel_h * p.kernel_w;
+        const float* weights = constants_.weight.data() + channel * tap_count;
         const float bias = constants_.bias[size_t(channel)];
         const float lo = constants_.bounds.lo, hi = constants_.bounds.hi;
-        const int64_t tap_count = p.kernel_h * p.kernel_w;
         const float* taps[kMaxTaps];
         if (wide(ys)) {
             if (!phases.in_place) {
@@ -100,15 +97,14 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
             for (int64_t t = 0; t < tap_count; ++t) {
                 taps[t] = x + phases.tap_offset(p, t / p.kernel_w, t % p.kernel_w);
             }
-            float* out = scratch + phases.channel_floats(p);
+            float* wide_out = scratch + phases.channel_floats(p);
             const int64_t count = phases.wide_count(out_h, out_w);
-            row_(taps, weights, tap_count, bias, lo, hi, count, out);
-            copy_wide_range(out, 0, count, phases.phase_w, out_w, y);
+            row_(taps, weights, tap_count, bias, lo, hi, count, wide_out);
+            copy_wide_range(wide_out, 0, count, phases.phase_w, out_w, y);
             return;
         }
-        // Each phase row is built into a ring just before the first output row that reads it: the
-        // ring stays in L1, where a whole plane (50 KiB at 112x112) would stream through it. Tap t
-        // of output row oy reads ring slot (oy + rows[t]) % rows_held at columns + offsets[t].
+        // Tap t of output row oy reads phase row oy + rows[t], at ring slot
+        // (oy + rows[t]) % rows_held, columns from columns[t].
         const float* columns[kMaxTaps];
         int64_t rows[kMaxTaps];
         for (int64_t t = 0; t < tap_count; ++t) {
@@ -119,7 +115,7 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         const int64_t held = phases.rows_held;
         for (int64_t oy = 0, built = 0, slot = 0; oy < out_h; ++oy, y += out_w) {
             if (!phases.in_place) {
-                const int64_t needed = PhasePlanes::rows_through(p, oy);
+                const int64_t needed = oy + 1 + PhasePlanes::reach(p);
                 phases.build(input, xs[2], xs[3], p, scratch, built, needed);
                 built = needed;
             }

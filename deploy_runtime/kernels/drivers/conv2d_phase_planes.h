@@ -22,16 +22,20 @@ namespace detail {
 struct PhasePlanes {
     int64_t phase_h, phase_w;  // the output's rows and columns, plus the window's reach past them
     bool in_place;             // stride 1, no padding: the input planes are the one phase
-    // Rows kept per phase: all, or in a ring only those one output row reads (row r at r % held),
-    // for a kernel that builds them just before the output row that first needs them.
+    // Rows kept per phase: all, or in a ring only those that one output row reads (phase row r
+    // at r % rows_held), for a kernel that builds each just before the first output row reading it.
     int64_t rows_held;
 
     PhasePlanes(const Conv2dParams& p, int64_t out_h, int64_t out_w, bool ring = false)
-        : phase_h(out_h + (p.kernel_h - 1) * p.dilation_h / p.stride_h),
+        : phase_h(out_h + reach(p)),
           phase_w(out_w + (p.kernel_w - 1) * p.dilation_w / p.stride_w),
           in_place(p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0),
-          rows_held(ring && !in_place ? std::min(phase_h, rows_through(p, 0)) : phase_h) {}
+          rows_held(ring && !in_place ? std::min(phase_h, reach(p) + 1) : phase_h) {}
 
+    // The phase rows one output row reads past its first.
+    static int64_t reach(const Conv2dParams& p) {
+        return (p.kernel_h - 1) * p.dilation_h / p.stride_h;
+    }
     int64_t phase_floats() const { return rows_held * phase_w; }
     // One channel's phases; 0 in place (nothing is built).
     int64_t channel_floats(const Conv2dParams& p) const {
@@ -40,10 +44,6 @@ struct PhasePlanes {
     // A channel's stride in what the kernels read: its phases, or in place its input plane.
     int64_t channel_stride(const Conv2dParams& p) const {
         return in_place ? phase_floats() : channel_floats(p);
-    }
-    // The phase rows that output row oy reads, and those before: [0, rows_through(p, oy)).
-    static int64_t rows_through(const Conv2dParams& p, int64_t oy) {
-        return oy + 1 + (p.kernel_h - 1) * p.dilation_h / p.stride_h;
     }
     // Where tap (ky, kx) reads output 0's input, from its channel's first phase.
     int64_t tap_offset(const Conv2dParams& p, int64_t ky, int64_t kx) const {
@@ -94,9 +94,8 @@ struct PhasePlanes {
     }
 
  private:
-    // Rounded up for any sign; no division at stride 1 (a ring calls build once per row).
-    static int64_t ceil_div(int64_t a, int64_t b) {
-        return b == 1 ? a : a <= 0 ? -(-a / b) : (a + b - 1) / b;
+    static int64_t ceil_div(int64_t a, int64_t b) {  // rounded up for any sign
+        return a <= 0 ? -(-a / b) : (a + b - 1) / b;
     }
     static bool read_by_a_tap(int64_t phase, int64_t stride, int64_t kernel, int64_t dilation) {
         for (int64_t k = 0; k < kernel; ++k) {
@@ -112,14 +111,13 @@ struct PhasePlanes {
 // y (out_w columns a row): the real ones, those in columns below out_w.
 inline void copy_wide_range(const float* wide, int64_t begin, int64_t count, int64_t phase_w,
                             int64_t out_w, float* y) {
-    for (int64_t i = begin, end = begin + count; i < end;) {
-        const int64_t oy = i / phase_w, ox = i % phase_w;
-        const int64_t row_end = std::min(end, i - ox + phase_w);
-        if (ox < out_w) {
-            const int64_t len = std::min(row_end - i, out_w - ox);
-            std::memcpy(y + oy * out_w + ox, wide + (i - begin), size_t(len) * sizeof(float));
+    const int64_t end = begin + count;
+    for (int64_t oy = begin / phase_w, row = oy * phase_w; row < end; ++oy, row += phase_w) {
+        const int64_t first = std::max(begin, row), last = std::min(end, row + out_w);
+        if (first < last) {
+            std::memcpy(y + oy * out_w + (first - row), wide + (first - begin),
+                        size_t(last - first) * sizeof(float));
         }
-        i = row_end;
     }
 }
 
