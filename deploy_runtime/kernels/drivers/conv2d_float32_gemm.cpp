@@ -13,7 +13,9 @@
 // channel's phases at the tap's offset, and the micro-kernel reads it through a table of K offsets.
 // An im2col copy would move K times the input through memory; the phases move it once. Where wide
 // order has columns past the output rows (a window wider than 1 column), a block's results go to a
-// per-thread buffer and its real columns to y; else straight to y.
+// per-thread buffer and its real columns to y; else straight to y. Small planes, which nr columns
+// would fill badly, take the micro-kernel's pixel rows instead (run_pixels, where the ISA has it:
+// output channels in the lanes, pixels broadcast, same sums), stored transposed into y.
 //
 // Work. A task is one (sample, group) plane's block of wide outputs and a part of its
 // output-channel tiles. Blocks are cut so that the B rows of one K chunk stay in L2 while every
@@ -36,6 +38,7 @@ namespace {
 
 constexpr int64_t kMaxKChunk = 512;          // an A chunk of 16 KiB at mr 8: half of a 32 KiB L1
 constexpr int64_t kBlockBytes = 256 * 1024;  // the B rows of a block's K chunk: within L2
+constexpr int64_t kMaxPixelRows = 8;         // of any run_pixels
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -56,6 +59,10 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
         PhasePlanes phases;
         int64_t out_h, out_w, wide;  // wide: a plane's outputs in wide order
         bool direct;                 // wide order is y's order: results go straight to y
+        // Pixel rows (run_pixels) instead: tasks of one panel of 4 output-channel tiles and one
+        // tile of pixel_rows pixels.
+        bool pixels = false;
+        int64_t panels = 0, pixel_tiles = 0;
         int64_t k_chunk, chunks;
         int64_t block, blocks;         // wide outputs per block (a multiple of nr), per plane
         int64_t part_tiles, parts;     // output-channel tiles per part, parts per plane
@@ -84,13 +91,27 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
             blocks = ceil_div(wide, block);
             phase_bytes = size_t(xs[0] * xs[1] * phases.channel_floats(p)) * sizeof(float);
             const size_t offsets_bytes = size_t(k_count) * sizeof(int64_t);
-            const size_t rows_bytes =
-                direct ? 0 : size_t(part_tiles * kernel.ukernel_.mr * block) * sizeof(float);
+            // Pixel rows where nr columns of wide order would compute 1/4 more outputs than
+            // pixel_rows rows of real ones: their transposed stores, joined weight vectors and
+            // per-call setup cost about as much as the 1/8 that 14x14 planes waste (224 columns
+            // for 196 outputs), measured on Zen 4, so only planes like 7x7 (64 for 49) take them.
+            const int64_t rows = kernel.ukernel_.pixel_rows;
+            if (rows > 0 && kernel.ukernel_.mr == 8) {
+                const int64_t plane = out_h * out_w;
+                pixels = ceil_div(plane, rows) * rows * 5 < blocks * block * 4;
+                panels = ceil_div(kernel.oc_tiles_, 4);
+                pixel_tiles = ceil_div(plane, rows);
+            }
+            const size_t rows_bytes = direct || pixels ? 0
+                                      : size_t(part_tiles * kernel.ukernel_.mr * block) *
+                                            sizeof(float);
             workspace = {WorkspaceLayout::aligned(phase_bytes) + offsets_bytes, rows_bytes,
                          threads};
         }
 
-        int64_t tasks() const { return planes * parts * blocks; }
+        int64_t tasks() const {
+            return pixels ? planes * panels * pixel_tiles : planes * parts * blocks;
+        }
     };
 
     int64_t out_h(const Shape& xs) const {
@@ -109,7 +130,8 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
         const int64_t per_group = params_.out_per_group();
         const int mr = ukernel_.mr;
         packed_weights_.assign(size_t(params_.groups * oc_tiles_ * k_count * mr), 0.0f);
-        packed_bias_.assign(size_t(params_.groups * oc_tiles_ * mr), 0.0f);
+        // 24 zeros past the last tile: run_pixels reads 32 biases from a panel's first tile.
+        packed_bias_.assign(size_t(params_.groups * oc_tiles_ * mr + 24), 0.0f);
         for (int64_t oc = 0; oc < params_.out_channels; ++oc) {
             const int64_t tile = oc / per_group * oc_tiles_ + oc % per_group / mr;
             const int64_t row = oc % per_group % mr;
@@ -131,8 +153,8 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
             const int64_t plane = xs[2] * xs[3];
             pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
                 for (int64_t c = begin; c < end; ++c) {
-                    plan.phases.build(x + c * plane, xs[2], xs[3], p,
-                                      phases + c * channel_floats, 0, plan.phases.phase_h);
+                    plan.phases.build(x + c * plane, xs[2], xs[3], p, phases + c * channel_floats,
+                                      0, plan.phases.phase_h);
                 }
             });
             x = phases;
@@ -148,7 +170,11 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
         pool.parallel_for_slots(plan.tasks(), [&](int64_t slot, int64_t begin, int64_t end) {
             float* rows = reinterpret_cast<float*>(plan.workspace.slot(io.workspace, slot));
             for (int64_t task = begin; task < end; ++task) {
-                run_task(io, x, offsets, plan, task, rows);
+                if (plan.pixels) {
+                    run_pixel_task(io, x, offsets, plan, task);
+                } else {
+                    run_task(io, x, offsets, plan, task, rows);
+                }
             }
         });
     }
@@ -198,6 +224,44 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
             for (int64_t oc = first_tile * mr; oc < std::min(per_group, end_tile * mr); ++oc) {
                 copy_wide_range(rows + (oc - first_tile * mr) * plan.block, begin, count,
                                 plan.phases.phase_w, plan.out_w, y_group + oc * plane_pixels);
+            }
+        }
+    }
+
+    // One tile of pixel_rows pixels by one panel of 4 output-channel tiles (panels outermost, so
+    // that threads split the weights and each panel stays in L2 across its pixel tiles).
+    void run_pixel_task(const NodeIO& io, const float* x, const int64_t* offsets, const Plan& plan,
+                        int64_t task) const {
+        const Conv2dParams& p = params_;
+        const Shape& xs = *io.input_shapes[0];
+        const int64_t mr = ukernel_.mr, k_count = p.products_per_output();
+        const int64_t rows = ukernel_.pixel_rows;
+        const int64_t plane = task / (plan.panels * plan.pixel_tiles);
+        const int64_t panel = task / plan.pixel_tiles % plan.panels;
+        const int64_t first_pixel = task % plan.pixel_tiles * rows;
+        const int64_t plane_pixels = plan.out_h * plan.out_w;
+        const int64_t pixels = std::min(rows, plane_pixels - first_pixel);
+        const int64_t n = plane / p.groups, group = plane % p.groups;
+        const float* x_group =
+            x + (n * xs[1] + group * p.group_in_channels) * plan.phases.channel_stride(p);
+        int64_t pixel_offsets[kMaxPixelRows];
+        for (int64_t i = 0; i < pixels; ++i) {
+            const int64_t pixel = first_pixel + i;
+            pixel_offsets[i] = pixel / plan.out_w * plan.phases.phase_w + pixel % plan.out_w;
+        }
+        const int64_t tile = group * oc_tiles_ + panel * 4;
+        const int64_t per_group = p.out_per_group();
+        float c[kMaxPixelRows * 32];
+        ukernel_.run_pixels(k_count, packed_weights_.data() + tile * k_count * mr, k_count * mr,
+                            std::min<int64_t>(4, oc_tiles_ - panel * 4), x_group, offsets,
+                            pixel_offsets, pixels, packed_bias_.data() + tile * mr,
+                            constants_.bounds.lo, constants_.bounds.hi, c);
+        float* y = io.output<float>(0) +
+                   (n * p.out_channels + group * per_group + panel * 32) * plane_pixels +
+                   first_pixel;
+        for (int64_t j = 0; j < std::min<int64_t>(32, per_group - panel * 32); ++j) {
+            for (int64_t i = 0; i < pixels; ++i) {
+                y[j * plane_pixels + i] = c[i * 32 + j];
             }
         }
     }
