@@ -57,10 +57,16 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         const Shape& ys = *io.output_shapes[0];
         const PhasePlanes phases(params_, ys[2], ys[3], !wide(ys));
         const WorkspaceLayout workspace = layout(ys, pool.threads());
+        // Where each tap reads output 0's input from a plane's first phase: the same for every
+        // plane, and worth computing once (divisions, against a 7x7 plane's 36 FMAs).
+        int64_t offsets[kMaxTaps];
+        for (int64_t t = 0; t < params_.kernel_h * params_.kernel_w; ++t) {
+            offsets[t] = phases.tap_offset(params_, t / params_.kernel_w, t % params_.kernel_w);
+        }
         pool.parallel_for_slots(xs[0] * xs[1], [&](int64_t slot, int64_t begin, int64_t end) {
             float* scratch = reinterpret_cast<float*>(workspace.slot(io.workspace, slot));
             for (int64_t plane = begin; plane < end; ++plane) {
-                run_plane(io, phases, plane, scratch);
+                run_plane(io, phases, offsets, plane, scratch);
             }
         });
     }
@@ -76,8 +82,8 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         return WorkspaceLayout{0, size_t(floats) * sizeof(float), threads};
     }
 
-    void run_plane(const NodeIO& io, const PhasePlanes& phases, int64_t plane,
-                   float* scratch) const {
+    void run_plane(const NodeIO& io, const PhasePlanes& phases, const int64_t* offsets,
+                   int64_t plane, float* scratch) const {
         const Conv2dParams& p = params_;
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
@@ -95,7 +101,7 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
                 phases.build(input, xs[2], xs[3], p, scratch, 0, phases.phase_h);
             }
             for (int64_t t = 0; t < tap_count; ++t) {
-                taps[t] = x + phases.tap_offset(p, t / p.kernel_w, t % p.kernel_w);
+                taps[t] = x + offsets[t];
             }
             float* wide_out = scratch + phases.channel_floats(p);
             const int64_t count = phases.wide_count(out_h, out_w);
@@ -109,8 +115,7 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         int64_t rows[kMaxTaps];
         for (int64_t t = 0; t < tap_count; ++t) {
             rows[t] = t / p.kernel_w * p.dilation_h / p.stride_h;
-            columns[t] = x + phases.tap_offset(p, t / p.kernel_w, t % p.kernel_w) -
-                         rows[t] * phases.phase_w;
+            columns[t] = x + offsets[t] - rows[t] * phases.phase_w;
         }
         const int64_t held = phases.rows_held;
         for (int64_t oy = 0, built = 0, slot = 0; oy < out_h; ++oy, y += out_w) {

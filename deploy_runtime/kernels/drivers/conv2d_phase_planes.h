@@ -61,9 +61,9 @@ struct PhasePlanes {
                int64_t row_begin, int64_t row_end) const {
         for (int64_t py = 0; py < p.stride_h; ++py) {
             for (int64_t px = 0; px < p.stride_w; ++px, dst += phase_floats()) {
-                if (!read_by_a_tap(py, p.stride_h, p.kernel_h, p.dilation_h) ||
-                    !read_by_a_tap(px, p.stride_w, p.kernel_w, p.dilation_w)) {
-                    continue;
+                if ((py > 0 && !read_by_a_tap(py, p.stride_h, p.kernel_h, p.dilation_h)) ||
+                    (px > 0 && !read_by_a_tap(px, p.stride_w, p.kernel_w, p.dilation_w))) {
+                    continue;  // (phase 0 is always read: by tap 0)
                 }
                 // Phase column m reads input column px + stride_w m - pad_w: inside for m in
                 // [first, end).
@@ -94,8 +94,9 @@ struct PhasePlanes {
     }
 
  private:
-    static int64_t ceil_div(int64_t a, int64_t b) {  // rounded up for any sign
-        return a <= 0 ? -(-a / b) : (a + b - 1) / b;
+    // Rounded up for any sign; no division at stride 1 (a depthwise builds once per plane or row).
+    static int64_t ceil_div(int64_t a, int64_t b) {
+        return b == 1 ? a : a <= 0 ? -(-a / b) : (a + b - 1) / b;
     }
     static bool read_by_a_tap(int64_t phase, int64_t stride, int64_t kernel, int64_t dilation) {
         for (int64_t k = 0; k < kernel; ++k) {
