@@ -302,6 +302,19 @@ void test_against_float64() {
         {6, 12, 8, 8, 1, 1, 2, 2, 0, 0, 1, 1, 3, false, false},
         {8, 8, 11, 13, 3, 3, 1, 2, 2, 1, 2, 1, 8, true, false},  // depthwise
         {5, 5, 12, 9, 5, 5, 2, 1, 2, 2, 1, 2, 5, false, false},
+        // The implicit GEMM's K chunks (K 4 608 in 9 of 512, and 513 in 2) under a 7x7 plane split
+        // into output-channel parts at 2 threads (5 tiles), a conv1-like 7x7 stride 2 window over
+        // phase planes, and a 1x1 stride 2 that reads only one of its phases.
+        {512, 40, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},
+        {57, 19, 10, 9, 3, 3, 1, 1, 0, 1, 1, 1, 1, false, false},
+        {3, 17, 31, 29, 7, 7, 2, 2, 3, 3, 1, 1, 1, true, false},
+        {33, 20, 15, 14, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, false},
+        // Depthwise rows of 64 outputs and more, summed row by row over a ring of phase rows
+        // (shorter ones as one plane), and a plane of 63 just below.
+        {16, 16, 9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 16, true, false},
+        {17, 17, 6, 131, 3, 3, 2, 2, 1, 1, 1, 1, 17, false, false},
+        {3, 3, 7, 72, 5, 5, 1, 1, 2, 2, 2, 2, 3, false, false},
+        {2, 2, 8, 63, 3, 3, 1, 1, 0, 0, 1, 1, 2, true, false},
     };
     for (const ConvCase& cc : large) {
         check_case(cc, algos);

@@ -6,8 +6,8 @@
 // ConvNeXt's and the transformers' MLPs), with odd middle dimensions.
 //
 // Every float32 linear algorithm likewise against a float64 sum within docs/design.md's bound
-// |y - bounds(s)| <= 3 K 2^-24 S + 2 K 2^-149 (S = |b| + sum |x w|), feature counts around the
-// micro-kernels' tiles (6, 8 rows; 16, 32 columns of rows), batches 1, 5 and 40, ranks 2 to 4,
+// |y - bounds(s)| <= 3 K 2^-24 S + 2 K 2^-149 (S = |b| + sum |x w|), output features around the
+// micro-kernels' columns (16, 32) and batches 1, 5 and 40 around their rows (6, 8), ranks 2 to 4,
 // with bounds and a NaN input (its row's outputs are NaN); batch and threads change no bit.
 #include <cmath>
 #include <cstdlib>

@@ -7,44 +7,34 @@
 // each: not the reference's bits (it rounds each product), within the bound of docs/design.md,
 // and the same for every thread count and batch.
 //
-// Work: one (sample, channel) plane is one thread-pool task. Its zero-padded input rows are built
-// once each into a ring of as many rows as a window spans, split into stride_w column phases (the
-// columns c with c % stride_w = q, in order), so that every tap of an output row reads a
-// contiguous run: tap (ky, kx) of output column ox is phase (kx d) % s at ox + (kx d) / s.
+// Work: one (sample, channel) plane is one thread-pool task. Its input is copied into phase planes
+// (conv2d_phase_planes.h: zero-padded, split by stride), where every tap of a run of outputs reads
+// a contiguous run. Short rows (fewer than kWideRowsBelow outputs) are summed in one micro-kernel
+// call for the whole plane in wide order, into a buffer whose real columns then go to y: per-row
+// calls spent more on their setup than on their 9 or 25 vectors (7x7 planes: 1.7x the time; rows
+// of 56: 1.5x). Longer rows are one call each, straight into y, their phase rows built into an L1
+// ring just before the first output row that reads them: at 112x112, whole planes and bands of
+// rows in wide order both measured slower (Zen 4).
 #include <algorithm>
 #include <cstring>
 
 #include "../x86/depthwise_float32.h"
 #include "conv2d.h"
+#include "conv2d_phase_planes.h"
 #include "thread_pool.h"
 
 namespace qtk {
 namespace detail {
 namespace {
 
-constexpr int64_t kMaxTaps = 25;  // 5x5
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+constexpr int64_t kMaxTaps = 25;        // 5x5
+constexpr int64_t kWideRowsBelow = 64;  // output rows shorter than this are summed as one plane
 
 bool fits_depthwise(const Conv2dParams& p) {
     return p.group_in_channels == 1 && p.out_channels == p.groups && p.kernel_h == p.kernel_w &&
            (p.kernel_h == 3 || p.kernel_h == 5) && (p.stride_h == 1 || p.stride_h == 2) &&
            (p.stride_w == 1 || p.stride_w == 2);
 }
-
-// The ring of padded input rows of one plane, each row in stride_w phases of phase_w floats.
-struct RowRing {
-    int64_t rows;     // the rows one window spans: (kernel_h - 1) * dilation_h + 1
-    int64_t phase_w;  // ceil(padded width / stride_w)
-
-    RowRing(const Conv2dParams& p, int64_t padded_w)
-        : rows((p.kernel_h - 1) * p.dilation_h + 1), phase_w(ceil_div(padded_w, p.stride_w)) {}
-
-    int64_t row_floats(const Conv2dParams& p) const { return p.stride_w * phase_w; }
-    size_t bytes(const Conv2dParams& p) const {
-        return size_t(rows * row_floats(p)) * sizeof(float);
-    }
-};
 
 class Conv2dFloat32Depthwise final : public Conv2dKernel {
  public:
@@ -57,87 +47,89 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         }
     }
 
-    size_t workspace_bytes(const std::vector<Shape>& input_shapes, const std::vector<Shape>&,
+    size_t workspace_bytes(const std::vector<Shape>&, const std::vector<Shape>& output_shapes,
                            int threads) const override {
-        return WorkspaceLayout{0, ring(input_shapes[0]).bytes(params_), threads}.bytes();
+        return layout(output_shapes[0], threads).bytes();
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Shape& xs = *io.input_shapes[0];
-        const RowRing layout = ring(xs);
-        const WorkspaceLayout workspace{0, layout.bytes(params_), pool.threads()};
+        const Shape& ys = *io.output_shapes[0];
+        const PhasePlanes phases(params_, ys[2], ys[3], !wide(ys));
+        const WorkspaceLayout workspace = layout(ys, pool.threads());
+        // Where each tap reads output 0's input from a plane's first phase: the same for every
+        // plane, and worth computing once (divisions, against a 7x7 plane's 36 FMAs).
+        int64_t offsets[kMaxTaps];
+        for (int64_t t = 0; t < params_.kernel_h * params_.kernel_w; ++t) {
+            offsets[t] = phases.tap_offset(params_, t / params_.kernel_w, t % params_.kernel_w);
+        }
         pool.parallel_for_slots(xs[0] * xs[1], [&](int64_t slot, int64_t begin, int64_t end) {
-            float* rows = reinterpret_cast<float*>(workspace.slot(io.workspace, slot));
+            float* scratch = reinterpret_cast<float*>(workspace.slot(io.workspace, slot));
             for (int64_t plane = begin; plane < end; ++plane) {
-                run_plane(io, layout, plane, rows);
+                run_plane(io, phases, offsets, plane, scratch);
             }
         });
     }
 
  private:
-    RowRing ring(const Shape& x_shape) const {
-        return RowRing(params_, x_shape[3] + 2 * params_.pad_w);
+    static bool wide(const Shape& y_shape) { return y_shape[3] < kWideRowsBelow; }
+
+    // Per thread: one plane's phases or their ring (unless in place), then its wide outputs.
+    WorkspaceLayout layout(const Shape& y_shape, int threads) const {
+        const PhasePlanes phases(params_, y_shape[2], y_shape[3], !wide(y_shape));
+        const int64_t floats = phases.channel_floats(params_) +
+                               (wide(y_shape) ? phases.wide_count(y_shape[2], y_shape[3]) : 0);
+        return WorkspaceLayout{0, size_t(floats) * sizeof(float), threads};
     }
 
-    // Padded row r of the plane x (height x width) into its phases at dst.
-    void build_row(const float* x, int64_t height, int64_t width, const RowRing& layout, int64_t r,
-                   float* dst) const {
-        const Conv2dParams& p = params_;
-        const int64_t iy = r - p.pad_h;
-        if (iy < 0 || iy >= height) {
-            std::fill_n(dst, layout.row_floats(p), 0.0f);
-            return;
-        }
-        const float* src = x + iy * width;
-        if (p.stride_w == 1) {
-            std::fill_n(dst, p.pad_w, 0.0f);
-            std::memcpy(dst + p.pad_w, src, size_t(width) * sizeof(float));
-            std::fill_n(dst + p.pad_w + width, layout.phase_w - p.pad_w - width, 0.0f);
-            return;
-        }
-        for (int64_t q = 0; q < 2; ++q) {  // padded column q + 2 m reads x at q + 2 m - pad_w
-            float* phase = dst + q * layout.phase_w;
-            const int64_t first =
-                std::min(layout.phase_w, std::max<int64_t>(0, ceil_div(p.pad_w - q, 2)));
-            const int64_t end =
-                std::min(layout.phase_w, std::max(first, ceil_div(p.pad_w + width - q, 2)));
-            std::fill_n(phase, first, 0.0f);
-            for (int64_t m = first; m < end; ++m) {
-                phase[m] = src[q + 2 * m - p.pad_w];
-            }
-            std::fill_n(phase + end, layout.phase_w - end, 0.0f);
-        }
-    }
-
-    void run_plane(const NodeIO& io, const RowRing& layout, int64_t plane, float* ring) const {
+    void run_plane(const NodeIO& io, const PhasePlanes& phases, const int64_t* offsets,
+                   int64_t plane, float* scratch) const {
         const Conv2dParams& p = params_;
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
         const int64_t channel = plane % xs[1];
-        const int64_t out_h = ys[2], out_w = ys[3];
-        const float* x = io.input<float>(0) + plane * xs[2] * xs[3];
+        const int64_t out_h = ys[2], out_w = ys[3], tap_count = p.kernel_h * p.kernel_w;
+        const float* input = io.input<float>(0) + plane * xs[2] * xs[3];
+        const float* x = phases.in_place ? input : scratch;
         float* y = io.output<float>(0) + plane * out_h * out_w;
-        const float* weights = constants_.weight.data() + channel * p.kernel_h * p.kernel_w;
+        const float* weights = constants_.weight.data() + channel * tap_count;
         const float bias = constants_.bias[size_t(channel)];
-        const int64_t row_floats = layout.row_floats(p);
+        const float lo = constants_.bounds.lo, hi = constants_.bounds.hi;
         const float* taps[kMaxTaps];
-        int64_t next_row = 0;  // padded rows below it are in the ring, at slot r % layout.rows
-        for (int64_t oy = 0; oy < out_h; ++oy, y += out_w) {
-            for (; next_row <= oy * p.stride_h + (p.kernel_h - 1) * p.dilation_h; ++next_row) {
-                build_row(x, xs[2], xs[3], layout, next_row,
-                          ring + next_row % layout.rows * row_floats);
+        if (wide(ys)) {
+            if (!phases.in_place) {
+                phases.build(input, xs[2], xs[3], p, scratch, 0, phases.phase_h);
             }
-            for (int64_t ky = 0, t = 0; ky < p.kernel_h; ++ky) {
-                const float* row =
-                    ring + (oy * p.stride_h + ky * p.dilation_h) % layout.rows * row_floats;
-                for (int64_t kx = 0; kx < p.kernel_w; ++kx, ++t) {
-                    const int64_t column = kx * p.dilation_w;
-                    taps[t] =
-                        row + column % p.stride_w * layout.phase_w + column / p.stride_w;
-                }
+            for (int64_t t = 0; t < tap_count; ++t) {
+                taps[t] = x + offsets[t];
             }
-            row_(taps, weights, p.kernel_h * p.kernel_w, bias, constants_.bounds.lo,
-                 constants_.bounds.hi, out_w, y);
+            float* wide_out = scratch + phases.channel_floats(p);
+            const int64_t count = phases.wide_count(out_h, out_w);
+            row_(taps, weights, tap_count, bias, lo, hi, count, wide_out);
+            copy_wide_range(wide_out, 0, count, phases.phase_w, out_w, y);
+            return;
+        }
+        // Tap t of output row oy reads phase row oy + rows[t], at ring slot
+        // (oy + rows[t]) % rows_held, columns from columns[t].
+        const float* columns[kMaxTaps];
+        int64_t rows[kMaxTaps];
+        for (int64_t t = 0; t < tap_count; ++t) {
+            rows[t] = t / p.kernel_w * p.dilation_h / p.stride_h;
+            columns[t] = x + offsets[t] - rows[t] * phases.phase_w;
+        }
+        const int64_t held = phases.rows_held;
+        for (int64_t oy = 0, built = 0, slot = 0; oy < out_h; ++oy, y += out_w) {
+            if (!phases.in_place) {
+                const int64_t needed = oy + 1 + PhasePlanes::reach(p);
+                phases.build(input, xs[2], xs[3], p, scratch, built, needed);
+                built = needed;
+            }
+            for (int64_t t = 0; t < tap_count; ++t) {
+                const int64_t r = slot + rows[t];
+                taps[t] = columns[t] + (r < held ? r : r - held) * phases.phase_w;
+            }
+            row_(taps, weights, tap_count, bias, lo, hi, out_w, y);
+            slot = slot + 1 < held ? slot + 1 : 0;
         }
     }
 
@@ -146,7 +138,6 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
 };
 
 }  // namespace
-
 // AVX-512 F is all it needs; the lowest AVX-512 level this runtime detects is AVX-512 VNNI.
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx512 = {

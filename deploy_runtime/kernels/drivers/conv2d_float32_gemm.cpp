@@ -1,142 +1,128 @@
-// conv2d float32 as im2col + GEMM on x86, NCHW, any stride, padding, dilation and groups: the
+// conv2d float32 as an implicit GEMM on x86, NCHW, any stride, padding, dilation and groups: the
 // float part of a mixed-precision model. The GEMM micro-kernels are per ISA (gemm_float32.h); this
-// file, built with the baseline flags, packs their operands and cuts the work.
+// file, built with the baseline flags, lays out their operands and cuts the work.
 //
 // Not bit-exact with the reference, which rounds each product before adding it: here each output
 // is its bias plus its K products in the order k = (ic, ky, kx), one fused multiply-add each.
 // docs/design.md bounds the difference. The order depends on k alone, so neither the blocking nor
-// the batch nor the threads change a bit.
+// the batch nor the threads change a bit (a K split stores and reloads exact partial sums).
 //
-// Work, as in conv2d_int8_gemm.cpp: where the conv pads, each input channel plane is first copied
-// once into a zero-padded plane, so that im2col rows are plain copies with no bounds checks. The
-// output pixels of each (sample, group) plane are cut into blocks whose im2col columns fit
-// kBlockBytes (L2); a block is one thread-pool task: it packs its columns once, then runs every
-// output-channel tile of the group over them. A pointwise conv (1x1, stride 1, no padding) packs
-// nothing: the input planes are the GEMM's B rows as they are.
+// Operands. A is the weights, packed at load per tile of mr output channels as [K][mr]. B is never
+// copied: the input's phase planes (conv2d_phase_planes.h; the input itself at stride 1 without
+// padding) hold every tap's row for a plane's outputs in wide order, so B row k of a tile is its
+// channel's phases at the tap's offset, and the micro-kernel reads it through a table of K offsets.
+// An im2col copy would move K times the input through memory; the phases move it once. Where wide
+// order has columns past the output rows (a window wider than 1 column), a block's results go to a
+// per-thread buffer and its real columns to y; else straight to y. Small planes, which nr columns
+// would fill badly, take the micro-kernel's pixel rows instead (run_pixels, where the ISA has it:
+// output channels in the lanes, pixels broadcast, same sums), stored transposed into y.
+//
+// Work. A task is one (sample, group) plane's block of wide outputs and a part of its
+// output-channel tiles. Blocks are cut so that the B rows of one K chunk stay in L2 while every
+// tile of the part runs over them; K is cut into chunks of at most kMaxKChunk so that the A chunk
+// stays in L1 while the block's pixel tiles run. Output-channel parts give a second thread work
+// where one plane has few blocks (a 7x7 plane is two tiles), and keep the split even where its
+// last tile is short.
 #include <algorithm>
-#include <cstring>
+#include <limits>
 
 #include "../x86/gemm_float32.h"
 #include "conv2d.h"
-#include "conv2d_padded_planes.h"
+#include "conv2d_phase_planes.h"
+#include "planned_kernel.h"
 #include "thread_pool.h"
 
 namespace qtk {
 namespace detail {
 namespace {
 
-constexpr int64_t kBlockBytes = 256 * 1024;
+constexpr int64_t kMaxKChunk = 512;          // an A chunk of 16 KiB at mr 8: half of a 32 KiB L1
+constexpr int64_t kBlockBytes = 256 * 1024;  // the B rows of a block's K chunk: within L2
+constexpr int64_t kMaxPixelRows = 8;         // of any run_pixels
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// How one run cuts a plane of output pixels into tasks. More threads only make blocks smaller;
-// the sums do not depend on it.
-struct Blocking {
-    int64_t tile_floats;  // one packed tile of nr pixels: K * nr
-    int64_t tiles_per_block;
-    int64_t blocks_per_plane;  // the last block may be shorter
+class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKernel> {
+    friend class PlannedKernel<Conv2dFloat32Gemm, Conv2dKernel>;
 
-    // One thread's packed block; a pointwise conv reads the input in place.
-    size_t bytes_per_thread(const Conv2dParams& p) const {
-        return p.pointwise() ? 0 : size_t(tiles_per_block * tile_floats) * sizeof(float);
-    }
-};
-
-// Blocks of at most kBlockBytes (one tile at least), and enough of them that `planes` planes give
-// every thread a task where the pixels allow.
-Blocking make_blocking(const Conv2dParams& p, const Float32GemmUkernel& u, int64_t plane_pixels,
-                       int64_t planes, int threads) {
-    Blocking b;
-    b.tile_floats = p.products_per_output() * u.nr;
-    const int64_t plane_tiles = ceil_div(plane_pixels, u.nr);
-    const int64_t max_tiles =
-        std::max<int64_t>(1, kBlockBytes / (b.tile_floats * int64_t{sizeof(float)}));
-    const int64_t blocks = std::max(ceil_div(plane_tiles, max_tiles),
-                                    std::min(plane_tiles, ceil_div(threads, planes)));
-    b.tiles_per_block = ceil_div(plane_tiles, blocks);
-    b.blocks_per_plane = ceil_div(plane_tiles, b.tiles_per_block);
-    return b;
-}
-
-// Per thread, for any thread count (one thread has the largest blocks).
-size_t workspace_bytes(const Conv2dParams& p, const Float32GemmUkernel& u, int64_t plane_pixels) {
-    return make_blocking(p, u, plane_pixels, 1, 1).bytes_per_thread(p);
-}
-
-// The zero-padded input planes (where the conv pads), then one slot per thread.
-WorkspaceLayout workspace_layout(const Conv2dParams& p, const Float32GemmUkernel& u,
-                                 const Shape& x_shape, const Shape& y_shape, int threads) {
-    return {size_t(padded_input_elements(p, x_shape)) * sizeof(float),
-            workspace_bytes(p, u, y_shape[2] * y_shape[3]), threads};
-}
-
-// Row k of the im2col matrix over output pixels [begin, begin + count) into a packed block: pixel
-// i at packed[(i / nr) * tile_floats + i % nr]. `tap` is what row k reads for output pixel (0, 0)
-// in its padded plane.
-void pack_im2col_row(const float* tap, int64_t padded_w, int64_t out_w, const Conv2dParams& p,
-                     int64_t begin, int64_t count, int64_t nr, int64_t tile_floats,
-                     float* packed) {
-    int64_t oy = begin / out_w, ox = begin % out_w;
-    for (int64_t i = 0; i < count;) {
-        const int64_t len = std::min({out_w - ox, count - i, nr - i % nr});  // one row, one tile
-        const float* src = tap + oy * p.stride_h * padded_w + ox * p.stride_w;
-        float* dst = packed + i / nr * tile_floats + i % nr;
-        if (p.stride_w == 1) {
-            std::memcpy(dst, src, size_t(len) * sizeof(float));
-        } else {
-            for (int64_t j = 0; j < len; ++j) {
-                dst[j] = src[j * p.stride_w];
-            }
-        }
-        i += len;
-        ox += len;
-        if (ox == out_w) {
-            ox = 0;
-            ++oy;
-        }
-    }
-}
-
-class Conv2dFloat32Gemm final : public Conv2dKernel {
  public:
     Conv2dFloat32Gemm(const NodeView& node, const Float32GemmUkernel& ukernel)
-        : Conv2dKernel(node, read_conv2d_params(node, DType::kFloat32, DType::kFloat32)),
+        : PlannedKernel(node, read_conv2d_params(node, DType::kFloat32, DType::kFloat32)),
           ukernel_(ukernel),
           constants_(node),
           oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
         pack_weights();
     }
 
-    size_t workspace_bytes(const std::vector<Shape>& input_shapes,
-                           const std::vector<Shape>& output_shapes, int threads) const override {
-        return workspace_layout(params_, ukernel_, input_shapes[0], output_shapes[0], threads)
-            .bytes();
-    }
-
-    void run(const NodeIO& io, ThreadPool& pool) const override {
-        const Shape& xs = *io.input_shapes[0];
-        const Shape& ys = *io.output_shapes[0];
-        const int64_t planes = xs[0] * params_.groups;
-        const Blocking b =
-            make_blocking(params_, ukernel_, ys[2] * ys[3], planes, pool.threads());
-        const WorkspaceLayout workspace =
-            workspace_layout(params_, ukernel_, xs, ys, pool.threads());
-        const float* x = io.input<float>(0);
-        if (pads(params_)) {
-            float* padded = reinterpret_cast<float*>(io.workspace);
-            pad_planes(x, xs, params_, 0.0f, padded, pool);
-            x = padded;
-        }
-        pool.parallel_for_slots(
-            planes * b.blocks_per_plane, [&](int64_t slot, int64_t begin, int64_t end) {
-                float* packed = reinterpret_cast<float*>(workspace.slot(io.workspace, slot));
-                for (int64_t task = begin; task < end; ++task) {
-                    run_block(io, x, b, task, packed);
-                }
-            });
-    }
-
  private:
+    struct Plan {
+        PhasePlanes phases;
+        int64_t out_h, out_w, wide;  // wide: a plane's outputs in wide order
+        bool direct;                 // wide order is y's order: results go straight to y
+        // Pixel rows (run_pixels) instead: tasks of one panel of 4 output-channel tiles and one
+        // tile of pixel_rows pixels.
+        bool pixels = false;
+        int64_t panels = 0, pixel_tiles = 0;
+        int64_t k_chunk, chunks;
+        int64_t block, blocks;         // wide outputs per block (a multiple of nr), per plane
+        int64_t part_tiles, parts;     // output-channel tiles per part, parts per plane
+        int64_t planes;                // samples x groups
+        size_t phase_bytes;            // the phase planes of every input channel
+        WorkspaceLayout workspace;     // shared: phases, then K offsets; per thread: a block's rows
+
+        Plan(const Conv2dFloat32Gemm& kernel, const Shape& xs, int threads)
+            : phases(kernel.params_, kernel.out_h(xs), kernel.out_w(xs)) {
+            const Conv2dParams& p = kernel.params_;
+            const int64_t nr = kernel.ukernel_.nr, k_count = p.products_per_output();
+            out_h = kernel.out_h(xs);
+            out_w = kernel.out_w(xs);
+            wide = phases.wide_count(out_h, out_w);
+            direct = phases.phase_w == out_w;
+            chunks = ceil_div(k_count, kMaxKChunk);
+            k_chunk = ceil_div(k_count, chunks);
+            planes = xs[0] * p.groups;
+            parts = std::min(kernel.oc_tiles_, ceil_div(threads, planes));
+            part_tiles = ceil_div(kernel.oc_tiles_, parts);
+            parts = ceil_div(kernel.oc_tiles_, part_tiles);
+            const int64_t max_block =
+                std::max<int64_t>(1, kBlockBytes / (k_chunk * int64_t{sizeof(float)}) / nr) * nr;
+            blocks = ceil_div(wide, max_block);
+            block = ceil_div(ceil_div(wide, blocks), nr) * nr;
+            blocks = ceil_div(wide, block);
+            phase_bytes = size_t(xs[0] * xs[1] * phases.channel_floats(p)) * sizeof(float);
+            const size_t offsets_bytes = size_t(k_count) * sizeof(int64_t);
+            // Pixel rows where nr columns of wide order would compute 1/4 more outputs than
+            // pixel_rows rows of real ones: their transposed stores, joined weight vectors and
+            // per-call setup cost about as much as the 1/8 that 14x14 planes waste (224 columns
+            // for 196 outputs), measured on Zen 4, so only planes like 7x7 (64 for 49) take them.
+            const int64_t rows = kernel.ukernel_.pixel_rows;
+            if (rows > 0 && kernel.ukernel_.mr == 8) {
+                const int64_t plane = out_h * out_w;
+                pixels = ceil_div(plane, rows) * rows * 5 < blocks * block * 4;
+                panels = ceil_div(kernel.oc_tiles_, 4);
+                pixel_tiles = ceil_div(plane, rows);
+            }
+            const size_t rows_bytes = direct || pixels ? 0
+                                      : size_t(part_tiles * kernel.ukernel_.mr * block) *
+                                            sizeof(float);
+            workspace = {WorkspaceLayout::aligned(phase_bytes) + offsets_bytes, rows_bytes,
+                         threads};
+        }
+
+        int64_t tasks() const {
+            return pixels ? planes * panels * pixel_tiles : planes * parts * blocks;
+        }
+    };
+
+    int64_t out_h(const Shape& xs) const {
+        const Conv2dParams& p = params_;
+        return (xs[2] + 2 * p.pad_h - p.dilation_h * (p.kernel_h - 1) - 1) / p.stride_h + 1;
+    }
+    int64_t out_w(const Shape& xs) const {
+        const Conv2dParams& p = params_;
+        return (xs[3] + 2 * p.pad_w - p.dilation_w * (p.kernel_w - 1) - 1) / p.stride_w + 1;
+    }
+
     // Weights [O, K] and bias [O] -> per group, per tile of mr output channels, [K][mr] and [mr],
     // zeros past the group's channels.
     void pack_weights() {
@@ -144,7 +130,8 @@ class Conv2dFloat32Gemm final : public Conv2dKernel {
         const int64_t per_group = params_.out_per_group();
         const int mr = ukernel_.mr;
         packed_weights_.assign(size_t(params_.groups * oc_tiles_ * k_count * mr), 0.0f);
-        packed_bias_.assign(size_t(params_.groups * oc_tiles_ * mr), 0.0f);
+        // 24 zeros past the last tile: run_pixels reads 32 biases from a panel's first tile.
+        packed_bias_.assign(size_t(params_.groups * oc_tiles_ * mr + 24), 0.0f);
         for (int64_t oc = 0; oc < params_.out_channels; ++oc) {
             const int64_t tile = oc / per_group * oc_tiles_ + oc % per_group / mr;
             const int64_t row = oc % per_group % mr;
@@ -156,57 +143,130 @@ class Conv2dFloat32Gemm final : public Conv2dKernel {
         }
     }
 
-    // `x`: the input, or its padded planes where the conv pads.
-    void run_block(const NodeIO& io, const float* x, const Blocking& b, int64_t task,
-                   float* packed) const {
+    void run_plan(const NodeIO& io, ThreadPool& pool, const Plan& plan) const {
         const Conv2dParams& p = params_;
         const Shape& xs = *io.input_shapes[0];
-        const Shape& ys = *io.output_shapes[0];
-        const int64_t out_w = ys[3];
-        const int64_t plane_pixels = ys[2] * out_w;
-        const int64_t nr = ukernel_.nr;
-        const int64_t plane = task / b.blocks_per_plane;
-        const int64_t n = plane / p.groups, group = plane % p.groups;
-        const int64_t begin = task % b.blocks_per_plane * b.tiles_per_block * nr;
-        const int64_t count = std::min(plane_pixels - begin, b.tiles_per_block * nr);
-        const int64_t padded_w = xs[3] + 2 * p.pad_w;
-        const int64_t x_plane = (xs[2] + 2 * p.pad_h) * padded_w;
-        const float* x_group = x + (n * xs[1] + group * p.group_in_channels) * x_plane;
-        const int64_t k_count = p.products_per_output();
-
-        const float* b_rows = x_group + begin;  // pointwise: the input planes are B's rows
-        int64_t b_stride = plane_pixels, tile_step = nr;
-        if (!p.pointwise()) {
-            const int64_t taps = p.kernel_h * p.kernel_w;
-            for (int64_t k = 0; k < k_count; ++k) {
-                const int64_t ky = k % taps / p.kernel_w, kx = k % p.kernel_w;
-                const float* tap = x_group + k / taps * x_plane + ky * p.dilation_h * padded_w +
-                                   kx * p.dilation_w;
-                pack_im2col_row(tap, padded_w, out_w, p, begin, count, nr, b.tile_floats,
-                                packed + k * nr);
-            }
-            b_rows = packed;
-            b_stride = nr;
-            tile_step = b.tile_floats;
+        const float* x = io.input<float>(0);
+        if (!plan.phases.in_place) {
+            float* phases = reinterpret_cast<float*>(io.workspace);
+            const int64_t channel_floats = plan.phases.channel_floats(p);
+            const int64_t plane = xs[2] * xs[3];
+            pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
+                for (int64_t c = begin; c < end; ++c) {
+                    plan.phases.build(x + c * plane, xs[2], xs[3], p, phases + c * channel_floats,
+                                      0, plan.phases.phase_h);
+                }
+            });
+            x = phases;
         }
+        // B row k = (ic, ky, kx): channel ic's phases at tap (ky, kx).
+        int64_t* offsets = reinterpret_cast<int64_t*>(
+            io.workspace + WorkspaceLayout::aligned(plan.phase_bytes));
+        const int64_t taps = p.kernel_h * p.kernel_w;
+        for (int64_t k = 0; k < p.products_per_output(); ++k) {
+            offsets[k] = k / taps * plan.phases.channel_stride(p) +
+                         plan.phases.tap_offset(p, k % taps / p.kernel_w, k % p.kernel_w);
+        }
+        pool.parallel_for_slots(plan.tasks(), [&](int64_t slot, int64_t begin, int64_t end) {
+            float* rows = reinterpret_cast<float*>(plan.workspace.slot(io.workspace, slot));
+            for (int64_t task = begin; task < end; ++task) {
+                if (plan.pixels) {
+                    run_pixel_task(io, x, offsets, plan, task);
+                } else {
+                    run_task(io, x, offsets, plan, task, rows);
+                }
+            }
+        });
+    }
 
-        float* y = io.output<float>(0);
-        const FloatBounds& bounds = constants_.bounds;
+    // `x`: the input, or its phase planes. `rows`: this thread's block buffer (unless direct).
+    void run_task(const NodeIO& io, const float* x, const int64_t* offsets, const Plan& plan,
+                  int64_t task, float* rows) const {
+        const Conv2dParams& p = params_;
+        const Shape& xs = *io.input_shapes[0];
+        const int64_t mr = ukernel_.mr, nr = ukernel_.nr, k_count = p.products_per_output();
+        const int64_t plane = task / (plane_tasks(plan)), in_plane = task % plane_tasks(plan);
+        const int64_t part = in_plane / plan.blocks;
+        const int64_t begin = in_plane % plan.blocks * plan.block;
+        const int64_t count = std::min(plan.block, plan.wide - begin);
+        const int64_t n = plane / p.groups, group = plane % p.groups;
+        const int64_t first_tile = part * plan.part_tiles;
+        const int64_t end_tile = std::min(oc_tiles_, first_tile + plan.part_tiles);
+        const float* b = x + (n * xs[1] + group * p.group_in_channels) *
+                                 plan.phases.channel_stride(p) +
+                         begin;
+        const int64_t plane_pixels = plan.out_h * plan.out_w;
         const int64_t per_group = p.out_per_group();
-        for (int64_t t = 0; t < oc_tiles_; ++t) {
-            const int64_t tile = group * oc_tiles_ + t;
-            const float* a = packed_weights_.data() + tile * k_count * ukernel_.mr;
-            const float* bias = packed_bias_.data() + tile * ukernel_.mr;
-            const int64_t oc0 = group * per_group + t * ukernel_.mr;
-            const int64_t rows = std::min<int64_t>(ukernel_.mr, per_group - t * ukernel_.mr);
-            float* y_tile = y + (n * p.out_channels + oc0) * plane_pixels + begin;
-            for (int64_t first = 0; first < count; first += nr) {
-                ukernel_.run(k_count, a, b_rows + first / nr * tile_step, b_stride, bias,
-                             bounds.lo, bounds.hi, rows, std::min(nr, count - first),
-                             y_tile + first, plane_pixels);
+        float* y_group = io.output<float>(0) + (n * p.out_channels + group * per_group) *
+                                                   plane_pixels;
+        constexpr float kInf = std::numeric_limits<float>::infinity();
+        const FloatBounds& bounds = constants_.bounds;
+        for (int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
+            const int64_t k0 = chunk * plan.k_chunk;
+            const int64_t kc = std::min(plan.k_chunk, k_count - k0);
+            const bool first = chunk == 0, last = chunk == plan.chunks - 1;
+            for (int64_t t = first_tile; t < end_tile; ++t) {
+                const int64_t tile = group * oc_tiles_ + t;
+                const float* a = packed_weights_.data() + (tile * k_count + k0) * mr;
+                const float* bias = first ? packed_bias_.data() + tile * mr : nullptr;
+                const int64_t tile_rows = std::min(mr, per_group - t * mr);
+                float* c = plan.direct ? y_group + t * mr * plane_pixels + begin
+                                       : rows + (t - first_tile) * mr * plan.block;
+                const int64_t c_stride = plan.direct ? plane_pixels : plan.block;
+                for (int64_t j = 0; j < count; j += nr) {
+                    ukernel_.run(kc, a, b + j, offsets + k0, bias, last ? bounds.lo : -kInf,
+                                 last ? bounds.hi : kInf, tile_rows, std::min(nr, count - j),
+                                 c + j, c_stride);
+                }
+            }
+        }
+        if (!plan.direct) {
+            for (int64_t oc = first_tile * mr; oc < std::min(per_group, end_tile * mr); ++oc) {
+                copy_wide_range(rows + (oc - first_tile * mr) * plan.block, begin, count,
+                                plan.phases.phase_w, plan.out_w, y_group + oc * plane_pixels);
             }
         }
     }
+
+    // One tile of pixel_rows pixels by one panel of 4 output-channel tiles (panels outermost, so
+    // that threads split the weights and each panel stays in L2 across its pixel tiles).
+    void run_pixel_task(const NodeIO& io, const float* x, const int64_t* offsets, const Plan& plan,
+                        int64_t task) const {
+        const Conv2dParams& p = params_;
+        const Shape& xs = *io.input_shapes[0];
+        const int64_t mr = ukernel_.mr, k_count = p.products_per_output();
+        const int64_t rows = ukernel_.pixel_rows;
+        const int64_t plane = task / (plan.panels * plan.pixel_tiles);
+        const int64_t panel = task / plan.pixel_tiles % plan.panels;
+        const int64_t first_pixel = task % plan.pixel_tiles * rows;
+        const int64_t plane_pixels = plan.out_h * plan.out_w;
+        const int64_t pixels = std::min(rows, plane_pixels - first_pixel);
+        const int64_t n = plane / p.groups, group = plane % p.groups;
+        const float* x_group =
+            x + (n * xs[1] + group * p.group_in_channels) * plan.phases.channel_stride(p);
+        int64_t pixel_offsets[kMaxPixelRows];
+        for (int64_t i = 0; i < pixels; ++i) {
+            const int64_t pixel = first_pixel + i;
+            pixel_offsets[i] = pixel / plan.out_w * plan.phases.phase_w + pixel % plan.out_w;
+        }
+        const int64_t tile = group * oc_tiles_ + panel * 4;
+        const int64_t per_group = p.out_per_group();
+        float c[kMaxPixelRows * 32];
+        ukernel_.run_pixels(k_count, packed_weights_.data() + tile * k_count * mr, k_count * mr,
+                            std::min<int64_t>(4, oc_tiles_ - panel * 4), x_group, offsets,
+                            pixel_offsets, pixels, packed_bias_.data() + tile * mr,
+                            constants_.bounds.lo, constants_.bounds.hi, c);
+        float* y = io.output<float>(0) +
+                   (n * p.out_channels + group * per_group + panel * 32) * plane_pixels +
+                   first_pixel;
+        for (int64_t j = 0; j < std::min<int64_t>(32, per_group - panel * 32); ++j) {
+            for (int64_t i = 0; i < pixels; ++i) {
+                y[j * plane_pixels + i] = c[i * 32 + j];
+            }
+        }
+    }
+
+    static int64_t plane_tasks(const Plan& plan) { return plan.parts * plan.blocks; }
 
     const Float32GemmUkernel& ukernel_;
     const Conv2dFloat32Constants constants_;

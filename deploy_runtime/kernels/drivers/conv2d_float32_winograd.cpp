@@ -242,8 +242,9 @@ class Conv2dFloat32Winograd final : public PlannedKernel<Conv2dFloat32Winograd, 
             for (int64_t g = 0; g < count; g += nr) {
                 const int64_t cols = std::min<int64_t>(nr, count - g);
                 for (int64_t e = 0; e < kElements; ++e) {
-                    gemm.run(channels, u + e * channels * mr, v + e * v_element + g, v_row,
-                             zero_bias_.data(), -inf, inf, tile_rows, cols, m + e * mr * nr, nr);
+                    gemm.run_strided(channels, u + e * channels * mr, v + e * v_element + g,
+                                     v_row, zero_bias_.data(), -inf, inf, tile_rows, cols,
+                                     m + e * mr * nr, nr);
                 }
                 for (int64_t r = 0; r < tile_rows; ++r) {
                     const int64_t oc = group * per_group + t * mr + r;

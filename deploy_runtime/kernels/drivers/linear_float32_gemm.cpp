@@ -1,10 +1,11 @@
-// linear float32 on x86, any rows, by the float32 GEMM micro-kernels of the conv (gemm_float32.h):
-// output features are the micro-kernel's rows (its A operand, packed at load, mr features a tile),
-// the input's rows (every dimension but the last, N of them) its columns (x transposed once per run
-// into the workspace as B, K rows of N), and the [O][N] result is transposed into y [N][O]. Each
-// output is its bias plus its K products in the order of k, one fused multiply-add each: within
-// docs/design.md's float bound of the reference (which rounds each product), and the same bits for
-// every batch, shape of the leading dimensions and thread count.
+// linear float32 on x86, any rows, by the float32 GEMM micro-kernels of the conv (gemm_float32.h),
+// in the orientation that writes y [N][O] as it is: the micro-kernel's rows are the input's rows
+// (every dimension but the last, N of them: x packed per run into [K][mr] tiles, its A operand),
+// its columns the output features (the weights packed at load into [K][nr] panels, its B operand,
+// each read once per tile of mr rows: at batch 1, once). y is first filled with the bias and the
+// micro-kernel sums onto it, so each output is its bias plus its K products in the order of k, one
+// fused multiply-add each: within docs/design.md's float bound of the reference (which rounds each
+// product), and the same bits for every batch, shape of the leading dimensions and thread count.
 #include <algorithm>
 
 #include "../x86/gemm_float32.h"
@@ -22,67 +23,70 @@ class LinearFloat32Gemm final : public LinearKernel {
     LinearFloat32Gemm(const NodeView& node, const Float32GemmUkernel& ukernel)
         : LinearKernel(node, DType::kFloat32, DType::kFloat32),
           ukernel_(ukernel),
-          tiles_(ceil_div(out_features_, ukernel.mr)) {
+          panels_(ceil_div(out_features_, ukernel.nr)) {
         node.expect_attrs({}, {"bounds"});
         bounds_ = node.optional_float_bounds("bounds");
         const std::vector<float> weight =
             float32_values(node.constant_input(1, "weight", DType::kFloat32, 2));
-        const std::vector<float> bias =
-            float32_values(node.constant_input(2, "bias", DType::kFloat32, 1));
-        // Tile t: [K][mr] of features t mr .. t mr + mr - 1, zeros past the last feature.
-        const int64_t mr = ukernel.mr;
-        packed_weight_.assign(size_t(tiles_ * in_features_ * mr), 0.0f);
-        packed_bias_.assign(size_t(tiles_ * mr), 0.0f);
+        bias_ = float32_values(node.constant_input(2, "bias", DType::kFloat32, 1));
+        // Panel j: [K][nr] of features j nr .. j nr + nr - 1, zeros past the last feature.
+        const int64_t nr = ukernel.nr;
+        packed_weight_.assign(size_t(panels_ * in_features_ * nr), 0.0f);
         for (int64_t o = 0; o < out_features_; ++o) {
-            float* tile = packed_weight_.data() + o / mr * in_features_ * mr + o % mr;
+            float* panel = packed_weight_.data() + o / nr * in_features_ * nr + o % nr;
             for (int64_t k = 0; k < in_features_; ++k) {
-                tile[k * mr] = weight[size_t(o * in_features_ + k)];
+                panel[k * nr] = weight[size_t(o * in_features_ + k)];
             }
-            packed_bias_[size_t(o)] = bias[size_t(o)];
         }
     }
 
-    // x transposed [K][N], then the result [O][N].
+    // x packed into [row tiles][K][mr].
     size_t workspace_bytes(const std::vector<Shape>& input_shapes, const std::vector<Shape>&,
                            int threads) const override {
-        const int64_t row_count = rows(input_shapes[0]);
-        const size_t floats = size_t((in_features_ + out_features_) * row_count);
+        const size_t floats = size_t(row_tiles(rows(input_shapes[0])) * in_features_ * ukernel_.mr);
         return WorkspaceLayout{floats * sizeof(float), 0, threads}.bytes();
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const int64_t row_count = rows(*io.input_shapes[0]), k_count = in_features_;
+        const int64_t mr = ukernel_.mr, nr = ukernel_.nr, tiles = row_tiles(row_count);
         const float* x = io.input<float>(0);
         float* y = io.output<float>(0);
-        float* xt = reinterpret_cast<float*>(io.workspace);
-        float* yt = xt + k_count * row_count;
-        for (int64_t n = 0; n < row_count; ++n) {
-            for (int64_t k = 0; k < k_count; ++k) {
-                xt[k * row_count + n] = x[n * k_count + k];
+        float* packed_x = reinterpret_cast<float*>(io.workspace);
+        for (int64_t tile = 0; tile < tiles; ++tile) {
+            float* a = packed_x + tile * k_count * mr;
+            for (int64_t r = 0; r < mr; ++r) {
+                const int64_t n = tile * mr + r;
+                for (int64_t k = 0; k < k_count; ++k) {
+                    a[k * mr + r] = n < row_count ? x[n * k_count + k] : 0.0f;
+                }
             }
         }
-        const int64_t mr = ukernel_.mr, nr = ukernel_.nr, column_tiles = ceil_div(row_count, nr);
-        pool.parallel_for(tiles_ * column_tiles, [&](int64_t begin, int64_t end) {
+        // Panels outermost: at batch 1 the threads split the weights.
+        pool.parallel_for(panels_ * tiles, [&](int64_t begin, int64_t end) {
             for (int64_t task = begin; task < end; ++task) {
-                const int64_t tile = task / column_tiles, j0 = task % column_tiles * nr;
-                ukernel_.run(k_count, packed_weight_.data() + tile * k_count * mr, xt + j0,
-                             row_count, packed_bias_.data() + tile * mr, bounds_.lo, bounds_.hi,
-                             std::min(mr, out_features_ - tile * mr), std::min(nr, row_count - j0),
-                             yt + tile * mr * row_count + j0, row_count);
+                const int64_t panel = task / tiles, tile = task % tiles;
+                const int64_t o0 = panel * nr, n0 = tile * mr;
+                const int64_t cols = std::min(nr, out_features_ - o0);
+                const int64_t tile_rows = std::min(mr, row_count - n0);
+                float* c = y + n0 * out_features_ + o0;
+                for (int64_t r = 0; r < tile_rows; ++r) {
+                    std::copy_n(bias_.data() + o0, cols, c + r * out_features_);
+                }
+                ukernel_.run_strided(k_count, packed_x + tile * k_count * mr,
+                                     packed_weight_.data() + panel * k_count * nr, nr, nullptr,
+                                     bounds_.lo, bounds_.hi, tile_rows, cols, c, out_features_);
             }
         });
-        for (int64_t n = 0; n < row_count; ++n) {
-            for (int64_t o = 0; o < out_features_; ++o) {
-                y[n * out_features_ + o] = yt[o * row_count + n];
-            }
-        }
     }
 
  private:
+    int64_t row_tiles(int64_t row_count) const { return ceil_div(row_count, ukernel_.mr); }
+
     const Float32GemmUkernel& ukernel_;
-    const int64_t tiles_;  // of mr output features
+    const int64_t panels_;  // of nr output features
     FloatBounds bounds_;
-    std::vector<float> packed_weight_, packed_bias_;  // [tiles][K][mr], [tiles][mr]
+    std::vector<float> bias_, packed_weight_;  // [O], [panels][K][nr]
 };
 
 }  // namespace

@@ -17,20 +17,39 @@ __m256i first_lanes(int64_t count) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), vindex);
 }
 
+// Where B row k starts: at a tap's offset (run) or a packed stride (run_strided).
+struct OffsetRows {
+    const int64_t* offsets;
+    const float* row(const float* b, int64_t k) const { return b + offsets[k]; }
+};
+struct StridedRows {
+    int64_t stride;
+    const float* row(const float* b, int64_t k) const { return b + k * stride; }
+};
+
 // kTail: fewer than 16 columns, read and written through masks.
-template <bool kTail>
-void gemm_6x16(int64_t k_count, const float* a, const float* b, int64_t b_stride,
-               const float* bias, float lo, float hi, int64_t rows, int64_t cols, float* c,
-               int64_t c_stride) {
+template <bool kTail, typename Rows>
+void gemm_6x16(int64_t k_count, const float* a, const float* b, Rows rows_of_b, const float* bias,
+               float lo, float hi, int64_t rows, int64_t cols, float* c, int64_t c_stride) {
     const __m256i mask0 = first_lanes(cols), mask1 = first_lanes(cols - 8);
     __m256 vacc[kMr][2];
+    if (bias != nullptr) {
 #pragma GCC unroll 6
-    for (int r = 0; r < kMr; ++r) {
-        vacc[r][0] = vacc[r][1] = _mm256_set1_ps(bias[r]);
+        for (int r = 0; r < kMr; ++r) {
+            vacc[r][0] = vacc[r][1] = _mm256_set1_ps(bias[r]);
+        }
+    } else {  // rows past `rows` start from zero, never read
+#pragma GCC unroll 6
+        for (int r = 0; r < kMr; ++r) {
+            const float* cr = c + (r < rows ? r : 0) * c_stride;
+            vacc[r][0] = _mm256_maskload_ps(cr, mask0);
+            vacc[r][1] = _mm256_maskload_ps(cr + 8, mask1);
+        }
     }
-    for (int64_t k = 0; k < k_count; ++k, a += kMr, b += b_stride) {
-        const __m256 vb0 = kTail ? _mm256_maskload_ps(b, mask0) : _mm256_loadu_ps(b);
-        const __m256 vb1 = kTail ? _mm256_maskload_ps(b + 8, mask1) : _mm256_loadu_ps(b + 8);
+    for (int64_t k = 0; k < k_count; ++k, a += kMr) {
+        const float* bk = rows_of_b.row(b, k);
+        const __m256 vb0 = kTail ? _mm256_maskload_ps(bk, mask0) : _mm256_loadu_ps(bk);
+        const __m256 vb1 = kTail ? _mm256_maskload_ps(bk + 8, mask1) : _mm256_loadu_ps(bk + 8);
 #pragma GCC unroll 6
         for (int r = 0; r < kMr; ++r) {
             const __m256 va = _mm256_broadcast_ss(a + r);
@@ -56,16 +75,29 @@ void gemm_6x16(int64_t k_count, const float* a, const float* b, int64_t b_stride
     }
 }
 
-void gemm_6x16_avx2(int64_t k_count, const float* a, const float* b, int64_t b_stride,
+template <typename Rows>
+void gemm_6x16_avx2(int64_t k_count, const float* a, const float* b, Rows rows_of_b,
                     const float* bias, float lo, float hi, int64_t rows, int64_t cols, float* c,
                     int64_t c_stride) {
-    (cols < 16 ? gemm_6x16<true> : gemm_6x16<false>)(k_count, a, b, b_stride, bias, lo, hi, rows,
-                                                     cols, c, c_stride);
+    (cols < 16 ? gemm_6x16<true, Rows> : gemm_6x16<false, Rows>)(k_count, a, b, rows_of_b, bias,
+                                                                 lo, hi, rows, cols, c, c_stride);
+}
+
+void run(int64_t k_count, const float* a, const float* b, const int64_t* b_offsets,
+         const float* bias, float lo, float hi, int64_t rows, int64_t cols, float* c,
+         int64_t c_stride) {
+    gemm_6x16_avx2(k_count, a, b, OffsetRows{b_offsets}, bias, lo, hi, rows, cols, c, c_stride);
+}
+
+void run_strided(int64_t k_count, const float* a, const float* b, int64_t b_stride,
+                 const float* bias, float lo, float hi, int64_t rows, int64_t cols, float* c,
+                 int64_t c_stride) {
+    gemm_6x16_avx2(k_count, a, b, StridedRows{b_stride}, bias, lo, hi, rows, cols, c, c_stride);
 }
 
 }  // namespace
 
-extern const Float32GemmUkernel kFloat32Gemm6x16Avx2 = {kMr, 16, gemm_6x16_avx2};
+extern const Float32GemmUkernel kFloat32Gemm6x16Avx2 = {kMr, 16, run, run_strided};
 
 }  // namespace detail
 }  // namespace qtk
