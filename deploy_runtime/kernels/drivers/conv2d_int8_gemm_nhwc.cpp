@@ -8,7 +8,7 @@
 // with the baseline flags, packs the weights at load and cuts the work.
 //
 // The GEMM's rows are slots of a plane (SlotPlane): a 1x1 stride-1 conv without padding reads the
-// input in place (AMX), one slot per pixel. Any other window reads a copy of the sample padded
+// input in place (or, VNNI, a tile's copy), one slot per pixel. Any other window reads a copy of the sample padded
 // with the input zero point (so the padding adds z w, as the spec's padded input does) and split
 // into planes by the rows' remainder mod the stride and by column (the columns' remainder, or on
 // narrow layers each kernel column's own view): output pixel (oh, ow) is slot oh pitch + ow, and
@@ -29,9 +29,9 @@
 // and channels. In place, the micro-kernel reads 4 quads bytes from each
 // pixel: where that would pass the end of the sample's plane (its last tiles), the tile's pixels
 // are first copied into a zero-padded scratch; the padded copy has room for every tile. A VNNI
-// micro-kernel (x_offset 128) reads uint8 x + 128, which the copy's sign bits flipped as it went:
-// it never reads in place, its 1x1 layers too read a copy (made in one pass: copies of each tile
-// cost mobilenet_v2's 1x1 layers 8%).
+// micro-kernel (x_offset 128) reads uint8 x + 128, which the copies flip as they go: it never
+// reads in place, each tile of a 1x1 layer is copied (one run of bytes where the channels are
+// whole quads; a copy of the plane instead cost resnet50's memory plan 30% over its bound).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -150,7 +150,7 @@ struct SlotPlane {
 
     SlotPlane(const Conv2dParams& p, const KStretches& k, const Int8GemmNhwcUkernel& u,
               const Shape& xs, const Shape& ys)
-        : in_place(p.pointwise() && u.x_offset == 0),
+        : in_place(p.pointwise()),
           rows(in_place ? xs[1] : ceil_div(xs[1] + 2 * p.pad_h, p.stride_h)),
           pixel_bytes(in_place || k.per_row ? xs[3] : 4 * k.quads),
           column_step(k.per_row ? 1 : p.stride_w) {
@@ -406,13 +406,20 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
         int32_t* c = reinterpret_cast<int32_t*>(scratch);
         x += first * plane.x_stride;
         int64_t x_stride = plane.x_stride;
-        // In place, the last row reads 4 quads bytes: copy where that passes the plane.
-        if (plane.in_place && (first + ukernel_.mr - 1) * in_channels + scratch_.x_stride >
-                                  plane.slots * in_channels) {
+        // In place, the last row reads 4 quads bytes: copy where that passes the plane, and every
+        // tile where the micro-kernel reads x + x_offset (a run of bytes where the pixels are
+        // whole quads: the tile of a VNNI kernel, which reads only its `slots` pixels).
+        if (plane.in_place && (ukernel_.x_offset != 0 ||
+                               (first + ukernel_.mr - 1) * in_channels + scratch_.x_stride >
+                                   plane.slots * in_channels)) {
             int8_t* copy = reinterpret_cast<int8_t*>(scratch + scratch_.c_bytes(ukernel_));
-            std::memset(copy, 0, size_t(ukernel_.mr * scratch_.x_stride));
-            for (int64_t p = 0; p < slots; ++p) {
-                copy_offset(x + p * in_channels, in_channels, copy + p * scratch_.x_stride);
+            if (ukernel_.x_offset != 0 && scratch_.x_stride == in_channels) {
+                copy_offset(x, slots * in_channels, copy);
+            } else {
+                std::memset(copy, 0, size_t(ukernel_.mr * scratch_.x_stride));
+                for (int64_t p = 0; p < slots; ++p) {
+                    copy_offset(x + p * in_channels, in_channels, copy + p * scratch_.x_stride);
+                }
             }
             x = copy;
             x_stride = scratch_.x_stride;
