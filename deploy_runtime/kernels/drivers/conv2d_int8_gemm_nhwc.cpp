@@ -257,9 +257,14 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
             const int64_t tile_macs = ukernel_.mr * stretches_.padded_k() * params_.out_channels;
             const int64_t balance = std::min(ceil_div(4 * threads, plane.tiles),
                                              std::max<int64_t>(1, tile_macs / kTaskMacs));
-            const int64_t parts = std::min(
+            int64_t parts = std::min(
                 channel_tiles, std::max({balance, ceil_div(threads, plane.tiles),
                                          ceil_div(int64_t(packed_weights_.size()), kL2Share)}));
+            // And as many tasks as the threads divide evenly, where the channels allow: resnet18's
+            // 14x14 layers have 17 tiles, which 2 threads split 9 to 8 (in 2 parts, 17 and 17).
+            while (parts < channel_tiles && parts * plane.tiles % threads != 0) {
+                ++parts;
+            }
             pool.parallel_for_slots(parts * plane.tiles, [&](int64_t slot, int64_t begin,
                                                              int64_t end) {
                 if (ukernel_.prepare != nullptr) {
