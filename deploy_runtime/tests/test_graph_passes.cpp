@@ -237,6 +237,27 @@ void check_layout(const std::vector<uint8_t>& bytes, const std::vector<int8_t>& 
                 what.c_str(), nodes, count);
 }
 
+// check_layout at QTK_ISA=amx_int8, avx512_vnni and avx2 on random input: `nodes` nodes, plus
+// `permutes` and with `nhwc_convs` channels-last convs where the region converts (`converts`, at
+// AVX-512 VNNI and up on a CPU that has it).
+void check_layout_at_each_cap(const std::vector<uint8_t>& bytes, Rng& rng, int64_t channels,
+                              bool converts, size_t nodes, size_t permutes, size_t nhwc_convs,
+                              const std::string& what) {
+    const std::vector<int8_t> input = rng.int8s(size_t(3 * channels * kSize * kSize));
+    size_t file_nodes = 0;
+    const std::vector<int8_t> want = run(bytes, false, 1, 3, input, &file_nodes, channels);
+    using qtk::detail::IsaLevel;
+    for (IsaLevel cap : {IsaLevel::kAmxInt8, IsaLevel::kAvx512Vnni, IsaLevel::kAvx2}) {
+        const char* isa = qtk::detail::isa_name(cap);
+        qtk_test::set_env("QTK_ISA", isa);
+        const bool nhwc = converts && cap >= IsaLevel::kAvx512Vnni &&
+                          qtk::detail::cpu_supports(IsaLevel::kAvx512Vnni);
+        check_layout(bytes, input, want, channels, nodes + (nhwc ? permutes : 0),
+                     nhwc ? nhwc_convs : 0, what + ", QTK_ISA=" + isa);
+    }
+    qtk_test::set_env("QTK_ISA", nullptr);
+}
+
 // The layout pass on chains of mobilenet_v2's block: 1x1 expand, depthwise 3x3, 1x1 project plus
 // the block's input (fused). The first block's expand output is also a graph output and its
 // depthwise output is read by an add: both need their NCHW value back. Where this CPU has the
@@ -263,23 +284,10 @@ void test_nhwc_layout() {
             block = add(b, name + ".add", conv(b, rng, name + ".project", dw, false, 1), block);
         }
         b.outputs = {block, first_expand, dw_twice};
-        const std::vector<uint8_t> bytes = b.build();
-        const std::vector<int8_t> input = rng.int8s(size_t(3 * kChannels * kSize * kSize));
-        size_t nodes = 0;
-        const std::vector<int8_t> want = run(bytes, false, 1, 3, input, &nodes);
-        using qtk::detail::IsaLevel;
-        for (IsaLevel cap : {IsaLevel::kAmxInt8, IsaLevel::kAvx512Vnni, IsaLevel::kAvx2}) {
-            const char* isa = qtk::detail::isa_name(cap);
-            qtk_test::set_env("QTK_ISA", isa);
-            const bool nhwc = blocks > 1 && cap >= IsaLevel::kAvx512Vnni &&
-                              qtk::detail::cpu_supports(IsaLevel::kAvx512Vnni);
-            // The convs, the unfused add (+ 4 permutes).
-            check_layout(bytes, input, want, kChannels, size_t(3 * blocks + 1 + (nhwc ? 4 : 0)),
-                         size_t(nhwc ? 3 * blocks : 0),
-                         std::to_string(blocks) + " block(s), QTK_ISA=" + isa);
-        }
+        // The convs, the unfused add (+ 4 permutes).
+        check_layout_at_each_cap(b.build(), rng, kChannels, blocks > 1, size_t(3 * blocks + 1), 4,
+                                 size_t(3 * blocks), std::to_string(blocks) + " block(s)");
     }
-    qtk_test::set_env("QTK_ISA", nullptr);
 }
 
 // resnet's basic blocks (3x3 conv, 3x3 conv plus the block's input, fused) at 40 channels, a 3x3
@@ -308,22 +316,9 @@ void test_nhwc_layout_dense() {
         }
     }
     b.outputs = {block};
-    const std::vector<uint8_t> bytes = b.build();
-    const std::vector<int8_t> input = rng.int8s(size_t(3 * channels * kSize * kSize));
-    size_t nodes = 0;
-    const std::vector<int8_t> want = run(bytes, false, 1, 3, input, &nodes, channels);
-    using qtk::detail::IsaLevel;
-    for (IsaLevel cap : {IsaLevel::kAmxInt8, IsaLevel::kAvx512Vnni, IsaLevel::kAvx2}) {
-        const char* isa = qtk::detail::isa_name(cap);
-        qtk_test::set_env("QTK_ISA", isa);
-        const bool nhwc = cap >= IsaLevel::kAvx512Vnni &&
-                          qtk::detail::cpu_supports(IsaLevel::kAvx512Vnni);
-        // The convs and the max-pool (+ 2 permutes).
-        check_layout(bytes, input, want, channels, size_t(2 * blocks + 1 + (nhwc ? 2 : 0)),
-                     size_t(nhwc ? 2 * blocks : 0),
-                     std::to_string(blocks) + " basic blocks, QTK_ISA=" + isa);
-    }
-    qtk_test::set_env("QTK_ISA", nullptr);
+    // The convs and the max-pool (+ 2 permutes).
+    check_layout_at_each_cap(b.build(), rng, channels, true, size_t(2 * blocks + 1), 2,
+                             size_t(2 * blocks), std::to_string(blocks) + " basic blocks");
     // A file's max_pool2d may say "layout" = 1 (NHWC) too, nothing else.
     for (qtk_test::NodeSpec& node : b.nodes) {
         if (node.op == "max_pool2d") {
@@ -371,22 +366,10 @@ void test_nhwc_layout_squeeze_excitation() {
         block = add(b, name + ".add", project, block, channels);
     }
     b.outputs = {block};
-    const std::vector<uint8_t> bytes = b.build();
-    const std::vector<int8_t> input = rng.int8s(size_t(3 * channels * kSize * kSize));
-    size_t nodes = 0;
-    const std::vector<int8_t> want = run(bytes, false, 1, 3, input, &nodes, channels);
-    using qtk::detail::IsaLevel;
-    for (IsaLevel cap : {IsaLevel::kAvx512Vnni, IsaLevel::kAvx2}) {
-        const char* isa = qtk::detail::isa_name(cap);
-        qtk_test::set_env("QTK_ISA", isa);
-        const bool nhwc = cap >= IsaLevel::kAvx512Vnni &&
-                          qtk::detail::cpu_supports(IsaLevel::kAvx512Vnni);
-        // 8 nodes a block once the add is fused (+ 2 permutes).
-        check_layout(bytes, input, want, channels, size_t(8 * blocks + (nhwc ? 2 : 0)),
-                     size_t(nhwc ? 5 * blocks : 0),
-                     std::to_string(blocks) + " squeeze-excitation blocks, QTK_ISA=" + isa);
-    }
-    qtk_test::set_env("QTK_ISA", nullptr);
+    // 8 nodes a block once the add is fused (+ 2 permutes).
+    check_layout_at_each_cap(b.build(), rng, channels, true, size_t(8 * blocks), 2,
+                             size_t(5 * blocks),
+                             std::to_string(blocks) + " squeeze-excitation blocks");
 }
 
 int main() {
