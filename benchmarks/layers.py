@@ -43,6 +43,8 @@ def main(argv=None):
     parser.add_argument("--threads", nargs="+", type=int, default=[1])
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--per-node", action="store_true", help="also print every MAC node")
+    parser.add_argument("--fp32", action="store_true",
+                        help="profile the float model exported as is (qtk fp32) instead of int8")
     args = parser.parse_args(argv)
 
     peak = _C.measure_int8_peak(0.3)  # one core's vpdpbusd rate; 0 without AVX-512 VNNI
@@ -52,7 +54,11 @@ def main(argv=None):
     results = {"cpu": cpu, "vnni_peak_gmacs": peak / 1e9, "models": {}}
     for name in args.models:
         with tempfile.TemporaryDirectory() as workdir:
-            path = _qmodel_file(float_model(name), calibration, workdir)
+            if args.fp32:
+                path = str(Path(workdir) / "float.qmodel")
+                qtk.export(float_model(name).eval(), calibration[0], path)
+            else:
+                path = _qmodel_file(float_model(name), calibration, workdir)
             for threads in args.threads:
                 nodes = node_minima(path, threads, args.runs, calibration[0])
                 by_algorithm = collections.defaultdict(lambda: [0.0, 0])
@@ -61,7 +67,8 @@ def main(argv=None):
                     by_algorithm[node["algorithm"]][1] += node["macs"]
                 conv = [(n, s) for n, s in nodes if n["op"] == "conv2d"]
                 conv_gmacs = sum(n["macs"] for n, _ in conv) / sum(s for _, s in conv) / 1e9
-                share = f", {conv_gmacs * 1e9 / (peak * threads):.0%} of the peak" if peak else ""
+                share = (f", {conv_gmacs * 1e9 / (peak * threads):.0%} of the peak"
+                         if peak and not args.fp32 else "")
                 print(f"\n{name}, {threads} thread(s): sum of node minima "
                       f"{sum(s for _, s in nodes) * 1e3:.3f} ms; convs {conv_gmacs:.1f} GMAC/s"
                       f"{share}")
@@ -75,13 +82,13 @@ def main(argv=None):
                             print(f"    {node['name'][:32]:32} {seconds * 1e6:8.0f} us "
                                   f"{node['macs'] / seconds / 1e9:7.1f} GMAC/s  "
                                   f"{node['algorithm']}")
-                results["models"][f"{name} {threads}t"] = {
+                results["models"][f"{name}{' fp32' if args.fp32 else ''} {threads}t"] = {
                     "sum_ms": sum(s for _, s in nodes) * 1e3, "conv_gmacs": conv_gmacs,
                     "nodes": [{"name": n["name"], "op": n["op"], "algorithm": n["algorithm"],
                                "us": s * 1e6, "macs": n["macs"]} for n, s in nodes]}
     RESULTS.mkdir(exist_ok=True)
     slug = re.sub(r"[^a-z0-9]+", "-", cpu.lower()).strip("-")
-    (RESULTS / f"layers_{slug}.json").write_text(json.dumps(results, indent=2))
+    (RESULTS / f"layers_{'fp32_' if args.fp32 else ''}{slug}.json").write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -92,6 +92,18 @@ def test_resnet18_with_float_winograd_on_its_3x3_stride_1_layers(algorithm, monk
     assert_runtime_matches_torch(model, 224)
 
 
+def test_float_winograd_is_the_default_on_outputs_of_13x13_and_up():
+    # resnet18: 10 of its 13 3x3 stride-1 convs have outputs of 56, 28 or 14 pixels a side; the
+    # three at 7x7 (4 Winograd tiles) keep the GEMM, like every other conv (docs/winograd.md).
+    model = reestimate_batchnorm(torchvision.models.resnet18(), (4, 3, 224, 224))
+    session = qtk.runtime.load(qtk.export(model, torch.randn(1, 3, 224, 224)))
+    convs = [a for a in session.algorithms if a.startswith("conv2d_float32")]
+    winograd = [a for a in convs if "_winograd_" in a]
+    if not any("avx" in a for a in convs):
+        pytest.skip("no vector float kernels on this CPU")
+    assert len(convs) == 20 and len(winograd) == 10
+
+
 def test_float_export_leaves_the_model_unchanged():
     model = reestimate_batchnorm(SmallCNN(), (4, 3, 20, 20))
     before = {k: v.clone() for k, v in model.state_dict().items()}

@@ -1,5 +1,6 @@
 #include "algo_policy.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -35,6 +36,10 @@ std::vector<const Conv2dAlgo*> usable_conv2d_algos(DType dtype, const Conv2dPara
                 usable.push_back(algo);
             }
         }
+        // Those not preferred for this layer go after the rest; the reference stays last.
+        std::stable_partition(usable.begin(), usable.end() - 1, [&](const Conv2dAlgo* algo) {
+            return algo->preferred == nullptr || algo->preferred(params);
+        });
         return usable;  // never empty: the reference is always usable
     }
     const DType other = dtype == DType::kInt8 ? DType::kFloat32 : DType::kInt8;

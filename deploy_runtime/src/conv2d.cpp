@@ -35,6 +35,11 @@ Conv2dParams read_conv2d_params(const NodeView& node, DType dtype, DType bias_dt
     Conv2dParams p =
         read_conv2d_window(node, node.expect_weight_layer(inputs, dtype, bias_dtype, 4));
     p.nhwc = node.channels_last();
+    const Shape& y = node.output(0, dtype).shape;
+    if (y.size() == 4) {  // else the kernel reports it
+        p.out_h = p.nhwc ? y[1] : y[2];
+        p.out_w = p.nhwc ? y[2] : y[3];
+    }
     return p;
 }
 

@@ -21,6 +21,9 @@ struct Conv2dParams {
     // Activations channels-last (NHWC: x [N, H, W, C], y [N, H', W', O]), where the layout pass
     // (graph_passes.h) set the node's "layout" attribute; else NCHW, the file's layout.
     bool nhwc = false;
+    // The output's height and width in the graph (0 where unknown, as in a bare geometry). Only
+    // the default choice reads them (Conv2dAlgo::preferred); kernels take each run's shapes.
+    int64_t out_h = 0, out_w = 0;
 
     int64_t products_per_output() const { return group_in_channels * kernel_h * kernel_w; }
     int64_t out_per_group() const { return out_channels / groups; }
@@ -102,6 +105,10 @@ struct Conv2dAlgo {
     bool (*fits)(const Conv2dParams& params);  // the geometries it computes
     std::unique_ptr<OpKernel> (*make)(const NodeView& node);
     bool nchw = true, nhwc = false;  // the activation layouts it reads and writes
+    // Where it should be the default among the algorithms that fit (nullptr: wherever it fits).
+    // One that fits but is not preferred yields the default to those after it; Fast-Run and
+    // QTK_CONV_ALGO still see it.
+    bool (*preferred)(const Conv2dParams& params) = nullptr;
 
     bool usable(const Conv2dParams& params, IsaLevel cap) const {
         return isa <= cap && cpu_supports(isa) && fits_layout(params) && fits(params);

@@ -357,23 +357,38 @@ void test_against_float64() {
     }
 }
 
-// Under each QTK_ISA level the default is the first algorithm the level and CPU allow.
+// Under each QTK_ISA level the default is the first algorithm the level and CPU allow that
+// prefers the layer: Winograd on outputs of 13x13 and up (16 tiles), the GEMM below and where the
+// size is unknown. Both stay Fast-Run's candidates.
 void test_default_choice() {
-    const Conv2dParams dense = {8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1};
-    for (IsaLevel level : qtk::detail::kIsaLevels) {
-        const Conv2dAlgo& chosen =
-            qtk::detail::choose_conv2d_algo(DType::kFloat32, dense, level, nullptr);
-        CHECK(chosen.isa <= level && cpu_supports(chosen.isa));
-        for (const Conv2dAlgo* algo : qtk::detail::conv2d_algos(DType::kFloat32)) {
-            if (algo == &chosen) {
-                break;
+    for (const int64_t size : {0, 7, 13, 14, 56}) {
+        Conv2dParams dense = {8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+        dense.out_h = dense.out_w = size;
+        for (IsaLevel level : qtk::detail::kIsaLevels) {
+            const Conv2dAlgo& chosen =
+                qtk::detail::choose_conv2d_algo(DType::kFloat32, dense, level, nullptr);
+            CHECK(chosen.isa <= level && cpu_supports(chosen.isa));
+            for (const Conv2dAlgo* algo : qtk::detail::conv2d_algos(DType::kFloat32)) {
+                if (algo == &chosen) {
+                    break;
+                }
+                CHECK(!algo->usable(dense, level) ||
+                      (algo->preferred != nullptr && !algo->preferred(dense)));
             }
-            CHECK(!algo->usable(dense, level));
+            bool winograd_usable = false;
+            for (const Conv2dAlgo* algo : qtk::detail::conv2d_algos(DType::kFloat32)) {
+                winograd_usable = winograd_usable || (is_winograd(algo->name) &&
+                                                      algo->usable(dense, level));
+            }
+            CHECK(is_winograd(chosen.name) == (size >= 13 && winograd_usable));
+            const auto usable = qtk::detail::usable_conv2d_algos(DType::kFloat32, dense, level,
+                                                                 nullptr);
+            CHECK(std::string(usable.back()->name) == "conv2d_float32_reference");
         }
+        CHECK(std::string(qtk::detail::choose_conv2d_algo(DType::kFloat32, dense,
+                                                          IsaLevel::kScalar, nullptr)
+                              .name) == "conv2d_float32_reference");
     }
-    CHECK(std::string(qtk::detail::choose_conv2d_algo(DType::kFloat32, dense, IsaLevel::kScalar,
-                                                      nullptr)
-                          .name) == "conv2d_float32_reference");
 }
 
 // QTK_CONV_ALGO: an int8 name leaves float layers their default, a float name the int8 layers; a

@@ -50,6 +50,15 @@ bool fits_winograd(const Conv2dParams& p) {
            p.out_per_group() >= kMinChannels;
 }
 
+// The default where a sample's output has 16 tiles or more (13x13 and up). With fewer, the GEMM
+// micro-kernel's tile rows run mostly empty and the transformed weights, 4x the weights' bytes,
+// stream from memory for a few tiles each. resnet18 at 1 thread on Zen 4 (AVX-512), Winograd vs
+// the GEMM per layer: 56x56 1.28 vs 2.17 ms, 28x28 1.20 vs 2.30, 14x14 1.75 vs 2.34, but 7x7
+// (512 channels) 6.0 vs 2.5.
+bool prefers_winograd(const Conv2dParams& p) {
+    return ceil_div(p.out_h, 4) * ceil_div(p.out_w, 4) >= 16;
+}
+
 // The float32 Winograd algorithm of one ISA: its transforms and the GEMM of its products.
 struct WinogradF4x3Ukernels {
     const WinogradF4x3Transforms& transforms;
@@ -289,12 +298,12 @@ const WinogradF4x3Ukernels kAvx2 = {kWinogradF4x3Avx2, kFloat32Gemm6x16Avx2};
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dFloat32WinogradF4x3Avx512 = {
     "conv2d_float32_winograd_f4x3_8x32_avx512", IsaLevel::kAvx512Vnni, fits_winograd,
-    make_kernel<Conv2dFloat32Winograd, kAvx512>};
+    make_kernel<Conv2dFloat32Winograd, kAvx512>, true, false, prefers_winograd};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dFloat32WinogradF4x3Avx2 = {
     "conv2d_float32_winograd_f4x3_6x16_avx2", IsaLevel::kAvx2, fits_winograd,
-    make_kernel<Conv2dFloat32Winograd, kAvx2>};
+    make_kernel<Conv2dFloat32Winograd, kAvx2>, true, false, prefers_winograd};
 #endif
 
 }  // namespace detail
