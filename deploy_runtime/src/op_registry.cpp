@@ -38,6 +38,9 @@ std::unique_ptr<OpKernel> make_clamp_float32_reference(const NodeView& node);
 // (kernels/reference/elementwise.cpp), so a new one is its line there and nothing here.
 std::unique_ptr<OpKernel> make_function_float32_reference(const NodeView& node);
 bool is_float32_function(const std::string& op);
+// Those of them with the vector kernels of algo_lists/function_float32.inc
+// (kernels/drivers/function_float32_vector.cpp).
+bool has_vector_float32_function(const std::string& op);
 std::unique_ptr<OpKernel> make_concat_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_avg_pool2d_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_avg_pool2d_float32_reference(const NodeView& node);
@@ -64,6 +67,7 @@ std::unique_ptr<OpKernel> make_expand_batch_reference(const NodeView& node);
 #undef QTK_ALGO
 #define QTK_ALGO(descriptor) extern const OpAlgo descriptor;
 #include "algo_lists/add_float32.inc"
+#include "algo_lists/function_float32.inc"
 #include "algo_lists/add_int8.inc"
 #include "algo_lists/concat_int8.inc"
 #include "algo_lists/global_avg_pool2d_int8.inc"
@@ -125,6 +129,9 @@ const OpAlgo* const kPermuteAlgos[] = {
 };
 const OpAlgo* const kGlobalAvgPool2dInt8Algos[] = {
 #include "algo_lists/global_avg_pool2d_int8.inc"
+};
+const OpAlgo* const kFunctionFloat32Algos[] = {
+#include "algo_lists/function_float32.inc"
 };
 #undef QTK_ALGO
 #undef QTK_QUANTIZE_ALGO
@@ -233,6 +240,14 @@ constexpr OpEntry kOps[] = {
     {"expand_batch", make_expand_batch_reference, make_expand_batch_reference},
 };
 
+// The kernel of the candidate `pick` chooses (Fast-Run), or of the first.
+CreatedKernel pick_candidate(const Graph& graph, const Node& node,
+                             const std::vector<KernelCandidate>& candidates,
+                             const KernelPicker& pick) {
+    const size_t chosen = candidates.size() > 1 && pick ? pick(graph, node, candidates) : 0;
+    return {candidates.at(chosen).make(), candidates[chosen].algorithm};
+}
+
 }  // namespace
 
 const std::vector<const Conv2dAlgo*>& conv2d_algos(DType dtype) {
@@ -252,10 +267,7 @@ CreatedKernel create_kernel(const Graph& graph, const Node& node, const KernelPi
         const DType dtype = view.dtype();
         for (const MultiAlgorithmOp& multi : kMultiAlgorithmOps) {
             if (node.op == multi.op && dtype == multi.dtype) {
-                const std::vector<KernelCandidate> candidates = multi.candidates(view);
-                const size_t chosen =
-                    candidates.size() > 1 && pick ? pick(graph, node, candidates) : 0;
-                return {candidates.at(chosen).make(), candidates[chosen].algorithm};
+                return pick_candidate(graph, node, multi.candidates(view), pick);
             }
         }
         const KernelFactory make = dtype == DType::kInt8      ? entry.int8
@@ -272,6 +284,9 @@ CreatedKernel create_kernel(const Graph& graph, const Node& node, const KernelPi
         if (view.dtype() != DType::kFloat32) {
             view.fail("op '" + node.op + "' has no " + dtype_name(view.dtype()) +
                       " kernel (its int8 form is a 'lut' node)");
+        }
+        if (has_vector_float32_function(node.op)) {
+            return pick_candidate(graph, node, list_candidates<kFunctionFloat32Algos>(view), pick);
         }
         return {make_function_float32_reference(view), "reference"};
     }

@@ -6,7 +6,8 @@
 // runs, the portable fast paths, the reference last) runs with 1 and 2 threads over shapes around
 // the vector widths (8, 16, 32, 64) and tiles (32), odd sizes, and adversarial values: -128 and
 // 127, multipliers 0 and 2^31 - 1, shifts 1 to 62, identity rescales; float32 with NaN,
-// infinities, +0 and -0.
+// infinities, +0 and -0. The float32 functions with vector kernels (hardswish, hardsigmoid:
+// bytes; sigmoid, silu: a stated bound) are here too.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -523,12 +524,100 @@ void test_float32_add_mul() {
         if (rng.uniform(0, 1) == 0) {
             attrs.push_back(floats("bounds", {0.0f, rng.uniform(0, 1) == 0 ? 6.0f : kInfinity}));
         }
+        // b (a gate [1, C, 1] where it is not x's shape) on either side.
+        const std::vector<Shape> shapes =
+            rng.uniform(0, 1) == 0 ? std::vector<Shape>{b, x} : std::vector<Shape>{x, b};
         for (const char* op : {"add", "mul"}) {
-            OneNode c(op, DType::kFloat32, {x, b}, {0, 0}, 0, attrs);
-            c.inputs = {float32_data(rng, size_t(count_of(x))),
-                        float32_data(rng, size_t(count_of(b)))};
-            check_all(c, std::string("float32 ") + op + " " + describe(x) + " and " + describe(b) +
-                             (attrs.empty() ? "" : " bounded"));
+            OneNode c(op, DType::kFloat32, shapes, {0, 0}, 0, attrs);
+            c.inputs = {float32_data(rng, size_t(count_of(shapes[0]))),
+                        float32_data(rng, size_t(count_of(shapes[1])))};
+            check_all(c, std::string("float32 ") + op + " " + describe(shapes[0]) + " and " +
+                             describe(shapes[1]) + (attrs.empty() ? "" : " bounded"));
+        }
+    }
+}
+
+// Inputs of a float32 function: float32_data's values and specials, plus where exp over- and
+// underflows and the results turn subnormal (|x| from 80 to 110), tiny and huge values.
+Bytes function_inputs(Rng& rng, int64_t n) {
+    Bytes b = float32_data(rng, size_t(n));
+    std::vector<float> values(b.size() / 4);
+    std::memcpy(values.data(), b.data(), b.size());
+    for (float& v : values) {
+        const int64_t mode = rng.uniform(0, 5);
+        if (mode == 0) {
+            v = float(rng.uniform(-110000, 110000)) / 1000.0f;
+        } else if (mode == 1) {
+            v = std::ldexp(float(rng.uniform(-1000, 1000)), int(rng.uniform(-140, 120)));
+        }
+    }
+    std::memcpy(b.data(), values.data(), b.size());
+    return b;
+}
+
+// sigmoid and silu: every candidate (the reference too) at 1 and 2 threads within the bound of
+// docs/design.md of the function in double, 2^-21 |f| + 2^-126 max(1, |x|) (below x = -88.7
+// exp(-x) overflows float and both give 0), infinite and NaN exactly where it is; every vector
+// kernel with the same bits (one exp, whatever the ISA).
+void check_function_bound(const OneNode& c, const std::string& op, const std::string& what) {
+    ++g_cases;
+    std::vector<std::string> names;
+    run_candidate(c, 0, 1, &names);
+    const int64_t n = int64_t(c.inputs[0].size() / 4);
+    std::vector<float> x(c.inputs[0].size() / 4), y(x.size());
+    std::memcpy(x.data(), c.inputs[0].data(), c.inputs[0].size());
+    Bytes vector_bits;
+    for (size_t i = 0; i < names.size(); ++i) {
+        const bool reference = i + 1 == names.size();
+        for (int threads : {1, 2}) {
+            const Bytes got = run_candidate(c, i, threads, &names);
+            std::memcpy(y.data(), got.data(), got.size());
+            for (int64_t j = 0; j < n; ++j) {
+                const double v = x[size_t(j)], s = 1.0 / (1.0 + std::exp(-v));
+                const double want = op == "sigmoid" ? s : v * s, got_j = y[size_t(j)];
+                const bool ok =
+                    std::isnan(want)   ? std::isnan(got_j)
+                    : std::isinf(want) ? got_j == want
+                                       : std::fabs(got_j - want) <=
+                                             std::ldexp(std::fabs(want), -21) +
+                                                 std::ldexp(std::max(1.0, std::fabs(v)), -126);
+                if (!ok) {
+                    qtk_test::report_failure(
+                        __FILE__, __LINE__,
+                        names[i] + " on " + what + ": " + op + "(" + std::to_string(v) + ") = " +
+                            std::to_string(got_j) + ", want " + std::to_string(want) +
+                            ", threads " + std::to_string(threads));
+                    return;
+                }
+            }
+            if (!reference && vector_bits.empty()) {
+                vector_bits = got;
+            } else if (!reference && got != vector_bits) {
+                qtk_test::report_failure(__FILE__, __LINE__,
+                                         names[i] + " differs from " + names[0] + " on " + what);
+            }
+        }
+        if (!reference) {
+            g_checked.insert(names[i]);
+        }
+    }
+}
+
+// hardswish, hardsigmoid, sigmoid and silu (float32) over lengths around the vector widths and
+// the driver's tasks of 4096: the first two byte for byte with the reference, the others within
+// check_function_bound's bound.
+void test_float32_functions() {
+    Rng rng(9);
+    for (const char* op : {"hardswish", "hardsigmoid", "sigmoid", "silu"}) {
+        for (int64_t size : {1, 7, 8, 9, 15, 16, 17, 33, 4095, 4097, 10001}) {
+            OneNode c(op, DType::kFloat32, {{1, size}}, {0}, 0, {});
+            c.inputs = {function_inputs(rng, size)};
+            const std::string what = std::string(op) + " of " + std::to_string(size);
+            if (std::string(op) == "hardswish" || std::string(op) == "hardsigmoid") {
+                check_all(c, what);
+            } else {
+                check_function_bound(c, op, what);
+            }
         }
     }
 }
@@ -598,6 +687,7 @@ int main() {
     test_mul();
     test_lut();
     test_float32_add_mul();
+    test_float32_functions();
     test_quantize();
     std::printf("%d nodes checked against the reference with:", g_cases);
     for (const std::string& name : g_checked) {

@@ -390,5 +390,8 @@ std::unique_ptr<OpKernel> make_function_float32_reference(const NodeView& node) 
     node.fail("op '" + node.op() + "' is registered as a float32 function but has no definition");
 }
 
+extern const OpAlgo kFunctionFloat32Reference = {"function_float32_reference", IsaLevel::kScalar,
+                                                 make_function_float32_reference};
+
 }  // namespace detail
 }  // namespace qtk
