@@ -273,7 +273,8 @@ class Conv2dInt8Gemm final : public Conv2dInt8Kernel {
                 for (int64_t r = 0; r < tile_rows; ++r) {
                     const int64_t oc = oc0 + r;
                     const int64_t at = (n * p.out_channels + oc) * plane_pixels + begin + first;
-                    epilogue_.row(oc, c + r * chunk, acc_init_[oc], cols, y + at, residual + at);
+                    epilogue_.row(oc, c + r * chunk, acc_init_[oc], cols, y + at,
+                                  residual == nullptr ? nullptr : residual + at);
                 }
             }
         }

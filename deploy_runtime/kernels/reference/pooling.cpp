@@ -132,6 +132,8 @@ class WindowPoolReference : public OpKernel {
 
  protected:
     // The input's height and width.
+    // (Callers read it into plain variables: C++17 lambdas cannot capture structured bindings,
+    // which GCC allows and clang refuses.)
     std::pair<int64_t, int64_t> size(const NodeIO& io) const {
         const Shape& x = *io.input_shapes[0];
         return nhwc_ ? std::make_pair(x[1], x[2]) : std::make_pair(x[2], x[3]);
@@ -146,7 +148,7 @@ class WindowPoolReference : public OpKernel {
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
         const int64_t channels = xs[nhwc_ ? 3 : 1];
-        const auto [height, width] = size(io);
+        const int64_t height = size(io).first, width = size(io).second;
         const int64_t in_plane = height * width;
         const int64_t out_h = ys[nhwc_ ? 1 : 2], out_w = ys[nhwc_ ? 2 : 3];
         const int64_t step = nhwc_ ? channels : 1;
@@ -185,7 +187,7 @@ class MaxPool2dReference final : public WindowPoolReference {
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
-        const auto [height, width] = size(io);
+        const int64_t height = size(io).first, width = size(io).second;
         const Window& w = window_;
         for_each_window<T>(io, pool, [&](const T* x, int64_t step, int64_t iy0, int64_t ix0) {
             T best = Pooling::lowest();  // padding is -infinity: it never wins
@@ -224,7 +226,7 @@ class AvgPool2dReference final : public WindowPoolReference {
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
-        const auto [height, width] = size(io);
+        const int64_t height = size(io).first, width = size(io).second;
         const Window& w = window_;
         for_each_window<T>(io, pool, [&](const T* x, int64_t step, int64_t iy0, int64_t ix0) {
             typename Pooling::Sum sum = 0;  // over the in-bounds elements; padding adds real 0
