@@ -201,7 +201,7 @@ void test_plans() {
                         }
                         // The high-half form in int32, as the vector code computes it.
                         const int64_t round =
-                            int64_t{out.round_odd} << (shift - kHighHalfMinShift);
+                            int64_t{out.round_odd} * (int64_t{1} << (shift - kHighHalfMinShift));
                         const int64_t sum = (product >> 32) + round;
                         requantize_wrong += round != static_cast<int32_t>(round);
                         requantize_wrong += sum != static_cast<int32_t>(sum);
@@ -340,8 +340,11 @@ void test_requantize() {
                     strided[size_t(i / width * (width + gap) + i % width)] = acc[size_t(i)];
                 }
                 if (per_channel) {
-                    e.ukernel->channels(strided.data(), width + gap, rows, width, offset.data(),
-                                        multiplier.data(), shift.data(), out, got.data(), width);
+                    if (rows > 0) {  // (with none, width may pass the count per-channel values)
+                        e.ukernel->channels(strided.data(), width + gap, rows, width,
+                                            offset.data(), multiplier.data(), shift.data(), out,
+                                            got.data(), width);
+                    }
                     if (done < int64_t(count)) {
                         e.ukernel->channels(acc.data() + done, 0, 1, int64_t(count) - done,
                                             offset.data(), multiplier.data(), shift.data(), out,
