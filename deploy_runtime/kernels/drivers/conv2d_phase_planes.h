@@ -13,6 +13,9 @@
 
 #include <algorithm>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "conv2d.h"
 
@@ -55,49 +58,98 @@ struct PhasePlanes {
     int64_t wide_count(int64_t out_h, int64_t out_w) const { return (out_h - 1) * phase_w + out_w; }
 
     // Rows [row_begin, row_end) of every phase of one input plane x (height x width) into dst
-    // (channel_floats(p) floats). Phases that no tap reads (a 1x1 conv's stride 2) are left
-    // unwritten.
+    // (channel_floats(p) floats). Rows of phases that no tap reads (a 1x1 conv's stride 2) may be
+    // left unwritten.
     void build(const float* x, int64_t height, int64_t width, const Conv2dParams& p, float* dst,
                int64_t row_begin, int64_t row_end) const {
         for (int64_t py = 0; py < p.stride_h; ++py) {
-            for (int64_t px = 0; px < p.stride_w; ++px, dst += phase_floats()) {
-                if ((py > 0 && !read_by_a_tap(py, p.stride_h, p.kernel_h, p.dilation_h)) ||
-                    (px > 0 && !read_by_a_tap(px, p.stride_w, p.kernel_w, p.dilation_w))) {
-                    continue;  // (phase 0 is always read: by tap 0)
-                }
-                // Phase column m reads input column px + stride_w m - pad_w: inside for m in
-                // [first, end).
-                const int64_t first =
-                    std::clamp<int64_t>(ceil_div(p.pad_w - px, p.stride_w), 0, phase_w);
-                const int64_t end =
-                    std::max(first, std::min(phase_w, ceil_div(p.pad_w + width - px, p.stride_w)));
-                for (int64_t r = row_begin; r < row_end; ++r) {
-                    float* row = dst + (r < rows_held ? r : r % rows_held) * phase_w;
-                    const int64_t iy = py + p.stride_h * r - p.pad_h;
-                    if (iy < 0 || iy >= height || first == end) {
-                        std::fill_n(row, phase_w, 0.0f);
-                        continue;
-                    }
-                    const float* src = x + iy * width + px + p.stride_w * first - p.pad_w;
-                    std::fill_n(row, first, 0.0f);
-                    if (p.stride_w == 1) {
-                        std::memcpy(row + first, src, size_t(end - first) * sizeof(float));
-                    } else {
-                        for (int64_t m = first; m < end; ++m) {
-                            row[m] = src[(m - first) * p.stride_w];
-                        }
-                    }
-                    std::fill_n(row + end, phase_w - end, 0.0f);
+            if (py > 0 && !read_by_a_tap(py, p.stride_h, p.kernel_h, p.dilation_h)) {
+                continue;  // (phase row 0 is always read: by tap 0)
+            }
+            float* phases = dst + py * p.stride_w * phase_floats();
+            for (int64_t r = row_begin; r < row_end; ++r) {
+                const int64_t at = (r < rows_held ? r : r % rows_held) * phase_w;
+                const int64_t iy = py + p.stride_h * r - p.pad_h;
+                if (p.stride_w == 1) {
+                    build_row(iy < 0 || iy >= height ? nullptr : x + iy * width, width, p.pad_w,
+                              phases + at);
+                } else if (p.stride_w == 2) {
+                    build_row_pair(iy < 0 || iy >= height ? nullptr : x + iy * width, width,
+                                   p.pad_w, phases + at, phases + phase_floats() + at);
+                } else {
+                    gather_row(iy < 0 || iy >= height ? nullptr : x + iy * width, width, p.pad_w,
+                               p.stride_w, phases + at);
                 }
             }
         }
     }
 
  private:
-    // Rounded up for any sign; no division at stride 1 (a depthwise builds once per plane or row).
-    static int64_t ceil_div(int64_t a, int64_t b) {
-        return b == 1 ? a : a <= 0 ? -(-a / b) : (a + b - 1) / b;
+    // Input row src (null: a padding row) at any other stride (the GEMM conv's), each phase's
+    // columns one at a time: padded column pad_w + c is in phase (pad_w + c) % stride_w, column
+    // (pad_w + c) / stride_w.
+    void gather_row(const float* src, int64_t width, int64_t pad_w, int64_t stride_w,
+                    float* rows) const {
+        for (int64_t q = 0; q < stride_w; ++q) {
+            float* row = rows + (pad_w + q) % stride_w * phase_floats();
+            const int64_t first = std::min((pad_w + q) / stride_w, phase_w);
+            const int64_t columns = src == nullptr ? 0 : (width - q + stride_w - 1) / stride_w;
+            const int64_t count = std::max<int64_t>(0, std::min(columns, phase_w - first));
+            std::fill_n(row, first, 0.0f);
+            for (int64_t m = 0; m < count; ++m) {
+                row[first + m] = src[q + stride_w * m];
+            }
+            std::fill_n(row + first + count, phase_w - first - count, 0.0f);
+        }
     }
+
+    // Input row src (null: a padding row) into a stride-1 phase row: zeros, then the input at
+    // column pad_w, then zeros.
+    void build_row(const float* src, int64_t width, int64_t pad_w, float* row) const {
+        const int64_t first = std::min(pad_w, phase_w);
+        const int64_t count = src == nullptr ? 0 : std::min(width, phase_w - first);
+        std::fill_n(row, first, 0.0f);
+        if (count > 0) {
+            std::memcpy(row + first, src, size_t(count) * sizeof(float));
+        }
+        std::fill_n(row + first + count, phase_w - first - count, 0.0f);
+    }
+
+    // Input row src (null: a padding row) into both column phases of stride 2 in one pass: padded
+    // column pad_w + c goes to phase (pad_w + c) % 2, column (pad_w + c) / 2. Reads src only up to
+    // the last column either phase holds (the last row of a plane may end its buffer).
+    void build_row_pair(const float* src, int64_t width, int64_t pad_w, float* phase0,
+                        float* phase1) const {
+        float* evens = pad_w % 2 == 0 ? phase0 : phase1;  // input columns 0, 2, 4, ...
+        float* odds = pad_w % 2 == 0 ? phase1 : phase0;   // input columns 1, 3, 5, ...
+        const int64_t even_first = std::min(pad_w / 2, phase_w);
+        const int64_t odd_first = std::min((pad_w + 1) / 2, phase_w);
+        const int64_t even_count =
+            src == nullptr ? 0 : std::min((width + 1) / 2, phase_w - even_first);
+        const int64_t odd_count = src == nullptr ? 0 : std::min(width / 2, phase_w - odd_first);
+        std::fill_n(evens, even_first, 0.0f);
+        std::fill_n(odds, odd_first, 0.0f);
+        evens += even_first;
+        odds += odd_first;
+        int64_t i = 0;
+#if defined(__SSE2__)
+        // 8 input columns a step: the last odd one read is column 2 i + 7 < 2 odd_count.
+        for (const int64_t both = std::min(even_count, odd_count); i + 4 <= both; i += 4) {
+            const __m128 vlo = _mm_loadu_ps(src + 2 * i), vhi = _mm_loadu_ps(src + 2 * i + 4);
+            _mm_storeu_ps(evens + i, _mm_shuffle_ps(vlo, vhi, _MM_SHUFFLE(2, 0, 2, 0)));
+            _mm_storeu_ps(odds + i, _mm_shuffle_ps(vlo, vhi, _MM_SHUFFLE(3, 1, 3, 1)));
+        }
+#endif
+        for (int64_t m = i; m < even_count; ++m) {
+            evens[m] = src[2 * m];
+        }
+        for (int64_t m = i; m < odd_count; ++m) {
+            odds[m] = src[2 * m + 1];
+        }
+        std::fill_n(evens + even_count, phase_w - even_first - even_count, 0.0f);
+        std::fill_n(odds + odd_count, phase_w - odd_first - odd_count, 0.0f);
+    }
+
     static bool read_by_a_tap(int64_t phase, int64_t stride, int64_t kernel, int64_t dilation) {
         for (int64_t k = 0; k < kernel; ++k) {
             if (k * dilation % stride == phase) {
