@@ -66,7 +66,7 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         pool.parallel_for_slots(xs[0] * xs[1], [&](int64_t slot, int64_t begin, int64_t end) {
             float* scratch = reinterpret_cast<float*>(workspace.slot(io.workspace, slot));
             for (int64_t plane = begin; plane < end; ++plane) {
-                run_plane(io, phases, offsets, plane, scratch);
+                run_plane(io, phases, offsets, plane, plane == begin, scratch);
             }
         });
     }
@@ -82,8 +82,9 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         return WorkspaceLayout{0, size_t(floats) * sizeof(float), threads};
     }
 
+    // first: the thread's first plane of this run; later ones find its padding in scratch.
     void run_plane(const NodeIO& io, const PhasePlanes& phases, const int64_t* offsets,
-                   int64_t plane, float* scratch) const {
+                   int64_t plane, bool first, float* scratch) const {
         const Conv2dParams& p = params_;
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
@@ -98,7 +99,7 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         const float* taps[kMaxTaps];
         if (wide(ys)) {
             if (!phases.in_place) {
-                phases.build(input, xs[2], xs[3], p, scratch, 0, phases.phase_h);
+                phases.build(input, xs[2], xs[3], p, scratch, 0, phases.phase_h, first);
             }
             for (int64_t t = 0; t < tap_count; ++t) {
                 taps[t] = x + offsets[t];

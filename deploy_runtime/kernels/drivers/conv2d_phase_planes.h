@@ -12,7 +12,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cstring>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -21,6 +20,22 @@
 
 namespace qtk {
 namespace detail {
+
+// n floats from src to dst, inline: a libc call costs more than a 7x7 or 14x14 plane's row.
+inline void copy_floats(const float* src, int64_t n, float* dst) {
+#if defined(__SSE2__)
+    if (n >= 4) {
+        for (int64_t i = 0; i + 4 < n; i += 4) {
+            _mm_storeu_ps(dst + i, _mm_loadu_ps(src + i));
+        }
+        _mm_storeu_ps(dst + n - 4, _mm_loadu_ps(src + n - 4));  // the last 4, overlapping
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; ++i) {
+        dst[i] = src[i];
+    }
+}
 
 struct PhasePlanes {
     int64_t phase_h, phase_w;  // the output's rows and columns, plus the window's reach past them
@@ -59,9 +74,10 @@ struct PhasePlanes {
 
     // Rows [row_begin, row_end) of every phase of one input plane x (height x width) into dst
     // (channel_floats(p) floats). Rows of phases that no tap reads (a 1x1 conv's stride 2) may be
-    // left unwritten.
+    // left unwritten. Without `zeros`, only the input's cells are written: for a dst that still
+    // holds the padding of an earlier build of the same rows.
     void build(const float* x, int64_t height, int64_t width, const Conv2dParams& p, float* dst,
-               int64_t row_begin, int64_t row_end) const {
+               int64_t row_begin, int64_t row_end, bool zeros = true) const {
         for (int64_t py = 0; py < p.stride_h; ++py) {
             if (py > 0 && !read_by_a_tap(py, p.stride_h, p.kernel_h, p.dilation_h)) {
                 continue;  // (phase row 0 is always read: by tap 0)
@@ -70,31 +86,33 @@ struct PhasePlanes {
             for (int64_t r = row_begin; r < row_end; ++r) {
                 const int64_t at = (r < rows_held ? r : r % rows_held) * phase_w;
                 const int64_t iy = py + p.stride_h * r - p.pad_h;
-                if (p.stride_w == 1) {
-                    build_row(iy < 0 || iy >= height ? nullptr : x + iy * width, width, p.pad_w,
-                              phases + at);
+                if (iy < 0 || iy >= height) {
+                    for (int64_t px = 0; zeros && px < p.stride_w; ++px) {
+                        std::fill_n(phases + px * phase_floats() + at, phase_w, 0.0f);
+                    }
+                } else if (p.stride_w == 1) {
+                    build_row(x + iy * width, width, p.pad_w, zeros, phases + at);
                 } else if (p.stride_w == 2) {
-                    build_row_pair(iy < 0 || iy >= height ? nullptr : x + iy * width, width,
-                                   p.pad_w, phases + at, phases + phase_floats() + at);
+                    build_row_pair(x + iy * width, width, p.pad_w, zeros, phases + at,
+                                   phases + phase_floats() + at);
                 } else {
-                    gather_row(iy < 0 || iy >= height ? nullptr : x + iy * width, width, p.pad_w,
-                               p.stride_w, phases + at);
+                    gather_row(x + iy * width, width, p.pad_w, p.stride_w, phases + at);
                 }
             }
         }
     }
 
  private:
-    // Input row src (null: a padding row) at any other stride (the GEMM conv's), each phase's
-    // columns one at a time: padded column pad_w + c is in phase (pad_w + c) % stride_w, column
+    // Input row src at any other stride (the GEMM conv's), each phase's columns one at a time,
+    // zeros included: padded column pad_w + c is in phase (pad_w + c) % stride_w, column
     // (pad_w + c) / stride_w.
     void gather_row(const float* src, int64_t width, int64_t pad_w, int64_t stride_w,
                     float* rows) const {
         for (int64_t q = 0; q < stride_w; ++q) {
             float* row = rows + (pad_w + q) % stride_w * phase_floats();
             const int64_t first = std::min((pad_w + q) / stride_w, phase_w);
-            const int64_t columns = src == nullptr ? 0 : (width - q + stride_w - 1) / stride_w;
-            const int64_t count = std::max<int64_t>(0, std::min(columns, phase_w - first));
+            const int64_t count = std::max<int64_t>(
+                0, std::min((width - q + stride_w - 1) / stride_w, phase_w - first));
             std::fill_n(row, first, 0.0f);
             for (int64_t m = 0; m < count; ++m) {
                 row[first + m] = src[q + stride_w * m];
@@ -103,32 +121,34 @@ struct PhasePlanes {
         }
     }
 
-    // Input row src (null: a padding row) into a stride-1 phase row: zeros, then the input at
-    // column pad_w, then zeros.
-    void build_row(const float* src, int64_t width, int64_t pad_w, float* row) const {
+    // Input row src into a stride-1 phase row: zeros, then the input at column pad_w, then zeros.
+    void build_row(const float* src, int64_t width, int64_t pad_w, bool zeros, float* row) const {
         const int64_t first = std::min(pad_w, phase_w);
-        const int64_t count = src == nullptr ? 0 : std::min(width, phase_w - first);
-        std::fill_n(row, first, 0.0f);
-        if (count > 0) {
-            std::memcpy(row + first, src, size_t(count) * sizeof(float));
+        const int64_t count = std::min(width, phase_w - first);
+        if (zeros) {
+            std::fill_n(row, first, 0.0f);
+            std::fill_n(row + first + count, phase_w - first - count, 0.0f);
         }
-        std::fill_n(row + first + count, phase_w - first - count, 0.0f);
+        copy_floats(src, count, row + first);
     }
 
-    // Input row src (null: a padding row) into both column phases of stride 2 in one pass: padded
-    // column pad_w + c goes to phase (pad_w + c) % 2, column (pad_w + c) / 2. Reads src only up to
-    // the last column either phase holds (the last row of a plane may end its buffer).
-    void build_row_pair(const float* src, int64_t width, int64_t pad_w, float* phase0,
-                        float* phase1) const {
+    // Input row src into both column phases of stride 2 in one pass: padded column pad_w + c goes
+    // to phase (pad_w + c) % 2, column (pad_w + c) / 2. Reads src only up to the last column
+    // either phase holds (the last row of a plane may end its buffer).
+    void build_row_pair(const float* src, int64_t width, int64_t pad_w, bool zeros,
+                        float* phase0, float* phase1) const {
         float* evens = pad_w % 2 == 0 ? phase0 : phase1;  // input columns 0, 2, 4, ...
         float* odds = pad_w % 2 == 0 ? phase1 : phase0;   // input columns 1, 3, 5, ...
         const int64_t even_first = std::min(pad_w / 2, phase_w);
         const int64_t odd_first = std::min((pad_w + 1) / 2, phase_w);
-        const int64_t even_count =
-            src == nullptr ? 0 : std::min((width + 1) / 2, phase_w - even_first);
-        const int64_t odd_count = src == nullptr ? 0 : std::min(width / 2, phase_w - odd_first);
-        std::fill_n(evens, even_first, 0.0f);
-        std::fill_n(odds, odd_first, 0.0f);
+        const int64_t even_count = std::min((width + 1) / 2, phase_w - even_first);
+        const int64_t odd_count = std::min(width / 2, phase_w - odd_first);
+        if (zeros) {
+            std::fill_n(evens, even_first, 0.0f);
+            std::fill_n(odds, odd_first, 0.0f);
+            std::fill_n(evens + even_first + even_count, phase_w - even_first - even_count, 0.0f);
+            std::fill_n(odds + odd_first + odd_count, phase_w - odd_first - odd_count, 0.0f);
+        }
         evens += even_first;
         odds += odd_first;
         int64_t i = 0;
@@ -146,8 +166,6 @@ struct PhasePlanes {
         for (int64_t m = i; m < odd_count; ++m) {
             odds[m] = src[2 * m + 1];
         }
-        std::fill_n(evens + even_count, phase_w - even_first - even_count, 0.0f);
-        std::fill_n(odds + odd_count, phase_w - odd_first - odd_count, 0.0f);
     }
 
     static bool read_by_a_tap(int64_t phase, int64_t stride, int64_t kernel, int64_t dilation) {
@@ -168,8 +186,7 @@ inline void copy_wide_range(const float* wide, int64_t begin, int64_t count, int
     for (int64_t oy = begin / phase_w, row = oy * phase_w; row < end; ++oy, row += phase_w) {
         const int64_t first = std::max(begin, row), last = std::min(end, row + out_w);
         if (first < last) {
-            std::memcpy(y + oy * out_w + (first - row), wide + (first - begin),
-                        size_t(last - first) * sizeof(float));
+            copy_floats(wide + (first - begin), last - first, y + oy * out_w + (first - row));
         }
     }
 }
