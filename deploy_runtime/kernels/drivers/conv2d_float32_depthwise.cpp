@@ -82,7 +82,8 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         return WorkspaceLayout{0, size_t(floats) * sizeof(float), threads};
     }
 
-    // first: the thread's first plane of this run; later ones find its padding in scratch.
+    // first: the thread's first plane of this run; later ones find its padding columns in scratch
+    // (whole phases, or every ring row, are built for each plane).
     void run_plane(const NodeIO& io, const PhasePlanes& phases, const int64_t* offsets,
                    int64_t plane, bool first, float* scratch) const {
         const Conv2dParams& p = params_;
@@ -122,7 +123,7 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         for (int64_t oy = 0, built = 0, slot = 0; oy < out_h; ++oy, y += out_w) {
             if (!phases.in_place) {
                 const int64_t needed = oy + 1 + PhasePlanes::reach(p);
-                phases.build(input, xs[2], xs[3], p, scratch, built, needed);
+                phases.build(input, xs[2], xs[3], p, scratch, built, needed, first);
                 built = needed;
             }
             for (int64_t t = 0; t < tap_count; ++t) {

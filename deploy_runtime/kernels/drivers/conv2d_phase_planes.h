@@ -37,6 +37,20 @@ inline void copy_floats(const float* src, int64_t n, float* dst) {
     }
 }
 
+// n zeros at dst, inline (copy_floats).
+inline void zero_floats(int64_t n, float* dst) {
+#if defined(__SSE2__)
+    if (n >= 4) {
+        for (int64_t i = 0; i + 4 < n; i += 4) {
+            _mm_storeu_ps(dst + i, _mm_setzero_ps());
+        }
+        _mm_storeu_ps(dst + n - 4, _mm_setzero_ps());
+        return;
+    }
+#endif
+    std::fill_n(dst, n, 0.0f);
+}
+
 struct PhasePlanes {
     int64_t phase_h, phase_w;  // the output's rows and columns, plus the window's reach past them
     bool in_place;             // stride 1, no padding: the input planes are the one phase
@@ -74,8 +88,8 @@ struct PhasePlanes {
 
     // Rows [row_begin, row_end) of every phase of one input plane x (height x width) into dst
     // (channel_floats(p) floats). Rows of phases that no tap reads (a 1x1 conv's stride 2) may be
-    // left unwritten. Without `zeros`, only the input's cells are written: for a dst that still
-    // holds the padding of an earlier build of the same rows.
+    // left unwritten. Without `zeros`, the padding columns beside the input's are not written: for
+    // a dst whose rows still hold those of an earlier build (padding rows are always zeroed).
     void build(const float* x, int64_t height, int64_t width, const Conv2dParams& p, float* dst,
                int64_t row_begin, int64_t row_end, bool zeros = true) const {
         for (int64_t py = 0; py < p.stride_h; ++py) {
@@ -87,8 +101,8 @@ struct PhasePlanes {
                 const int64_t at = (r < rows_held ? r : r % rows_held) * phase_w;
                 const int64_t iy = py + p.stride_h * r - p.pad_h;
                 if (iy < 0 || iy >= height) {
-                    for (int64_t px = 0; zeros && px < p.stride_w; ++px) {
-                        std::fill_n(phases + px * phase_floats() + at, phase_w, 0.0f);
+                    for (int64_t px = 0; px < p.stride_w; ++px) {
+                        zero_floats(phase_w, phases + px * phase_floats() + at);
                     }
                 } else if (p.stride_w == 1) {
                     build_row(x + iy * width, width, p.pad_w, zeros, phases + at);
