@@ -167,11 +167,20 @@ struct PhasePlanes {
         odds += odd_first;
         int64_t i = 0;
 #if defined(__SSE2__)
-        // 8 input columns a step: the last odd one read is column 2 i + 7 < 2 odd_count.
-        for (const int64_t both = std::min(even_count, odd_count); i + 4 <= both; i += 4) {
-            const __m128 vlo = _mm_loadu_ps(src + 2 * i), vhi = _mm_loadu_ps(src + 2 * i + 4);
-            _mm_storeu_ps(evens + i, _mm_shuffle_ps(vlo, vhi, _MM_SHUFFLE(2, 0, 2, 0)));
-            _mm_storeu_ps(odds + i, _mm_shuffle_ps(vlo, vhi, _MM_SHUFFLE(3, 1, 3, 1)));
+        // 8 input columns a step, the last step overlapping the one before: the last odd column
+        // read is 2 i + 7 < 2 odd_count.
+        const int64_t both = std::min(even_count, odd_count);
+        const auto step = [&](int64_t at) {
+            const __m128 vlo = _mm_loadu_ps(src + 2 * at), vhi = _mm_loadu_ps(src + 2 * at + 4);
+            _mm_storeu_ps(evens + at, _mm_shuffle_ps(vlo, vhi, _MM_SHUFFLE(2, 0, 2, 0)));
+            _mm_storeu_ps(odds + at, _mm_shuffle_ps(vlo, vhi, _MM_SHUFFLE(3, 1, 3, 1)));
+        };
+        if (both >= 4) {
+            for (; i + 4 < both; i += 4) {
+                step(i);
+            }
+            step(both - 4);
+            i = both;
         }
 #endif
         for (int64_t m = i; m < even_count; ++m) {
