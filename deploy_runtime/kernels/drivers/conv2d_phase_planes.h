@@ -92,79 +92,82 @@ struct PhasePlanes {
     // a dst whose rows still hold those of an earlier build (padding rows are always zeroed).
     void build(const float* x, int64_t height, int64_t width, const Conv2dParams& p, float* dst,
                int64_t row_begin, int64_t row_end, bool zeros = true) const {
+        const Columns evens(0, p.pad_w, width, p.stride_w, phase_w);  // stride 1: all columns
+        const Columns odds(1, p.pad_w, width, p.stride_w, phase_w);   // stride 2
         for (int64_t py = 0; py < p.stride_h; ++py) {
             if (py > 0 && !read_by_a_tap(py, p.stride_h, p.kernel_h, p.dilation_h)) {
                 continue;  // (phase row 0 is always read: by tap 0)
             }
             float* phases = dst + py * p.stride_w * phase_floats();
             for (int64_t r = row_begin; r < row_end; ++r) {
-                const int64_t at = (r < rows_held ? r : r % rows_held) * phase_w;
+                float* rows = phases + (r < rows_held ? r : r % rows_held) * phase_w;
                 const int64_t iy = py + p.stride_h * r - p.pad_h;
                 if (iy < 0 || iy >= height) {
                     for (int64_t px = 0; px < p.stride_w; ++px) {
-                        zero_floats(phase_w, phases + px * phase_floats() + at);
+                        zero_floats(phase_w, rows + px * phase_floats());
                     }
-                } else if (p.stride_w == 1) {
-                    build_row(x + iy * width, width, p.pad_w, zeros, phases + at);
-                } else if (p.stride_w == 2) {
-                    build_row_pair(x + iy * width, width, p.pad_w, zeros, phases + at,
-                                   phases + phase_floats() + at);
+                    continue;
+                }
+                const float* src = x + iy * width;
+                if (p.stride_w > 2) {
+                    gather(src, width, p.pad_w, p.stride_w, rows);
+                    continue;
+                }
+                if (zeros) {
+                    evens.zero_around(rows + evens.phase * phase_floats(), phase_w);
+                    if (p.stride_w == 2) {
+                        odds.zero_around(rows + odds.phase * phase_floats(), phase_w);
+                    }
+                }
+                if (p.stride_w == 1) {
+                    copy_floats(src, evens.count, rows + evens.first);
                 } else {
-                    gather_row(x + iy * width, width, p.pad_w, p.stride_w, phases + at);
+                    deinterleave(src, evens.count, odds.count,
+                                 rows + evens.phase * phase_floats() + evens.first,
+                                 rows + odds.phase * phase_floats() + odds.first);
                 }
             }
         }
     }
 
  private:
-    // Input row src at any other stride (the GEMM conv's), each phase's columns one at a time,
-    // zeros included: padded column pad_w + c is in phase (pad_w + c) % stride_w, column
-    // (pad_w + c) / stride_w.
-    void gather_row(const float* src, int64_t width, int64_t pad_w, int64_t stride_w,
-                    float* rows) const {
+    // Where the input columns q, q + stride_w, q + 2 stride_w, ... of a row land, the same for
+    // every row: padded column pad_w + c is in phase (pad_w + c) % stride_w, column
+    // (pad_w + c) / stride_w. So they fill phase `phase`'s row from column `first`, `count` of
+    // them, zeros around (at stride 2, q = 0 and 1: the even and the odd columns).
+    struct Columns {
+        int64_t phase, first, count;
+
+        Columns(int64_t q, int64_t pad_w, int64_t width, int64_t stride_w, int64_t phase_w)
+            : phase((pad_w + q) % stride_w),
+              first(std::min((pad_w + q) / stride_w, phase_w)),
+              count(std::max<int64_t>(
+                  0, std::min((width - q + stride_w - 1) / stride_w, phase_w - first))) {}
+
+        void zero_around(float* row, int64_t phase_w) const {
+            std::fill_n(row, first, 0.0f);
+            std::fill_n(row + first + count, phase_w - first - count, 0.0f);
+        }
+    };
+
+    // A row at any other stride (the GEMM conv's), each phase's columns one at a time.
+    void gather(const float* src, int64_t width, int64_t pad_w, int64_t stride_w,
+                float* rows) const {
         for (int64_t q = 0; q < stride_w; ++q) {
-            float* row = rows + (pad_w + q) % stride_w * phase_floats();
-            const int64_t first = std::min((pad_w + q) / stride_w, phase_w);
-            const int64_t count = std::max<int64_t>(
-                0, std::min((width - q + stride_w - 1) / stride_w, phase_w - first));
-            std::fill_n(row, first, 0.0f);
-            for (int64_t m = 0; m < count; ++m) {
-                row[first + m] = src[q + stride_w * m];
+            const Columns columns(q, pad_w, width, stride_w, phase_w);
+            float* row = rows + columns.phase * phase_floats();
+            columns.zero_around(row, phase_w);
+            for (int64_t m = 0; m < columns.count; ++m) {
+                row[columns.first + m] = src[q + stride_w * m];
             }
-            std::fill_n(row + first + count, phase_w - first - count, 0.0f);
         }
     }
 
-    // Input row src into a stride-1 phase row: zeros, then the input at column pad_w, then zeros.
-    void build_row(const float* src, int64_t width, int64_t pad_w, bool zeros, float* row) const {
-        const int64_t first = std::min(pad_w, phase_w);
-        const int64_t count = std::min(width, phase_w - first);
-        if (zeros) {
-            std::fill_n(row, first, 0.0f);
-            std::fill_n(row + first + count, phase_w - first - count, 0.0f);
-        }
-        copy_floats(src, count, row + first);
-    }
-
-    // Input row src into both column phases of stride 2 in one pass: padded column pad_w + c goes
-    // to phase (pad_w + c) % 2, column (pad_w + c) / 2. Reads src only up to the last column
-    // either phase holds (the last row of a plane may end its buffer).
-    void build_row_pair(const float* src, int64_t width, int64_t pad_w, bool zeros,
-                        float* phase0, float* phase1) const {
-        float* evens = pad_w % 2 == 0 ? phase0 : phase1;  // input columns 0, 2, 4, ...
-        float* odds = pad_w % 2 == 0 ? phase1 : phase0;   // input columns 1, 3, 5, ...
-        const int64_t even_first = std::min(pad_w / 2, phase_w);
-        const int64_t odd_first = std::min((pad_w + 1) / 2, phase_w);
-        const int64_t even_count = std::min((width + 1) / 2, phase_w - even_first);
-        const int64_t odd_count = std::min(width / 2, phase_w - odd_first);
-        if (zeros) {
-            std::fill_n(evens, even_first, 0.0f);
-            std::fill_n(odds, odd_first, 0.0f);
-            std::fill_n(evens + even_first + even_count, phase_w - even_first - even_count, 0.0f);
-            std::fill_n(odds + odd_first + odd_count, phase_w - odd_first - odd_count, 0.0f);
-        }
-        evens += even_first;
-        odds += odd_first;
+    // evens[m] = src[2 m] for m < even_count, odds[m] = src[2 m + 1] for m < odd_count: the two
+    // column phases of a stride-2 row in one pass. Reads src only up to the last column either
+    // holds (the last row of a plane may end its buffer).
+    static void deinterleave(const float* src, int64_t even_count, int64_t odd_count,
+                             float* evens, float* odds) {
         int64_t i = 0;
 #if defined(__SSE2__)
         // 8 input columns a step, the last step overlapping the one before: the last odd column
