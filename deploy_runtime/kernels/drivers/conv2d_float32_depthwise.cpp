@@ -9,12 +9,16 @@
 //
 // Work: one (sample, channel) plane is one thread-pool task. Its input is copied into phase planes
 // (conv2d_phase_planes.h: zero-padded, split by stride), where every tap of a run of outputs reads
-// a contiguous run. Short rows (fewer than kWideRowsBelow outputs) are summed in one micro-kernel
-// call for the whole plane in wide order, into a buffer whose real columns then go to y: per-row
-// calls spent more on their setup than on their 9 or 25 vectors (7x7 planes: 1.7x the time; rows
-// of 56: 1.5x). Longer rows are one call each, straight into y, their phase rows built into an L1
-// ring just before the first output row that reads them: at 112x112, whole planes and bands of
-// rows in wide order both measured slower (Zen 4).
+// a contiguous run; a thread writes their padding with its first plane of a run only. 3x3 stride 1
+// undilated goes to the ISA's block kernel where it has one (AVX-512): whole phase planes, output
+// rows in blocks that load each input row once for all the rows reading it, straight into y (the
+// row kernel, bound by its 9 loads a vector, took 1.5x the time on 112x112 planes, 1.3x on 14x14,
+// 1.15x on 7x7; Zen 4). Otherwise short rows (fewer than kWideRowsBelow outputs) are summed in
+// one row-kernel call for the whole plane in wide order, into a buffer whose real columns then go
+// to y: per-row calls spent more on their setup than on their 9 or 25 vectors (7x7 planes: 1.7x
+// the time; rows of 56: 1.5x). Longer rows are one call each, straight into y, their phase rows
+// built into an L1 ring just before the first output row that reads them: at 112x112, whole
+// planes and bands of rows in wide order both measured slower (Zen 4).
 #include <algorithm>
 #include <cstring>
 
@@ -30,6 +34,8 @@ namespace {
 constexpr int64_t kMaxTaps = 25;        // 5x5
 constexpr int64_t kWideRowsBelow = 64;  // output rows shorter than this are summed as one plane
 
+constexpr Float32Depthwise3x3Fn kNoDepthwise3x3 = nullptr;  // (AVX2: 16 registers, too few)
+
 bool fits_depthwise(const Conv2dParams& p) {
     return p.group_in_channels == 1 && p.out_channels == p.groups && p.kernel_h == p.kernel_w &&
            (p.kernel_h == 3 || p.kernel_h == 5) && (p.stride_h == 1 || p.stride_h == 2) &&
@@ -38,9 +44,12 @@ bool fits_depthwise(const Conv2dParams& p) {
 
 class Conv2dFloat32Depthwise final : public Conv2dKernel {
  public:
-    Conv2dFloat32Depthwise(const NodeView& node, Float32DepthwiseRowFn row)
+    // block3x3: null where the ISA has none.
+    Conv2dFloat32Depthwise(const NodeView& node, Float32DepthwiseRowFn row,
+                           Float32Depthwise3x3Fn block3x3)
         : Conv2dKernel(node, read_conv2d_params(node, DType::kFloat32, DType::kFloat32)),
           row_(row),
+          block3x3_(block3x3),
           constants_(node) {
         if (!fits_depthwise(params_)) {  // the registry checks first
             node.fail("the depthwise kernel does not fit this conv2d");
@@ -55,7 +64,7 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
-        const PhasePlanes phases(params_, ys[2], ys[3], !wide(ys));
+        const PhasePlanes phases(params_, ys[2], ys[3], mode(ys) == Mode::kRing);
         const WorkspaceLayout workspace = layout(ys, pool.threads());
         // Where each tap reads output 0's input from a plane's first phase: the same for every
         // plane, and worth computing once (divisions, against a 7x7 plane's 36 FMAs).
@@ -72,13 +81,24 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
     }
 
  private:
-    static bool wide(const Shape& y_shape) { return y_shape[3] < kWideRowsBelow; }
+    // kBlock: 3x3 stride 1 undilated, where the ISA has the block kernel; else kWide: rows
+    // shorter than kWideRowsBelow, the plane as one; else kRing: a call per row.
+    enum class Mode { kBlock, kWide, kRing };
+    Mode mode(const Shape& y_shape) const {
+        const Conv2dParams& p = params_;
+        if (block3x3_ != nullptr && p.kernel_h == 3 && p.stride_h == 1 && p.stride_w == 1 &&
+            p.dilation_h == 1 && p.dilation_w == 1) {
+            return Mode::kBlock;
+        }
+        return y_shape[3] < kWideRowsBelow ? Mode::kWide : Mode::kRing;
+    }
 
     // Per thread: one plane's phases or their ring (unless in place), then its wide outputs.
     WorkspaceLayout layout(const Shape& y_shape, int threads) const {
-        const PhasePlanes phases(params_, y_shape[2], y_shape[3], !wide(y_shape));
+        const Mode m = mode(y_shape);
+        const PhasePlanes phases(params_, y_shape[2], y_shape[3], m == Mode::kRing);
         const int64_t floats = phases.channel_floats(params_) +
-                               (wide(y_shape) ? phases.wide_count(y_shape[2], y_shape[3]) : 0);
+                               (m == Mode::kWide ? phases.wide_count(y_shape[2], y_shape[3]) : 0);
         return WorkspaceLayout{0, size_t(floats) * sizeof(float), threads};
     }
 
@@ -98,7 +118,15 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         const float bias = constants_.bias[size_t(channel)];
         const float lo = constants_.bounds.lo, hi = constants_.bounds.hi;
         const float* taps[kMaxTaps];
-        if (wide(ys)) {
+        const Mode m = mode(ys);
+        if (m == Mode::kBlock) {
+            if (!phases.in_place) {
+                phases.build(input, xs[2], xs[3], p, scratch, 0, phases.phase_h, first);
+            }
+            block3x3_(x, phases.phase_w, weights, bias, lo, hi, out_w, out_h, y, out_w);
+            return;
+        }
+        if (m == Mode::kWide) {
             if (!phases.in_place) {
                 phases.build(input, xs[2], xs[3], p, scratch, 0, phases.phase_h, first);
             }
@@ -136,6 +164,7 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
     }
 
     const Float32DepthwiseRowFn row_;
+    const Float32Depthwise3x3Fn block3x3_;
     const Conv2dFloat32Constants constants_;
 };
 
@@ -144,12 +173,13 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx512 = {
     "conv2d_float32_depthwise_avx512", IsaLevel::kAvx512Vnni, fits_depthwise,
-    make_kernel<Conv2dFloat32Depthwise, kFloat32DepthwiseRowAvx512>};
+    make_kernel<Conv2dFloat32Depthwise, kFloat32DepthwiseRowAvx512,
+                kFloat32Depthwise3x3S1Avx512>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx2 = {
     "conv2d_float32_depthwise_avx2", IsaLevel::kAvx2, fits_depthwise,
-    make_kernel<Conv2dFloat32Depthwise, kFloat32DepthwiseRowAvx2>};
+    make_kernel<Conv2dFloat32Depthwise, kFloat32DepthwiseRowAvx2, kNoDepthwise3x3>};
 #endif
 
 }  // namespace detail

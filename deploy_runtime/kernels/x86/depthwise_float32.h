@@ -1,5 +1,5 @@
-// The float32 depthwise conv2d row micro-kernels behind conv2d_float32_depthwise.cpp: one file per
-// ISA, each compiled with its own flags and called only where cpu_supports() its level.
+// The float32 depthwise conv2d micro-kernels behind conv2d_float32_depthwise.cpp: one file per ISA,
+// each compiled with its own flags and called only where cpu_supports() its level.
 //
 // Contract: one output row of one channel,
 //   out[j] = bounds(bias + sum over t < taps of weights[t] * rows[t][j])   for j < count
@@ -22,6 +22,20 @@ using Float32DepthwiseRowFn = void (*)(const float* const* rows, const float* we
 
 extern const Float32DepthwiseRowFn kFloat32DepthwiseRowAvx2;
 extern const Float32DepthwiseRowFn kFloat32DepthwiseRowAvx512;
+
+// 3x3, stride 1, dilation 1: a block of output rows of one channel,
+//   out[r out_pitch + j] = bounds(bias + sum over ky, kx < 3 of
+//                                 weights[3 ky + kx] * in[(r + ky) in_pitch + kx + j])
+// for r < rows, j < count, summed as above (from bias, in the order (ky, kx), one fused
+// multiply-add each): the bits of the row kernel with rows[3 ky + kx] = in + (r + ky) in_pitch +
+// kx. Reads in only at rows [0, rows + 2), columns [0, count + 2). The output rows that read an
+// input row share its loads (4 rows: 18 loads a column of vectors against the row kernel's 36, and
+// loads are what bound it).
+using Float32Depthwise3x3Fn = void (*)(const float* in, int64_t in_pitch, const float* weights,
+                                       float bias, float lo, float hi, int64_t count,
+                                       int64_t rows, float* out, int64_t out_pitch);
+
+extern const Float32Depthwise3x3Fn kFloat32Depthwise3x3S1Avx512;
 
 }  // namespace detail
 }  // namespace qtk
