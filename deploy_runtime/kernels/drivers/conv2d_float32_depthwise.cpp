@@ -81,12 +81,12 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
     }
 
  private:
-    // kBlock: 3x3 stride 1 undilated, where the ISA has the block kernel; else kWide: rows
-    // shorter than kWideRowsBelow, the plane as one; else kRing: a call per row.
+    // kBlock: 3x3 undilated, the same stride both ways, where the ISA has the block kernel; else
+    // kWide: rows shorter than kWideRowsBelow, the plane as one; else kRing: a call per row.
     enum class Mode { kBlock, kWide, kRing };
     Mode mode(const Shape& y_shape) const {
         const Conv2dParams& p = params_;
-        if (block3x3_ != nullptr && p.kernel_h == 3 && p.stride_h == 1 && p.stride_w == 1 &&
+        if (block3x3_ != nullptr && p.kernel_h == 3 && p.stride_h == p.stride_w &&
             p.dilation_h == 1 && p.dilation_w == 1) {
             return Mode::kBlock;
         }
@@ -123,7 +123,8 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
             if (!phases.in_place) {
                 phases.build(input, xs[2], xs[3], p, scratch, 0, phases.phase_h, first);
             }
-            block3x3_(x, phases.phase_w, weights, bias, lo, hi, out_w, out_h, y, out_w);
+            block3x3_(x, phases.phase_w, phases.phase_floats(), p.stride_h, weights, bias, lo, hi,
+                      out_w, out_h, y, out_w);
             return;
         }
         if (m == Mode::kWide) {
@@ -174,7 +175,7 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
 extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx512 = {
     "conv2d_float32_depthwise_avx512", IsaLevel::kAvx512Vnni, fits_depthwise,
     make_kernel<Conv2dFloat32Depthwise, kFloat32DepthwiseRowAvx512,
-                kFloat32Depthwise3x3S1Avx512>};
+                kFloat32Depthwise3x3Avx512>};
 #endif
 #if QTK_X86_AVX2
 extern const Conv2dAlgo kConv2dFloat32DepthwiseAvx2 = {

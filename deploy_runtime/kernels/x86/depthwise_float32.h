@@ -23,19 +23,22 @@ using Float32DepthwiseRowFn = void (*)(const float* const* rows, const float* we
 extern const Float32DepthwiseRowFn kFloat32DepthwiseRowAvx2;
 extern const Float32DepthwiseRowFn kFloat32DepthwiseRowAvx512;
 
-// 3x3, stride 1, dilation 1: a block of output rows of one channel,
+// 3x3, dilation 1, stride s = 1 or 2, on the phase planes of conv2d_phase_planes.h (phase
+// (py, px) at in + (s py + px) plane, rows in_pitch apart): a block of output rows of one channel,
 //   out[r out_pitch + j] = bounds(bias + sum over ky, kx < 3 of
-//                                 weights[3 ky + kx] * in[(r + ky) in_pitch + kx + j])
-// for r < rows, j < count, summed as above (from bias, in the order (ky, kx), one fused
-// multiply-add each): the bits of the row kernel with rows[3 ky + kx] = in + (r + ky) in_pitch +
-// kx. Reads in only at rows [0, rows + 2), columns [0, count + 2). The output rows that read an
-// input row share its loads (4 rows: 18 loads a column of vectors against the row kernel's 36, and
-// loads are what bound it).
-using Float32Depthwise3x3Fn = void (*)(const float* in, int64_t in_pitch, const float* weights,
-                                       float bias, float lo, float hi, int64_t count,
-                                       int64_t rows, float* out, int64_t out_pitch);
+//                                 weights[3 ky + kx] * x(s r + ky, s j + kx))
+// for r < rows, j < count, where x(u, c) is padded input row u, column c, which phase
+// (u % s, c % s) holds at its row u / s, column c / s; summed as above (from bias, in the order
+// (ky, kx), one fused multiply-add each): the bits of the row kernel over the same phases. Reads
+// only what those taps read. The output rows that read a padded row share its loads (4 rows: 18
+// loads a column of vectors at stride 1, 27 at stride 2, against the row kernel's 36; loads are
+// what bound it).
+using Float32Depthwise3x3Fn = void (*)(const float* in, int64_t in_pitch, int64_t plane,
+                                       int64_t stride, const float* weights, float bias, float lo,
+                                       float hi, int64_t count, int64_t rows, float* out,
+                                       int64_t out_pitch);
 
-extern const Float32Depthwise3x3Fn kFloat32Depthwise3x3S1Avx512;
+extern const Float32Depthwise3x3Fn kFloat32Depthwise3x3Avx512;
 
 }  // namespace detail
 }  // namespace qtk
