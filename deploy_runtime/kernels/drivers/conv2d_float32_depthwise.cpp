@@ -7,18 +7,20 @@
 // each: not the reference's bits (it rounds each product), within the bound of docs/design.md,
 // and the same for every thread count and batch.
 //
-// Work: one (sample, channel) plane is one thread-pool task. Its input is copied into phase planes
-// (conv2d_phase_planes.h: zero-padded, split by stride), where every tap of a run of outputs reads
-// a contiguous run; a thread writes their padding with its first plane of a run only. 3x3 stride 1
-// undilated goes to the ISA's block kernel where it has one (AVX-512): whole phase planes, output
-// rows in blocks that load each input row once for all the rows reading it, straight into y (the
-// row kernel, bound by its 9 loads a vector, took 1.5x the time on 112x112 planes, 1.3x on 14x14,
-// 1.15x on 7x7; Zen 4). Otherwise short rows (fewer than kWideRowsBelow outputs) are summed in
-// one row-kernel call for the whole plane in wide order, into a buffer whose real columns then go
-// to y: per-row calls spent more on their setup than on their 9 or 25 vectors (7x7 planes: 1.7x
-// the time; rows of 56: 1.5x). Longer rows are one call each, straight into y, their phase rows
-// built into an L1 ring just before the first output row that reads them: at 112x112, whole
-// planes and bands of rows in wide order both measured slower (Zen 4).
+// Work: one (sample, channel) plane is one thread-pool task. Where the ISA has the 3x3 block kernel
+// (AVX-512), 3x3 undilated layers go to it: output rows in blocks that load each padded row once
+// for all the rows reading it, straight into y (the row kernel, bound by its 9 loads a vector,
+// took 1.5x the time on 112x112 planes, 1.3x on 14x14, 1.15x on 7x7 and at stride 2; Zen 4). At
+// stride 1 with at most one column of padding it reads the input plane itself, padding as zero
+// rows and masked lanes (copying planes first took 1.3x the time at 112x112 and 56x56, 1.4x on
+// 14x14 and 7x7). Everything else reads phase planes (conv2d_phase_planes.h: zero-padded, split by
+// stride), where every tap of a run of outputs reads a contiguous run; a thread writes their
+// padding with its first plane of a run only. Short rows (fewer than kWideRowsBelow outputs) are
+// summed in one row-kernel call for the whole plane in wide order, into a buffer whose real
+// columns then go to y: per-row calls spent more on their setup than on their 9 or 25 vectors
+// (7x7 planes: 1.7x the time; rows of 56: 1.5x). Longer rows are one call each, straight into y,
+// their phase rows built into an L1 ring just before the first output row that reads them: at
+// 112x112, whole planes and bands of rows in wide order both measured slower (Zen 4).
 #include <algorithm>
 #include <cstring>
 
@@ -81,24 +83,30 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
     }
 
  private:
-    // kBlock: 3x3 undilated, the same stride both ways, where the ISA has the block kernel; else
-    // kWide: rows shorter than kWideRowsBelow, the plane as one; else kRing: a call per row.
-    enum class Mode { kBlock, kWide, kRing };
+    // kDirect: 3x3 undilated stride 1, at most one column of padding, where the ISA has the
+    // block kernel: it reads the input itself. kBlock: the same at stride 2 (both ways) or with
+    // wider padding, on phase planes. Else kWide: rows shorter than kWideRowsBelow, the plane as
+    // one; else kRing: a call per row.
+    enum class Mode { kDirect, kBlock, kWide, kRing };
     Mode mode(const Shape& y_shape) const {
         const Conv2dParams& p = params_;
         if (block3x3_ != nullptr && p.kernel_h == 3 && p.stride_h == p.stride_w &&
             p.dilation_h == 1 && p.dilation_w == 1) {
-            return Mode::kBlock;
+            return p.stride_h == 1 && p.pad_w <= 1 ? Mode::kDirect : Mode::kBlock;
         }
         return y_shape[3] < kWideRowsBelow ? Mode::kWide : Mode::kRing;
     }
 
-    // Per thread: one plane's phases or their ring (unless in place), then its wide outputs.
+    // Per thread: one plane's phases or their ring (unless in place), then its wide outputs;
+    // kDirect: a row of zeros (phase_w, at least the input's width).
     WorkspaceLayout layout(const Shape& y_shape, int threads) const {
         const Mode m = mode(y_shape);
         const PhasePlanes phases(params_, y_shape[2], y_shape[3], m == Mode::kRing);
-        const int64_t floats = phases.channel_floats(params_) +
-                               (m == Mode::kWide ? phases.wide_count(y_shape[2], y_shape[3]) : 0);
+        const int64_t floats =
+            m == Mode::kDirect ? phases.phase_w
+                               : phases.channel_floats(params_) +
+                                     (m == Mode::kWide ? phases.wide_count(y_shape[2], y_shape[3])
+                                                       : 0);
         return WorkspaceLayout{0, size_t(floats) * sizeof(float), threads};
     }
 
@@ -119,12 +127,20 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         const float lo = constants_.bounds.lo, hi = constants_.bounds.hi;
         const float* taps[kMaxTaps];
         const Mode m = mode(ys);
+        if (m == Mode::kDirect) {
+            if (first) {
+                zero_floats(xs[3], scratch);
+            }
+            block3x3_({input, xs[3], 0, xs[2], xs[3], 1, p.pad_h, p.pad_w, scratch, weights, bias,
+                       lo, hi, out_h, out_w, y});
+            return;
+        }
         if (m == Mode::kBlock) {
             if (!phases.in_place) {
                 phases.build(input, xs[2], xs[3], p, scratch, 0, phases.phase_h, first);
             }
-            block3x3_(x, phases.phase_w, phases.phase_floats(), p.stride_h, weights, bias, lo, hi,
-                      out_w, out_h, y, out_w);
+            block3x3_({x, phases.phase_w, phases.phase_floats(), phases.phase_h, phases.phase_w,
+                       p.stride_h, 0, 0, nullptr, weights, bias, lo, hi, out_h, out_w, y});
             return;
         }
         if (m == Mode::kWide) {

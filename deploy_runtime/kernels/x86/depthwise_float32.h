@@ -23,20 +23,27 @@ using Float32DepthwiseRowFn = void (*)(const float* const* rows, const float* we
 extern const Float32DepthwiseRowFn kFloat32DepthwiseRowAvx2;
 extern const Float32DepthwiseRowFn kFloat32DepthwiseRowAvx512;
 
-// 3x3, dilation 1, stride s = 1 or 2, on the phase planes of conv2d_phase_planes.h (phase
-// (py, px) at in + (s py + px) plane, rows in_pitch apart): a block of output rows of one channel,
-//   out[r out_pitch + j] = bounds(bias + sum over ky, kx < 3 of
-//                                 weights[3 ky + kx] * x(s r + ky, s j + kx))
-// for r < rows, j < count, where x(u, c) is padded input row u, column c, which phase
-// (u % s, c % s) holds at its row u / s, column c / s; summed as above (from bias, in the order
-// (ky, kx), one fused multiply-add each): the bits of the row kernel over the same phases. Reads
-// only what those taps read. The output rows that read a padded row share its loads (4 rows: 18
-// loads a column of vectors at stride 1, 27 at stride 2, against the row kernel's 36; loads are
-// what bound it).
-using Float32Depthwise3x3Fn = void (*)(const float* in, int64_t in_pitch, int64_t plane,
-                                       int64_t stride, const float* weights, float bias, float lo,
-                                       float hi, int64_t count, int64_t rows, float* out,
-                                       int64_t out_pitch);
+// 3x3, dilation 1, stride s = 1 or 2: one channel's plane,
+//   out[oy out_w + ox] = bounds(bias + sum over ky, kx < 3 of
+//                               weights[3 ky + kx] * x(s oy + ky, s ox + kx))
+// for oy < out_h, ox < out_w, where x(u, c) is padded input row u, column c; summed as above (from
+// bias, in the order (ky, kx), one fused multiply-add each): the bits of the row kernel. x is read
+// from phase planes (conv2d_phase_planes.h; pad 0), or at stride 1 from the input plane itself,
+// padding rows from `zeros` and padding columns (pad_w <= 1) as masked-off lanes. Output rows that
+// read a padded row share its loads (4 rows: 18 loads a column of vectors at stride 1, 27 at
+// stride 2, against the row kernel's 36; loads are what bound it).
+struct Float32Depthwise3x3Args {
+    const float* in;            // phase (0, 0), or the input plane
+    int64_t in_pitch, plane;    // floats between rows, between phases ((py, px) at s py + px)
+    int64_t height, width;      // rows and columns of each phase (or of the input)
+    int64_t stride, pad_h, pad_w;
+    const float* zeros;         // width zeros, read for rows above and below the input
+    const float* weights;       // 9
+    float bias, lo, hi;
+    int64_t out_h, out_w;
+    float* out;
+};
+using Float32Depthwise3x3Fn = void (*)(const Float32Depthwise3x3Args& args);
 
 extern const Float32Depthwise3x3Fn kFloat32Depthwise3x3Avx512;
 

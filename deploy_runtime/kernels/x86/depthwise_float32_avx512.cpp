@@ -69,38 +69,56 @@ void depthwise_row_avx512(const float* const* rows, const float* weights, int64_
     }
 }
 
+// The block kernel's per-call constants, in registers.
+struct Block3x3 {
+    const Float32Depthwise3x3Args& a;
+    __m512 vbias, vlo, vhi;
+};
+
 // 3x3 at stride S, output rows [0, R) x outputs [j, j + count), 16 (V - 1) < count <= 16 V, in
 // R V sums (unrolled: sums and weights stay in registers). Output row r's tap ky reads padded row
-// u = S r + ky; each padded row's three column vectors are loaded once for all the sums reading
-// it, and as u grows each sum still takes its taps in (ky, kx) order.
-template <int S, int R, int V>
-void block3x3(const float* in, int64_t in_pitch, int64_t plane, const float* weights,
-              __m512 vbias, __m512 vlo, __m512 vhi, int64_t j, int64_t count, float* out,
-              int64_t out_pitch) {
+// u = S r + ky, held by rows[S u + px] for column phase px; each padded row's three column
+// vectors are loaded once for all the sums reading it, and as u grows each sum still takes its
+// taps in (ky, kx) order. P: the columns of padding left of column 0 (stride 1 only), read as
+// zeros by masks (right of the last one too); `last`: the row's last outputs.
+template <int S, int P, int R, int V>
+void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t count, bool last,
+              float* out) {
     const __mmask16 mask = first_lanes(count - 16 * (V - 1));
+    // Padding: tap kx = 2 of the row's last output reads column width, right of the input.
+    const __mmask16 mask_right = P > 0 && last ? first_lanes(count - 16 * (V - 1) - 1) : mask;
     __m512 vw[9], vacc[R][V];
 #pragma GCC unroll 9
     for (int t = 0; t < 9; ++t) {
-        vw[t] = _mm512_set1_ps(weights[t]);
+        vw[t] = _mm512_set1_ps(b.a.weights[t]);
     }
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
         for (int v = 0; v < V; ++v) {
-            vacc[r][v] = vbias;
+            vacc[r][v] = b.vbias;
         }
     }
 #pragma GCC unroll 9
     for (int u = 0; u < S * (R - 1) + 3; ++u) {
 #pragma GCC unroll 3
         for (int kx = 0; kx < 3; ++kx) {
-            // Padded row u, column kx + j: phase (u % S, kx % S), its row u / S, column kx / S + j.
-            const float* x =
-                in + (u % S * S + kx % S) * plane + u / S * in_pitch + kx / S + j;
+            // Padded column j + kx: phase kx % S, its column j + kx / S, P left of the input's.
+            const float* row = rows[S * u + kx % S];
 #pragma GCC unroll 4
             for (int v = 0; v < V; ++v) {
-                const __m512 vx = v < V - 1 ? _mm512_loadu_ps(x + 16 * v)
-                                            : _mm512_maskz_loadu_ps(mask, x + 16 * v);
+                __m512 vx;
+                if (P > 0 && kx == 0 && v == 0 && j == 0) {
+                    // Columns -1 .. 14: 0 .. 14 loaded into lanes 1 .. 15, zero in lane 0.
+                    const __mmask16 m = first_lanes((V == 1 ? count : 16) - 1);
+                    vx = _mm512_castsi512_ps(_mm512_alignr_epi32(
+                        _mm512_castps_si512(_mm512_maskz_loadu_ps(m, row)),
+                        _mm512_setzero_si512(), 15));
+                } else {
+                    const float* x = row + j + kx / S - P + 16 * v;
+                    vx = v < V - 1 ? _mm512_loadu_ps(x)
+                                   : _mm512_maskz_loadu_ps(kx == 2 ? mask_right : mask, x);
+                }
 #pragma GCC unroll 3
                 for (int ky = 2; ky >= 0; --ky) {  // r = (u - ky) / S: the lowest row first
                     const int r = (u - ky) / S;
@@ -111,10 +129,10 @@ void block3x3(const float* in, int64_t in_pitch, int64_t plane, const float* wei
             }
         }
     }
-    const auto bounded = [&](__m512 v) { return _mm512_min_ps(vhi, _mm512_max_ps(vlo, v)); };
+    const auto bounded = [&](__m512 v) { return _mm512_min_ps(b.vhi, _mm512_max_ps(b.vlo, v)); };
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-        float* y = out + r * out_pitch + j;
+        float* y = out + r * b.a.out_w + j;
 #pragma GCC unroll 4
         for (int v = 0; v < V - 1; ++v) {
             _mm512_storeu_ps(y + 16 * v, bounded(vacc[r][v]));
@@ -123,69 +141,57 @@ void block3x3(const float* in, int64_t in_pitch, int64_t plane, const float* wei
     }
 }
 
-// R rows of the block, 64 outputs at a time.
-template <int S, int R>
-void band3x3(const float* in, int64_t in_pitch, int64_t plane, const float* weights,
-             __m512 vbias, __m512 vlo, __m512 vhi, int64_t count, float* out, int64_t out_pitch) {
-    for (int64_t j = 0; j < count; j += 64) {
-        const int64_t n = count - j < 64 ? count - j : 64;
+// Output rows [r0, r0 + R), 64 outputs at a time: the rows they read, a zero row for padding.
+template <int S, int P, int R>
+void band3x3(const Block3x3& b, int64_t r0) {
+    const Float32Depthwise3x3Args& a = b.a;
+    const float* rows[2 * (S * (R - 1) + 3)];
+#pragma GCC unroll 9
+    for (int u = 0; u < S * (R - 1) + 3; ++u) {
+        const int64_t row = r0 + u / S - a.pad_h;  // of phase row u % S
+        const bool inside = row >= 0 && row < a.height;
+#pragma GCC unroll 2
+        for (int px = 0; px < S; ++px) {
+            rows[S * u + px] =
+                inside ? a.in + (u % S * S + px) * a.plane + row * a.in_pitch : a.zeros;
+        }
+    }
+    float* out = a.out + r0 * a.out_w;
+    for (int64_t j = 0; j < a.out_w; j += 64) {
+        const int64_t n = a.out_w - j < 64 ? a.out_w - j : 64;
+        const bool last = j + n == a.out_w;
         switch ((n + 15) / 16) {
-            case 1:
-                block3x3<S, R, 1>(in, in_pitch, plane, weights, vbias, vlo, vhi, j, n, out,
-                                  out_pitch);
-                break;
-            case 2:
-                block3x3<S, R, 2>(in, in_pitch, plane, weights, vbias, vlo, vhi, j, n, out,
-                                  out_pitch);
-                break;
-            case 3:
-                block3x3<S, R, 3>(in, in_pitch, plane, weights, vbias, vlo, vhi, j, n, out,
-                                  out_pitch);
-                break;
-            default:
-                block3x3<S, R, 4>(in, in_pitch, plane, weights, vbias, vlo, vhi, j, n, out,
-                                  out_pitch);
-                break;
+            case 1: block3x3<S, P, R, 1>(b, rows, j, n, last, out); break;
+            case 2: block3x3<S, P, R, 2>(b, rows, j, n, last, out); break;
+            case 3: block3x3<S, P, R, 3>(b, rows, j, n, last, out); break;
+            default: block3x3<S, P, R, 4>(b, rows, j, n, last, out); break;
         }
     }
 }
 
 // Bands of 4 rows, then the rest.
-template <int S>
-void plane3x3(const float* in, int64_t in_pitch, int64_t plane, const float* weights,
-              __m512 vbias, __m512 vlo, __m512 vhi, int64_t count, int64_t rows, float* out,
-              int64_t out_pitch) {
+template <int S, int P>
+void plane3x3(const Block3x3& b) {
     int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) {
-        band3x3<S, 4>(in + r * in_pitch, in_pitch, plane, weights, vbias, vlo, vhi, count,
-                      out + r * out_pitch, out_pitch);
+    for (; r + 4 <= b.a.out_h; r += 4) {
+        band3x3<S, P, 4>(b, r);
     }
-    const float* x = in + r * in_pitch;
-    float* y = out + r * out_pitch;
-    switch (rows - r) {
-        case 1:
-            band3x3<S, 1>(x, in_pitch, plane, weights, vbias, vlo, vhi, count, y, out_pitch);
-            break;
-        case 2:
-            band3x3<S, 2>(x, in_pitch, plane, weights, vbias, vlo, vhi, count, y, out_pitch);
-            break;
-        case 3:
-            band3x3<S, 3>(x, in_pitch, plane, weights, vbias, vlo, vhi, count, y, out_pitch);
-            break;
-        default:
-            break;  // none left
+    switch (b.a.out_h - r) {
+        case 1: band3x3<S, P, 1>(b, r); break;
+        case 2: band3x3<S, P, 2>(b, r); break;
+        case 3: band3x3<S, P, 3>(b, r); break;
+        default: break;  // none left
     }
 }
 
-void depthwise3x3_avx512(const float* in, int64_t in_pitch, int64_t plane, int64_t stride,
-                         const float* weights, float bias, float lo, float hi, int64_t count,
-                         int64_t rows, float* out, int64_t out_pitch) {
-    const __m512 vbias = _mm512_set1_ps(bias);
-    const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-    if (stride == 1) {
-        plane3x3<1>(in, in_pitch, plane, weights, vbias, vlo, vhi, count, rows, out, out_pitch);
+void depthwise3x3_avx512(const Float32Depthwise3x3Args& a) {
+    const Block3x3 b{a, _mm512_set1_ps(a.bias), _mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi)};
+    if (a.stride == 2) {
+        plane3x3<2, 0>(b);
+    } else if (a.pad_w == 1) {
+        plane3x3<1, 1>(b);
     } else {
-        plane3x3<2>(in, in_pitch, plane, weights, vbias, vlo, vhi, count, rows, out, out_pitch);
+        plane3x3<1, 0>(b);
     }
 }
 
