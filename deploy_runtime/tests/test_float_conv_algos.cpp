@@ -6,6 +6,10 @@
 // through as in torch. Also the registry: the default choice per QTK_ISA level, QTK_CONV_ALGO's
 // pins across dtypes and its errors, and Fast-Run timing the float32 candidates.
 //
+// The depthwise kernels' bits are defined (conv2d_float32_depthwise.cpp): each output is its bias
+// plus its k*k products in the order (ky, kx), padding included as zeros, one fused multiply-add
+// each, then the bounds. They must match that float32 sum bit for bit, whatever their layout.
+//
 // The bound (docs/design.md): float kernels sum in other orders than the reference, so each output
 // y is compared with the exact sum s = b + sum over its window of x w (float64 here: the products
 // of two floats are exact in it, and the sum's own error is below 2^-29 of the bound). Summing K
@@ -24,6 +28,7 @@
 // (max over the test's input and weights; 2304 = 48^2 from the transform matrices), and a NaN in
 // a tile's 6x6 input may make any of the tile's 16 outputs NaN, not only those whose window reads
 // it.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -215,6 +220,47 @@ int64_t check_bound(const BuiltCase& c, const ConvCase& cc, const std::vector<fl
     return bad;
 }
 
+// The depthwise kernels' defined bits (the header): for each output, bias then fmaf over (ky, kx),
+// then FloatBounds::apply. Returns the number of outputs that differ (reporting the first).
+int64_t check_depthwise_bits(const BuiltCase& c, const ConvCase& cc, const std::vector<float>& y,
+                             const std::string& algo) {
+    const int64_t out_h = cc.out_h(), out_w = cc.out_w();
+    int64_t bad = 0;
+    size_t at = 0;
+    for (int64_t n = 0; n < 3; ++n) {
+        for (int64_t ch = 0; ch < cc.out; ++ch) {
+            const float* plane = c.x.data() + (n * cc.in + ch) * cc.height * cc.width;
+            const float* weights = c.weight.data() + ch * cc.kh * cc.kw;
+            for (int64_t oy = 0; oy < out_h; ++oy) {
+                for (int64_t ox = 0; ox < out_w; ++ox, ++at) {
+                    float sum = c.bias[size_t(ch)];
+                    for (int64_t ky = 0; ky < cc.kh; ++ky) {
+                        const int64_t iy = oy * cc.sh - cc.ph + ky * cc.dh;
+                        for (int64_t kx = 0; kx < cc.kw; ++kx) {
+                            const int64_t ix = ox * cc.sw - cc.pw + kx * cc.dw;
+                            const bool inside =
+                                iy >= 0 && iy < cc.height && ix >= 0 && ix < cc.width;
+                            sum = std::fmaf(weights[ky * cc.kw + kx],
+                                            inside ? plane[iy * cc.width + ix] : 0.0f, sum);
+                        }
+                    }
+                    const float want = std::min(std::max(sum, c.lo), c.hi);
+                    const bool same = std::isnan(want) ? std::isnan(y[at])  // (payloads aside)
+                                      : std::memcmp(&want, &y[at], sizeof(float)) == 0;
+                    if (!same && bad++ == 0) {
+                        qtk_test::report_failure(
+                            __FILE__, __LINE__,
+                            algo + " on " + cc.describe() + ": output " + std::to_string(at) +
+                                " is " + std::to_string(y[at]) + ", its defined float32 sum " +
+                                std::to_string(want));
+                    }
+                }
+            }
+        }
+    }
+    return bad;
+}
+
 // The float32 algorithms this CPU runs, the reference included.
 std::vector<const Conv2dAlgo*> runnable_algos() {
     return qtk_test::runnable_conv2d_algos(DType::kFloat32);
@@ -238,6 +284,9 @@ void check_case(const ConvCase& cc, const std::vector<const Conv2dAlgo*>& algos)
         const std::vector<float> y = run(c, cc, algo->name, 1, 3, &served);
         CHECK(served == algo->name);
         check_bound(c, cc, y, algo->name);
+        if (std::string(algo->name).find("_depthwise_") != std::string::npos) {
+            check_depthwise_bits(c, cc, y, algo->name);
+        }
         const std::string where = std::string(algo->name) + " on " + cc.describe();
         if (!same_bits(run(c, cc, algo->name, 2, 3), y.data())) {
             qtk_test::report_failure(__FILE__, __LINE__, where + ": 2 threads change the bits");
@@ -292,6 +341,30 @@ void test_against_float64() {
             }
         }
     }
+    // Depthwise rows either side of the ring's 64 outputs and of 8 and 16 lanes, odd heights,
+    // padding 0 to 3, dilation 2, strides differing between the axes, 5x5.
+    const int64_t dw_widths[] = {1,  2,  3,  7,  8,  9,  14, 15, 16, 17, 31, 32,
+                                 33, 47, 48, 49, 63, 64, 65, 66, 95, 127, 129, 131};
+    int j = 0;
+    for (int64_t width : dw_widths) {
+        for (int64_t k : {3, 5}) {
+            for (int64_t s : {1, 2}) {
+                ConvCase cc;
+                cc.in = cc.out = cc.groups = 1 + j % 3;
+                cc.height = 3 + (width * 5 + j) % 9;
+                cc.width = width;
+                cc.kh = cc.kw = k;
+                cc.sh = s;
+                cc.sw = j % 4 == 3 ? 3 - s : s;
+                cc.ph = j % 4;
+                cc.pw = (j + 1 + width) % 4;
+                cc.dh = cc.dw = j % 5 == 2 ? 2 : 1;
+                cc.bounded = j % 3 == 1;
+                ++j;
+                check_case(cc, algos);
+            }
+        }
+    }
     // Blocks: a 3x3 layer and a pointwise one wide enough for several blocks per plane, and a long
     // K (2 304) with a 7x7 plane; stride, padding and dilation differing between the axes.
     const ConvCase large[] = {
@@ -309,6 +382,9 @@ void test_against_float64() {
         {57, 19, 10, 9, 3, 3, 1, 1, 0, 1, 1, 1, 1, false, false},
         {3, 17, 31, 29, 7, 7, 2, 2, 3, 3, 1, 1, 1, true, false},
         {33, 20, 15, 14, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, false},
+        // Phase planes at strides above 2 (the GEMM conv's only): 3, and 4 across with dilation.
+        {5, 7, 13, 14, 3, 3, 3, 3, 1, 2, 1, 1, 1, false, false},
+        {4, 6, 11, 17, 2, 3, 2, 4, 0, 1, 1, 2, 1, true, false},
         // Depthwise rows of 64 outputs and more, summed row by row over a ring of phase rows
         // (shorter ones as one plane), and a plane of 63 just below.
         {16, 16, 9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 16, true, false},

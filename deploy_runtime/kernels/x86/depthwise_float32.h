@@ -1,5 +1,5 @@
-// The float32 depthwise conv2d row micro-kernels behind conv2d_float32_depthwise.cpp: one file per
-// ISA, each compiled with its own flags and called only where cpu_supports() its level.
+// The float32 depthwise conv2d micro-kernels behind conv2d_float32_depthwise.cpp: one file per ISA,
+// each compiled with its own flags and called only where cpu_supports() its level.
 //
 // Contract: one output row of one channel,
 //   out[j] = bounds(bias + sum over t < taps of weights[t] * rows[t][j])   for j < count
@@ -22,6 +22,30 @@ using Float32DepthwiseRowFn = void (*)(const float* const* rows, const float* we
 
 extern const Float32DepthwiseRowFn kFloat32DepthwiseRowAvx2;
 extern const Float32DepthwiseRowFn kFloat32DepthwiseRowAvx512;
+
+// 3x3, dilation 1, stride s = 1 or 2: one channel's plane,
+//   out[oy out_w + ox] = bounds(bias + sum over ky, kx < 3 of
+//                               weights[3 ky + kx] * x(s oy + ky, s ox + kx))
+// for oy < out_h, ox < out_w, where x(u, c) is padded input row u, column c; summed as above (from
+// bias, in the order (ky, kx), one fused multiply-add each): the bits of the row kernel. x is read
+// from phase planes (conv2d_phase_planes.h; pad 0), or at stride 1 from the input plane itself,
+// padding rows from `zeros` and padding columns (pad_w <= 1) as masked-off lanes. Output rows that
+// read a padded row share its loads (4 rows: 18 loads a column of vectors at stride 1, 27 at
+// stride 2, against the row kernel's 36; loads are what bound it).
+struct Float32Depthwise3x3Args {
+    const float* in;            // phase (0, 0), or the input plane
+    int64_t in_pitch, plane;    // floats between rows, between phases ((py, px) at s py + px)
+    int64_t height, width;      // rows and columns of each phase (or of the input)
+    int64_t stride, pad_h, pad_w;
+    const float* zeros;         // width zeros, read for rows above and below the input
+    const float* weights;       // 9
+    float bias, lo, hi;
+    int64_t out_h, out_w;
+    float* out;
+};
+using Float32Depthwise3x3Fn = void (*)(const Float32Depthwise3x3Args& args);
+
+extern const Float32Depthwise3x3Fn kFloat32Depthwise3x3Avx512;
 
 }  // namespace detail
 }  // namespace qtk

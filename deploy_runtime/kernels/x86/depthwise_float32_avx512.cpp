@@ -1,6 +1,8 @@
-// float32 depthwise conv2d row micro-kernel, AVX-512 (depthwise_float32.h): 64 outputs per pass in
-// four accumulators, so each tap's pointer and weight are loaded once per four vectors; the last
-// pass through masks.
+// float32 depthwise conv2d micro-kernels, AVX-512 (depthwise_float32.h). Rows: 128 outputs per
+// pass in eight accumulators, so each tap's pointer and weight are loaded once per eight vectors
+// and the fused multiply-adds of a tap do not wait on each other; the last pass with only as many
+// vectors as it has outputs, the last of them masked. 3x3 blocks (stride 1 or 2): 4 rows x 64
+// outputs in 16 accumulators and the 9 weights in registers, the same masking.
 #include "avx512_intrinsics.h"
 
 #include "depthwise_float32.h"
@@ -15,44 +17,188 @@ __mmask16 first_lanes(int64_t count) {
                         : __mmask16((1u << count) - 1);
 }
 
+// Outputs [j, j + count), 16 (V - 1) < count <= 16 V, in V independent sums (unrolled, so that
+// they stay in registers); only the last vector is masked.
+template <int V>
+void pass(const float* const* rows, const float* weights, int64_t taps, __m512 vbias, __m512 vlo,
+          __m512 vhi, int64_t j, int64_t count, float* out) {
+    const __mmask16 mask = first_lanes(count - 16 * (V - 1));
+    __m512 vacc[V];
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+        vacc[v] = vbias;
+    }
+    for (int64_t t = 0; t < taps; ++t) {
+        const __m512 vw = _mm512_set1_ps(weights[t]);
+        const float* x = rows[t] + j;
+#pragma GCC unroll 8
+        for (int v = 0; v < V - 1; ++v) {
+            vacc[v] = _mm512_fmadd_ps(vw, _mm512_loadu_ps(x + 16 * v), vacc[v]);
+        }
+        vacc[V - 1] =
+            _mm512_fmadd_ps(vw, _mm512_maskz_loadu_ps(mask, x + 16 * (V - 1)), vacc[V - 1]);
+    }
+    // max(lo, v) then min(hi, v): each returns v where v is NaN, as FloatBounds::apply does.
+    const auto bounded = [&](__m512 v) { return _mm512_min_ps(vhi, _mm512_max_ps(vlo, v)); };
+#pragma GCC unroll 8
+    for (int v = 0; v < V - 1; ++v) {
+        _mm512_storeu_ps(out + j + 16 * v, bounded(vacc[v]));
+    }
+    _mm512_mask_storeu_ps(out + j + 16 * (V - 1), mask, bounded(vacc[V - 1]));
+}
+
 void depthwise_row_avx512(const float* const* rows, const float* weights, int64_t taps, float bias,
                           float lo, float hi, int64_t count, float* out) {
     const __m512 vbias = _mm512_set1_ps(bias);
     const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-    // max(lo, v) then min(hi, v): each returns v where v is NaN, as FloatBounds::apply does.
-    const auto bounded = [&](__m512 v) { return _mm512_min_ps(vhi, _mm512_max_ps(vlo, v)); };
-    for (int64_t j = 0; j < count; j += 64) {
-        // The last pass masks its vectors (some may be empty) but keeps four independent sums:
-        // one vector at a time would wait on each fused multiply-add's latency.
-        const bool full = j + 64 <= count;
-        const __mmask16 mask0 = first_lanes(count - j), mask1 = first_lanes(count - j - 16);
-        const __mmask16 mask2 = first_lanes(count - j - 32), mask3 = first_lanes(count - j - 48);
-        __m512 vacc0 = vbias, vacc1 = vbias, vacc2 = vbias, vacc3 = vbias;
-        for (int64_t t = 0; t < taps; ++t) {
-            const __m512 vw = _mm512_set1_ps(weights[t]);
-            const float* x = rows[t] + j;
-            vacc0 = _mm512_fmadd_ps(vw, _mm512_maskz_loadu_ps(mask0, x), vacc0);
-            vacc1 = _mm512_fmadd_ps(vw, _mm512_maskz_loadu_ps(mask1, x + 16), vacc1);
-            vacc2 = _mm512_fmadd_ps(vw, _mm512_maskz_loadu_ps(mask2, x + 32), vacc2);
-            vacc3 = _mm512_fmadd_ps(vw, _mm512_maskz_loadu_ps(mask3, x + 48), vacc3);
+    int64_t j = 0;
+    for (; j + 128 <= count; j += 128) {
+        pass<8>(rows, weights, taps, vbias, vlo, vhi, j, 128, out);
+    }
+    const int64_t left = count - j;
+    switch ((left + 15) / 16) {
+        case 0: break;
+        case 1: pass<1>(rows, weights, taps, vbias, vlo, vhi, j, left, out); break;
+        case 2: pass<2>(rows, weights, taps, vbias, vlo, vhi, j, left, out); break;
+        case 3: pass<3>(rows, weights, taps, vbias, vlo, vhi, j, left, out); break;
+        case 4: pass<4>(rows, weights, taps, vbias, vlo, vhi, j, left, out); break;
+        case 5: pass<5>(rows, weights, taps, vbias, vlo, vhi, j, left, out); break;
+        case 6: pass<6>(rows, weights, taps, vbias, vlo, vhi, j, left, out); break;
+        case 7: pass<7>(rows, weights, taps, vbias, vlo, vhi, j, left, out); break;
+        default: pass<8>(rows, weights, taps, vbias, vlo, vhi, j, left, out); break;
+    }
+}
+
+// The block kernel's per-call constants, in registers.
+struct Block3x3 {
+    const Float32Depthwise3x3Args& a;
+    __m512 vbias, vlo, vhi;
+};
+
+// 3x3 at stride S, output rows [0, R) x outputs [j, j + count), 16 (V - 1) < count <= 16 V, in
+// R V sums (unrolled: sums and weights stay in registers). Output row r's tap ky reads padded row
+// u = S r + ky, held by rows[S u + px] for column phase px; each padded row's three column
+// vectors are loaded once for all the sums reading it, and as u grows each sum still takes its
+// taps in (ky, kx) order. P: the columns of padding left of column 0 (stride 1 only), read as
+// zeros by masks (right of the last one too); `last`: the row's last outputs.
+template <int S, int P, int R, int V>
+void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t count, bool last,
+              float* out) {
+    const __mmask16 mask = first_lanes(count - 16 * (V - 1));
+    // Padding: tap kx = 2 of the row's last output reads column width, right of the input.
+    const __mmask16 mask_right = P > 0 && last ? first_lanes(count - 16 * (V - 1) - 1) : mask;
+    __m512 vw[9], vacc[R][V];
+#pragma GCC unroll 9
+    for (int t = 0; t < 9; ++t) {
+        vw[t] = _mm512_set1_ps(b.a.weights[t]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) {
+            vacc[r][v] = b.vbias;
         }
-        if (full) {
-            _mm512_storeu_ps(out + j, bounded(vacc0));
-            _mm512_storeu_ps(out + j + 16, bounded(vacc1));
-            _mm512_storeu_ps(out + j + 32, bounded(vacc2));
-            _mm512_storeu_ps(out + j + 48, bounded(vacc3));
-        } else {
-            _mm512_mask_storeu_ps(out + j, mask0, bounded(vacc0));
-            _mm512_mask_storeu_ps(out + j + 16, mask1, bounded(vacc1));
-            _mm512_mask_storeu_ps(out + j + 32, mask2, bounded(vacc2));
-            _mm512_mask_storeu_ps(out + j + 48, mask3, bounded(vacc3));
+    }
+#pragma GCC unroll 9
+    for (int u = 0; u < S * (R - 1) + 3; ++u) {
+#pragma GCC unroll 3
+        for (int kx = 0; kx < 3; ++kx) {
+            // Padded column j + kx: phase kx % S, its column j + kx / S, P left of the input's.
+            const float* row = rows[S * u + kx % S];
+#pragma GCC unroll 4
+            for (int v = 0; v < V; ++v) {
+                __m512 vx;
+                if (P > 0 && kx == 0 && v == 0 && j == 0) {
+                    // Columns -1 .. 14: 0 .. 14 loaded into lanes 1 .. 15, zero in lane 0.
+                    const __mmask16 m = first_lanes((V == 1 ? count : 16) - 1);
+                    vx = _mm512_castsi512_ps(_mm512_alignr_epi32(
+                        _mm512_castps_si512(_mm512_maskz_loadu_ps(m, row)),
+                        _mm512_setzero_si512(), 15));
+                } else {
+                    const float* x = row + j + kx / S - P + 16 * v;
+                    vx = v < V - 1 ? _mm512_loadu_ps(x)
+                                   : _mm512_maskz_loadu_ps(kx == 2 ? mask_right : mask, x);
+                }
+#pragma GCC unroll 3
+                for (int ky = 2; ky >= 0; --ky) {  // r = (u - ky) / S: the lowest row first
+                    const int r = (u - ky) / S;
+                    if (u >= ky && (u - ky) % S == 0 && r < R) {
+                        vacc[r][v] = _mm512_fmadd_ps(vw[3 * ky + kx], vx, vacc[r][v]);
+                    }
+                }
+            }
         }
+    }
+    const auto bounded = [&](__m512 v) { return _mm512_min_ps(b.vhi, _mm512_max_ps(b.vlo, v)); };
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+        float* y = out + r * b.a.out_w + j;
+#pragma GCC unroll 4
+        for (int v = 0; v < V - 1; ++v) {
+            _mm512_storeu_ps(y + 16 * v, bounded(vacc[r][v]));
+        }
+        _mm512_mask_storeu_ps(y + 16 * (V - 1), mask, bounded(vacc[r][V - 1]));
+    }
+}
+
+// Output rows [r0, r0 + R), 64 outputs at a time: the rows they read, a zero row for padding.
+template <int S, int P, int R>
+void band3x3(const Block3x3& b, int64_t r0) {
+    const Float32Depthwise3x3Args& a = b.a;
+    const float* rows[2 * (S * (R - 1) + 3)];
+#pragma GCC unroll 9
+    for (int u = 0; u < S * (R - 1) + 3; ++u) {
+        const int64_t row = r0 + u / S - a.pad_h;  // of phase row u % S
+        const bool inside = row >= 0 && row < a.height;
+#pragma GCC unroll 2
+        for (int px = 0; px < S; ++px) {
+            rows[S * u + px] =
+                inside ? a.in + (u % S * S + px) * a.plane + row * a.in_pitch : a.zeros;
+        }
+    }
+    float* out = a.out + r0 * a.out_w;
+    for (int64_t j = 0; j < a.out_w; j += 64) {
+        const int64_t n = a.out_w - j < 64 ? a.out_w - j : 64;
+        const bool last = j + n == a.out_w;
+        switch ((n + 15) / 16) {
+            case 1: block3x3<S, P, R, 1>(b, rows, j, n, last, out); break;
+            case 2: block3x3<S, P, R, 2>(b, rows, j, n, last, out); break;
+            case 3: block3x3<S, P, R, 3>(b, rows, j, n, last, out); break;
+            default: block3x3<S, P, R, 4>(b, rows, j, n, last, out); break;
+        }
+    }
+}
+
+// Bands of 4 rows, then the rest.
+template <int S, int P>
+void plane3x3(const Block3x3& b) {
+    int64_t r = 0;
+    for (; r + 4 <= b.a.out_h; r += 4) {
+        band3x3<S, P, 4>(b, r);
+    }
+    switch (b.a.out_h - r) {
+        case 1: band3x3<S, P, 1>(b, r); break;
+        case 2: band3x3<S, P, 2>(b, r); break;
+        case 3: band3x3<S, P, 3>(b, r); break;
+        default: break;  // none left
+    }
+}
+
+void depthwise3x3_avx512(const Float32Depthwise3x3Args& a) {
+    const Block3x3 b{a, _mm512_set1_ps(a.bias), _mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi)};
+    if (a.stride == 2) {
+        plane3x3<2, 0>(b);
+    } else if (a.pad_w == 1) {
+        plane3x3<1, 1>(b);
+    } else {
+        plane3x3<1, 0>(b);
     }
 }
 
 }  // namespace
 
 extern const Float32DepthwiseRowFn kFloat32DepthwiseRowAvx512 = depthwise_row_avx512;
+extern const Float32Depthwise3x3Fn kFloat32Depthwise3x3Avx512 = depthwise3x3_avx512;
 
 }  // namespace detail
 }  // namespace qtk
