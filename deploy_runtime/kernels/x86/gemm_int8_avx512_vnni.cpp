@@ -1,12 +1,11 @@
 // int8 GEMM micro-kernel, 8 output channels x 32 pixels, AVX-512 VNNI (gemm_int8.h). vpdpbusd
 // multiplies 4 uint8 activations by 4 int8 weights and adds the 4 products to an int32 lane without
 // saturation, so the sum is exact.
-#include <immintrin.h>
-
 #include <cstring>
 #include <utility>
 
 #include "gemm_int8.h"
+#include "requantize_int8_avx512.h"
 
 namespace qtk {
 namespace detail {
@@ -46,14 +45,10 @@ void int8_gemm_8x32c4_avx512_vnni(const int8_t* a, const Int8GemmB& b, int32_t* 
 // broadcasting from a general register instead cost a shuffle per pixel and quad and held the
 // kernel near half of the peak.
 template <int MR>
-void int8_gemm_nhwc_mrx32_avx512_vnni(const int8_t* x, int64_t x_stride,
-                                      const int64_t* tap_offsets, int64_t taps, int64_t quads,
-                                      const int8_t* w, int32_t* c, int64_t c_stride) {
-    __m512i vacc[MR][2];
-#pragma GCC unroll 12
-    for (int p = 0; p < MR; ++p) {
-        vacc[p][0] = vacc[p][1] = _mm512_setzero_si512();
-    }
+[[gnu::always_inline]] inline void accumulate_nhwc_mrx32(__m512i (&vacc)[MR][2], const int8_t* x,
+                                                         int64_t x_stride,
+                                                         const int64_t* tap_offsets, int64_t taps,
+                                                         int64_t quads, const int8_t* w) {
     const int64_t tap_bytes = (quads + 15) / 16 * 2 * 16 * 64;
     for (int64_t t = 0; t < taps; ++t, w += tap_bytes) {
         const int8_t* xt = x + tap_offsets[t];
@@ -71,10 +66,65 @@ void int8_gemm_nhwc_mrx32_avx512_vnni(const int8_t* x, int64_t x_stride,
             }
         }
     }
+}
+
+template <int MR>
+void int8_gemm_nhwc_mrx32_avx512_vnni(const int8_t* x, int64_t x_stride,
+                                      const int64_t* tap_offsets, int64_t taps, int64_t quads,
+                                      const int8_t* w, int32_t* c, int64_t c_stride) {
+    __m512i vacc[MR][2];
+#pragma GCC unroll 12
+    for (int p = 0; p < MR; ++p) {
+        vacc[p][0] = vacc[p][1] = _mm512_setzero_si512();
+    }
+    accumulate_nhwc_mrx32<MR>(vacc, x, x_stride, tap_offsets, taps, quads, w);
 #pragma GCC unroll 12
     for (int p = 0; p < MR; ++p) {
         _mm512_storeu_si512(c + c_stride * p, vacc[p][0]);
         _mm512_storeu_si512(c + c_stride * p + 16, vacc[p][1]);
+    }
+}
+
+// The same sums requantized in registers: two pixels' 32 channels narrowed together by
+// int8_pack4x16, whose interleaving one permute puts back in order (dword 4 L + j of the packed
+// bytes is vector j's dword L), then stored 32 bytes a pixel.
+template <int MR>
+void int8_gemm_nhwc_requantized_mrx32_avx512_vnni(const int8_t* x, int64_t x_stride,
+                                                  const int64_t* tap_offsets, int64_t taps,
+                                                  int64_t quads, const int8_t* w,
+                                                  const Int8HighHalfBlock* blocks,
+                                                  const Int8Output& out, int64_t channels,
+                                                  int8_t* y, int64_t y_stride) {
+    __m512i vacc[MR][2];
+#pragma GCC unroll 12
+    for (int p = 0; p < MR; ++p) {
+        vacc[p][0] = vacc[p][1] = _mm512_setzero_si512();
+    }
+    accumulate_nhwc_mrx32<MR>(vacc, x, x_stride, tap_offsets, taps, quads, w);
+    const __m512i vorder = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512i vlo = _mm512_set1_epi8(static_cast<char>(out.lo));
+    const __m512i vhi = _mm512_set1_epi8(static_cast<char>(out.hi));
+    const __mmask32 mask = channels >= 32 ? ~__mmask32(0) : (__mmask32(1) << channels) - 1;
+#pragma GCC unroll 6
+    for (int p = 0; p < MR; p += 2) {
+        // Read from memory at each step, as operands: 24 accumulators leave few registers.
+        const Int8HighHalfBlock* b = blocks;
+        asm("" : "+r"(b));
+        const Int8HighHalf16 p0 = int8_high_half16(b[0], out), p1 = int8_high_half16(b[1], out);
+        const __m512i voffset0 = _mm512_loadu_si512(b[0].offset);
+        const __m512i voffset1 = _mm512_loadu_si512(b[1].offset);
+        const int next = p + 1 < MR ? p + 1 : p;  // an odd tile's last pixel pairs with itself
+        const __m512i vpacked = int8_pack4x16(
+            int8_scale16_high_half(_mm512_add_epi32(vacc[p][0], voffset0), p0),
+            int8_scale16_high_half(_mm512_add_epi32(vacc[p][1], voffset1), p1),
+            int8_scale16_high_half(_mm512_add_epi32(vacc[next][0], voffset0), p0),
+            int8_scale16_high_half(_mm512_add_epi32(vacc[next][1], voffset1), p1));
+        const __m512i vy = _mm512_min_epi8(
+            _mm512_max_epi8(_mm512_permutexvar_epi32(vorder, vpacked), vlo), vhi);
+        _mm256_mask_storeu_epi8(y + p * y_stride, mask, _mm512_castsi512_si256(vy));
+        if (next != p) {
+            _mm256_mask_storeu_epi8(y + next * y_stride, mask, _mm512_extracti64x4_epi64(vy, 1));
+        }
     }
 }
 
@@ -98,10 +148,36 @@ void int8_gemm_nhwc_12x32_avx512_vnni(int64_t pixels, const int8_t* x, int64_t x
                                      tap_offsets, taps, quads, w, c, c_stride);
 }
 
+template <int... MR>
+void int8_gemm_nhwc_requantized_12x32_avx512_vnni(
+    std::integer_sequence<int, MR...>, int64_t pixels, const int8_t* x, int64_t x_stride,
+    const int64_t* tap_offsets, int64_t taps, int64_t quads, const int8_t* w,
+    const Int8HighHalfBlock* blocks, const Int8Output& out, int64_t channels, int8_t* y,
+    int64_t y_stride) {
+    using Kernel = void (*)(const int8_t*, int64_t, const int64_t*, int64_t, int64_t,
+                            const int8_t*, const Int8HighHalfBlock*, const Int8Output&, int64_t,
+                            int8_t*, int64_t);
+    static constexpr Kernel kKernels[] = {int8_gemm_nhwc_requantized_mrx32_avx512_vnni<MR + 1>...};
+    kKernels[pixels - 1](x, x_stride, tap_offsets, taps, quads, w, blocks, out, channels, y,
+                         y_stride);
+}
+
+void int8_gemm_nhwc_requantized_12x32_avx512_vnni(int64_t pixels, const int8_t* x,
+                                                  int64_t x_stride, const int64_t* tap_offsets,
+                                                  int64_t taps, int64_t quads, const int8_t* w,
+                                                  const Int8HighHalfBlock* blocks,
+                                                  const Int8Output& out, int64_t channels,
+                                                  int8_t* y, int64_t y_stride) {
+    int8_gemm_nhwc_requantized_12x32_avx512_vnni(std::make_integer_sequence<int, 12>(), pixels, x,
+                                                 x_stride, tap_offsets, taps, quads, w, blocks,
+                                                 out, channels, y, y_stride);
+}
+
 }  // namespace
 
 extern const Int8GemmNhwcUkernel kInt8GemmNhwc12x32Avx512Vnni = {
-    12, 32, 1, 128, int8_gemm_nhwc_12x32_avx512_vnni, nullptr};
+    12, 32, 1, 128, int8_gemm_nhwc_12x32_avx512_vnni, nullptr,
+    int8_gemm_nhwc_requantized_12x32_avx512_vnni};
 
 extern const Int8GemmUkernel kInt8Gemm8x32c4Avx512Vnni = {8, 32, int8_gemm_8x32c4_avx512_vnni};
 

@@ -85,6 +85,14 @@ inline bool int8_high_half16(const int32_t* multiplier, const int32_t* shift, __
     return true;
 }
 
+// The high-half constants of a block of the plan (requantize_int8.h), loaded as they lie.
+[[gnu::always_inline]] inline Int8HighHalf16 int8_high_half16(const Int8HighHalfBlock& block,
+                                                             const Int8Output& out) {
+    return {_mm512_loadu_si512(block.multiplier), _mm512_loadu_si512(block.multiplier_odd),
+            _mm512_loadu_si512(block.round),      _mm512_loadu_si512(block.shift),
+            _mm512_set1_epi32(out.lo),            _mm512_set1_epi32(out.hi)};
+}
+
 // (h + 2^(n-33)) >> (n - 32) + z of 16 accumulators, before the clamp (int32 lanes, |.| < 2^31).
 [[gnu::always_inline]] inline __m512i int8_scale16_high_half(__m512i vacc,
                                                              const Int8HighHalf16& p) {
