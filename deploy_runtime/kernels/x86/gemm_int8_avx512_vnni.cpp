@@ -43,12 +43,17 @@ void int8_gemm_8x32c4_avx512_vnni(const int8_t* a, const Int8GemmB& b, int32_t* 
 // vectors per quad); each pixel's quad of activations, already uint8 (x + 128: the driver flipped
 // their sign bits as it copied them), is the broadcast one, read by vpdpbusd itself ({1to16}):
 // broadcasting from a general register instead cost a shuffle per pixel and quad and held the
-// kernel near half of the peak.
+// kernel near half of the peak. Not inlined into the requantizing form below (see there).
 template <int MR>
-[[gnu::always_inline]] inline void accumulate_nhwc_mrx32(__m512i (&vacc)[MR][2], const int8_t* x,
-                                                         int64_t x_stride,
-                                                         const int64_t* tap_offsets, int64_t taps,
-                                                         int64_t quads, const int8_t* w) {
+[[gnu::noinline]] void int8_gemm_nhwc_mrx32_avx512_vnni(const int8_t* x, int64_t x_stride,
+                                                        const int64_t* tap_offsets, int64_t taps,
+                                                        int64_t quads, const int8_t* w, int32_t* c,
+                                                        int64_t c_stride) {
+    __m512i vacc[MR][2];
+#pragma GCC unroll 12
+    for (int p = 0; p < MR; ++p) {
+        vacc[p][0] = vacc[p][1] = _mm512_setzero_si512();
+    }
     const int64_t tap_bytes = (quads + 15) / 16 * 2 * 16 * 64;
     for (int64_t t = 0; t < taps; ++t, w += tap_bytes) {
         const int8_t* xt = x + tap_offsets[t];
@@ -66,18 +71,6 @@ template <int MR>
             }
         }
     }
-}
-
-template <int MR>
-void int8_gemm_nhwc_mrx32_avx512_vnni(const int8_t* x, int64_t x_stride,
-                                      const int64_t* tap_offsets, int64_t taps, int64_t quads,
-                                      const int8_t* w, int32_t* c, int64_t c_stride) {
-    __m512i vacc[MR][2];
-#pragma GCC unroll 12
-    for (int p = 0; p < MR; ++p) {
-        vacc[p][0] = vacc[p][1] = _mm512_setzero_si512();
-    }
-    accumulate_nhwc_mrx32<MR>(vacc, x, x_stride, tap_offsets, taps, quads, w);
 #pragma GCC unroll 12
     for (int p = 0; p < MR; ++p) {
         _mm512_storeu_si512(c + c_stride * p, vacc[p][0]);
@@ -85,9 +78,11 @@ void int8_gemm_nhwc_mrx32_avx512_vnni(const int8_t* x, int64_t x_stride,
     }
 }
 
-// The same sums requantized in registers: two pixels' 32 channels narrowed together by
-// int8_pack4x16, whose interleaving one permute puts back in order (dword 4 L + j of the packed
-// bytes is vector j's dword L), then stored 32 bytes a pixel.
+// The same sums requantized: two pixels' 32 channels narrowed together by int8_pack4x16, whose
+// interleaving one permute puts back in order (dword 4 L + j of the packed bytes is vector j's
+// dword L), then stored 32 bytes a pixel. The sums pass through a tile on the stack on purpose:
+// beside 24 accumulators the constants had no registers, and reloading 5 of them per vector made
+// the loads (one 64-byte vector a cycle on Zen 4) the bottleneck: K = 16 ran 16% slower.
 template <int MR>
 void int8_gemm_nhwc_requantized_mrx32_avx512_vnni(const int8_t* x, int64_t x_stride,
                                                   const int64_t* tap_offsets, int64_t taps,
@@ -95,30 +90,26 @@ void int8_gemm_nhwc_requantized_mrx32_avx512_vnni(const int8_t* x, int64_t x_str
                                                   const Int8HighHalfBlock* blocks,
                                                   const Int8Output& out, int64_t channels,
                                                   int8_t* y, int64_t y_stride) {
-    __m512i vacc[MR][2];
-#pragma GCC unroll 12
-    for (int p = 0; p < MR; ++p) {
-        vacc[p][0] = vacc[p][1] = _mm512_setzero_si512();
-    }
-    accumulate_nhwc_mrx32<MR>(vacc, x, x_stride, tap_offsets, taps, quads, w);
+    alignas(64) int32_t c[MR][32];
+    int8_gemm_nhwc_mrx32_avx512_vnni<MR>(x, x_stride, tap_offsets, taps, quads, w, c[0], 32);
+    const Int8HighHalf16 p0 = int8_high_half16(blocks[0], out);
+    const Int8HighHalf16 p1 = int8_high_half16(blocks[1], out);
+    const __m512i voffset0 = _mm512_loadu_si512(blocks[0].offset);
+    const __m512i voffset1 = _mm512_loadu_si512(blocks[1].offset);
     const __m512i vorder = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const __m512i vlo = _mm512_set1_epi8(static_cast<char>(out.lo));
     const __m512i vhi = _mm512_set1_epi8(static_cast<char>(out.hi));
     const __mmask32 mask = channels >= 32 ? ~__mmask32(0) : (__mmask32(1) << channels) - 1;
+    const auto scale = [&](int p, int j) {
+        return int8_scale16_high_half(
+            _mm512_add_epi32(_mm512_load_si512(c[p] + 16 * j), j == 0 ? voffset0 : voffset1),
+            j == 0 ? p0 : p1);
+    };
 #pragma GCC unroll 6
     for (int p = 0; p < MR; p += 2) {
-        // Read from memory at each step, as operands: 24 accumulators leave few registers.
-        const Int8HighHalfBlock* b = blocks;
-        asm("" : "+r"(b));
-        const Int8HighHalf16 p0 = int8_high_half16(b[0], out), p1 = int8_high_half16(b[1], out);
-        const __m512i voffset0 = _mm512_loadu_si512(b[0].offset);
-        const __m512i voffset1 = _mm512_loadu_si512(b[1].offset);
         const int next = p + 1 < MR ? p + 1 : p;  // an odd tile's last pixel pairs with itself
-        const __m512i vpacked = int8_pack4x16(
-            int8_scale16_high_half(_mm512_add_epi32(vacc[p][0], voffset0), p0),
-            int8_scale16_high_half(_mm512_add_epi32(vacc[p][1], voffset1), p1),
-            int8_scale16_high_half(_mm512_add_epi32(vacc[next][0], voffset0), p0),
-            int8_scale16_high_half(_mm512_add_epi32(vacc[next][1], voffset1), p1));
+        const __m512i vpacked = int8_pack4x16(scale(p, 0), scale(p, 1), scale(next, 0),
+                                              scale(next, 1));
         const __m512i vy = _mm512_min_epi8(
             _mm512_max_epi8(_mm512_permutexvar_epi32(vorder, vpacked), vlo), vhi);
         _mm256_mask_storeu_epi8(y + p * y_stride, mask, _mm512_castsi512_si256(vy));
