@@ -774,6 +774,30 @@ void test_against_reference() {
             check_case(cc, algos);
         }
     }
+    // The channels-last 24x16 tile (16 output channels or fewer): channel counts up to 16, K
+    // either side of whole quads and of 16-quad blocks, pixel counts either side of 24 and 48
+    // (last tiles of 1 to 23 pixels), 1x1 and 3x3 (padded: per-column planes, and at width 49
+    // tiles by output row).
+    int narrow_index = 0;
+    for (int64_t kernel : {1, 3}) {
+        for (int64_t in : {3, 13, 16, 31, 33, 65}) {
+            for (int64_t out : {1, 7, 15, 16}) {
+                const int64_t sizes_narrow[][2] = {{1, 23}, {5, 5}, {7, 7}, {1, 49}, {3, 17}};
+                ConvCase cc;
+                cc.kh = cc.kw = kernel;
+                cc.ph = cc.pw = kernel / 2;
+                cc.in = in;
+                cc.out = out;
+                const int i = narrow_index++;
+                cc.height = sizes_narrow[i % 5][0];
+                cc.width = sizes_narrow[i % 5][1];
+                cc.fill = i % 11 == 5    ? Fill::kLowest
+                          : i % 11 == 10 ? Fill::kHighest
+                                         : Fill::kRandom;
+                check_case(cc, algos);
+            }
+        }
+    }
     ConvCase multi_block_1x1;  // K 1024 pointwise: 256 pixels per block at nr 32
     multi_block_1x1.in = 1024;
     multi_block_1x1.out = 9;

@@ -99,6 +99,10 @@ bool fits_dense(const Conv2dParams& p) {
     return p.groups == 1 && (p.pointwise() || p.products_per_output() >= 64);
 }
 
+// Layers of 16 output channels or fewer (mobilenet_v2's 32 -> 16 at 112x112): a 32-wide tile
+// would multiply and requantize zero weights in half its lanes.
+bool fits_dense_narrow(const Conv2dParams& p) { return fits_dense(p) && p.out_channels <= 16; }
+
 // AMX's tile rows take 64 k. 1x1 at K <= 32: zero padding does half its work or more (as for the
 // NCHW GEMM, conv2d_int8_gemm.cpp) and the VNNI kernel takes those layers. Other windows: while
 // padding stays below 3/4 of K, AMX (~1.1 TMAC/s on resnet18's layers) still outruns the VNNI
@@ -488,6 +492,10 @@ extern const Conv2dAlgo kConv2dInt8GemmNhwc32x32Amx = {
     make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc32x32Amx, kInt8EpilogueAvx512>, false, true};
 #endif
 #if QTK_X86_AVX512_VNNI
+extern const Conv2dAlgo kConv2dInt8GemmNhwc24x16Avx512Vnni = {
+    "conv2d_int8_gemm_nhwc_24x16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_dense_narrow,
+    make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc24x16Avx512Vnni, kInt8EpilogueAvx512>, false,
+    true};
 extern const Conv2dAlgo kConv2dInt8GemmNhwc12x32Avx512Vnni = {
     "conv2d_int8_gemm_nhwc_12x32_avx512_vnni", IsaLevel::kAvx512Vnni, fits_dense,
     make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc12x32Avx512Vnni, kInt8EpilogueAvx512>, false,

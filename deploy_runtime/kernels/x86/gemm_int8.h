@@ -81,7 +81,7 @@ struct Int8GemmUkernel {
 // (requantize_int8.h's high-half form, for layers whose every shift takes it): the sums of
 // channels [16 j, 16 j + 16) start at blocks[j].offset, and pixel p's channels o < channels (1 to
 // nr) leave clamped as int8 at y + p * y_stride; it writes nothing else. A small K's tile does
-// less multiplying than requantizing, and this skips the int32 round trip through memory.
+// less multiplying than requantizing, and this skips the generic epilogue's per-call setup.
 struct Int8GemmNhwcUkernel {
     int mr;  // pixels per tile
     int nr;  // output channels per tile, a multiple of 16
@@ -102,6 +102,7 @@ extern const Int8GemmUkernel kInt8Gemm4x16c4AvxVnni;
 extern const Int8GemmUkernel kInt8Gemm8x32c4Avx512Vnni;
 extern const Int8GemmUkernel kInt8Gemm32x32c4Amx;
 extern const Int8GemmNhwcUkernel kInt8GemmNhwc12x32Avx512Vnni;
+extern const Int8GemmNhwcUkernel kInt8GemmNhwc24x16Avx512Vnni;
 extern const Int8GemmNhwcUkernel kInt8GemmNhwc32x32Amx;
 
 // `rounds` rounds of independent vpdpbusd chains on registers; returns the multiply-accumulates
