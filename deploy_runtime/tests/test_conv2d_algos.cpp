@@ -264,6 +264,41 @@ void test_plans() {
             }
         }
     }
+    // The per-channel high-half plan of the kernels that requantize in registers: each lane's
+    // constants, used as the vector code uses them, and no plan where a shift leaves 33..54.
+    for (int trial = 0; trial < 2000; ++trial) {
+        const int64_t count = trial % 40 + 1;
+        const auto lo = static_cast<int32_t>(draw(rng, -128, 127));
+        const Int8Output out = {static_cast<int32_t>(draw(rng, -128, 127)), lo,
+                                static_cast<int32_t>(draw(rng, lo, 127))};
+        std::vector<int32_t> offset(static_cast<size_t>(count)), multiplier(offset), shift(offset);
+        for (int64_t c = 0; c < count; ++c) {
+            offset[size_t(c)] = static_cast<int32_t>(draw(rng, kMin, kMax));
+            multiplier[size_t(c)] = static_cast<int32_t>(draw(rng, 0, kMax));
+            shift[size_t(c)] =
+                static_cast<int32_t>(rng.uniform(kHighHalfMinShift, kHighHalfMaxShift));
+        }
+        const bool outside = trial % 7 == 3;
+        if (outside) {
+            shift[size_t(rng.uniform(0, count - 1))] = trial % 2 == 0 ? 32 : 55;
+        }
+        std::vector<qtk::detail::Int8HighHalfBlock> blocks(size_t((count + 15) / 16));
+        const bool built = qtk::detail::int8_high_half_blocks(
+            offset.data(), multiplier.data(), shift.data(), count, out, blocks.data());
+        requantize_wrong += built == outside;
+        for (int64_t c = 0; c < count && built; ++c) {
+            const qtk::detail::Int8HighHalfBlock& b = blocks[size_t(c / 16)];
+            const int64_t i = c % 16;
+            const int32_t m = i % 2 == 0 ? b.multiplier[i] : b.multiplier_odd[i - 1];
+            const auto total = static_cast<int32_t>(draw(rng, kMin, kMax));  // acc + offset
+            const int64_t sum = (int64_t{total} * m >> 32) + b.round[i];
+            requantize_wrong += m != multiplier[size_t(c)] || b.offset[i] != offset[size_t(c)];
+            requantize_wrong +=
+                clamp(sum >> b.shift[i], out.lo, out.hi) !=
+                qtk::arith::requantize(total, multiplier[size_t(c)], shift[size_t(c)],
+                                       out.zero_point, out.lo, out.hi);
+        }
+    }
     CHECK_EQ(requantize_wrong, 0);
     CHECK_EQ(add_wrong, 0);
     CHECK_EQ(quantize_wrong, 0);
@@ -740,6 +775,30 @@ void test_against_reference() {
             cc.width = sizes_1x1[i % 5][1];
             cc.fill = i % 11 == 5 ? Fill::kLowest : i % 11 == 10 ? Fill::kHighest : Fill::kRandom;
             check_case(cc, algos);
+        }
+    }
+    // The channels-last 24x16 tile (16 output channels or fewer): channel counts up to 16, K
+    // either side of whole quads and of 16-quad blocks, pixel counts either side of 24 and 48
+    // (last tiles of 1 to 23 pixels), 1x1 and 3x3 (padded: per-column planes, and at width 49
+    // tiles by output row).
+    int narrow_index = 0;
+    for (int64_t kernel : {1, 3}) {
+        for (int64_t in : {3, 13, 16, 31, 33, 65}) {
+            for (int64_t out : {1, 7, 15, 16}) {
+                const int64_t sizes_narrow[][2] = {{1, 23}, {5, 5}, {7, 7}, {1, 49}, {3, 17}};
+                ConvCase cc;
+                cc.kh = cc.kw = kernel;
+                cc.ph = cc.pw = kernel / 2;
+                cc.in = in;
+                cc.out = out;
+                const int i = narrow_index++;
+                cc.height = sizes_narrow[i % 5][0];
+                cc.width = sizes_narrow[i % 5][1];
+                cc.fill = i % 11 == 5    ? Fill::kLowest
+                          : i % 11 == 10 ? Fill::kHighest
+                                         : Fill::kRandom;
+                check_case(cc, algos);
+            }
         }
     }
     ConvCase multi_block_1x1;  // K 1024 pointwise: 256 pixels per block at nr 32

@@ -62,6 +62,13 @@ class Conv2dInt8Epilogue {
                 const int32_t* offset, int8_t* y, int64_t y_stride, const int8_t* residual) const {
         requantize_.channels(acc, acc_stride, pixels, count, offset, k_.multiplier.data() + oc,
                              k_.shift.data() + oc, out_, y, y_stride);
+        add_residual(y, y_stride, pixels, count, residual);
+    }
+
+    // The fused residual add alone (none without one) over `pixels` runs of `count` bytes
+    // y_stride apart that a kernel has just requantized itself, the residual's alike.
+    void add_residual(int8_t* y, int64_t y_stride, int64_t pixels, int64_t count,
+                      const int8_t* residual) const {
         if (!k_.has_residual) {
             return;
         }
@@ -79,13 +86,13 @@ class Conv2dInt8Epilogue {
         rows(oc, acc, count, 1, count, offset, y, residual);
     }
 
-    // The fused residual add alone (none without one), over `count` bytes at y that a kernel has
-    // just requantized itself.
+    // The same over `count` bytes at y.
     void add_residual(int8_t* y, const int8_t* residual, int64_t count) const {
-        if (k_.has_residual) {
-            vadd_.run(y, residual, count, add_, y);
-        }
+        add_residual(y, count, 1, count, residual);
     }
+
+    // The output's zero point and clamp, for micro-kernels that requantize in registers.
+    const Int8Output& output() const { return out_; }
 
  private:
     const Conv2dInt8Constants& k_;

@@ -26,12 +26,14 @@
 // Work, per sample: the padded copy (rows split among the threads), then one task per tile of mr
 // slots (and per part of the output channels where the tiles are few): every tile of nr output
 // channels over it into an int32 block [mr][output channels], then the epilogue for those pixels
-// and channels. In place, the micro-kernel reads 4 quads bytes from each
-// pixel: where that would pass the end of the sample's plane (its last tiles), the tile's pixels
-// are first copied into a zero-padded scratch; the padded copy has room for every tile. A VNNI
-// micro-kernel (x_offset 128) reads uint8 x + 128, which the copies flip as they go: it never
-// reads in place, each tile of a 1x1 layer is copied (one run of bytes where the channels are
-// whole quads; a copy of the plane instead cost resnet50's memory plan 30% over its bound).
+// and channels; or, where the micro-kernel requantizes its own sums (gemm_int8.h) and every
+// shift takes the high-half form, straight into the output's bytes, then the fused add if any. In
+// place, the micro-kernel reads 4 quads bytes from each pixel: where that would pass the end of
+// the sample's plane (its last tiles), the tile's pixels are first copied into a zero-padded
+// scratch; the padded copy has room for every tile. A VNNI micro-kernel (x_offset 128) reads
+// uint8 x + 128, which the copies flip as they go: it never reads in place, each tile of a 1x1
+// layer is copied (one run of bytes where the channels are whole quads; a copy of the plane
+// instead cost resnet50's memory plan 30% over its bound).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -96,6 +98,10 @@ struct KStretches {
 bool fits_dense(const Conv2dParams& p) {
     return p.groups == 1 && (p.pointwise() || p.products_per_output() >= 64);
 }
+
+// Layers of 16 output channels or fewer (mobilenet_v2's 32 -> 16 at 112x112): a 32-wide tile
+// would multiply and requantize zero weights in half its lanes.
+bool fits_dense_narrow(const Conv2dParams& p) { return fits_dense(p) && p.out_channels <= 16; }
 
 // AMX's tile rows take 64 k. 1x1 at K <= 32: zero padding does half its work or more (as for the
 // NCHW GEMM, conv2d_int8_gemm.cpp) and the VNNI kernel takes those layers. Other windows: while
@@ -226,6 +232,16 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
             node.fail("the channels-last GEMM kernel does not fit this conv2d");
         }
         pack_weights();
+        // Where every channel's shift takes the high-half form, the micro-kernel requantizes its
+        // own accumulators (gemm_int8.h).
+        if (ukernel_.run_requantized != nullptr) {
+            blocks_.resize(size_t(scratch_.c_stride / 16));
+            if (!int8_high_half_blocks(acc_init_.data(), constants_.multiplier.data(),
+                                       constants_.shift.data(), params_.out_channels,
+                                       epilogue_.output(), blocks_.data())) {
+                blocks_.clear();
+            }
+        }
     }
 
     size_t workspace_bytes(const std::vector<Shape>& input_shapes,
@@ -401,14 +417,13 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
         }
     }
 
-    // Slots [first, first + slots) of sample n (slots <= mr), output channels
-    // [first_channel, end_channel) (fewer at the last channel).
+    // Slots [first, first + slots) of sample n (slots <= mr, consecutive output pixels:
+    // SlotPlane::tile), output channels [first_channel, end_channel) (fewer at the last channel).
     void run_tile(const NodeIO& io, int64_t n, const int8_t* x, const SlotPlane& plane,
                   int64_t first, int64_t slots, int64_t first_channel, int64_t end_channel,
                   uint8_t* scratch) const {
         const int64_t in_channels = params_.group_in_channels, out_channels = params_.out_channels;
         end_channel = std::min(end_channel, out_channels);
-        int32_t* c = reinterpret_cast<int32_t*>(scratch);
         x += first * plane.x_stride;
         int64_t x_stride = plane.x_stride;
         // In place, the last row reads 4 quads bytes: copy where that passes the plane, and every
@@ -429,36 +444,36 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
             x = copy;
             x_stride = scratch_.x_stride;
         }
+        // The tile's slots are the output pixels [pixel, pixel + slots) of sample n.
+        const Shape& ys = *io.output_shapes[0];
+        const int64_t oh = first / plane.pitch;
+        const int64_t pixel = oh * ys[2] + first - oh * plane.pitch;
+        const int64_t at = (n * ys[1] * ys[2] + pixel) * out_channels + first_channel;
+        int8_t* y = io.output<int8_t>(0) + at;
+        const int8_t* residual = constants_.has_residual ? io.input<int8_t>(3) + at : nullptr;
         const int64_t tile_bytes = stretches_.count * weight_stretch_bytes();
+        if (!blocks_.empty()) {
+            for (int64_t o = first_channel; o < end_channel; o += ukernel_.nr) {
+                ukernel_.run_requantized(slots, x, x_stride, plane.offsets.data(),
+                                         stretches_.count, stretches_.quads,
+                                         packed_weights_.data() + o / ukernel_.nr * tile_bytes,
+                                         blocks_.data() + o / 16, epilogue_.output(),
+                                         std::min<int64_t>(ukernel_.nr, end_channel - o),
+                                         y + o - first_channel, out_channels);
+            }
+            epilogue_.add_residual(y, out_channels, slots, end_channel - first_channel, residual);
+            return;
+        }
+        int32_t* c = reinterpret_cast<int32_t*>(scratch);
         for (int64_t o = first_channel; o < end_channel; o += ukernel_.nr) {
             ukernel_.run(slots, x, x_stride, plane.offsets.data(), stretches_.count,
                          stretches_.quads,
                          packed_weights_.data() + o / ukernel_.nr * tile_bytes, c + o,
                          scratch_.c_stride);
         }
-        // Slots [s, s + count), pixels [pixel, pixel + count) of sample n.
-        const Shape& ys = *io.output_shapes[0];
-        const auto write = [&](int64_t s, int64_t pixel, int64_t count) {
-            const int64_t at = (n * ys[1] * ys[2] + pixel) * out_channels + first_channel;
-            epilogue_.pixels(first_channel, c + (s - first) * scratch_.c_stride + first_channel,
-                             scratch_.c_stride, count, end_channel - first_channel,
-                             acc_init_.data() + first_channel, io.output<int8_t>(0) + at,
-                             out_channels,
-                             constants_.has_residual ? io.input<int8_t>(3) + at : nullptr);
-        };
-        const int64_t out_w = ys[2];
-        if (plane.pitch == out_w) {  // every slot a pixel: one run, no division
-            write(first, first, slots);
-            return;
-        }
-        // Else by output row: each row's slots before out_w are its pixels.
-        for (int64_t oh = first / plane.pitch; oh * plane.pitch < first + slots; ++oh) {
-            const int64_t begin = std::max(first, oh * plane.pitch);
-            const int64_t end = std::min(first + slots, oh * plane.pitch + out_w);
-            if (begin < end) {
-                write(begin, oh * out_w + begin - oh * plane.pitch, end - begin);
-            }
-        }
+        epilogue_.pixels(first_channel, c + first_channel, scratch_.c_stride, slots,
+                         end_channel - first_channel, acc_init_.data() + first_channel, y,
+                         out_channels, residual);
     }
 
     const Int8GemmNhwcUkernel& ukernel_;
@@ -466,6 +481,7 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
     const TileScratch scratch_;
     std::vector<int8_t> packed_weights_;
     std::vector<int32_t> acc_init_;  // per output channel: bias - (z + x_offset) sum(w)
+    std::vector<Int8HighHalfBlock> blocks_;  // acc_init_ and the requantization, or empty
 };
 
 }  // namespace
@@ -476,6 +492,10 @@ extern const Conv2dAlgo kConv2dInt8GemmNhwc32x32Amx = {
     make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc32x32Amx, kInt8EpilogueAvx512>, false, true};
 #endif
 #if QTK_X86_AVX512_VNNI
+extern const Conv2dAlgo kConv2dInt8GemmNhwc24x16Avx512Vnni = {
+    "conv2d_int8_gemm_nhwc_24x16_avx512_vnni", IsaLevel::kAvx512Vnni, fits_dense_narrow,
+    make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc24x16Avx512Vnni, kInt8EpilogueAvx512>, false,
+    true};
 extern const Conv2dAlgo kConv2dInt8GemmNhwc12x32Avx512Vnni = {
     "conv2d_int8_gemm_nhwc_12x32_avx512_vnni", IsaLevel::kAvx512Vnni, fits_dense,
     make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc12x32Avx512Vnni, kInt8EpilogueAvx512>, false,

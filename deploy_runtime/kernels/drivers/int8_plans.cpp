@@ -1,7 +1,7 @@
-// The plain-data plans of the x86 int8 epilogues (requantize_int8.h's Int8Output, vadd_int8.h's
-// Int8AddParams): every constant the vector forms broadcast, derived once here, in baseline code,
-// from the arithmetic header, so no ISA file derives one again (contract 2). The tests hold each
-// plan against arith:: (tests/test_conv2d_algos.cpp).
+// The plain-data plans of the x86 int8 epilogues (requantize_int8.h's Int8Output and
+// Int8HighHalfBlock, vadd_int8.h's Int8AddParams): every constant the vector forms broadcast or
+// load, derived once here, in baseline code, from the arithmetic header, so no ISA file derives
+// one again (contract 2). The tests hold each plan against arith:: (tests/test_conv2d_algos.cpp).
 #include "../x86/requantize_int8.h"
 #include "../x86/vadd_int8.h"
 #include "qtk/arithmetic.h"
@@ -16,6 +16,32 @@ Int8Output::Int8Output(int32_t zero_point_, int32_t lo_, int32_t hi_)
       lo_from_zero_point(int64_t{lo_} - zero_point_),
       hi_from_zero_point(int64_t{hi_} - zero_point_),
       round_odd(2 * zero_point_ + 1) {}
+
+bool int8_high_half_blocks(const int32_t* offset, const int32_t* multiplier, const int32_t* shift,
+                           int64_t count, const Int8Output& out, Int8HighHalfBlock* blocks) {
+    for (int64_t c = 0; c < count; ++c) {
+        if (shift[c] < kHighHalfMinShift || shift[c] > kHighHalfMaxShift) {
+            return false;
+        }
+    }
+    for (int64_t b = 0; b < (count + 15) / 16; ++b) {
+        Int8HighHalfBlock& block = blocks[b];
+        block = {};
+        for (int64_t i = 0; i < 16; ++i) {
+            const int64_t c = 16 * b + i;
+            const bool valid = c < count;
+            block.offset[i] = valid ? offset[c] : 0;
+            block.multiplier[i] = valid ? multiplier[c] : 0;
+            if (i % 2 == 1) {
+                block.multiplier_odd[i - 1] = block.multiplier[i];
+            }
+            const int32_t n = valid ? shift[c] : kHighHalfMinShift;
+            block.round[i] = valid ? out.round_odd * (int32_t{1} << (n - kHighHalfMinShift)) : 0;
+            block.shift[i] = n - kHighHalfDroppedBits;
+        }
+    }
+    return true;
+}
 
 namespace {
 

@@ -25,6 +25,8 @@
 
 #include <cstdint>
 
+#include "requantize_int8.h"
+
 namespace qtk {
 namespace detail {
 
@@ -74,6 +76,12 @@ struct Int8GemmUkernel {
 //      16 quads and of 16 output channels, per quad, the 16 channels' 4 k (zero past K and past
 //      the channels).
 // prepare() as Int8GemmUkernel's.
+//
+// run_requantized, where a micro-kernel has it, is run() with the requantization fused
+// (requantize_int8.h's high-half form, for layers whose every shift takes it): the sums of
+// channels [16 j, 16 j + 16) start at blocks[j].offset, and pixel p's channels o < channels (1 to
+// nr) leave clamped as int8 at y + p * y_stride; it writes nothing else. A small K's tile does
+// less multiplying than requantizing, and this skips the generic epilogue's per-call setup.
 struct Int8GemmNhwcUkernel {
     int mr;  // pixels per tile
     int nr;  // output channels per tile, a multiple of 16
@@ -82,6 +90,11 @@ struct Int8GemmNhwcUkernel {
     void (*run)(int64_t pixels, const int8_t* x, int64_t x_stride, const int64_t* tap_offsets,
                 int64_t taps, int64_t quads, const int8_t* w, int32_t* c, int64_t c_stride);
     void (*prepare)();
+    void (*run_requantized)(int64_t pixels, const int8_t* x, int64_t x_stride,
+                            const int64_t* tap_offsets, int64_t taps, int64_t quads,
+                            const int8_t* w, const Int8HighHalfBlock* blocks,
+                            const Int8Output& out, int64_t channels, int8_t* y,
+                            int64_t y_stride) = nullptr;
 };
 
 extern const Int8GemmUkernel kInt8Gemm2x16c4Avx2;
@@ -89,6 +102,7 @@ extern const Int8GemmUkernel kInt8Gemm4x16c4AvxVnni;
 extern const Int8GemmUkernel kInt8Gemm8x32c4Avx512Vnni;
 extern const Int8GemmUkernel kInt8Gemm32x32c4Amx;
 extern const Int8GemmNhwcUkernel kInt8GemmNhwc12x32Avx512Vnni;
+extern const Int8GemmNhwcUkernel kInt8GemmNhwc24x16Avx512Vnni;
 extern const Int8GemmNhwcUkernel kInt8GemmNhwc32x32Amx;
 
 // `rounds` rounds of independent vpdpbusd chains on registers; returns the multiply-accumulates

@@ -1,12 +1,11 @@
-// int8 GEMM micro-kernel, 8 output channels x 32 pixels, AVX-512 VNNI (gemm_int8.h). vpdpbusd
-// multiplies 4 uint8 activations by 4 int8 weights and adds the 4 products to an int32 lane without
-// saturation, so the sum is exact.
-#include <immintrin.h>
-
+// int8 GEMM micro-kernels, AVX-512 VNNI (gemm_int8.h): 8 output channels x 32 pixels, and the
+// channels-last 12 pixels x 32 channels and 24 x 16. vpdpbusd multiplies 4 uint8 activations by 4
+// int8 weights and adds the 4 products to an int32 lane without saturation, so the sum is exact.
 #include <cstring>
 #include <utility>
 
 #include "gemm_int8.h"
+#include "requantize_int8_avx512.h"
 
 namespace qtk {
 namespace detail {
@@ -40,68 +39,172 @@ void int8_gemm_8x32c4_avx512_vnni(const int8_t* a, const Int8GemmB& b, int32_t* 
     }
 }
 
-// The channels-last form: 12 pixels x 32 output channels. The weights are the int8 operand (two
-// vectors per quad); each pixel's quad of activations, already uint8 (x + 128: the driver flipped
-// their sign bits as it copied them), is the broadcast one, read by vpdpbusd itself ({1to16}):
-// broadcasting from a general register instead cost a shuffle per pixel and quad and held the
-// kernel near half of the peak.
-template <int MR>
-void int8_gemm_nhwc_mrx32_avx512_vnni(const int8_t* x, int64_t x_stride,
-                                      const int64_t* tap_offsets, int64_t taps, int64_t quads,
-                                      const int8_t* w, int32_t* c, int64_t c_stride) {
-    __m512i vacc[MR][2];
-#pragma GCC unroll 12
+// The channels-last forms: MR pixels x 16 NV output channels, 12 x 32 and, for layers of 16
+// channels or fewer (where the wide tile multiplies and requantizes zeros in half its lanes),
+// 24 x 16. The weights are the int8 operand (NV vectors per quad); each pixel's quad of
+// activations, already uint8 (x + 128: the driver flipped their sign bits as it copied them), is
+// the broadcast one, read by vpdpbusd itself ({1to16}): broadcasting from a general register
+// instead cost a shuffle per pixel and quad and held the kernel near half of the peak. Not
+// inlined into the requantizing form below (see there).
+template <int MR, int NV>
+[[gnu::noinline]] void int8_gemm_nhwc_avx512_vnni(const int8_t* x, int64_t x_stride,
+                                                  const int64_t* tap_offsets, int64_t taps,
+                                                  int64_t quads, const int8_t* w, int32_t* c,
+                                                  int64_t c_stride) {
+    __m512i vacc[MR][NV];
+#pragma GCC unroll 24
     for (int p = 0; p < MR; ++p) {
-        vacc[p][0] = vacc[p][1] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) {
+            vacc[p][v] = _mm512_setzero_si512();
+        }
     }
-    const int64_t tap_bytes = (quads + 15) / 16 * 2 * 16 * 64;
+    const int64_t tap_bytes = (quads + 15) / 16 * NV * 16 * 64;
     for (int64_t t = 0; t < taps; ++t, w += tap_bytes) {
         const int8_t* xt = x + tap_offsets[t];
         for (int64_t q = 0; q < quads; ++q, xt += 4) {
-            const int8_t* wq = w + (q / 16 * 2 * 16 + q % 16) * 64;  // channels 16-31: 16 rows on
-            const __m512i vw0 = _mm512_loadu_si512(wq);
-            const __m512i vw1 = _mm512_loadu_si512(wq + 16 * 64);
-#pragma GCC unroll 12
+            const int8_t* wq = w + (q / 16 * NV * 16 + q % 16) * 64;  // vector v: 16 v rows on
+            __m512i vw[NV];
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; ++v) {
+                vw[v] = _mm512_loadu_si512(wq + v * 16 * 64);
+            }
+#pragma GCC unroll 24
             for (int p = 0; p < MR; ++p) {
                 int32_t u;
                 std::memcpy(&u, xt + p * x_stride, 4);
                 const __m512i vu = _mm512_set1_epi32(u);
-                vacc[p][0] = _mm512_dpbusd_epi32(vacc[p][0], vu, vw0);
-                vacc[p][1] = _mm512_dpbusd_epi32(vacc[p][1], vu, vw1);
+#pragma GCC unroll 2
+                for (int v = 0; v < NV; ++v) {
+                    vacc[p][v] = _mm512_dpbusd_epi32(vacc[p][v], vu, vw[v]);
+                }
             }
         }
     }
-#pragma GCC unroll 12
+#pragma GCC unroll 24
     for (int p = 0; p < MR; ++p) {
-        _mm512_storeu_si512(c + c_stride * p, vacc[p][0]);
-        _mm512_storeu_si512(c + c_stride * p + 16, vacc[p][1]);
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) {
+            _mm512_storeu_si512(c + c_stride * p + 16 * v, vacc[p][v]);
+        }
+    }
+}
+
+// The same sums requantized: four vectors (4 / NV pixels) narrowed together by int8_pack4x16,
+// whose interleaving one permute puts back in order (dword 4 L + j of the packed bytes is vector
+// j's dword L), then stored 16 NV bytes a pixel. The sums pass through a tile on the stack on
+// purpose: beside 24 accumulators the constants had no registers, and reloading 5 of them per
+// vector made the loads (one 64-byte vector a cycle on Zen 4) the bottleneck: K = 16 ran 16%
+// slower.
+template <int MR, int NV>
+void int8_gemm_nhwc_requantized_avx512_vnni(const int8_t* x, int64_t x_stride,
+                                            const int64_t* tap_offsets, int64_t taps,
+                                            int64_t quads, const int8_t* w,
+                                            const Int8HighHalfBlock* blocks, const Int8Output& out,
+                                            int64_t channels, int8_t* y, int64_t y_stride) {
+    constexpr int kPixels = 4 / NV;  // per pack
+    alignas(64) int32_t c[MR][16 * NV];
+    int8_gemm_nhwc_avx512_vnni<MR, NV>(x, x_stride, tap_offsets, taps, quads, w, c[0], 16 * NV);
+    Int8HighHalf16 vparams[NV];
+    __m512i voffsets[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+        vparams[v] = int8_high_half16(blocks[v], out);
+        voffsets[v] = _mm512_loadu_si512(blocks[v].offset);
+    }
+    const __m512i vorder = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512i vlo = _mm512_set1_epi8(static_cast<char>(out.lo));
+    const __m512i vhi = _mm512_set1_epi8(static_cast<char>(out.hi));
+    const __mmask32 mask = channels >= 32 ? ~__mmask32(0) : (__mmask32(1) << channels) - 1;
+    // Vector i of a pack: pixel p + i / NV (a tile's last pixel repeated past MR).
+    const auto scale = [&](int p, int i) {
+        const int pixel = p + i / NV < MR ? p + i / NV : MR - 1, v = i % NV;
+        return int8_scale16_high_half(
+            _mm512_add_epi32(_mm512_load_si512(c[pixel] + 16 * v), voffsets[v]), vparams[v]);
+    };
+#pragma GCC unroll 6
+    for (int p = 0; p < MR; p += kPixels) {
+        const __m512i vpacked = int8_pack4x16(scale(p, 0), scale(p, 1), scale(p, 2), scale(p, 3));
+        const __m512i vy = _mm512_min_epi8(
+            _mm512_max_epi8(_mm512_permutexvar_epi32(vorder, vpacked), vlo), vhi);
+        if constexpr (NV == 2) {
+            _mm256_mask_storeu_epi8(y + p * y_stride, mask, _mm512_castsi512_si256(vy));
+            if (p + 1 < MR) {
+                _mm256_mask_storeu_epi8(y + (p + 1) * y_stride, mask,
+                                        _mm512_extracti64x4_epi64(vy, 1));
+            }
+        } else {
+            const __mmask16 mask16 = __mmask16(mask);
+            _mm_mask_storeu_epi8(y + p * y_stride, mask16, _mm512_castsi512_si128(vy));
+            if (p + 1 < MR) {
+                _mm_mask_storeu_epi8(y + (p + 1) * y_stride, mask16,
+                                     _mm512_extracti32x4_epi32(vy, 1));
+            }
+            if (p + 2 < MR) {
+                _mm_mask_storeu_epi8(y + (p + 2) * y_stride, mask16,
+                                     _mm512_extracti32x4_epi32(vy, 2));
+            }
+            if (p + 3 < MR) {
+                _mm_mask_storeu_epi8(y + (p + 3) * y_stride, mask16,
+                                     _mm512_extracti32x4_epi32(vy, 3));
+            }
+        }
     }
 }
 
 // A tile of fewer pixels (a layer's last; 7x7 layers have 49 = 4 x 12 + 1) runs a kernel of its
-// own size rather than 12 rows of which most are dropped.
-template <int... MR>
-void int8_gemm_nhwc_12x32_avx512_vnni(std::integer_sequence<int, MR...>, int64_t pixels,
-                                      const int8_t* x, int64_t x_stride,
-                                      const int64_t* tap_offsets, int64_t taps, int64_t quads,
-                                      const int8_t* w, int32_t* c, int64_t c_stride) {
+// own size rather than MR rows of which most are dropped.
+template <int NV, int... MR>
+void nhwc_pixels_avx512_vnni(std::integer_sequence<int, MR...>, int64_t pixels,
+                                const int8_t* x, int64_t x_stride, const int64_t* tap_offsets,
+                                int64_t taps, int64_t quads, const int8_t* w, int32_t* c,
+                                int64_t c_stride) {
     using Kernel = void (*)(const int8_t*, int64_t, const int64_t*, int64_t, int64_t,
                             const int8_t*, int32_t*, int64_t);
-    static constexpr Kernel kKernels[] = {int8_gemm_nhwc_mrx32_avx512_vnni<MR + 1>...};
+    static constexpr Kernel kKernels[] = {int8_gemm_nhwc_avx512_vnni<MR + 1, NV>...};
     kKernels[pixels - 1](x, x_stride, tap_offsets, taps, quads, w, c, c_stride);
 }
 
-void int8_gemm_nhwc_12x32_avx512_vnni(int64_t pixels, const int8_t* x, int64_t x_stride,
-                                      const int64_t* tap_offsets, int64_t taps, int64_t quads,
-                                      const int8_t* w, int32_t* c, int64_t c_stride) {
-    int8_gemm_nhwc_12x32_avx512_vnni(std::make_integer_sequence<int, 12>(), pixels, x, x_stride,
-                                     tap_offsets, taps, quads, w, c, c_stride);
+template <int MR, int NV>
+void nhwc_avx512_vnni(int64_t pixels, const int8_t* x, int64_t x_stride,
+                                const int64_t* tap_offsets, int64_t taps, int64_t quads,
+                                const int8_t* w, int32_t* c, int64_t c_stride) {
+    nhwc_pixels_avx512_vnni<NV>(std::make_integer_sequence<int, MR>(), pixels, x, x_stride,
+                                tap_offsets, taps, quads, w, c, c_stride);
+}
+
+template <int NV, int... MR>
+void nhwc_requantized_pixels_avx512_vnni(std::integer_sequence<int, MR...>, int64_t pixels,
+                                         const int8_t* x, int64_t x_stride,
+                                         const int64_t* tap_offsets, int64_t taps, int64_t quads,
+                                         const int8_t* w, const Int8HighHalfBlock* blocks,
+                                         const Int8Output& out, int64_t channels, int8_t* y,
+                                         int64_t y_stride) {
+    using Kernel = void (*)(const int8_t*, int64_t, const int64_t*, int64_t, int64_t,
+                            const int8_t*, const Int8HighHalfBlock*, const Int8Output&, int64_t,
+                            int8_t*, int64_t);
+    static constexpr Kernel kKernels[] = {int8_gemm_nhwc_requantized_avx512_vnni<MR + 1, NV>...};
+    kKernels[pixels - 1](x, x_stride, tap_offsets, taps, quads, w, blocks, out, channels, y,
+                         y_stride);
+}
+
+template <int MR, int NV>
+void nhwc_requantized_avx512_vnni(int64_t pixels, const int8_t* x, int64_t x_stride,
+                                  const int64_t* tap_offsets, int64_t taps, int64_t quads,
+                                  const int8_t* w, const Int8HighHalfBlock* blocks,
+                                  const Int8Output& out, int64_t channels, int8_t* y,
+                                  int64_t y_stride) {
+    nhwc_requantized_pixels_avx512_vnni<NV>(std::make_integer_sequence<int, MR>(), pixels, x,
+                                            x_stride, tap_offsets, taps, quads, w, blocks, out,
+                                            channels, y, y_stride);
 }
 
 }  // namespace
 
 extern const Int8GemmNhwcUkernel kInt8GemmNhwc12x32Avx512Vnni = {
-    12, 32, 1, 128, int8_gemm_nhwc_12x32_avx512_vnni, nullptr};
+    12, 32, 1, 128, nhwc_avx512_vnni<12, 2>, nullptr, nhwc_requantized_avx512_vnni<12, 2>};
+extern const Int8GemmNhwcUkernel kInt8GemmNhwc24x16Avx512Vnni = {
+    24, 16, 1, 128, nhwc_avx512_vnni<24, 1>, nullptr, nhwc_requantized_avx512_vnni<24, 1>};
 
 extern const Int8GemmUkernel kInt8Gemm8x32c4Avx512Vnni = {8, 32, int8_gemm_8x32c4_avx512_vnni};
 

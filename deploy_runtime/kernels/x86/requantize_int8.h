@@ -40,6 +40,19 @@ struct Int8Output {
     int32_t round_odd;
 };
 
+// The high-half form's constants of 16 channels, as a vector form that requantizes its own
+// accumulators loads them (a plain-data plan, built once per layer in baseline code): the
+// accumulators' offset, M, the odd channels' M at the even lanes (vpmuldq reads only those),
+// the rounding constant with z folded in, and n - 32.
+struct Int8HighHalfBlock {
+    int32_t offset[16], multiplier[16], multiplier_odd[16], round[16], shift[16];
+};
+
+// Fills ceil(count / 16) blocks for channels [0, count) (lanes past count requantize 0 and are
+// not meant to be stored), or returns false where a channel's shift lies outside 33..54.
+bool int8_high_half_blocks(const int32_t* offset, const int32_t* multiplier, const int32_t* shift,
+                           int64_t count, const Int8Output& out, Int8HighHalfBlock* blocks);
+
 struct Int8RequantizeUkernel {
     // `rows` rows of `count` values of one channel (rows of a conv's output plane), row r at
     // acc + r * acc_stride, into rows * count consecutive bytes at y. One call per block of a
