@@ -368,29 +368,29 @@ void test_against_float64() {
     // Blocks: a 3x3 layer and a pointwise one wide enough for several blocks per plane, and a long
     // K (2 304) with a 7x7 plane; stride, padding and dilation differing between the axes.
     const ConvCase large[] = {
-        {64, 33, 23, 21, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},
-        {256, 17, 23, 23, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, false},
-        {256, 9, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
-        {8, 8, 9, 12, 3, 3, 2, 1, 0, 2, 1, 2, 1, true, false},
-        {6, 12, 8, 8, 1, 1, 2, 2, 0, 0, 1, 1, 3, false, false},
-        {8, 8, 11, 13, 3, 3, 1, 2, 2, 1, 2, 1, 8, true, false},  // depthwise
-        {5, 5, 12, 9, 5, 5, 2, 1, 2, 2, 1, 2, 5, false, false},
+        {{64, 33, 23, 21, 3, 3, 1, 1, 1, 1, 1, 1, 1}, true, false},
+        {{256, 17, 23, 23, 1, 1, 1, 1, 0, 0, 1, 1, 1}, false, false},
+        {{256, 9, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1}, false, false},
+        {{8, 8, 9, 12, 3, 3, 2, 1, 0, 2, 1, 2, 1}, true, false},
+        {{6, 12, 8, 8, 1, 1, 2, 2, 0, 0, 1, 1, 3}, false, false},
+        {{8, 8, 11, 13, 3, 3, 1, 2, 2, 1, 2, 1, 8}, true, false},  // depthwise
+        {{5, 5, 12, 9, 5, 5, 2, 1, 2, 2, 1, 2, 5}, false, false},
         // The implicit GEMM's K chunks (K 4 608 in 9 of 512, and 513 in 2) under a 7x7 plane split
         // into output-channel parts at 2 threads (5 tiles), a conv1-like 7x7 stride 2 window over
         // phase planes, and a 1x1 stride 2 that reads only one of its phases.
-        {512, 40, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},
-        {57, 19, 10, 9, 3, 3, 1, 1, 0, 1, 1, 1, 1, false, false},
-        {3, 17, 31, 29, 7, 7, 2, 2, 3, 3, 1, 1, 1, true, false},
-        {33, 20, 15, 14, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, false},
+        {{512, 40, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1}, true, false},
+        {{57, 19, 10, 9, 3, 3, 1, 1, 0, 1, 1, 1, 1}, false, false},
+        {{3, 17, 31, 29, 7, 7, 2, 2, 3, 3, 1, 1, 1}, true, false},
+        {{33, 20, 15, 14, 1, 1, 2, 2, 0, 0, 1, 1, 1}, false, false},
         // Phase planes at strides above 2 (the GEMM conv's only): 3, and 4 across with dilation.
-        {5, 7, 13, 14, 3, 3, 3, 3, 1, 2, 1, 1, 1, false, false},
-        {4, 6, 11, 17, 2, 3, 2, 4, 0, 1, 1, 2, 1, true, false},
+        {{5, 7, 13, 14, 3, 3, 3, 3, 1, 2, 1, 1, 1}, false, false},
+        {{4, 6, 11, 17, 2, 3, 2, 4, 0, 1, 1, 2, 1}, true, false},
         // Depthwise rows of 64 outputs and more, summed row by row over a ring of phase rows
         // (shorter ones as one plane), and a plane of 63 just below.
-        {16, 16, 9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 16, true, false},
-        {17, 17, 6, 131, 3, 3, 2, 2, 1, 1, 1, 1, 17, false, false},
-        {3, 3, 7, 72, 5, 5, 1, 1, 2, 2, 2, 2, 3, false, false},
-        {2, 2, 8, 63, 3, 3, 1, 1, 0, 0, 1, 1, 2, true, false},
+        {{16, 16, 9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 16}, true, false},
+        {{17, 17, 6, 131, 3, 3, 2, 2, 1, 1, 1, 1, 17}, false, false},
+        {{3, 3, 7, 72, 5, 5, 1, 1, 2, 2, 2, 2, 3}, false, false},
+        {{2, 2, 8, 63, 3, 3, 1, 1, 0, 0, 1, 1, 2}, true, false},
     };
     for (const ConvCase& cc : large) {
         check_case(cc, algos);
@@ -414,12 +414,12 @@ void test_against_float64() {
         cc.bounded = j % 4 == 1;
         check_case(cc, algos);
     }
-    check_case({16, 16, 58, 57, 3, 3, 1, 1, 1, 0, 1, 1, 1, true, false}, algos);
+    check_case({{16, 16, 58, 57, 3, 3, 1, 1, 1, 0, 1, 1, 1}, true, false}, algos);
     // A NaN anywhere in x: NaN in every output whose window reads it, ReLU6 or not.
     for (bool bounded : {false, true}) {
-        for (const ConvCase& shape : {ConvCase{5, 7, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1},
-                                      ConvCase{9, 9, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 9},
-                                      ConvCase{12, 5, 6, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1}}) {
+        for (const ConvCase& shape : {ConvCase{{5, 7, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1}},
+                                      ConvCase{{9, 9, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 9}},
+                                      ConvCase{{12, 5, 6, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1}}}) {
             ConvCase cc = shape;
             cc.bounded = bounded;
             cc.nan_input = true;
