@@ -151,10 +151,13 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
             float* phases = reinterpret_cast<float*>(io.workspace);
             const int64_t channel_floats = plan.phases.channel_floats(p);
             const int64_t plane = xs[2] * xs[3];
-            pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
-                for (int64_t c = begin; c < end; ++c) {
+            // Split by phase rows, not channels: a stem has 3 channels for 2 or more threads.
+            const int64_t rows = plan.phases.phase_h;
+            pool.parallel_for(xs[0] * xs[1] * rows, [&](int64_t begin, int64_t end) {
+                for (int64_t c = begin / rows; c * rows < end; ++c) {
                     plan.phases.build(x + c * plane, xs[2], xs[3], p, phases + c * channel_floats,
-                                      0, plan.phases.phase_h);
+                                      std::max(begin - c * rows, int64_t{0}),
+                                      std::min(end - c * rows, rows));
                 }
             });
             x = phases;

@@ -94,6 +94,10 @@ void run_strided(int64_t k_count, const float* a, const float* b, int64_t b_stri
 // 28x28 and 56x56 outputs without a partial tile. A pixel tile's rows past `pixels` and channel
 // tiles past `oc_tiles` repeat the last real one and are not stored.
 constexpr int kPixelRows = 7;
+// Floats ahead of each weight tile's read that it prefetches (32 k): a panel's weights come from
+// L3 on its first pixel tile, where 4 streams a step outrun the hardware prefetcher (mobilenet_v2's
+// 1x1 convs on 7x7 planes: 4-6% less time at K 320 to 960, 1% at K 160; Zen 4).
+constexpr int kWeightsAhead = 256;
 
 // 8 floats at lo, then 8 at hi (insertf64x4: AVX-512 F, where insertf32x8 needs DQ).
 __m512 join(const float* lo, const float* hi) {
@@ -127,6 +131,7 @@ void run_pixels(int64_t k_count, const float* w, int64_t w_tile_stride, int64_t 
         const __m512 vw0 = join(w_tile[0], w_tile[1]), vw1 = join(w_tile[2], w_tile[3]);
 #pragma GCC unroll 4
         for (int t = 0; t < 4; ++t) {
+            _mm_prefetch(reinterpret_cast<const char*>(w_tile[t] + kWeightsAhead), _MM_HINT_T0);
             w_tile[t] += kMr;
         }
 #pragma GCC unroll 7
