@@ -5,7 +5,8 @@
 // Then either
 // - the innermost output dim is contiguous in the input: one memcpy per run; or
 // - it is not (NCHW -> NHWC): a tiled transpose of it and the output dim contiguous in the input,
-//   int8 in 16 x 16 SSE2 blocks where x86-64 has them.
+//   int8 in 16 x 16 SSE2 blocks where x86-64 has them, or by unpacks into pixels where the
+//   channels are 2 to 4 (an image).
 // Threads split the runs, or the outer index times the tile rows.
 #include <algorithm>
 #include <cstring>
@@ -52,6 +53,43 @@ void transpose16x16(const uint8_t* x, int64_t x_stride, uint8_t* y, int64_t y_st
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
         _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i * y_stride), v[i]);
+    }
+}
+
+// y[r * C + c] = x[c * x_stride + r] for r < 16, c < C (2 to 4: an image's channels into pixels,
+// which the 16 x 16 blocks would mostly waste): the channels' bytes unpacked into 4-byte pixels,
+// stored C bytes a pixel. At C = 3 each pixel is one 4-byte store whose last byte the next pixel
+// overwrites; the last pixel stores 3, so exactly 16 C bytes are written.
+template <int C>
+void interleave16(const uint8_t* x, int64_t x_stride, uint8_t* y) {
+    const auto row = [&](int c) {
+        return c < C ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + c * x_stride))
+                     : _mm_setzero_si128();
+    };
+    const __m128i a = row(0), b = row(1), c = row(2), d = row(3);
+    const __m128i ab[2] = {_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b)};
+    if constexpr (C == 2) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y), ab[0]);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + 16), ab[1]);
+        return;
+    }
+    const __m128i cd[2] = {_mm_unpacklo_epi8(c, d), _mm_unpackhi_epi8(c, d)};
+    for (int half = 0; half < 2; ++half) {
+        const __m128i quads[2] = {_mm_unpacklo_epi16(ab[half], cd[half]),
+                                  _mm_unpackhi_epi16(ab[half], cd[half])};
+        for (int q = 0; q < 2; ++q) {
+            uint8_t* out = y + (8 * half + 4 * q) * C;
+            if constexpr (C == 4) {
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(out), quads[q]);
+                continue;
+            }
+            alignas(16) uint8_t bytes[16];
+            _mm_store_si128(reinterpret_cast<__m128i*>(bytes), quads[q]);
+            std::memcpy(out, bytes, 4);
+            std::memcpy(out + 3, bytes + 4, 4);
+            std::memcpy(out + 6, bytes + 8, 4);
+            std::memcpy(out + 9, bytes + 12, half == 1 && q == 1 ? 3 : 4);
+        }
     }
 }
 #endif
@@ -169,6 +207,22 @@ class PermuteRuns final : public BesideReference {
                         }
                     }
                 };
+#if defined(__SSE2__)
+                if constexpr (std::is_same_v<E, uint8_t>) {
+                    const auto small = cols == 2   ? interleave16<2>
+                                       : cols == 3 ? interleave16<3>
+                                       : cols == 4 ? interleave16<4>
+                                                   : nullptr;
+                    if (small != nullptr && y_step == cols) {  // pixels of 2 to 4 channels
+                        int64_t r = r0;
+                        for (; r + 16 <= r1; r += 16) {
+                            small(x_tile + r, x_step, y_tile + r * cols);
+                        }
+                        copy(r, r1, 0, cols);
+                        continue;
+                    }
+                }
+#endif
                 for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
                     const int64_t c1 = std::min(c0 + kTile, cols);
                     int64_t r = r0;
