@@ -76,9 +76,9 @@ class Conv2dInt8DepthwiseC64 final : public Conv2dInt8Kernel {
                         io.output<int8_t>(0) + y_offset + c0, channels, out_w * channels};
                     run_group(view, c0 / kBlock, oy, out_rows, out_w);
                 }
-                epilogue_.add_residual(io.output<int8_t>(0) + y_offset,
-                                       constants_.has_residual ? residual(io) + y_offset : nullptr,
-                                       out_rows * out_w * channels);
+                const int64_t bytes = out_rows * out_w * channels;
+                epilogue_.add_residual(io.output<int8_t>(0) + y_offset, bytes, 1, bytes,
+                                       constants_.has_residual ? residual(io) + y_offset : nullptr);
             }
         });
     }
@@ -227,12 +227,9 @@ class Conv2dInt8DepthwiseC64 final : public Conv2dInt8Kernel {
                 const int64_t plane = out_h * out_w, offset = (n * channels + c0) * plane;
                 int8_t* y = io.output<int8_t>(0) + offset + oy0 * out_w;
                 transpose_(y_rows, kBlock, (oy1 - oy0) * out_w, valid, y, plane);
-                if (constants_.has_residual) {
-                    for (int64_t c = 0; c < valid; ++c) {
-                        epilogue_.add_residual(y + c * plane,
-                                               residual(io) + offset + oy0 * out_w + c * plane,
-                                               (oy1 - oy0) * out_w);
-                    }
+                if (constants_.has_residual) {  // the band's rows of each channel plane
+                    epilogue_.add_residual(y, plane, valid, (oy1 - oy0) * out_w,
+                                           residual(io) + offset + oy0 * out_w);
                 }
             }
         });

@@ -86,11 +86,6 @@ class Conv2dInt8Epilogue {
         rows(oc, acc, count, 1, count, offset, y, residual);
     }
 
-    // The same over `count` bytes at y.
-    void add_residual(int8_t* y, const int8_t* residual, int64_t count) const {
-        add_residual(y, count, 1, count, residual);
-    }
-
     // The output's zero point and clamp, for micro-kernels that requantize in registers.
     const Int8Output& output() const { return out_; }
 
