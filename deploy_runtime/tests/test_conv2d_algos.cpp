@@ -826,36 +826,43 @@ void test_against_reference() {
     // Depthwise (channel multiplier 1): kernel 3 and 5, stride 1 and 2, padding 0 to 2 (some
     // unequal), output widths either side of the vector widths (8, 16) and of 32 and 64, channel
     // counts odd and even up to 65, a quarter each all -128 and all 127.
-    const int64_t dw_channels[] = {1, 2, 3, 5, 8, 16, 17, 32, 33, 64, 65};
-    const int64_t dw_widths[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65};
     const Fill dw_fills[] = {Fill::kRandom, Fill::kRandom, Fill::kLowest, Fill::kHighest};
-    int index = 0;
-    for (int64_t kernel : {3, 5}) {
-        for (int64_t stride : {1, 2}) {
-            for (int64_t pad : {0, 1, 2}) {
-                for (int64_t width : dw_widths) {
-                    ConvCase cc;
-                    cc.kh = cc.kw = kernel;
-                    cc.sh = cc.sw = stride;
-                    cc.ph = pad;
-                    cc.pw = index % 5 == 4 ? (pad + 1) % 3 : pad;
-                    cc.width = width;
-                    cc.height = std::max<int64_t>(1, kernel - 2 * pad + index % 4);
-                    cc.in = cc.out = cc.groups = dw_channels[index % 11];
-                    cc.fill = dw_fills[index % 4];
-                    check_case(cc, algos);
-                    ++index;
+    // Every kernel, stride and padding over `widths`: case i takes channels[i % size], fill
+    // dw_fills[i % 4], height kernel - 2 pad + i % height_steps, and where i % pw_every is pw_at
+    // a column padding one more (mod 3) than its row padding.
+    const auto sweep_depthwise = [&](const std::vector<int64_t>& channels,
+                                     const std::vector<int64_t>& widths, int pw_every, int pw_at,
+                                     int height_steps) {
+        int index = 0;
+        for (int64_t kernel : {3, 5}) {
+            for (int64_t stride : {1, 2}) {
+                for (int64_t pad : {0, 1, 2}) {
+                    for (int64_t width : widths) {
+                        ConvCase cc;
+                        cc.kh = cc.kw = kernel;
+                        cc.sh = cc.sw = stride;
+                        cc.ph = pad;
+                        cc.pw = index % pw_every == pw_at ? (pad + 1) % 3 : pad;
+                        cc.width = width;
+                        cc.height = std::max<int64_t>(1, kernel - 2 * pad + index % height_steps);
+                        cc.in = cc.out = cc.groups = channels[size_t(index) % channels.size()];
+                        cc.fill = dw_fills[index % 4];
+                        check_case(cc, algos);
+                        ++index;
+                    }
                 }
             }
         }
-    }
+    };
+    sweep_depthwise({1, 2, 3, 5, 8, 16, 17, 32, 33, 64, 65},
+                    {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65}, 5, 4, 4);
     // Around the channel blocks of the channel-vectorized depthwise kernels (8 channels per vector
     // at AVX2, 64 or 32 of a pair per block at AVX-512, the last block partial): tiny planes, a
     // plane of several bands and two row groups (95x93 at stride 1; several NCHW bands of the c64
     // kernel too) and rows wider than a band (3x300), every kernel, stride and padding.
     const int64_t block_channels[] = {1, 15, 16, 17, 33};
     const int64_t block_sizes[][2] = {{1, 1}, {2, 3}, {7, 7}, {95, 93}, {3, 300}};
-    index = 0;
+    int index = 0;
     for (int64_t kernel : {3, 5}) {
         for (int64_t stride : {1, 2}) {
             for (int64_t pad : {0, 1, 2}) {
@@ -884,28 +891,8 @@ void test_against_reference() {
     // (or pairs), 16 steps per chunk of interleaved columns. Channel counts either side of 32, 64
     // and 128, output widths either side of 4, 8, 16 and 32 (and 64 pixels of pairs), every
     // kernel, stride and padding, a quarter each all -128 and all 127.
-    const int64_t c64_channels[] = {31, 32, 33, 63, 64, 65, 96, 127, 129, 144};
-    const int64_t c64_widths[] = {1, 3, 4, 5, 8, 9, 15, 16, 17, 31, 32, 33, 34, 65, 66};
-    index = 0;
-    for (int64_t kernel : {3, 5}) {
-        for (int64_t stride : {1, 2}) {
-            for (int64_t pad : {0, 1, 2}) {
-                for (int64_t width : c64_widths) {
-                    ConvCase cc;
-                    cc.kh = cc.kw = kernel;
-                    cc.sh = cc.sw = stride;
-                    cc.ph = pad;
-                    cc.pw = index % 7 == 3 ? (pad + 1) % 3 : pad;
-                    cc.width = width;
-                    cc.height = std::max<int64_t>(1, kernel - 2 * pad + index % 3);
-                    cc.in = cc.out = cc.groups = c64_channels[index % 10];
-                    cc.fill = dw_fills[index % 4];
-                    check_case(cc, algos);
-                    ++index;
-                }
-            }
-        }
-    }
+    sweep_depthwise({31, 32, 33, 63, 64, 65, 96, 127, 129, 144},
+                    {1, 3, 4, 5, 8, 9, 15, 16, 17, 31, 32, 33, 34, 65, 66}, 7, 3, 3);
     // Whole planes of mobilenet's sizes: 57x57 and 56x56 (odd and even output widths).
     for (int64_t kernel : {3, 5}) {
         for (int64_t stride : {1, 2}) {
