@@ -21,6 +21,10 @@
 #include <unistd.h>
 #endif
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#define QTK_AARCH64_LINUX 1
+#include <sys/auxv.h>
+#endif
 
 namespace qtk {
 namespace detail {
@@ -98,6 +102,26 @@ Support detect() {
 }
 #endif
 
+#if defined(QTK_AARCH64_LINUX)
+// Linux's AT_HWCAP and AT_HWCAP2 bits (asm/hwcap.h), spelled here so that an older libc's headers
+// do not hide a level.
+constexpr unsigned long kHwcapAsimd = 1ul << 1, kHwcapAsimddp = 1ul << 20;
+constexpr unsigned long kHwcap2I8mm = 1ul << 13;
+
+struct ArmSupport {
+    bool neon = false, dotprod = false, i8mm = false;
+};
+
+ArmSupport detect_arm() {
+    const unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);
+    ArmSupport s;
+    s.neon = (hwcap & kHwcapAsimd) != 0;
+    s.dotprod = s.neon && (hwcap & kHwcapAsimddp) != 0;
+    s.i8mm = s.dotprod && (hwcap2 & kHwcap2I8mm) != 0;
+    return s;
+}
+#endif
+
 }  // namespace
 
 const char* isa_name(IsaLevel level) {
@@ -114,6 +138,12 @@ const char* isa_name(IsaLevel level) {
             return "avx512_vbmi";
         case IsaLevel::kAmxInt8:
             return "amx_int8";
+        case IsaLevel::kNeon:
+            return "neon";
+        case IsaLevel::kDotprod:
+            return "dotprod";
+        case IsaLevel::kI8mm:
+            return "i8mm";
     }
     return "?";
 }
@@ -134,8 +164,23 @@ bool cpu_supports(IsaLevel level) {
             return s.avx512_vbmi;
         case IsaLevel::kAmxInt8:
             return s.amx_int8;
+        default:
+            return false;
     }
-    return false;
+#elif defined(QTK_AARCH64_LINUX)
+    static const ArmSupport s = detect_arm();
+    switch (level) {
+        case IsaLevel::kScalar:
+            return true;
+        case IsaLevel::kNeon:
+            return s.neon;
+        case IsaLevel::kDotprod:
+            return s.dotprod;
+        case IsaLevel::kI8mm:
+            return s.i8mm;
+        default:
+            return false;
+    }
 #else
     return level == IsaLevel::kScalar;
 #endif
@@ -182,15 +227,17 @@ std::string cpu_name() {
     name.erase(0, name.find_first_not_of(' '));
     name.erase(name.find_last_not_of(' ') + 1);
     return name;
+#elif defined(__aarch64__)
+    return "aarch64";
 #else
-    return "non-x86";
+    return "unknown CPU";
 #endif
 }
 
 IsaLevel isa_cap() {
     const char* value = std::getenv("QTK_ISA");
     if (value == nullptr || *value == '\0') {
-        return IsaLevel::kAmxInt8;
+        return kIsaTop;
     }
     std::string valid;
     for (IsaLevel level : kIsaLevels) {

@@ -10,7 +10,7 @@
 // [-128 - z, 127 - z] in float, then z added. No alignment is required.
 //
 // The ISA files include only intrinsics and this header, so it declares and never defines
-// (kernels/x86/gemm_int8.h says why).
+// (kernels/contracts/gemm_int8.h says why).
 #pragma once
 
 #include <cstdint>

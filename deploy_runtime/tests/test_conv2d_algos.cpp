@@ -20,11 +20,13 @@
 #include "op_registry.h"
 #include "qtk/runtime.h"
 
+#if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI || QTK_ARM_NEON
+#include "../kernels/contracts/gemm_int8.h"
+#include "../kernels/contracts/requantize_int8.h"
+#include "../kernels/contracts/vadd_int8.h"
+#endif
 #if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
-#include "../kernels/x86/gemm_int8.h"
-#include "../kernels/x86/requantize_int8.h"
-#include "../kernels/x86/vadd_int8.h"
-#include "../kernels/x86/winograd_int8_f2x3.h"
+#include "../kernels/contracts/winograd_int8_f2x3.h"
 #endif
 #include "int8_quantize.h"
 
@@ -40,7 +42,7 @@ extern const Int8GemmUkernel kInt8Gemm4x16c4AvxVnniAsEvex;  // gemm_int8_avx_vnn
 
 namespace {
 
-#if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
+#if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI || QTK_ARM_NEON
 // c = a . b by the contract of gemm_int8.h, for every micro-kernel this CPU runs: the packed GEMM
 // operand (one inner offset) over quad counts around the unrolling, and B read in place as the
 // direct conv does (several unaligned inner offsets, outer strides, a wider c row stride), with
@@ -69,6 +71,15 @@ void test_ukernels() {
 #endif
 #if QTK_X86_AMX_INT8 && QTK_X86_AVX512_VNNI
         {"32x32c4_amx_int8", IsaLevel::kAmxInt8, &qtk::detail::kInt8Gemm32x32c4Amx},
+#endif
+#if QTK_ARM_NEON
+        {"4x16c4_neon", IsaLevel::kNeon, &qtk::detail::kInt8Gemm4x16c4Neon},
+#endif
+#if QTK_ARM_DOTPROD
+        {"6x16c4_dotprod", IsaLevel::kDotprod, &qtk::detail::kInt8Gemm6x16c4Dotprod},
+#endif
+#if QTK_ARM_I8MM
+        {"4x16c4_i8mm", IsaLevel::kI8mm, &qtk::detail::kInt8Gemm4x16c4I8mm},
 #endif
     };
     // {outer count, inner count}: inner 1 is the packed operand.
@@ -110,8 +121,12 @@ void test_ukernels() {
                                             : fill == 1 ? 127
                                                         : -127);
                 }
+                // Activations as the micro-kernel takes them (x_offset 128: uint8, 0: int8), the
+                // extreme fills at the largest magnitude (255, or -128 as 0x80).
+                const bool unsigned_b = u.x_offset == 128;
                 for (uint8_t& v : b) {
-                    v = static_cast<uint8_t>(fill == 0 ? rng.uniform(0, 255) : 255);
+                    v = static_cast<uint8_t>(fill == 0 ? rng.uniform(0, 255)
+                                             : unsigned_b ? 255 : 0x80);
                 }
                 std::vector<int32_t> c(size_t(u.mr * c_stride), 0x5a5a5a5a);
                 u.run(a.data(), Int8GemmB{b.data(), outer, outer_stride, inner, offsets.data()},
@@ -129,7 +144,10 @@ void test_ukernels() {
                                     const int64_t at =
                                         (((o / block * inner + t) * u.mr + r) * block +
                                          o % block) * 4 + i;
-                                    want += int64_t{a[size_t(at)]} * bq[j * 4 + i];
+                                    const int64_t x = unsigned_b
+                                                          ? int64_t{bq[j * 4 + i]}
+                                                          : int64_t{int8_t(bq[j * 4 + i])};
+                                    want += int64_t{a[size_t(at)]} * x;
                                 }
                             }
                         }
@@ -323,6 +341,9 @@ void test_requantize() {
 #endif
 #if QTK_X86_AVX512_VNNI
         {"requantize_avx512", IsaLevel::kAvx512Vnni, &qtk::detail::kInt8RequantizeAvx512},
+#endif
+#if QTK_ARM_NEON
+        {"requantize_neon", IsaLevel::kNeon, &qtk::detail::kInt8RequantizeNeon},
 #endif
     };
     constexpr int64_t kMin = std::numeric_limits<int32_t>::min();
@@ -1155,7 +1176,7 @@ void test_isa_cap() {
         }
     }
     set_env("QTK_ISA", nullptr);
-    CHECK(qtk::detail::isa_cap() == IsaLevel::kAmxInt8);
+    CHECK(qtk::detail::isa_cap() == qtk::detail::kIsaTop);
 }
 
 void test_errors() {
@@ -1164,7 +1185,7 @@ void test_errors() {
     set_env("QTK_ISA", "avx3");
     CHECK_THROWS_WITH(run(c, nullptr, 1, 1),
                       "node 'conv' (conv2d): QTK_ISA='avx3' is not an ISA level; use one of: "
-                      "scalar, avx2, avx_vnni, avx512_vnni, avx512_vbmi, amx_int8");
+                      "scalar, avx2, avx_vnni, avx512_vnni, avx512_vbmi, amx_int8, neon, dotprod, i8mm");
     set_env("QTK_ISA", nullptr);
     CHECK_THROWS_WITH(run(c, "winograd", 1, 1),
                       "node 'conv' (conv2d): QTK_CONV_ALGO=winograd names no int8 conv2d "
@@ -1178,17 +1199,17 @@ void test_errors() {
     for (const Conv2dAlgo* algo : qtk::detail::conv2d_algos(qtk::DType::kInt8)) {
         if (!cpu_supports(algo->isa)) {
             CHECK_THROWS_WITH(
-                choose(IsaLevel::kAmxInt8, algo->name),
+                choose(qtk::detail::kIsaTop, algo->name),
                 "is not usable here: this CPU lacks " + std::string(isa_name(algo->isa)));
             continue;
         }
         // Depthwise or channels-last only: the (NCHW) layer keeps its usual choice.
         if (!algo->fits(params) || !algo->fits_layout(params)) {
-            CHECK(choose(IsaLevel::kAmxInt8, algo->name) ==
-                  choose(IsaLevel::kAmxInt8, nullptr));
+            CHECK(choose(qtk::detail::kIsaTop, algo->name) ==
+                  choose(qtk::detail::kIsaTop, nullptr));
             continue;
         }
-        CHECK(choose(IsaLevel::kAmxInt8, algo->name) == algo);
+        CHECK(choose(qtk::detail::kIsaTop, algo->name) == algo);
         if (algo->isa != IsaLevel::kScalar) {
             CHECK_THROWS_WITH(
                 choose(IsaLevel::kScalar, algo->name),
@@ -1204,7 +1225,7 @@ int main() {
     for (IsaLevel level : qtk::detail::kIsaLevels) {
         std::printf("%s: %s\n", isa_name(level), cpu_supports(level) ? "yes" : "no");
     }
-#if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
+#if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI || QTK_ARM_NEON
     test_ukernels();
     test_plans();
     test_requantize();

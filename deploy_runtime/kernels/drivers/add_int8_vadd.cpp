@@ -1,6 +1,6 @@
-// add int8 on x86 (docs/quantization_spec.md section 3, same shapes): the vectorized rescaled sum
+// add int8, vectorized (docs/quantization_spec.md section 3, same shapes): the vectorized rescaled sum
 // of vadd_int8.h over the flat tensors, threads splitting them. Built with the baseline flags.
-#include "../x86/vadd_int8.h"
+#include "../contracts/vadd_int8.h"
 #include "beside_reference.h"
 #include "op_algo.h"
 #include "thread_pool.h"
@@ -52,6 +52,10 @@ extern const OpAlgo kAddInt8VaddAvx512 = {"add_int8_vadd_avx512", IsaLevel::kAvx
 #if QTK_X86_AVX2
 extern const OpAlgo kAddInt8VaddAvx2 = {"add_int8_vadd_avx2", IsaLevel::kAvx2,
                                         make_kernel<AddInt8Vadd, kInt8VaddAvx2>};
+#endif
+#if QTK_ARM_NEON
+extern const OpAlgo kAddInt8VaddNeon = {"add_int8_vadd_neon", IsaLevel::kNeon,
+                                        make_kernel<AddInt8Vadd, kInt8VaddNeon>};
 #endif
 
 }  // namespace detail

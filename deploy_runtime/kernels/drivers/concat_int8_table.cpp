@@ -9,7 +9,7 @@
 #include <array>
 #include <cstring>
 
-#include "../x86/lut_int8.h"
+#include "../contracts/lut_int8.h"
 #include "beside_reference.h"
 #include "op_algo.h"
 #include "qtk/arithmetic.h"

@@ -24,7 +24,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../x86/depthwise_float32.h"
+#include "../contracts/depthwise_float32.h"
 #include "conv2d.h"
 #include "conv2d_phase_planes.h"
 #include "thread_pool.h"

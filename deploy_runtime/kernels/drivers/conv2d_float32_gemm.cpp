@@ -26,7 +26,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "../x86/gemm_float32.h"
+#include "../contracts/gemm_float32.h"
 #include "conv2d.h"
 #include "conv2d_phase_planes.h"
 #include "planned_kernel.h"

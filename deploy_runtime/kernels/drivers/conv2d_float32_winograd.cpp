@@ -25,8 +25,8 @@
 #include <cstring>
 #include <limits>
 
-#include "../x86/gemm_float32.h"
-#include "../x86/winograd_float32_f4x3.h"
+#include "../contracts/gemm_float32.h"
+#include "../contracts/winograd_float32_f4x3.h"
 #include "conv2d.h"
 #include "conv2d_winograd_blocking.h"
 #include "planned_kernel.h"

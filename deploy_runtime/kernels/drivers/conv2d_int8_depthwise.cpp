@@ -16,7 +16,7 @@
 // time in per-row overhead otherwise.
 #include <algorithm>
 
-#include "../x86/depthwise_int8.h"
+#include "../contracts/depthwise_int8.h"
 #include "conv2d_int8_depthwise.h"
 #include "conv2d_int8_epilogue.h"
 #include "thread_pool.h"

@@ -17,7 +17,7 @@
 // (conv2d_int8_depthwise_nhwc.cpp), which needs neither transpose.
 #include <algorithm>
 
-#include "../x86/depthwise_int8_channels.h"
+#include "../contracts/depthwise_int8_channels.h"
 #include "conv2d_int8_depthwise.h"
 #include "conv2d_int8_epilogue.h"
 #include "thread_pool.h"

@@ -19,7 +19,7 @@
 #include <algorithm>
 #include <array>
 
-#include "../x86/depthwise_int8_nhwc.h"
+#include "../contracts/depthwise_int8_nhwc.h"
 #include "conv2d_int8_depthwise.h"
 #include "conv2d_int8_epilogue.h"
 #include "thread_pool.h"

@@ -1,12 +1,12 @@
-// conv2d int8 as a direct convolution on x86, NCHW, stride 1 or 2, any kernel (but 1x1), padding,
+// conv2d int8 as a direct convolution, NCHW, stride 1 or 2, any kernel (but 1x1), padding,
 // dilation and groups (docs/quantization_spec.md section 4). The GEMM micro-kernels of
 // gemm_int8.h read their activations in place, one quad per (4 input channels, kernel tap): no
 // im2col and no packing. This file, built with the baseline flags, lays out the input and cuts the
 // work; the epilogue is per ISA (conv2d_int8_epilogue.h).
 //
 // Exact by construction, as the GEMM conv (conv2d_int8_gemm.cpp): the micro-kernels sum u w with
-// u = x ^ 0x80 = x + 128, and one constant per output channel makes that the spec's accumulator
-// (pack_int8_c4.h); padding holds u = z + 128, which the constant cancels;
+// u = x + o (o the micro-kernel's x_offset, 128 or 0), and one constant per output channel makes
+// that the spec's accumulator (pack_int8_c4.h); padding holds u = z + o, which the constant cancels;
 // |sum u w| <= K * 255 * 127 < 2^31 (check_accumulator_range); integer sums do not depend on their
 // order, so neither the blocking nor the threads change a byte. Junk grid columns and the zero
 // weights of channels past the group's only ever meet bytes that the epilogue drops or that add 0.
@@ -28,13 +28,11 @@
 // idle, more ranges first, then shorter blocks: make_blocking). It runs each tile of mr channels
 // over the block's grid pixels, nr at a time, into a block of accumulators, then requantizes its
 // output rows.
-#include <emmintrin.h>
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "../x86/gemm_int8.h"
+#include "../contracts/gemm_int8.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
 #include "conv2d_int8_gemm_algos.h"
@@ -113,10 +111,10 @@ DirectBlocking make_blocking(const C4Layout& c4, int64_t quads, int64_t oc_tiles
 }
 
 // Padded rows [row_begin, row_end) of one quad of input channels (`channels` of them from x, the
-// rest anything) of one sample into its c4 phase planes at dst.
+// rest anything) of one sample into its c4 phase planes at dst, every byte xor-ed with flip.
 void convert_quad(const int8_t* x, int64_t channels, int64_t in_h, int64_t in_w,
-                  const Conv2dParams& p, const C4Layout& c4, int8_t z, int64_t row_begin,
-                  int64_t row_end, uint8_t* dst) {
+                  const Conv2dParams& p, const C4Layout& c4, int8_t z, uint8_t flip,
+                  int64_t row_begin, int64_t row_end, uint8_t* dst) {
     const int64_t s = c4.stride;
     const int64_t row_pixels = c4.plane_w * s;  // a padded row, z up to a whole number of strides
     const int64_t vector_pixels = ceil_div(row_pixels, 16) * 16;
@@ -128,7 +126,7 @@ void convert_quad(const int8_t* x, int64_t channels, int64_t in_h, int64_t in_w,
         rows[j] = padded_rows.data() + j * vector_pixels;
     }
     const int64_t plane_bytes = c4.plane_h * c4.plane_w * 4;
-    const uint8_t pad_u = static_cast<uint8_t>(z ^ 0x80);
+    const uint8_t pad_u = static_cast<uint8_t>(z ^ flip);
     for (int64_t py = row_begin; py < row_end; ++py) {
         uint8_t* phase_row = dst + (py % s) * s * plane_bytes + (py / s) * c4.plane_w * 4;
         const int64_t iy = py - p.pad_h;
@@ -142,28 +140,17 @@ void convert_quad(const int8_t* x, int64_t channels, int64_t in_h, int64_t in_w,
             std::memcpy(padded_rows.data() + j * vector_pixels + p.pad_w,
                         x + (j * in_h + iy) * in_w, size_t(in_w));
         }
-        const auto load = [&](int j, int64_t i) {
-            return _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + i));
-        };
         for (int64_t i = 0; i < vector_pixels; i += 16) {
-            store_c4_quads16(load(0, i), load(1, i), load(2, i), load(3, i),
+            store_c4_quads16(rows[0] + i, rows[1] + i, rows[2] + i, rows[3] + i, flip,
                              pixels.data() + i * 4);
         }
         if (s == 1) {
             std::memcpy(phase_row, pixels.data(), size_t(c4.plane_w * 4));
             continue;
         }
-        // Even pixels, then odd ones: 32-bit lanes 0 and 2, then 1 and 3, of each 8 pixels.
         const int64_t half_bytes = vector_pixels * 2;  // one column phase
-        for (int64_t i = 0; i < vector_pixels; i += 8) {
-            const __m128 va = _mm_loadu_ps(reinterpret_cast<const float*>(pixels.data() + i * 4));
-            const __m128 vb =
-                _mm_loadu_ps(reinterpret_cast<const float*>(pixels.data() + i * 4 + 16));
-            _mm_storeu_ps(reinterpret_cast<float*>(phase_pixels.data() + i * 2),
-                          _mm_shuffle_ps(va, vb, _MM_SHUFFLE(2, 0, 2, 0)));
-            _mm_storeu_ps(reinterpret_cast<float*>(phase_pixels.data() + half_bytes + i * 2),
-                          _mm_shuffle_ps(va, vb, _MM_SHUFFLE(3, 1, 3, 1)));
-        }
+        split_c4_phases(pixels.data(), vector_pixels, phase_pixels.data(),
+                        phase_pixels.data() + half_bytes);
         std::memcpy(phase_row, phase_pixels.data(), size_t(c4.plane_w * 4));
         std::memcpy(phase_row + plane_bytes, phase_pixels.data() + half_bytes,
                     size_t(c4.plane_w * 4));
@@ -226,7 +213,7 @@ class Conv2dInt8Direct final : public PlannedKernel<Conv2dInt8Direct, Conv2dInt8
                 const int64_t first = group * p.group_in_channels + 4 * q;
                 const int64_t channels = std::min<int64_t>(4, p.group_in_channels - 4 * q);
                 convert_quad(x + (n * xs[1] + first) * xs[2] * xs[3], channels, xs[2], xs[3], p,
-                             c4, z, padded_rows * range / row_ranges,
+                             c4, z, c4_flip(ukernel_), padded_rows * range / row_ranges,
                              padded_rows * (range + 1) / row_ranges,
                              input + plane * c4.group_bytes + q * c4.quad_bytes);
             }
@@ -275,7 +262,8 @@ class Conv2dInt8Direct final : public PlannedKernel<Conv2dInt8Direct, Conv2dInt8
                     sum += w[ic * taps_ + tap];
                 }
             }
-            acc_init_[oc] = c4_acc_init(constants_.bias[oc], constants_.input_zero_point, sum);
+            acc_init_[oc] =
+                c4_acc_init(ukernel_, constants_.bias[oc], constants_.input_zero_point, sum);
         }
     }
 
@@ -327,12 +315,14 @@ class Conv2dInt8Direct final : public PlannedKernel<Conv2dInt8Direct, Conv2dInt8
     const int64_t taps_;      // kh * kw
     const int64_t oc_tiles_;  // tiles of mr output channels per group
     std::vector<int8_t> packed_weights_;
-    std::vector<int32_t> acc_init_;  // per output channel: bias - (128 + z) * sum(w)
+    std::vector<int32_t> acc_init_;  // per output channel: bias - (x_offset + z) * sum(w)
 };
 
 // AMX's tile rows take 64 input channels: below that, zero padding does most of its work
 // (resnet18's 3-channel first layer took 3 ms, 20x the VNNI direct conv's time).
-bool fits_direct_amx(const Conv2dParams& p) { return fits_direct(p) && p.group_in_channels >= 64; }
+[[maybe_unused]] bool fits_direct_amx(const Conv2dParams& p) {
+    return fits_direct(p) && p.group_in_channels >= 64;
+}
 
 }  // namespace
 

@@ -1,12 +1,12 @@
-// How every x86 int8 conv2d algorithm finishes a row of output pixels of one channel (or, in
+// How every optimized int8 conv2d algorithm finishes a row of output pixels of one channel (or, in
 // channels-last layout, a run of channels of each of some pixels): the
 // requantization of requantize_int8.h and, where the graph pass fused one (conv2d.h), the residual
 // add of vadd_int8.h over the bytes just written, while they are still in cache. Both are exact,
 // so the row equals the reference's conv then add. Built with the baseline flags.
 #pragma once
 
-#include "../x86/requantize_int8.h"
-#include "../x86/vadd_int8.h"
+#include "../contracts/requantize_int8.h"
+#include "../contracts/vadd_int8.h"
 #include "conv2d.h"
 
 namespace qtk {
@@ -25,6 +25,9 @@ inline constexpr Int8EpilogueUkernels kInt8EpilogueAvx512 = {kInt8RequantizeAvx5
 #endif
 #if QTK_X86_AVX2
 inline constexpr Int8EpilogueUkernels kInt8EpilogueAvx2 = {kInt8RequantizeAvx2, kInt8VaddAvx2};
+#endif
+#if QTK_ARM_NEON
+inline constexpr Int8EpilogueUkernels kInt8EpilogueNeon = {kInt8RequantizeNeon, kInt8VaddNeon};
 #endif
 
 class Conv2dInt8Epilogue {
@@ -97,7 +100,7 @@ class Conv2dInt8Epilogue {
     const Int8AddParams add_;
 };
 
-// What every x86 int8 conv kernel reads from its node before its own packing: the params, the
+// What every optimized int8 conv kernel reads from its node before its own packing: the params, the
 // constants and the epilogue over them.
 class Conv2dInt8Kernel : public Conv2dKernel {
  protected:

@@ -1,13 +1,13 @@
-// conv2d int8 as im2col + GEMM on x86, NCHW, any stride, padding, dilation and groups
+// conv2d int8 as im2col + GEMM, NCHW, any stride, padding, dilation and groups
 // (docs/quantization_spec.md section 4). The GEMM micro-kernels are per ISA (gemm_int8.h); this
 // file, built with the baseline flags, packs their operands and cuts the work; the requantization
 // epilogue is per ISA too (conv2d_int8_epilogue.h).
 //
-// Exact by construction. The micro-kernels multiply u = x ^ 0x80 = x + 128 (as uint8) by the int8
-// weights, and one constant per output channel, computed at load, turns their sums into the
-// spec's accumulator (pack_int8_c4.h). |sum u w| <= K * 255 * 127 < 2^31 (check_accumulator_range),
-// so no int32 step overflows. Padding holds x = z, whose u = z + 128 the constant cancels: it adds
-// nothing, as in the reference. Integer sums do not depend on their order, so neither the
+// Exact by construction. The micro-kernels multiply u = x + o by the int8 weights, o their
+// x_offset (x86: 128, u = x ^ 0x80 as uint8; aarch64: 0), and one constant per output channel,
+// computed at load, turns their sums into the spec's accumulator (pack_int8_c4.h).
+// |sum u w| <= K * 255 * 127 < 2^31 (check_accumulator_range), so no int32 step overflows. Padding
+// holds x = z, whose u = z + o the constant cancels: it adds nothing, as in the reference. Integer sums do not depend on their order, so neither the
 // blocking nor the threads change a byte.
 //
 // Work: where the conv pads, each input channel plane is first copied once into a padded plane (z
@@ -18,12 +18,10 @@
 // layout in one pass), then runs every output-channel tile of the group over them, a chunk of
 // pixels at a time (kChunkPixels of accumulators per channel, so one epilogue call per channel
 // and chunk, not per micro-kernel tile), requantizing each chunk as it comes out.
-#include <emmintrin.h>
-
 #include <algorithm>
 #include <cstring>
 
-#include "../x86/gemm_int8.h"
+#include "../contracts/gemm_int8.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
 #include "conv2d_int8_gemm_algos.h"
@@ -126,27 +124,25 @@ void im2col_row(const int8_t* padded, int64_t padded_w, int64_t out_w, const Con
 }
 
 // One quad of the packed block: pixel i goes to dst + (i / nr) * tile_bytes + (i % nr) * 4 as the
-// 4 bytes rows[0..3][i] ^ 0x80. Pixels from `count` up to the end of the last tile get defined
+// 4 bytes rows[0..3][i] ^ flip. Pixels from `count` up to the end of the last tile get defined
 // filler; the micro-kernel sums them too and the epilogue drops them.
 void pack_quad(const int8_t* const rows[4], int64_t count, int nr, int64_t tile_bytes,
-               uint8_t* dst) {
-    const auto pack16 = [&](int64_t i, __m128i vrow0, __m128i vrow1, __m128i vrow2,
-                            __m128i vrow3) {
-        store_c4_quads16(vrow0, vrow1, vrow2, vrow3, dst + (i / nr) * tile_bytes + (i % nr) * 4);
-    };
-    const auto load = [](const int8_t* row) {
-        return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row));
+               uint8_t flip, uint8_t* dst) {
+    const auto pack16 = [&](int64_t i, const int8_t* row0, const int8_t* row1, const int8_t* row2,
+                            const int8_t* row3) {
+        store_c4_quads16(row0, row1, row2, row3, flip,
+                         dst + (i / nr) * tile_bytes + (i % nr) * 4);
     };
     int64_t i = 0;
     for (; i + 16 <= count; i += 16) {  // whole vectors stay in registers
-        pack16(i, load(rows[0] + i), load(rows[1] + i), load(rows[2] + i), load(rows[3] + i));
+        pack16(i, rows[0] + i, rows[1] + i, rows[2] + i, rows[3] + i);
     }
     for (const int64_t padded = ceil_div(count, nr) * nr; i < padded; i += 16) {
         int8_t tail[4][16] = {};
         for (int j = 0; j < 4; ++j) {
             std::memcpy(tail[j], rows[j] + i, size_t(std::max<int64_t>(0, count - i)));
         }
-        pack16(i, load(tail[0]), load(tail[1]), load(tail[2]), load(tail[3]));
+        pack16(i, tail[0], tail[1], tail[2], tail[3]);
     }
 }
 
@@ -210,7 +206,8 @@ class Conv2dInt8Gemm final : public Conv2dInt8Kernel {
                 tile[c4_weight_offset(ukernel_, 1, k / 4, 0, in_group % mr, k % 4)] = w[k];
                 sum += w[k];
             }
-            acc_init_[oc] = c4_acc_init(constants_.bias[oc], constants_.input_zero_point, sum);
+            acc_init_[oc] =
+                c4_acc_init(ukernel_, constants_.bias[oc], constants_.input_zero_point, sum);
         }
     }
 
@@ -248,7 +245,8 @@ class Conv2dInt8Gemm final : public Conv2dInt8Kernel {
                     rows[j] = row;
                 }
             }
-            pack_quad(rows, count, ukernel_.nr, b.tile_bytes, packed + q * ukernel_.nr * 4);
+            pack_quad(rows, count, ukernel_.nr, b.tile_bytes, c4_flip(ukernel_),
+                      packed + q * ukernel_.nr * 4);
         }
 
         int8_t* y = io.output<int8_t>(0);
@@ -284,13 +282,15 @@ class Conv2dInt8Gemm final : public Conv2dInt8Kernel {
     const int64_t quads_;     // ceil(K / 4)
     const int64_t oc_tiles_;  // tiles of mr output channels per group
     std::vector<int8_t> packed_weights_;
-    std::vector<int32_t> acc_init_;  // per output channel: bias - (128 + z) * sum(w)
+    std::vector<int32_t> acc_init_;  // per output channel: bias - (x_offset + z) * sum(w)
 };
 
 // AMX's tile rows take 64 products (K padded to a multiple of 64): at K <= 32 zero padding does
 // half its work or more, and the VNNI GEMM is faster (Fast-Run chose it on all 9 such 1x1 layers
 // of mobilenet_v2, 0.7-0.9x the AMX GEMM's time).
-bool fits_gemm_amx(const Conv2dParams& p) { return p.products_per_output() > 32; }
+[[maybe_unused]] bool fits_gemm_amx(const Conv2dParams& p) {
+    return p.products_per_output() > 32;
+}
 
 }  // namespace
 

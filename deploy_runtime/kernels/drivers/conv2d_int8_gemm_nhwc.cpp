@@ -38,7 +38,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../x86/gemm_int8.h"
+#include "../contracts/gemm_int8.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
 #include "thread_pool.h"

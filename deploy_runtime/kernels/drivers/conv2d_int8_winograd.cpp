@@ -32,7 +32,7 @@
 #include <limits>
 #include <vector>
 
-#include "../x86/winograd_int8_f2x3.h"
+#include "../contracts/winograd_int8_f2x3.h"
 #include "conv2d.h"
 #include "conv2d_int8_epilogue.h"
 #include "conv2d_winograd_blocking.h"

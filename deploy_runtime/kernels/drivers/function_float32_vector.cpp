@@ -7,7 +7,7 @@
 #include <iterator>
 #include <string>
 
-#include "../x86/function_float32.h"
+#include "../contracts/function_float32.h"
 #include "beside_reference.h"
 #include "op_algo.h"
 #include "thread_pool.h"

@@ -2,8 +2,8 @@
 // Int8HighHalfBlock, vadd_int8.h's Int8AddParams): every constant the vector forms broadcast or
 // load, derived once here, in baseline code, from the arithmetic header, so no ISA file derives
 // one again (contract 2). The tests hold each plan against arith:: (tests/test_conv2d_algos.cpp).
-#include "../x86/requantize_int8.h"
-#include "../x86/vadd_int8.h"
+#include "../contracts/requantize_int8.h"
+#include "../contracts/vadd_int8.h"
 #include "qtk/arithmetic.h"
 
 namespace qtk {

@@ -8,7 +8,7 @@
 // product), and the same bits for every batch, shape of the leading dimensions and thread count.
 #include <algorithm>
 
-#include "../x86/gemm_float32.h"
+#include "../contracts/gemm_float32.h"
 #include "linear.h"
 #include "thread_pool.h"
 

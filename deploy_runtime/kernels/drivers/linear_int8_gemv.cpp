@@ -13,8 +13,8 @@
 // reuse one block of packed weights (nr * K bytes) from cache across rows.
 #include <algorithm>
 
-#include "../x86/gemv_int8.h"
-#include "../x86/requantize_int8.h"
+#include "../contracts/gemv_int8.h"
+#include "../contracts/requantize_int8.h"
 #include "linear.h"
 #include "thread_pool.h"
 

@@ -17,7 +17,7 @@
 #include <limits>
 #include <vector>
 
-#include "../x86/vmax.h"
+#include "../contracts/vmax.h"
 #include "beside_reference.h"
 #include "even_bytes.h"
 #include "float32_max.h"

@@ -7,8 +7,8 @@
 // Other broadcasts take the reference's walk. Built with the baseline flags.
 #include <algorithm>
 
-#include "../x86/mul_int8.h"
-#include "../x86/requantize_int8.h"
+#include "../contracts/mul_int8.h"
+#include "../contracts/requantize_int8.h"
 #include "beside_reference.h"
 #include "op_algo.h"
 #include "thread_pool.h"

@@ -3,7 +3,7 @@
 // at a time, the last through a mask.
 #include <immintrin.h>
 
-#include "depthwise_float32.h"
+#include "../contracts/depthwise_float32.h"
 
 namespace qtk {
 namespace detail {

@@ -5,7 +5,7 @@
 // outputs in 16 accumulators and the 9 weights in registers, the same masking.
 #include "avx512_intrinsics.h"
 
-#include "depthwise_float32.h"
+#include "../contracts/depthwise_float32.h"
 
 namespace qtk {
 namespace detail {

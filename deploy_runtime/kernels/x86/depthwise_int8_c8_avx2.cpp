@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "depthwise_int8_channels.h"
+#include "../contracts/depthwise_int8_channels.h"
 
 namespace qtk {
 namespace detail {

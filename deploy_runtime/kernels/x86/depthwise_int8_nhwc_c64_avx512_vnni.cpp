@@ -3,7 +3,7 @@
 // accumulators are requantized in registers and stored as int8.
 #include "avx512_intrinsics.h"
 
-#include "depthwise_int8_nhwc.h"
+#include "../contracts/depthwise_int8_nhwc.h"
 #include "requantize_int8_avx512.h"
 
 namespace qtk {

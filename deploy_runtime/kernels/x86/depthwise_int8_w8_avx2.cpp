@@ -2,7 +2,7 @@
 // multiplies the int16 pairs and adds both products into an int32 lane without saturation.
 #include <immintrin.h>
 
-#include "depthwise_int8.h"
+#include "../contracts/depthwise_int8.h"
 
 namespace qtk {
 namespace detail {

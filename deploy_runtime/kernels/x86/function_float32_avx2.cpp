@@ -2,7 +2,7 @@
 // through a masked load and store.
 #include <immintrin.h>
 
-#include "function_float32.h"
+#include "../contracts/function_float32.h"
 #include "function_float32_simd.h"
 
 namespace qtk {

@@ -1,7 +1,7 @@
 // float32 function micro-kernels, AVX-512 (function_float32.h): 16 lanes, the last vector masked.
 #include "avx512_intrinsics.h"
 
-#include "function_float32.h"
+#include "../contracts/function_float32.h"
 #include "function_float32_simd.h"
 
 namespace qtk {

@@ -2,7 +2,7 @@
 // accumulators, per k two pixel vectors and 6 broadcast weights (15 of the 16 registers).
 #include <immintrin.h>
 
-#include "gemm_float32.h"
+#include "../contracts/gemm_float32.h"
 
 namespace qtk {
 namespace detail {

@@ -3,7 +3,7 @@
 // (measured on Zen 4, where 512-bit FMAs are double-pumped and 12x32 or 6x64 tiles are no faster).
 #include "avx512_intrinsics.h"
 
-#include "gemm_float32.h"
+#include "../contracts/gemm_float32.h"
 
 namespace qtk {
 namespace detail {

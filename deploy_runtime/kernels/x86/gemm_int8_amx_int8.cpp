@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "gemm_int8.h"
+#include "../contracts/gemm_int8.h"
 
 namespace qtk {
 namespace detail {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <utility>
 
-#include "gemm_int8.h"
+#include "../contracts/gemm_int8.h"
 #include "requantize_int8_avx512.h"
 
 namespace qtk {

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "gemm_int8.h"
+#include "../contracts/gemm_int8.h"
 
 namespace qtk {
 namespace detail {

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "gemv_int8.h"
+#include "../contracts/gemv_int8.h"
 
 namespace qtk {
 namespace detail {

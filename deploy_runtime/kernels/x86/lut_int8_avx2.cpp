@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "lut_int8.h"
+#include "../contracts/lut_int8.h"
 
 namespace qtk {
 namespace detail {

@@ -1,7 +1,7 @@
 // int8 table lookup (lut_int8.h), AVX-512 BW: 64 bytes per step, the tail masked.
 #include "avx512_intrinsics.h"
 
-#include "lut_int8.h"
+#include "../contracts/lut_int8.h"
 
 namespace qtk {
 namespace detail {

@@ -3,7 +3,7 @@
 // table, the index's top bit choosing between them.
 #include "avx512_intrinsics.h"
 
-#include "lut_int8.h"
+#include "../contracts/lut_int8.h"
 
 namespace qtk {
 namespace detail {

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "mul_int8.h"
+#include "../contracts/mul_int8.h"
 
 namespace qtk {
 namespace detail {

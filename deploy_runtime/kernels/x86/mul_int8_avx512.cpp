@@ -1,7 +1,7 @@
 // int8 mul products (mul_int8.h), AVX-512: 16 per step, widened by vpmovsxbd, the tail masked.
 #include "avx512_intrinsics.h"
 
-#include "mul_int8.h"
+#include "../contracts/mul_int8.h"
 
 namespace qtk {
 namespace detail {

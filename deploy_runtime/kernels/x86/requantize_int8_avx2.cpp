@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "requantize_int8.h"
+#include "../contracts/requantize_int8.h"
 
 namespace qtk {
 namespace detail {

@@ -11,7 +11,7 @@
 
 #include "avx512_intrinsics.h"
 
-#include "requantize_int8.h"
+#include "../contracts/requantize_int8.h"
 
 namespace qtk {
 namespace detail {

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "vadd_int8.h"
+#include "../contracts/vadd_int8.h"
 
 namespace qtk {
 namespace detail {

@@ -3,7 +3,7 @@
 // 31), the header's 16-bit form, 64 elements per step.
 #include "avx512_intrinsics.h"
 
-#include "vadd_int8.h"
+#include "../contracts/vadd_int8.h"
 
 namespace qtk {
 namespace detail {

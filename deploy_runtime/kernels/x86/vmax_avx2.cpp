@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "vmax.h"
+#include "../contracts/vmax.h"
 
 namespace qtk {
 namespace detail {

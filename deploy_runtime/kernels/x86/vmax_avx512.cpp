@@ -1,7 +1,7 @@
 // Row maximum (vmax.h), AVX-512 BW: 64 int8 or 16 float32 per vector, the tail masked.
 #include "avx512_intrinsics.h"
 
-#include "vmax.h"
+#include "../contracts/vmax.h"
 
 namespace qtk {
 namespace detail {

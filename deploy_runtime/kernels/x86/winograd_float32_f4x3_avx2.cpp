@@ -1,7 +1,7 @@
 // float32 Winograd F(4x4, 3x3) transforms, 8 tiles a vector, AVX2 + FMA (winograd_float32_f4x3.h).
 #include <immintrin.h>
 
-#include "winograd_float32_f4x3.h"
+#include "../contracts/winograd_float32_f4x3.h"
 
 namespace qtk {
 namespace detail {

@@ -1,6 +1,6 @@
 // float32 Winograd F(4x4, 3x3) transforms, 16 tiles a vector, AVX-512 (winograd_float32_f4x3.h).
 #include "avx512_intrinsics.h"
-#include "winograd_float32_f4x3.h"
+#include "../contracts/winograd_float32_f4x3.h"
 
 namespace qtk {
 namespace detail {

@@ -2,7 +2,7 @@
 // (winograd_int8_f2x3.h): 12 float accumulators of 8 lanes, two tile vectors and one broadcast U'.
 #include <immintrin.h>
 
-#include "winograd_int8_f2x3.h"
+#include "../contracts/winograd_int8_f2x3.h"
 
 namespace qtk {
 namespace detail {

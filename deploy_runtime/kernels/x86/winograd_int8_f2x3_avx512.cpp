@@ -2,7 +2,7 @@
 // (winograd_int8_f2x3.h): 16 float accumulators of 16 lanes, each U' broadcast from memory into its
 // FMA.
 #include "avx512_intrinsics.h"
-#include "winograd_int8_f2x3.h"
+#include "../contracts/winograd_int8_f2x3.h"
 
 namespace qtk {
 namespace detail {

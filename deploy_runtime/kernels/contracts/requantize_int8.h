@@ -1,5 +1,5 @@
-// The epilogue of the x86 int8 kernels: int32 accumulators to int8 by docs/quantization_spec.md
-// section 2, vectorized; one file per ISA, each compiled with its own flags and called only where
+// The epilogue of the optimized int8 kernels: int32 accumulators to int8 by
+// docs/quantization_spec.md section 2, vectorized; one file per ISA, each compiled with its own flags and called only where
 // cpu_supports() its level.
 //
 // Contract: y[i] = arith::requantize(acc[i] + offset, multiplier, shift, zero_point, lo, hi), byte
@@ -70,6 +70,7 @@ struct Int8RequantizeUkernel {
 
 extern const Int8RequantizeUkernel kInt8RequantizeAvx2;
 extern const Int8RequantizeUkernel kInt8RequantizeAvx512;
+extern const Int8RequantizeUkernel kInt8RequantizeNeon;
 
 }  // namespace detail
 }  // namespace qtk

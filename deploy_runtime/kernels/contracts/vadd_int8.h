@@ -49,6 +49,7 @@ struct Int8VaddUkernel {
 
 extern const Int8VaddUkernel kInt8VaddAvx2;
 extern const Int8VaddUkernel kInt8VaddAvx512;
+extern const Int8VaddUkernel kInt8VaddNeon;
 
 }  // namespace detail
 }  // namespace qtk

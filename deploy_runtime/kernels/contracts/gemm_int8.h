@@ -5,8 +5,10 @@
 // Contract: c[r * c_stride + j] = sum over quads q < b.outer_count * b.inner_count, i < 4 of
 // a[q][r][i] * bq[j][i], exact in int32, with
 //   a   int8 weights, packed [quads][mr][4]: 4 consecutive k of one output channel;
-//   bq  uint8 activations, [nr][4]: the same 4 k of nr output pixels, for quad q = o * inner_count
-//       + i at b.base + o * b.outer_stride + b.inner_offsets[i] (bytes);
+//   bq  activations, [nr][4]: the same 4 k of nr output pixels, for quad q = o * inner_count
+//       + i at b.base + o * b.outer_stride + b.inner_offsets[i] (bytes); uint8 x + 128 for a
+//       micro-kernel with x_offset 128 (x86's vpdpbusd multiplies unsigned by signed bytes),
+//       int8 x for x_offset 0 (aarch64's sdot and smmla multiply signed bytes);
 //   c   int32 [mr] rows of nr, c_stride apart.
 // A packed GEMM operand [quads][nr][4] is inner_count 1, offset 0, outer_stride nr * 4; the direct
 // conv reads its quads in place, one inner offset per kernel tap. No alignment is required. The
@@ -61,6 +63,7 @@ struct Int8GemmUkernel {
     void (*run)(const int8_t* a, const Int8GemmB& b, int32_t* c, int64_t c_stride);
     int quad_block = 1;             // quads per run of a's rows (see the contract)
     void (*prepare)() = nullptr;    // per thread, before a task's first run()
+    int32_t x_offset = 128;         // what bq adds to x: 128 or 0 (see the contract)
 };
 
 // The channels-last (NHWC) conv's micro-kernels (conv2d_int8_gemm_nhwc.cpp): a pixel's input
@@ -101,6 +104,9 @@ extern const Int8GemmUkernel kInt8Gemm2x16c4Avx2;
 extern const Int8GemmUkernel kInt8Gemm4x16c4AvxVnni;
 extern const Int8GemmUkernel kInt8Gemm8x32c4Avx512Vnni;
 extern const Int8GemmUkernel kInt8Gemm32x32c4Amx;
+extern const Int8GemmUkernel kInt8Gemm4x16c4Neon;
+extern const Int8GemmUkernel kInt8Gemm6x16c4Dotprod;
+extern const Int8GemmUkernel kInt8Gemm4x16c4I8mm;
 extern const Int8GemmNhwcUkernel kInt8GemmNhwc12x32Avx512Vnni;
 extern const Int8GemmNhwcUkernel kInt8GemmNhwc24x16Avx512Vnni;
 extern const Int8GemmNhwcUkernel kInt8GemmNhwc32x32Amx;
