@@ -25,6 +25,7 @@ struct Int8LutUkernel {
 extern const Int8LutUkernel kInt8LutAvx2;
 extern const Int8LutUkernel kInt8LutAvx512;
 extern const Int8LutUkernel kInt8LutAvx512Vbmi;
+extern const Int8LutUkernel kInt8LutNeon;
 
 }  // namespace detail
 }  // namespace qtk

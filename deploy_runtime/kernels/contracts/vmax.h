@@ -22,6 +22,8 @@ extern const VmaxUkernel<int8_t> kInt8VmaxAvx2;
 extern const VmaxUkernel<int8_t> kInt8VmaxAvx512;
 extern const VmaxUkernel<float> kFloat32VmaxAvx2;
 extern const VmaxUkernel<float> kFloat32VmaxAvx512;
+extern const VmaxUkernel<int8_t> kInt8VmaxNeon;
+extern const VmaxUkernel<float> kFloat32VmaxNeon;
 
 }  // namespace detail
 }  // namespace qtk

@@ -106,6 +106,10 @@ extern const OpAlgo kConcatInt8TableAvx512 = {"concat_int8_table_avx512", IsaLev
 extern const OpAlgo kConcatInt8TableAvx2 = {"concat_int8_table_avx2", IsaLevel::kAvx2,
                                             make_kernel<ConcatInt8Table, kInt8LutAvx2>};
 #endif
+#if QTK_ARM_NEON
+extern const OpAlgo kConcatInt8TableNeon = {"concat_int8_table_neon", IsaLevel::kNeon,
+                                            make_kernel<ConcatInt8Table, kInt8LutNeon>};
+#endif
 extern const OpAlgo kConcatInt8Table = {"concat_int8_table", IsaLevel::kScalar,
                                         make_kernel<ConcatInt8Table, kLookupBytes>};
 

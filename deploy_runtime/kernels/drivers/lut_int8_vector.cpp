@@ -1,4 +1,4 @@
-// lut int8 on x86 (y = table[x + 128]): the vector lookups of lut_int8.h over the flat tensor,
+// lut int8 (y = table[x + 128]): the vector lookups of lut_int8.h over the flat tensor,
 // threads splitting it. Built with the baseline flags.
 #include <array>
 #include <cstring>
@@ -51,6 +51,10 @@ extern const OpAlgo kLutInt8VectorAvx512 = {"lut_int8_vector_avx512", IsaLevel::
 #if QTK_X86_AVX2
 extern const OpAlgo kLutInt8VectorAvx2 = {"lut_int8_vector_avx2", IsaLevel::kAvx2,
                                           make_kernel<LutInt8Vector, kInt8LutAvx2>};
+#endif
+#if QTK_ARM_NEON
+extern const OpAlgo kLutInt8VectorNeon = {"lut_int8_vector_neon", IsaLevel::kNeon,
+                                          make_kernel<LutInt8Vector, kInt8LutNeon>};
 #endif
 
 }  // namespace detail

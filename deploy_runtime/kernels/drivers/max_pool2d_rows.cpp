@@ -181,6 +181,12 @@ extern const OpAlgo kMaxPool2dInt8RowsAvx2 = {"max_pool2d_int8_rows_avx2", IsaLe
 extern const OpAlgo kMaxPool2dFloat32RowsAvx2 = {"max_pool2d_float32_rows_avx2", IsaLevel::kAvx2,
                                                  make<Float32Max, kFloat32VmaxAvx2>};
 #endif
+#if QTK_ARM_NEON
+extern const OpAlgo kMaxPool2dInt8RowsNeon = {"max_pool2d_int8_rows_neon", IsaLevel::kNeon,
+                                              make<Int8Max, kInt8VmaxNeon>};
+extern const OpAlgo kMaxPool2dFloat32RowsNeon = {"max_pool2d_float32_rows_neon", IsaLevel::kNeon,
+                                                 make<Float32Max, kFloat32VmaxNeon>};
+#endif
 extern const OpAlgo kMaxPool2dInt8Rows = {"max_pool2d_int8_rows", IsaLevel::kScalar,
                                           make<Int8Max, kInt8VmaxScalar>};
 extern const OpAlgo kMaxPool2dFloat32Rows = {"max_pool2d_float32_rows", IsaLevel::kScalar,
