@@ -123,7 +123,8 @@ void check_case(int64_t in, int64_t out, Fill fill = Fill::kRandom, const Middle
     CHECK(algorithm == "linear_int8_reference");
     CHECK(want.size() == size_t(5 * count_of(middle) * out));
     const std::vector<int8_t> want_first(want.begin(), want.begin() + count_of(middle) * out);
-    for (IsaLevel level : {IsaLevel::kAvx2, IsaLevel::kAvx512Vnni}) {
+    for (IsaLevel level :
+         {IsaLevel::kAvx2, IsaLevel::kAvx512Vnni, IsaLevel::kNeon, IsaLevel::kDotprod}) {
         if (!cpu_supports(level)) {
             continue;
         }
@@ -153,11 +154,14 @@ void test_choice() {
         {IsaLevel::kAvx2, "linear_int8_gemv_32c2_avx2"},
         {IsaLevel::kAvxVnni, "linear_int8_gemv_32c2_avx2"},
         {IsaLevel::kAvx512Vnni, "linear_int8_gemv_64c4_avx512_vnni"},
+        {IsaLevel::kNeon, "linear_int8_gemv_16c4_neon"},
+        {IsaLevel::kDotprod, "linear_int8_gemv_16c4_dotprod"},
+        {IsaLevel::kI8mm, "linear_int8_gemv_16c4_dotprod"},
     };
     for (const auto& [level, name] : expected) {
         std::string algorithm;
         run(c, 17, level, 1, 1, &algorithm);
-#if QTK_X86_AVX2 && QTK_X86_AVX512_VNNI
+#if (QTK_X86_AVX2 && QTK_X86_AVX512_VNNI) || (QTK_ARM_NEON && QTK_ARM_DOTPROD)
         if (cpu_supports(level)) {
             CHECK(algorithm == name);
         }

@@ -1,13 +1,14 @@
-// linear int8 on x86, any rows (docs/quantization_spec.md section 4 with k over the input
+// linear int8, any rows (docs/quantization_spec.md section 4 with k over the input
 // features, the last dimension; every other dimension, the batch among them, is rows): output
 // features across the vector lanes. The GEMV micro-kernels (gemv_int8.h) and the epilogue
 // (requantize_int8.h) are per ISA; this file, built with the baseline flags, packs the weights at
 // load and cuts the work.
 //
-// Exact by construction, as the GEMM conv: the micro-kernels multiply u = x ^ 0x80 = x + 128 (as
-// uint8) by the int8 weights, and sum (x - z) w = sum u w - (128 + z) sum w, so one constant per
-// output feature, bias - (128 + z) sum w (computed at load), turns their sums into the spec's
-// accumulator; |sum u w| <= K * 255 * 127 < 2^31 (check_accumulator_range).
+// Exact by construction, as the GEMM conv: the micro-kernels multiply u = x + o by the int8
+// weights, o their x_offset (x86: 128, u = x ^ 0x80 as uint8; aarch64: 0), and
+// sum (x - z) w = sum u w - (o + z) sum w, so one constant per output feature, bias - (o + z) sum w
+// (computed at load), turns their sums into the spec's accumulator;
+// |sum u w| <= K * 255 * 127 < 2^31 (check_accumulator_range).
 //
 // Work: one task per (block of nr features, row), block-major, so a thread's consecutive tasks
 // reuse one block of packed weights (nr * K bytes) from cache across rows.
@@ -37,7 +38,7 @@ class LinearInt8Gemv final : public LinearKernel {
         pack_weights();
     }
 
-    // u = x ^ 0x80 per row, zero past K (where the packed weights are zero too).
+    // u = x + x_offset per row, zero past K (where the packed weights are zero too).
     size_t workspace_bytes(const std::vector<Shape>& input_shapes, const std::vector<Shape>&,
                            int) const override {
         return size_t(rows(input_shapes[0]) * k_padded_);
@@ -49,10 +50,11 @@ class LinearInt8Gemv final : public LinearKernel {
         const int8_t* x = io.input<int8_t>(0);
         int8_t* y = io.output<int8_t>(0);
         uint8_t* const u = io.workspace;
+        const uint8_t flip = ukernel_.x_offset == 128 ? 0x80 : 0;
         for (int64_t n = 0; n < row_count; ++n) {
             uint8_t* u_row = u + n * row_bytes;
             for (int64_t k = 0; k < in_features_; ++k) {
-                u_row[k] = static_cast<uint8_t>(x[n * in_features_ + k] ^ 0x80);
+                u_row[k] = static_cast<uint8_t>(x[n * in_features_ + k] ^ flip);
             }
             std::fill(u_row + in_features_, u_row + row_bytes, uint8_t{0});
         }
@@ -91,7 +93,8 @@ class LinearInt8Gemv final : public LinearKernel {
             }
             // In int32: |bias| + 255 * 127 * K < 2^31 (check_accumulator_range).
             acc_init_[size_t(o)] = static_cast<int32_t>(
-                constants_.bias[size_t(o)] - (128 + constants_.input_zero_point) * sum);
+                constants_.bias[size_t(o)] -
+                (int64_t{ukernel_.x_offset} + constants_.input_zero_point) * sum);
         }
     }
 
@@ -101,7 +104,7 @@ class LinearInt8Gemv final : public LinearKernel {
     const int64_t k_padded_;  // K rounded up to 4, a multiple of every kr
     const int64_t blocks_;    // blocks of nr output features
     std::vector<int8_t> packed_weights_;
-    std::vector<int32_t> acc_init_;  // per output feature: bias - (128 + z) * sum(w)
+    std::vector<int32_t> acc_init_;  // per output feature: bias - (x_offset + z) * sum(w)
 };
 
 }  // namespace
@@ -115,6 +118,16 @@ extern const LinearAlgo kLinearInt8Gemv64c4Avx512Vnni = {
 extern const LinearAlgo kLinearInt8Gemv32c2Avx2 = {
     "linear_int8_gemv_32c2_avx2", IsaLevel::kAvx2,
     make_kernel<LinearInt8Gemv, kInt8Gemv32c2Avx2, kInt8RequantizeAvx2>};
+#endif
+#if QTK_ARM_DOTPROD
+extern const LinearAlgo kLinearInt8Gemv16c4Dotprod = {
+    "linear_int8_gemv_16c4_dotprod", IsaLevel::kDotprod,
+    make_kernel<LinearInt8Gemv, kInt8Gemv16c4Dotprod, kInt8RequantizeNeon>};
+#endif
+#if QTK_ARM_NEON
+extern const LinearAlgo kLinearInt8Gemv16c4Neon = {
+    "linear_int8_gemv_16c4_neon", IsaLevel::kNeon,
+    make_kernel<LinearInt8Gemv, kInt8Gemv16c4Neon, kInt8RequantizeNeon>};
 #endif
 
 }  // namespace detail
