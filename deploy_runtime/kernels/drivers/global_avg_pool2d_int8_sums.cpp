@@ -1,7 +1,8 @@
 // global_avg_pool2d, int8 (docs/quantization_spec.md section 6, d = H * W): each plane's sum of
 // x - z, then arith::average, as the reference; the sum taken 16 bytes at a time. psadbw adds the
 // unsigned bytes u = x ^ 0x80 = x + 128 into 64-bit lanes, so sum x = sum u - 128 n, exactly, for
-// any plane size (SSE2, in every x86-64's baseline; a plain loop elsewhere). Threads split planes.
+// any plane size (SSE2, in every x86-64's baseline; on aarch64 NEON's pair adds into int32 lanes,
+// flushed to int64 every 64 KiB; a plain loop elsewhere). Threads split planes.
 // Channels-last (where the layout pass put it: graph_passes.h), each run of 64 channels sums its
 // pixels 16 channels a vector (exact in int32: |sum| <= 128 H W < 2^31, checked), threads
 // splitting the runs.
@@ -10,6 +11,8 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#elif defined(__ARM_NEON)
+#include <arm_neon.h>
 #endif
 
 #include "beside_reference.h"
@@ -35,6 +38,15 @@ int64_t sum_bytes(const int8_t* x, int64_t count) {
         vsum = _mm_add_epi64(vsum, _mm_sad_epu8(vu, vzero));
     }
     sum = _mm_cvtsi128_si64(vsum) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(vsum, vsum)) - 128 * i;
+#elif defined(__ARM_NEON)
+    constexpr int64_t kFlush = 65536;  // bytes per int32 lane sum: |sum| <= 128 * 65536 / 4
+    while (i + 16 <= count) {
+        int32x4_t vsum = vdupq_n_s32(0);
+        for (const int64_t end = std::min(count, i + kFlush); i + 16 <= end; i += 16) {
+            vsum = vpadalq_s16(vsum, vpaddlq_s8(vld1q_s8(x + i)));
+        }
+        sum += vaddlvq_s32(vsum);
+    }
 #endif
     for (; i < count; ++i) {
         sum += x[i];
@@ -46,8 +58,8 @@ constexpr int64_t kChannelRun = 64;  // channels summed together channels-last
 
 // sums[c] = the sum over `pixels` pixels (`stride` bytes apart) of x[c], c < channels <= 64:
 // 16 channels a vector, u = x ^ 0x80 widened to uint16 lanes over up to 256 pixels (255 * 256 <
-// 2^16), then added into uint32 lanes; sum x = sum u - 128 pixels. Channels past the last 16 one
-// at a time.
+// 2^16), then added into uint32 lanes; sum x = sum u - 128 pixels (NEON: x itself into int16
+// lanes, -128 * 256 >= -2^15). Channels past the last 16 one at a time.
 void sum_channels(const int8_t* x, int64_t pixels, int64_t stride, int64_t channels,
                   int32_t* sums) {
     int64_t c = 0;
@@ -73,6 +85,26 @@ void sum_channels(const int8_t* x, int64_t pixels, int64_t stride, int64_t chann
         for (int v = 0; v < 4; ++v) {
             _mm_storeu_si128(reinterpret_cast<__m128i*>(sums + c + 4 * v),
                              _mm_sub_epi32(vsum[v], vbias));
+        }
+    }
+#elif defined(__ARM_NEON)
+    for (; c + 16 <= channels; c += 16) {
+        int32x4_t vsum[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+        for (int64_t first = 0; first < pixels; first += 256) {
+            int16x8_t vlow = vdupq_n_s16(0), vhigh = vdupq_n_s16(0);  // channels 0-7 and 8-15
+            const int64_t end = std::min(pixels, first + 256);
+            for (int64_t p = first; p < end; ++p) {
+                const int8x16_t vx = vld1q_s8(x + p * stride + c);
+                vlow = vaddw_s8(vlow, vget_low_s8(vx));
+                vhigh = vaddw_high_s8(vhigh, vx);
+            }
+            vsum[0] = vaddw_s16(vsum[0], vget_low_s16(vlow));
+            vsum[1] = vaddw_high_s16(vsum[1], vlow);
+            vsum[2] = vaddw_s16(vsum[2], vget_low_s16(vhigh));
+            vsum[3] = vaddw_high_s16(vsum[3], vhigh);
+        }
+        for (int v = 0; v < 4; ++v) {
+            vst1q_s32(sums + c + 4 * v, vsum[v]);
         }
     }
 #endif
