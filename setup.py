@@ -1,5 +1,7 @@
 """Builds the qtk._C extension (the deploy runtime + its pybind11 binding) with CMake and ninja."""
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,12 +17,28 @@ class CMakeExtension(Extension):
         super().__init__(name, sources=[])
 
 
+def drop_stale_cache(build_dir):
+    """Starts the build directory anew where its cache names a cmake or ninja that is gone: pip
+    builds wheels in isolated environments that it deletes afterwards, so a second `pip wheel .`
+    would otherwise find the first one's tools in the cache."""
+    cache = build_dir / "CMakeCache.txt"
+    if not cache.exists():
+        return
+    text = cache.read_text()
+    for key in ("CMAKE_COMMAND", "CMAKE_MAKE_PROGRAM"):
+        found = re.search(rf"^{key}:[A-Z]+=(.*)$", text, re.M)
+        if found is None or not Path(found.group(1)).exists():
+            shutil.rmtree(build_dir)
+            return
+
+
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
         import pybind11
 
         output_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
         build_dir = Path(self.build_temp).resolve() / "cmake"
+        drop_stale_cache(build_dir)
         build_dir.mkdir(parents=True, exist_ok=True)
         config = [
             "cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",
