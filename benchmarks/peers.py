@@ -40,6 +40,7 @@ import torch
 import torchvision
 
 import qtk
+from benchmarks.charts import peers_chart
 from model_zoo.training import reestimate_batchnorm
 
 SIZE = 224
@@ -622,13 +623,14 @@ def main(argv=None):
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(summary, f, indent=2)
+    peers_chart(summary, os.path.splitext(args.json)[0] + ".png")
     lines = (target_lines(results, args) + report_lines(results, args)
              + isa_lines(results, args.engines, openvino_capabilities))
     print("\n".join(lines))
     if args.readme:
         write_readme(args.readme, lines, "python -m benchmarks.peers " + " ".join(
             sys.argv[1:] if argv is None else argv))
-    print(f"\nJSON: {args.json}")
+    print(f"\nJSON: {args.json} (chart: .png beside it)")
 
 
 if __name__ == "__main__":

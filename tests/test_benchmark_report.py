@@ -67,3 +67,16 @@ def test_the_xeon_section_in_the_readme_is_the_one_its_runs_replace():
         text = f.read()
     generated = text[text.index(BEGIN):text.index(END)]
     assert f"\n## {XEON}\n" in generated
+
+
+def test_peers_chart_is_drawn_from_a_summary(tmp_path):
+    from benchmarks.charts import peers_chart
+
+    engines = {"qtk int8": {"median_ms_1t": 2.0, "median_ms_2t": 1.1},
+               "OpenVINO int8": {"median_ms_1t": 2.5, "median_ms_2t": 1.0},
+               "ONNX Runtime fp32": {"missing": "pip install onnxruntime"}}
+    summary = {"machine": {"cpu": EPYC}, "settings": {"threads": [1, 2]},
+               "results": {"resnet18": {"engines": engines}, "mobilenet_v2": {"engines": engines}}}
+    out = tmp_path / "peers.png"
+    peers_chart(summary, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
