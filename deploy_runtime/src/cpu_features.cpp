@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -105,7 +106,7 @@ Support detect() {
 #if defined(QTK_AARCH64_LINUX)
 // Linux's AT_HWCAP and AT_HWCAP2 bits (asm/hwcap.h), spelled here so that an older libc's headers
 // do not hide a level.
-constexpr unsigned long kHwcapAsimd = 1ul << 1, kHwcapAsimddp = 1ul << 20;
+constexpr unsigned long kHwcapAsimd = 1ul << 1, kHwcapCpuid = 1ul << 11, kHwcapAsimddp = 1ul << 20;
 constexpr unsigned long kHwcap2I8mm = 1ul << 13;
 
 struct ArmSupport {
@@ -226,6 +227,19 @@ std::string cpu_name() {
     std::string name(brand);
     name.erase(0, name.find_first_not_of(' '));
     name.erase(name.find_last_not_of(' ') + 1);
+    return name;
+#elif defined(QTK_AARCH64_LINUX)
+    // MIDR_EL1 names the core design (implementer, part number, variant, revision); Linux emulates
+    // its read from user space where HWCAP_CPUID says so.
+    if ((getauxval(AT_HWCAP) & kHwcapCpuid) == 0) {
+        return "aarch64";
+    }
+    uint64_t midr = 0;
+    __asm__ volatile("mrs %0, MIDR_EL1" : "=r"(midr));
+    char name[96];
+    std::snprintf(name, sizeof name, "aarch64 implementer 0x%02x part 0x%03x r%dp%d",
+                  unsigned(midr >> 24 & 0xff), unsigned(midr >> 4 & 0xfff),
+                  int(midr >> 20 & 0xf), int(midr & 0xf));
     return name;
 #elif defined(__aarch64__)
     return "aarch64";

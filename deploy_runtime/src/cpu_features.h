@@ -41,7 +41,8 @@ const char* isa_name(IsaLevel level);
 // Detected once; always true for kScalar, false for the other architecture's levels.
 bool cpu_supports(IsaLevel level);
 
-// The CPU's brand string ("AMD EPYC 9R14 96-Core Processor"), which keys Fast-Run caches.
+// The CPU's brand string ("AMD EPYC 9R14 96-Core Processor"; on aarch64 its MIDR core design,
+// "aarch64 implementer 0x41 part 0xd0c r4p1" for a Neoverse N1), which keys Fast-Run caches.
 std::string cpu_name();
 
 // The highest level QTK_ISA allows, read at each call (so a test can change it between model
