@@ -117,12 +117,18 @@ def _random_inputs(session, batch, rng):
 # ---------------------------------------------------------------------------------------- inspect
 
 def _runtime_nodes(path, threads):
-    """The runtime's view: per node (execution order) name, op, algorithm, MACs; which runtime
-    node writes each value (one run on zeros with intermediates kept); the arena."""
-    session = runtime.load(path, threads=threads, profile=True, keep_intermediates=True)
-    zeros = [np.zeros(info["shape"], dtype=np.float32) for info in session.inputs]
-    session.run(*zeros)
-    writes = {v["value"]: v["node"] for v in session._session.intermediates() if v["node"]}
+    """The runtime's view: the session (its arena), per node (execution order) name, op,
+    algorithm and MACs, and which runtime node writes each value (one run on zeros of a second
+    session that keeps intermediates, whose arena is larger)."""
+    session = runtime.load(path, threads=threads, profile=True)
+    debugging = runtime.load(path, threads=threads, keep_intermediates=True)
+    debugging.run(*[np.zeros(info["shape"], dtype=np.float32) for info in session.inputs])
+    writes = {}  # an NHWC twin's writer writes the value (a permute back only copies it)
+    for v in debugging._session.intermediates():
+        if v["node"] and v["value"].endswith(" (NHWC)"):
+            writes[v["value"][:-len(" (NHWC)")]] = v["node"]
+        elif v["node"]:
+            writes.setdefault(v["value"], v["node"])
     return session, session.profile(), writes
 
 
@@ -132,8 +138,12 @@ def inspect_model(path, threads=1):
 
     qfile = read_qmodel(path)
     session, nodes, writes = _runtime_nodes(path, threads)
-    by_name = {n["name"]: n for n in nodes}
-    file_names = {n.name for n in qfile.nodes}
+    # A runtime node keeps its file node's name and op; a permute the layout pass adds is named
+    # after the value it writes, which may be a file node's name too.
+    by_key = {}
+    for n in nodes:
+        by_key.setdefault((n["name"], n["op"]), n)
+    file_keys = {(n.name, n.op) for n in qfile.nodes}
 
     def describe_value(vid):
         v = qfile.values[vid]
@@ -144,7 +154,7 @@ def inspect_model(path, threads=1):
 
     rows = []
     for index, node in enumerate(qfile.nodes):
-        served = by_name.get(node.name)
+        served = by_key.get((node.name, node.op))
         outputs = [describe_value(v) for v in node.outputs]
         if served is not None:
             algorithm, macs = served["algorithm"], served["macs"]
@@ -163,7 +173,7 @@ def inspect_model(path, threads=1):
                          outputs=outputs, constants=weights, requantize=quant, macs=macs,
                          algorithm=algorithm))
     added = [dict(op=n["op"], name=n["name"], algorithm=n["algorithm"]) for n in nodes
-             if n["name"] not in file_names]
+             if (n["name"], n["op"]) not in file_keys]
     size = os.path.getsize(path)
     return dict(
         path=os.fspath(path), producer=qfile.producer, file_bytes=size,
