@@ -236,3 +236,15 @@ def test_profile_gives_each_nodes_last_start_and_time(tiny):
         for before, after in zip(nodes, nodes[1:]):
             assert before["last_start"] + before["last_seconds"] <= after["last_start"]
         assert all(n["seconds"] >= n["last_seconds"] >= 0 for n in nodes)
+
+
+def test_diff_compares_a_float_export_within_a_tolerance(tmp_path, capsys):
+    """A float model exports as float32 ops, which need not give torch's bits: within
+    qtk.debug's tolerance they agree, and a flipped exponent bit is found."""
+    path = tmp_path / "float.qmodel"
+    assert cli.main(["export", f"{MODELS}:tiny_float", str(path)]) == 0
+    model, example = _load_models_module().tiny_float()
+    assert debug.first_divergence(model, path, torch.randn(2, 3, 16, 16)) is None
+    bad = _corrupted(path, tmp_path, "expand.0.weight", index=3)  # a float's sign/exponent byte
+    assert cli.main(["diff", f"{MODELS}:tiny_float", str(bad)]) == 1
+    assert "first divergent node: 'expand.0' (conv2d)" in capsys.readouterr().out
