@@ -44,7 +44,7 @@ class Divergence:
         expected: the reference's values there.
         got: the runtime's values there.
         repro: the one-node .qmodel written to reproduce it, or None.
-        repro_note: why there is none, or how the reproducer behaved.
+        repro_note: how the reproducer behaved, why there is none, or what else is known.
         checked: the values compared before (and including) this one.
     """
     node: str
@@ -63,8 +63,10 @@ class Divergence:
     checked: int = 0
 
     def __str__(self):
-        lines = [f"first divergent node: {self.node!r} ({self.op}), value {self.value!r} "
-                 f"{list(self.shape)}: {self.mismatches} of {self.size} elements differ"]
+        differ = (f"{self.mismatches} of {self.size} elements differ" if self.mismatches >= 0
+                  else "its shape differs")
+        lines = [f"first divergent node: {self.node!r} ({self.op or 'output'}), value "
+                 f"{self.value!r} {list(self.shape)}: {differ}"]
         if self.file_node != self.node:
             lines.append(f"  (the file's node {self.file_node!r} writes the value; the runtime "
                          f"fused it into {self.node!r})")
@@ -73,7 +75,7 @@ class Divergence:
         if self.repro:
             lines.append(f"  reproducer: {self.repro} {self.repro_note}".rstrip())
         elif self.repro_note:
-            lines.append(f"  no reproducer: {self.repro_note}")
+            lines.append(f"  {self.repro_note}")
         return "\n".join(lines)
 
 
@@ -119,23 +121,20 @@ def first_divergence(quantized_model, qmodel, inputs, threads=1, repro_path=None
         progress: a callable wrapping an iterable (``tqdm.tqdm``) for long comparisons.
     Returns:
         a :class:`Divergence`, or None when every value the runtime computed equals the
-        reference's.
+        reference's. Where all do while each value has memory of its own but an ordinary
+        session's output differs, the divergence's node is ``"(arena reuse)"``.
     """
     inputs = _as_tuple(inputs)
     qfile = read_qmodel(qmodel)
-    if isinstance(qmodel, (bytes, bytearray, memoryview)):
-        data = bytes(qmodel)
-    else:
-        data = None
+    source = bytes(qmodel) if isinstance(qmodel, (bytes, bytearray, memoryview)) else qmodel
     references, writer = reference_values(quantized_model, inputs)
     names = [v["name"] for v in writer.values]
     if names != [v.name for v in qfile.values]:
         raise ValueError("the .qmodel's values are not those this model exports (was it exported "
                          "from another model or another qtk?); export it again with qtk.export")
-    session = runtime.load(data if data is not None else qmodel, threads=threads,
-                           keep_intermediates=True)
-    session.run(*[x.detach().float().numpy() if isinstance(x, torch.Tensor) else x
-                  for x in inputs], output="int8")
+    arrays = [x.detach().float().numpy() if isinstance(x, torch.Tensor) else x for x in inputs]
+    session = runtime.load(source, threads=threads, keep_intermediates=True)
+    session.run(*arrays, output="int8")
     computed = session._session.intermediates()  # a list: execution order, names as they are
     id_of = {v.name: vid for vid, v in enumerate(qfile.values)}
     producer = qfile.producer_of()
@@ -152,37 +151,58 @@ def first_divergence(quantized_model, qmodel, inputs, threads=1, repro_path=None
             got = got.transpose(0, 3, 1, 2)
         if vid not in references:
             continue
-        want = references[vid].detach().cpu().numpy()
         checked += 1
-        value = qfile.values[vid]
-        if want.shape != got.shape:
-            return Divergence(entry["node"], entry["op"], value.name, vid,
-                              qfile.nodes[producer[vid]].name if vid in producer else "",
-                              tuple(got.shape), -1, int(got.size), [], [], [],
-                              repro_note=f"shapes differ: reference {list(want.shape)}",
-                              checked=checked)
-        same = _equal(want, got)
-        if same.all():
-            continue
-        wrong = np.argwhere(~same)
-        first = [tuple(int(i) for i in index) for index in wrong[:8]]
-        found = Divergence(
-            node=entry["node"] or "(graph input)", op=entry["op"] or "quantize", value=value.name,
-            value_id=vid, file_node=qfile.nodes[producer[vid]].name if vid in producer else "",
-            shape=tuple(got.shape), mismatches=int(len(wrong)), size=int(got.size), indices=first,
-            expected=[want[i].item() for i in first], got=[got[i].item() for i in first],
-            checked=checked)
-        if repro_path is not None:
-            _write_repro(found, qfile, producer, references, repro_path, threads)
-        return found
+        found = _compare(entry["node"] or "(graph input)", entry["op"] or "quantize", vid,
+                         references[vid], got, qfile, producer, checked)
+        if found is not None:
+            if repro_path is not None and found.mismatches > 0:
+                _write_repro(found, qfile, producer, references, repro_path, threads)
+            return found
+
+    # Every value agrees while each has memory of its own: the outputs of an ordinary session,
+    # whose arena reuses memory, must agree too, or a kernel writes beyond its output or reads a
+    # value after its memory went to another.
+    plain = runtime.load(source, threads=threads).run(*arrays, output="int8")
+    plain = plain if isinstance(plain, list) else [plain]
+    for vid, got in zip(qfile.outputs, plain):
+        if vid in references:
+            found = _compare("(arena reuse)", "", vid, references[vid], np.asarray(got), qfile,
+                             producer, checked)
+            if found is not None:
+                found.repro_note = ("every node's output agrees when each has memory of its own, "
+                                    "but this output of an ordinary session differs: a kernel "
+                                    "writes outside its output or reads memory already reused")
+                return found
     return None
+
+
+def _compare(node, op, vid, reference, got, qfile, producer, checked):
+    """A :class:`Divergence` where ``got`` differs from ``reference``, else None."""
+    want = reference.detach().cpu().numpy()
+    value = qfile.values[vid]
+    file_node = qfile.nodes[producer[vid]].name if vid in producer else ""
+    if want.shape != got.shape:
+        return Divergence(node, op, value.name, vid, file_node, tuple(got.shape), -1,
+                          int(got.size), [], [], [],
+                          repro_note=f"shapes differ: reference {list(want.shape)}",
+                          checked=checked)
+    same = _equal(want, got)
+    if same.all():
+        return None
+    wrong = np.argwhere(~same)
+    first = [tuple(int(i) for i in index) for index in wrong[:8]]
+    return Divergence(node=node, op=op, value=value.name, value_id=vid, file_node=file_node,
+                      shape=tuple(got.shape), mismatches=int(len(wrong)), size=int(got.size),
+                      indices=first, expected=[want[i].item() for i in first],
+                      got=[got[i].item() for i in first], checked=checked)
 
 
 def _write_repro(found, qfile, producer, references, path, threads):
     """The file's node(s) that computed the value, alone in a .qmodel, with the reference inputs;
     then checks whether the runtime reproduces the divergence on it."""
     if found.value_id not in producer:
-        found.repro_note = "the value is a graph input (the runtime's input quantization)"
+        found.repro_note = ("no reproducer: the value is a graph input (the runtime's input "
+                            "quantization)")
         return
     chosen = {producer[found.value_id]}
     # A fused add's value comes from the conv the runtime fused it into: take both.
@@ -190,7 +210,7 @@ def _write_repro(found, qfile, producer, references, path, threads):
     writer, input_ids, output_ids = subgraph_writer(qfile, chosen)
     missing = [qfile.values[v].name for v in input_ids if v not in references]
     if missing:
-        found.repro_note = f"no reference for its input(s) {missing}"
+        found.repro_note = f"no reproducer: no reference for its input(s) {missing}"
         return
     with open(path, "wb") as f:
         f.write(writer.to_bytes())

@@ -248,3 +248,28 @@ def test_diff_compares_a_float_export_within_a_tolerance(tmp_path, capsys):
     bad = _corrupted(path, tmp_path, "expand.0.weight", index=3)  # a float's sign/exponent byte
     assert cli.main(["diff", f"{MODELS}:tiny_float", str(bad)]) == 1
     assert "first divergent node: 'expand.0' (conv2d)" in capsys.readouterr().out
+
+
+def test_diff_tells_a_difference_that_only_arena_reuse_shows(tiny, monkeypatch):
+    """Every value agrees in the debugging session (no memory reuse) but an ordinary session's
+    output does not: the finder says so instead of reporting no divergence."""
+    quantized, example, path = tiny
+    load = qtk.runtime.load
+
+    class Clobbered:
+        def __init__(self, session):
+            self.session = session
+
+        def run(self, *inputs, output="float"):
+            y = self.session.run(*inputs, output=output).copy()
+            y[0, 3] ^= 1
+            return y
+
+    def fake_load(model, keep_intermediates=False, **kwargs):
+        session = load(model, keep_intermediates=keep_intermediates, **kwargs)
+        return session if keep_intermediates else Clobbered(session)
+
+    monkeypatch.setattr(debug.runtime, "load", fake_load)
+    found = debug.first_divergence(quantized, path, example)
+    assert (found.node, found.value, found.indices) == ("(arena reuse)", "fc", [(0, 3)])
+    assert "memory" in found.repro_note and found.checked > 5
