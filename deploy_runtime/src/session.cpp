@@ -85,6 +85,8 @@ struct Session::Impl {
     std::vector<double> node_seconds;  // per node, summed over runs (profiling only)
     std::vector<double> last_start;    // per node, the last run's start since `epoch`
     std::vector<double> last_seconds;  // per node, the last run's time
+    std::vector<detail::ThreadPool::RangeTime> ranges;  // the last run's, in node order
+    std::vector<size_t> first_range;  // per node and one past the last: its ranges in `ranges`
     std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
     int64_t profiled_runs = 0;
     std::shared_ptr<Arena> shared_arena;
@@ -315,7 +317,18 @@ std::vector<Tensor> Session::run(const std::vector<const void*>& inputs,
         impl_->node_seconds.resize(g.nodes.size());
         impl_->last_start.resize(g.nodes.size());
         impl_->last_seconds.resize(g.nodes.size());
+        impl_->ranges.clear();
+        impl_->first_range.assign(g.nodes.size() + 1, 0);
+        struct LogRanges {  // the pool logs the ranges of this run only, even if a kernel throws
+            detail::ThreadPool& pool;
+            LogRanges(detail::ThreadPool& p, std::vector<detail::ThreadPool::RangeTime>* log)
+                : pool(p) {
+                pool.set_range_log(log);
+            }
+            ~LogRanges() { pool.set_range_log(nullptr); }
+        } log_ranges(impl_->pool, &impl_->ranges);
         for (size_t k = 0; k < g.nodes.size(); ++k) {
+            impl_->first_range[k] = impl_->ranges.size();
             const auto start = std::chrono::steady_clock::now();
             impl_->m().kernels[k]->run(p.node_io[k], impl_->pool);
             const double seconds = Seconds(std::chrono::steady_clock::now() - start).count();
@@ -323,6 +336,7 @@ std::vector<Tensor> Session::run(const std::vector<const void*>& inputs,
             impl_->last_start[k] = Seconds(start - impl_->epoch).count();
             impl_->last_seconds[k] = seconds;
         }
+        impl_->first_range[g.nodes.size()] = impl_->ranges.size();
         ++impl_->profiled_runs;
     } else {
         for (size_t k = 0; k < g.nodes.size(); ++k) {
@@ -422,7 +436,16 @@ std::vector<NodeProfile> Session::profile() const {
                       k < impl_->node_seconds.size() ? impl_->node_seconds[k] : 0.0,
                       impl_->profiled_runs, 0,
                       k < impl_->last_start.size() ? impl_->last_start[k] : 0.0,
-                      k < impl_->last_seconds.size() ? impl_->last_seconds[k] : 0.0};
+                      k < impl_->last_seconds.size() ? impl_->last_seconds[k] : 0.0,
+                      {}};
+        if (k + 1 < impl_->first_range.size()) {
+            using Seconds = std::chrono::duration<double>;
+            for (size_t r = impl_->first_range[k]; r < impl_->first_range[k + 1]; ++r) {
+                const detail::ThreadPool::RangeTime& t = impl_->ranges[r];
+                n.last_ranges.push_back({t.thread, Seconds(t.start - impl_->epoch).count(),
+                                         Seconds(t.end - t.start).count()});
+            }
+        }
         // conv2d and linear: each output element takes one product per weight of its channel
         if ((node.op == "conv2d" || node.op == "linear") && node.inputs.size() > 1) {
             const Shape& weight = impl_->plan.shapes[node.inputs[1]];

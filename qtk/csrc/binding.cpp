@@ -139,6 +139,11 @@ class PySession {
             d["macs"] = n.macs;
             d["last_start"] = n.last_start;
             d["last_seconds"] = n.last_seconds;
+            py::list ranges;
+            for (const qtk::ThreadRange& r : n.last_ranges) {
+                ranges.append(py::make_tuple(r.thread, r.start, r.seconds));
+            }
+            d["last_ranges"] = ranges;
             out.append(d);
         }
         return out;
@@ -363,7 +368,8 @@ PYBIND11_MODULE(_C, m) {
         .def("profile", &PySession::profile,
              "Per node (with profile=True): name, op, algorithm, seconds summed over runs, runs, "
              "the multiply-accumulates of one run (conv2d, linear), and the last run's "
-             "last_start (seconds since the session was created) and last_seconds.")
+             "last_start (seconds since the session was created), last_seconds and last_ranges: "
+             "(thread, start, seconds) of each range of its parallel loops, thread 0 the caller.")
         .def("intermediates", &PySession::intermediates,
              "With keep_intermediates=True, after a run: the graph inputs, then every node's "
              "outputs in execution order, as dicts of value_id, value (name), node, op and data "

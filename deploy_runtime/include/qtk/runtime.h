@@ -147,6 +147,13 @@ struct SessionOptions {
     bool keep_intermediates = false;
 };
 
+// A part of a node's work in the last run that one thread ran (a range of a parallel loop).
+struct ThreadRange {
+    int thread = 0;        // 0 the thread that called run, 1.. the session's workers
+    double start = 0.0;    // seconds since the session was created (steady clock)
+    double seconds = 0.0;
+};
+
 // One node's share of the runs since profiling started.
 struct NodeProfile {
     std::string name;       // the module path in the torch model
@@ -159,6 +166,7 @@ struct NodeProfile {
     // created (steady clock), and how long it took.
     double last_start = 0.0;
     double last_seconds = 0.0;
+    std::vector<ThreadRange> last_ranges;  // the parallel loops' ranges, by thread
 };
 
 // A value the last run computed (SessionOptions::keep_intermediates): a graph input or a node's
