@@ -368,41 +368,57 @@ def bench_command(args):
 
 # ---------------------------------------------------------------------------------------- profile
 
+def _us(seconds):
+    return round(seconds * 1e6, 3)
+
+
 def profile(path, runs, threads, batch=None, warmup=1, seed=0):
-    """``(trace, nodes)``: a Chrome trace-event dict with one complete ("X") slice per node per
-    run (ts and dur in microseconds, on the session's thread) plus one slice per run around them
-    (category "run"), and per node its seconds over the traced runs."""
+    """``(trace, nodes)``: a Chrome trace-event dict and, per node, its seconds over the traced
+    runs and ``busy``, the seconds its threads spent in its work.
+
+    The trace has complete ("X") events, ts and dur in microseconds: on the calling thread's track
+    (tid 1) one slice per node per run (category: the op) inside one slice per run (category
+    "run"); on every thread's track (tid 1 + the pool's thread index) one slice per range of a
+    node's parallel loops that the thread ran (category "range"), nested in the node's time."""
     session = runtime.load(path, threads=threads, profile=True)
     batch = batch or session.inputs[0]["shape"][0]
     inputs = _random_inputs(session, batch, np.random.default_rng(seed))
     for _ in range(warmup):
         session.run(*inputs)
-    pid, tid = 1, 1
-    events = [
-        dict(name="process_name", ph="M", pid=pid, tid=tid,
-             args=dict(name=f"qtk {os.path.basename(os.fspath(path))}")),
-        dict(name="thread_name", ph="M", pid=pid, tid=tid,
-             args=dict(name=f"session ({threads} thread(s), batch {batch})")),
-    ]
+    pid = 1
+    events = [dict(name="process_name", ph="M", pid=pid, tid=1,
+                   args=dict(name=f"qtk {os.path.basename(os.fspath(path))}"))]
+    for thread in range(threads):
+        name = (f"session: calling thread ({threads} thread(s), batch {batch})" if thread == 0
+                else f"worker {thread}")
+        events.append(dict(name="thread_name", ph="M", pid=pid, tid=1 + thread,
+                           args=dict(name=name)))
+        events.append(dict(name="thread_sort_index", ph="M", pid=pid, tid=1 + thread,
+                           args=dict(sort_index=thread)))
     per_node = None
     for run in _progress(range(runs), desc="profile", unit="run"):
         session.run(*inputs)
         nodes = session.profile()
         if per_node is None:
             per_node = [dict(name=n["name"], op=n["op"], algorithm=n["algorithm"],
-                             macs=n["macs"], seconds=0.0) for n in nodes]
+                             macs=n["macs"], seconds=0.0, busy=0.0) for n in nodes]
         for n, total in zip(nodes, per_node):
             total["seconds"] += n["last_seconds"]
-            events.append(dict(name=n["name"], cat=n["op"], ph="X", pid=pid, tid=tid,
-                               ts=round(n["last_start"] * 1e6, 3),
-                               dur=round(n["last_seconds"] * 1e6, 3),
+            ranges = n.get("last_ranges", [])
+            total["busy"] += sum(r[2] for r in ranges) if ranges else n["last_seconds"]
+            events.append(dict(name=n["name"], cat=n["op"], ph="X", pid=pid, tid=1,
+                               ts=_us(n["last_start"]), dur=_us(n["last_seconds"]),
                                args=dict(op=n["op"], algorithm=n["algorithm"], macs=n["macs"],
-                                         run=run)))
+                                         run=run, ranges=len(ranges))))
+            for part, (thread, start, seconds) in enumerate(ranges):
+                events.append(dict(name=n["name"], cat="range", ph="X", pid=pid, tid=1 + thread,
+                                   ts=_us(start), dur=_us(seconds),
+                                   args=dict(op=n["op"], run=run, part=part)))
         if nodes:
             start = min(n["last_start"] for n in nodes)
             end = max(n["last_start"] + n["last_seconds"] for n in nodes)
-            events.append(dict(name=f"run {run}", cat="run", ph="X", pid=pid, tid=tid,
-                               ts=round(start * 1e6, 3), dur=round((end - start) * 1e6, 3),
+            events.append(dict(name=f"run {run}", cat="run", ph="X", pid=pid, tid=1,
+                               ts=_us(start), dur=_us(end - start),
                                args=dict(run=run, batch=batch, threads=threads)))
     trace = dict(traceEvents=events, displayTimeUnit="ms",
                  otherData=dict(model=os.fspath(path), threads=threads, batch=batch, runs=runs))
@@ -417,19 +433,22 @@ def profile_command(args):
     total = sum(n["seconds"] for n in nodes) / runs or float("nan")
     by_op = collections.OrderedDict()
     for n in sorted(nodes, key=lambda n: -n["seconds"]):
-        entry = by_op.setdefault(n["op"], dict(count=0, seconds=0.0, macs=0))
+        entry = by_op.setdefault(n["op"], dict(count=0, seconds=0.0, busy=0.0, macs=0))
         entry["count"] += 1
         entry["seconds"] += n["seconds"] / runs
+        entry["busy"] += n["busy"] / runs
         entry["macs"] += n["macs"]
+    threads = trace["otherData"]["threads"]
     factor, unit = _time_unit(total)
     rows = [[op, e["count"], f"{e['seconds'] * factor:.3f}", f"{100 * e['seconds'] / total:.1f}",
              f"{e['macs']:,}" if e["macs"] else "",
-             f"{e['macs'] / e['seconds'] / 1e9:.2f}" if e["macs"] and e["seconds"] else ""]
+             f"{e['macs'] / e['seconds'] / 1e9:.2f}" if e["macs"] and e["seconds"] else "",
+             f"{100 * e['busy'] / (threads * e['seconds']):.0f}" if e["seconds"] else ""]
             for op, e in by_op.items()]
     print(f"{args.model}: {runs} run(s), {trace['otherData']['threads']} thread(s), batch "
           f"{trace['otherData']['batch']}; {total * factor:.3f} {unit} per run in nodes")
-    print(_table(["op", "nodes", f"{unit}/run", "%", "MACs", "GMAC/s"], rows,
-                 ["<", ">", ">", ">", ">", ">"]))
+    print(_table(["op", "nodes", f"{unit}/run", "%", "MACs", "GMAC/s", "threads busy %"], rows,
+                 ["<", ">", ">", ">", ">", ">", ">"]))
     slowest = sorted(nodes, key=lambda n: -n["seconds"])[:args.top]
     print()
     print(_table(["node", "op", "algorithm", f"{unit}/run", "%"],

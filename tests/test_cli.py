@@ -135,7 +135,7 @@ def test_profile_writes_one_slice_per_node_per_run(tiny, tmp_path, capsys):
               "--threads", "2"])
     trace = json.loads(trace_path.read_text())
     events = trace["traceEvents"]
-    slices = [e for e in events if e["ph"] == "X" and e["cat"] != "run"]
+    slices = [e for e in events if e["ph"] == "X" and e["cat"] not in ("run", "range")]
     runtime_nodes = qtk.runtime.load(path, profile=True).profile()
     names = [n["name"] for n in runtime_nodes]
     assert len(slices) == runs * len(names)
@@ -150,10 +150,30 @@ def test_profile_writes_one_slice_per_node_per_run(tiny, tmp_path, capsys):
     for e in slices:
         assert set(e) >= {"name", "ph", "ts", "dur", "pid", "tid", "args"}
         assert e["dur"] >= 0 and isinstance(e["ts"], (int, float))
-    assert {e["tid"] for e in slices} == {1}
-    assert any(e["ph"] == "M" and e["name"] == "thread_name" for e in events)
+    assert {e["tid"] for e in slices} == {1}  # nodes: on the calling thread's track
+    assert {e["tid"] for e in events if e["name"] == "thread_name"} == {1, 2}
     text = capsys.readouterr().out
     assert "conv2d" in text and "GMAC/s" in text and str(trace_path) in text
+
+
+def test_profile_traces_each_threads_ranges_within_their_node(tiny):
+    _, _, path = tiny
+    trace, nodes = cli.profile(path, runs=2, threads=2, batch=4)
+    events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    ranges = [e for e in events if e["cat"] == "range"]
+    node_slices = {(e["args"]["run"], e["name"]): e for e in events
+                   if e["cat"] not in ("run", "range")}
+    # the caller's track and the worker's (which ranges the worker takes depends on when the OS
+    # runs it: on a busy machine the caller may take them all)
+    assert ranges and {e["tid"] for e in ranges} <= {1, 2}
+    for (run, name), node in node_slices.items():
+        assert node["args"]["ranges"] == sum(e["args"]["run"] == run and e["name"] == name
+                                             for e in ranges)
+    for e in ranges:
+        node = node_slices[(e["args"]["run"], e["name"])]
+        assert node["ts"] - 0.01 <= e["ts"] and e["ts"] + e["dur"] <= node["ts"] + node["dur"] + 0.01
+    for n in nodes:  # busy time: at most both threads for the whole node
+        assert 0 < n["busy"] <= 2 * n["seconds"] * 1.01 + 1e-6
 
 
 def test_first_divergence_is_none_on_an_intact_file(tiny, capsys):
