@@ -481,11 +481,12 @@ def diff_command(args):
 
 def export_command(args):
     from .export.exporter import export
+    from .export.qmodel_reader import read_qmodel
 
     model, example = _model_and_input(args.source)
     data = export(model, example, args.output)
-    session = runtime.load(data)
-    print(f"{args.output}: {len(session.model.op_names)} nodes, {_human_bytes(len(data))}, "
+    session = runtime.load(data)  # the runtime checks it
+    print(f"{args.output}: {len(read_qmodel(data).nodes)} nodes, {_human_bytes(len(data))}, "
           f"inputs " + ", ".join(f"{i['name']} {i['dtype']} [{_shape(i['shape'])}]"
                                  for i in session.inputs))
 

@@ -52,3 +52,12 @@ def tiny():
     prepared = qtk.prepare_ptq(model)
     qtk.calibrate(prepared, _batches(4, seed=3))
     return qtk.convert(prepared), example
+
+
+def tiny_mixed():
+    """As :func:`tiny` with the linear layer kept float (a dequantize, then a float32 linear)."""
+    model, example = tiny_float()
+    mapping = qtk.QConfigMapping(qtk.default_ptq_qconfig, by_type={nn.Linear: None})
+    prepared = qtk.prepare_ptq(model, qconfig=mapping)
+    qtk.calibrate(prepared, _batches(4, seed=3))
+    return qtk.convert(prepared), example

@@ -270,6 +270,23 @@ def test_diff_compares_a_float_export_within_a_tolerance(tmp_path, capsys):
     assert "first divergent node: 'expand.0' (conv2d)" in capsys.readouterr().out
 
 
+def test_diff_in_a_mixed_model_finds_a_corrupted_float_layer(tmp_path):
+    """The linear kept float runs after a dequantize; its corrupted weight is found within the
+    float tolerance, past the int8 part that agrees byte for byte."""
+    path = tmp_path / "mixed.qmodel"
+    assert cli.main(["export", f"{MODELS}:tiny_mixed", str(path)]) == 0
+    model, example = _load_models_module().tiny_mixed()
+    assert [n.op for n in read_qmodel(path).nodes][-2:] == ["dequantize", "linear"]
+    assert debug.first_divergence(model, path, example) is None
+    repro = tmp_path / "fc.qmodel"
+    found = debug.first_divergence(model, _corrupted(path, tmp_path, "fc.weight", index=3),
+                                   example, repro_path=repro)
+    assert (found.node, found.op) == ("fc", "linear")
+    # the input and every node's value up to fc's, but block.0's own: its add is fused into it
+    assert found.checked == 1 + len(read_qmodel(path).nodes) - 1
+    assert "reproduces the difference" in found.repro_note
+
+
 def test_diff_tells_a_difference_that_only_arena_reuse_shows(tiny, monkeypatch):
     """Every value agrees in the debugging session (no memory reuse) but an ordinary session's
     output does not: the finder says so instead of reporting no divergence."""
