@@ -12,9 +12,9 @@
 algorithm each gets on this CPU) and the activation arena against its lower bound. ``run`` runs
 .npy inputs (or an image, resized to the model's input) and writes outputs as .npy. ``bench``
 prints the latency distribution per (threads, batch), as ncnn's benchncnn does. ``profile`` writes a
-Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev) with one slice per node per run and prints
-the time per op. ``diff`` finds the first node whose bytes in the runtime differ from the
-Quantized model's in torch (docs/tools.md). ``export`` writes a .qmodel from a function that
+Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev) with one slice per node per run and a
+track per thread, and prints the time per op. ``diff`` finds the first node whose bytes in the
+runtime differ from the Quantized model's in torch (docs/tools.md). ``export`` writes a .qmodel from a function that
 returns (model, example input). ``fastrun`` times every candidate algorithm of each layer on this
 machine (Fast-Run), records the winners in FILE and prints which algorithm serves each node;
 ``qtk.runtime.load(path, threads=N, fast_run="use", fast_run_cache=FILE)`` then takes them.
@@ -29,7 +29,6 @@ import importlib
 import importlib.util
 import json
 import os
-import statistics
 import sys
 import time
 

@@ -145,7 +145,8 @@ def subgraph_writer(qfile, node_indices):
     """A :class:`QModelWriter` for the nodes ``node_indices`` of ``qfile`` alone: the activations
     they read and no chosen node writes become graph inputs (with their scale and zero point), the
     ones they write and nothing else chosen reads become outputs. Constants are copied (packed
-    ones stay packed). Returns ``(writer, input value ids, output value ids)`` (ids of ``qfile``)."""
+    ones stay packed). Returns ``(writer, input value ids, output value ids)``, ids of
+    ``qfile``."""
     chosen = [qfile.nodes[k] for k in sorted(node_indices)]
     written = {v for node in chosen for v in node.outputs}
     read = {v for node in chosen for v in node.inputs}
