@@ -50,7 +50,8 @@ class Session:
         graph inputs and every node's outputs in execution order, each dict with ``value_id`` (the
         file's value id; values a graph pass adds, named ``"<name> (NHWC)"``, come after the
         file's), ``node`` and ``op`` (the runtime node that produced it, ``""`` for an input) and
-        ``data`` (int8 or float32 numpy array, in the layout the runtime holds it)."""
+        ``data`` (int8 or float32 numpy array, in the layout the runtime holds it). With a shared
+        ``arena``, only until another session runs."""
         return {v["value"]: v for v in self._session.intermediates()}
 
     @property

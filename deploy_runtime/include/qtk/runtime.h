@@ -212,8 +212,9 @@ class Session {
     // Per node, in execution order; empty unless SessionOptions::profile.
     std::vector<NodeProfile> profile() const;
 
-    // Graph inputs, then every node's outputs in execution order, as the last run left them;
-    // an Error unless SessionOptions::keep_intermediates, or before the first run.
+    // Graph inputs, then every node's outputs in execution order, as the last run left them
+    // (with a shared Arena, until another session runs); an Error unless
+    // SessionOptions::keep_intermediates, or before the first run.
     std::vector<Intermediate> intermediates() const;
 
  private:
