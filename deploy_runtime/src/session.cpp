@@ -296,6 +296,7 @@ Session::~Session() = default;
 std::vector<Tensor> Session::run(const std::vector<const void*>& inputs,
                                  const std::vector<Shape>& input_shapes) {
     impl_->check_inputs(inputs, input_shapes);
+    impl_->has_run = false;  // until this run completes: a failed one leaves no intermediates
     if (input_shapes[0][0] != impl_->plan.batch) {
         impl_->plan = impl_->make_plan(input_shapes[0][0]);
     }
