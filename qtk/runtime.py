@@ -20,11 +20,15 @@ class Session:
     Args:
         model: a ``qtk._C.Model``.
         threads: worker threads; results are identical for every count.
+        profile: time every node of every run (:meth:`profile`).
+        arena: a shared :class:`Arena`, or None for the session's own.
+        keep_intermediates: give every activation its own memory, so that :meth:`intermediates`
+            returns each node's output after a run (for debugging; the results are the same).
     """
 
-    def __init__(self, model, threads=1, profile=False, arena=None):
+    def __init__(self, model, threads=1, profile=False, arena=None, keep_intermediates=False):
         self.model = model
-        self._session = _C.Session(model, threads, profile, arena)
+        self._session = _C.Session(model, threads, profile, arena, keep_intermediates)
 
     @property
     def inputs(self):
@@ -36,8 +40,19 @@ class Session:
 
     def profile(self):
         """Per node, with ``profile=True`` at load: ``name``, ``op``, ``algorithm``, ``seconds``
-        summed over ``runs``, and ``macs`` (multiply-accumulates of one run, conv2d and linear)."""
+        summed over ``runs``, ``macs`` (multiply-accumulates of one run, conv2d and linear), and
+        the last run's ``last_start`` (seconds since the session was created) and
+        ``last_seconds``, for timelines (``qtk profile``)."""
         return self._session.profile()
+
+    def intermediates(self):
+        """With ``keep_intermediates=True`` at load, after a run: ``{value name: dict}`` of the
+        graph inputs and every node's outputs in execution order, each dict with ``value_id`` (the
+        file's value id; values a graph pass adds, named ``"<name> (NHWC)"``, come after the
+        file's), ``node`` and ``op`` (the runtime node that produced it, ``""`` for an input) and
+        ``data`` (int8 or float32 numpy array, in the layout the runtime holds it). With a shared
+        ``arena``, only until another session runs."""
+        return {v["value"]: v for v in self._session.intermediates()}
 
     @property
     def algorithms(self):
@@ -94,7 +109,7 @@ class Session:
 
 
 def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False, arena=None,
-         optimize_graph=True):
+         optimize_graph=True, keep_intermediates=False):
     """Load a ``.qmodel`` from a path or from ``bytes`` and open a :class:`Session` on it.
 
     The file is validated completely before anything runs; a malformed file raises
@@ -112,6 +127,8 @@ def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False, ar
             the same time), so their activations need the largest plan, not the sum.
         optimize_graph: run the runtime's graph passes (residual adds fused into the convs
             before them). They change no byte; ``False`` runs the file's nodes one by one.
+        keep_intermediates: keep every node's output for :meth:`Session.intermediates`
+            (debugging: a larger arena, the same results; ``qtk.debug`` uses it).
     """
     options = dict(fast_run=fast_run or "off", fast_run_cache=os.fspath(fast_run_cache or ""),
                    fast_run_threads=threads, optimize_graph=optimize_graph)
@@ -119,4 +136,4 @@ def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False, ar
         loaded = _C.Model.from_bytes(bytes(model), **options)
     else:
         loaded = _C.Model.load(os.fspath(model), **options)
-    return Session(loaded, threads, profile, arena)
+    return Session(loaded, threads, profile, arena, keep_intermediates)

@@ -80,7 +80,14 @@ struct Session::Impl {
     detail::ThreadPool pool;
     detail::ExecutionPlan plan;
     bool profiling;
+    bool keep_intermediates;
+    bool has_run = false;
     std::vector<double> node_seconds;  // per node, summed over runs (profiling only)
+    std::vector<double> last_start;    // per node, the last run's start since `epoch`
+    std::vector<double> last_seconds;  // per node, the last run's time
+    std::vector<detail::ThreadPool::RangeTime> ranges;  // the last run's, in node order
+    std::vector<size_t> first_range;  // per node and one past the last: its ranges in `ranges`
+    std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
     int64_t profiled_runs = 0;
     std::shared_ptr<Arena> shared_arena;
     detail::Int8QuantizeFn quantize_input;  // float inputs of int8 graph inputs
@@ -89,6 +96,7 @@ struct Session::Impl {
         : model(std::move(m)),
           pool(checked_threads(options.threads)),
           profiling(options.profile),
+          keep_intermediates(options.keep_intermediates),
           shared_arena(options.arena),
           quantize_input(detail::choose_int8_quantizer()) {}
 
@@ -99,6 +107,7 @@ struct Session::Impl {
     detail::ExecutionPlan make_plan(int64_t batch) const;
     void check_inputs(const std::vector<const void*>& inputs,
                       const std::vector<Shape>& input_shapes) const;
+    Tensor copy_activation(uint32_t id) const;  // as the last run left it
     // The bytes an activation takes at the current batch.
     size_t activation_bytes(uint32_t id) const {
         return static_cast<size_t>(detail::element_count(plan.shapes[id])) *
@@ -183,6 +192,13 @@ detail::ExecutionPlan Session::Impl::make_plan(int64_t batch) const {
     }
     for (uint32_t id : g.outputs) {
         lifetimes[tensor_of[id]].last_step = steps - 1;
+    }
+    if (keep_intermediates) {  // no activation's bytes are reused: all are live to the end
+        for (size_t t : tensor_of) {
+            if (t != kNotActivation) {
+                lifetimes[t].last_step = steps - 1;
+            }
+        }
     }
 
     const detail::MemoryPlan memory = detail::plan_memory(lifetimes);
@@ -280,6 +296,7 @@ Session::~Session() = default;
 std::vector<Tensor> Session::run(const std::vector<const void*>& inputs,
                                  const std::vector<Shape>& input_shapes) {
     impl_->check_inputs(inputs, input_shapes);
+    impl_->has_run = false;  // until this run completes: a failed one leaves no intermediates
     if (input_shapes[0][0] != impl_->plan.batch) {
         impl_->plan = impl_->make_plan(input_shapes[0][0]);
     }
@@ -297,13 +314,30 @@ std::vector<Tensor> Session::run(const std::vector<const void*>& inputs,
         std::memcpy(p.base + p.offsets[id], inputs[i], impl_->activation_bytes(id));
     }
     if (impl_->profiling) {
+        using Seconds = std::chrono::duration<double>;
         impl_->node_seconds.resize(g.nodes.size());
+        impl_->last_start.resize(g.nodes.size());
+        impl_->last_seconds.resize(g.nodes.size());
+        impl_->ranges.clear();
+        impl_->first_range.assign(g.nodes.size() + 1, 0);
+        struct LogRanges {  // the pool logs the ranges of this run only, even if a kernel throws
+            detail::ThreadPool& pool;
+            LogRanges(detail::ThreadPool& p, std::vector<detail::ThreadPool::RangeTime>* log)
+                : pool(p) {
+                pool.set_range_log(log);
+            }
+            ~LogRanges() { pool.set_range_log(nullptr); }
+        } log_ranges(impl_->pool, &impl_->ranges);
         for (size_t k = 0; k < g.nodes.size(); ++k) {
+            impl_->first_range[k] = impl_->ranges.size();
             const auto start = std::chrono::steady_clock::now();
             impl_->m().kernels[k]->run(p.node_io[k], impl_->pool);
-            impl_->node_seconds[k] +=
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            const double seconds = Seconds(std::chrono::steady_clock::now() - start).count();
+            impl_->node_seconds[k] += seconds;
+            impl_->last_start[k] = Seconds(start - impl_->epoch).count();
+            impl_->last_seconds[k] = seconds;
         }
+        impl_->first_range[g.nodes.size()] = impl_->ranges.size();
         ++impl_->profiled_runs;
     } else {
         for (size_t k = 0; k < g.nodes.size(); ++k) {
@@ -311,23 +345,49 @@ std::vector<Tensor> Session::run(const std::vector<const void*>& inputs,
         }
     }
 
+    impl_->has_run = true;
     std::vector<Tensor> outputs;
     for (uint32_t id : g.outputs) {
-        Tensor t;
-        t.shape = p.shapes[id];
-        t.dtype = g.values[id].dtype;
-        const uint8_t* bytes = p.base + p.offsets[id];
-        const size_t count = static_cast<size_t>(detail::element_count(t.shape));
-        if (t.dtype == DType::kFloat32) {
-            t.float_data.resize(count);
-            std::memcpy(t.float_data.data(), bytes, impl_->activation_bytes(id));
-        } else {
-            t.data.resize(count);
-            std::memcpy(t.data.data(), bytes, impl_->activation_bytes(id));
-        }
-        outputs.push_back(std::move(t));
+        outputs.push_back(impl_->copy_activation(id));
     }
     return outputs;
+}
+
+Tensor Session::Impl::copy_activation(uint32_t id) const {
+    Tensor t;
+    t.shape = plan.shapes[id];
+    t.dtype = m().graph.values[id].dtype;
+    const uint8_t* bytes = plan.base + plan.offsets[id];
+    const size_t count = static_cast<size_t>(detail::element_count(t.shape));
+    if (t.dtype == DType::kFloat32) {
+        t.float_data.resize(count);
+        std::memcpy(t.float_data.data(), bytes, activation_bytes(id));
+    } else {
+        t.data.resize(count);
+        std::memcpy(t.data.data(), bytes, activation_bytes(id));
+    }
+    return t;
+}
+
+std::vector<Intermediate> Session::intermediates() const {
+    if (!impl_->keep_intermediates) {
+        throw Error("Session::intermediates needs SessionOptions::keep_intermediates");
+    }
+    if (!impl_->has_run) {
+        throw Error("Session::intermediates: the session has not run yet");
+    }
+    const detail::Graph& g = impl_->m().graph;
+    std::vector<Intermediate> values;
+    for (uint32_t id : g.inputs) {
+        values.push_back({id, g.values[id].name, "", "", impl_->copy_activation(id)});
+    }
+    for (const detail::Node& node : g.nodes) {
+        for (uint32_t id : node.outputs) {
+            values.push_back({id, g.values[id].name, node.name, node.op,
+                              impl_->copy_activation(id)});
+        }
+    }
+    return values;
 }
 
 size_t Session::arena_bytes() const { return static_cast<size_t>(impl_->plan.arena_bytes); }
@@ -375,7 +435,18 @@ std::vector<NodeProfile> Session::profile() const {
         const detail::Node& node = g.nodes[k];
         NodeProfile n{node.name, node.op, impl_->m().algorithms[k],
                       k < impl_->node_seconds.size() ? impl_->node_seconds[k] : 0.0,
-                      impl_->profiled_runs, 0};
+                      impl_->profiled_runs, 0,
+                      k < impl_->last_start.size() ? impl_->last_start[k] : 0.0,
+                      k < impl_->last_seconds.size() ? impl_->last_seconds[k] : 0.0,
+                      {}};
+        if (k + 1 < impl_->first_range.size()) {
+            using Seconds = std::chrono::duration<double>;
+            for (size_t r = impl_->first_range[k]; r < impl_->first_range[k + 1]; ++r) {
+                const detail::ThreadPool::RangeTime& t = impl_->ranges[r];
+                n.last_ranges.push_back({t.thread, Seconds(t.start - impl_->epoch).count(),
+                                         Seconds(t.end - t.start).count()});
+            }
+        }
         // conv2d and linear: each output element takes one product per weight of its channel
         if ((node.op == "conv2d" || node.op == "linear") && node.inputs.size() > 1) {
             const Shape& weight = impl_->plan.shapes[node.inputs[1]];

@@ -41,7 +41,7 @@ void spin_until(const Done& done) {
 
 ThreadPool::ThreadPool(int threads) {
     for (int i = 1; i < threads; ++i) {
-        workers_.emplace_back([this] { worker_loop(); });
+        workers_.emplace_back([this, i] { worker_loop(i); });
     }
 }
 
@@ -66,7 +66,13 @@ void ThreadPool::parallel_for_slots(
         return;
     }
     if (workers_.empty() || n == 1) {
+        if (range_log_ == nullptr) {
+            fn(0, 0, n);
+            return;
+        }
+        const auto start = std::chrono::steady_clock::now();
         fn(0, 0, n);
+        range_log_->push_back({0, start, std::chrono::steady_clock::now()});
         return;
     }
     std::unique_lock<std::mutex> lock(mutex_);
@@ -78,7 +84,7 @@ void ThreadPool::parallel_for_slots(
     error_ = nullptr;
     ++generation_;
     work_ready_.notify_all();
-    run_chunks(lock);
+    run_chunks(lock, 0);
     if (chunks_done_ != chunks_) {
         const int64_t chunks = chunks_;
         lock.unlock();
@@ -92,20 +98,28 @@ void ThreadPool::parallel_for_slots(
     }
 }
 
-void ThreadPool::run_chunks(std::unique_lock<std::mutex>& lock) {
+void ThreadPool::run_chunks(std::unique_lock<std::mutex>& lock, int thread) {
     while (fn_ != nullptr && next_chunk_ < chunks_) {
         const int64_t chunk = next_chunk_++;
         const int64_t begin = n_ * chunk / chunks_;
         const int64_t end = n_ * (chunk + 1) / chunks_;
         const std::function<void(int64_t, int64_t, int64_t)>& fn = *fn_;
+        std::vector<RangeTime>* log = range_log_;
         lock.unlock();
         std::exception_ptr error;
+        const auto start = log ? std::chrono::steady_clock::now()
+                               : std::chrono::steady_clock::time_point();
         try {
             fn(chunk, begin, end);
         } catch (...) {
             error = std::current_exception();
         }
+        const auto stop = log ? std::chrono::steady_clock::now()
+                              : std::chrono::steady_clock::time_point();
         lock.lock();
+        if (log) {
+            log->push_back({thread, start, stop});
+        }
         if (error && !error_) {
             error_ = error;
         }
@@ -115,7 +129,7 @@ void ThreadPool::run_chunks(std::unique_lock<std::mutex>& lock) {
     }
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int thread) {
     std::unique_lock<std::mutex> lock(mutex_);
     uint64_t seen = generation_;
     while (true) {
@@ -129,7 +143,7 @@ void ThreadPool::worker_loop() {
             return;
         }
         seen = generation_;
-        run_chunks(lock);
+        run_chunks(lock, thread);
     }
 }
 

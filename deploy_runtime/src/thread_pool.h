@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -35,11 +36,20 @@ class ThreadPool {
     void parallel_for_slots(int64_t n,
                             const std::function<void(int64_t slot, int64_t, int64_t)>& fn);
 
+    // Profiling (Session with SessionOptions::profile): while a log is set, every range run is
+    // appended to it with the thread that ran it (0 the caller, 1.. the workers), under the pool's
+    // lock. Set and reset it between parallel_for calls only. Unset, a range costs one branch.
+    struct RangeTime {
+        int thread;
+        std::chrono::steady_clock::time_point start, end;
+    };
+    void set_range_log(std::vector<RangeTime>* log) { range_log_ = log; }
+
  private:
-    void worker_loop();
+    void worker_loop(int thread);
     // Runs chunks of the current job until none is left; called with lock held, returns with it
-    // held.
-    void run_chunks(std::unique_lock<std::mutex>& lock);
+    // held. `thread`: 0 the caller, 1.. the workers (for the range log).
+    void run_chunks(std::unique_lock<std::mutex>& lock, int thread);
 
     std::vector<std::thread> workers_;
     std::mutex mutex_;
@@ -57,6 +67,7 @@ class ThreadPool {
     int64_t next_chunk_ = 0;
     std::atomic<int64_t> chunks_done_{0};  // written under mutex_; the caller spins on it
     std::exception_ptr error_;
+    std::vector<RangeTime>* range_log_ = nullptr;
 };
 
 }  // namespace detail

@@ -165,6 +165,73 @@ void test_float_element_sizes() {
     CHECK(out[0].data == std::vector<int8_t>(128, 100));  // clamped to 1.0, / 0.01
 }
 
+// keep_intermediates: every activation lives to the end of the run, so the bound is at least their
+// sum, the outputs are unchanged and intermediates() returns each value as it was computed.
+void test_keep_intermediates() {
+    const std::vector<uint8_t> bytes = qtk_test::sample_model().build();
+    qtk_test::set_env("QTK_CONV_ALGO", "conv2d_int8_reference");  // no workspace
+    const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
+    qtk_test::set_env("QTK_CONV_ALGO", nullptr);
+    qtk::SessionOptions options;
+    options.keep_intermediates = true;
+    qtk::Session kept(model, options), plain(model);
+    CHECK_THROWS_WITH(plain.intermediates(), "keep_intermediates");
+    CHECK_THROWS_WITH(kept.intermediates(), "not run");
+    CHECK(kept.arena_bytes() >= kept.arena_lower_bound());
+    std::vector<int8_t> x(2 * 72);
+    for (size_t i = 0; i < x.size(); ++i) {
+        x[i] = static_cast<int8_t>(i * 37 % 256 - 128);
+    }
+    const std::vector<qtk::Tensor> want = plain.run({x.data()}, {{2, 2, 6, 6}});
+    const std::vector<qtk::Tensor> got = kept.run({x.data()}, {{2, 2, 6, 6}});
+    CHECK(got[0].data == want[0].data && got[1].data == want[1].data);
+    const std::vector<qtk::Intermediate> values = kept.intermediates();
+    CHECK_EQ(values.size(), 12u);  // the input and eleven node outputs
+    size_t sum = 0;
+    for (const qtk::Intermediate& v : values) {
+        sum += v.tensor.data.size();
+    }
+    CHECK_EQ(sum, 2u * 1059u);  // x 72, a b c 144, d 288, e f g 72, h 32, i j 8, out 3
+    CHECK(kept.arena_lower_bound() >= sum && plain.arena_lower_bound() < sum);
+    CHECK(values.front().value == "x" && values.front().node.empty());
+    CHECK(values.front().tensor.data == x);
+    CHECK(values[1].value == "a" && values[1].node == "conv1" && values[1].op == "conv2d");
+    CHECK(values[1].tensor.shape == qtk::Shape({2, 4, 6, 6}));
+    CHECK(values[5].value == "e" && values[5].tensor.data == want[1].data);
+    CHECK(values.back().value == "out" && values.back().node == "fc");
+    CHECK(values.back().tensor.data == want[0].data);
+}
+
+// With profile, each node's last run: its start and time, and the ranges of its parallel loops
+// by thread, inside the node's time.
+void test_profile_timeline() {
+    const std::vector<uint8_t> bytes = qtk_test::sample_model().build();
+    qtk::SessionOptions options;
+    options.threads = 2;
+    options.profile = true;
+    qtk::Session session(qtk::Model::from_bytes(bytes.data(), bytes.size()), options);
+    const std::vector<int8_t> x(8 * 72, 5);
+    session.run({x.data()}, {{8, 2, 6, 6}});
+    const std::vector<qtk::NodeProfile> first = session.profile();
+    session.run({x.data()}, {{8, 2, 6, 6}});
+    const std::vector<qtk::NodeProfile> nodes = session.profile();
+    size_t ranges = 0;
+    for (size_t k = 0; k < nodes.size(); ++k) {
+        const qtk::NodeProfile& n = nodes[k];
+        CHECK(n.last_start > first[k].last_start && n.last_seconds >= 0.0);
+        CHECK(n.seconds >= n.last_seconds);
+        if (k + 1 < nodes.size()) {
+            CHECK(n.last_start + n.last_seconds <= nodes[k + 1].last_start);
+        }
+        for (const qtk::ThreadRange& r : n.last_ranges) {
+            CHECK(r.thread >= 0 && r.thread < 2);
+            CHECK(r.start >= n.last_start && r.start + r.seconds <= n.last_start + n.last_seconds);
+        }
+        ranges += n.last_ranges.size();
+    }
+    CHECK(ranges > 0);
+}
+
 }  // namespace
 
 int main() {
@@ -173,5 +240,7 @@ int main() {
     test_session_plans();
     test_shared_arena();
     test_float_element_sizes();
+    test_keep_intermediates();
+    test_profile_timeline();
     return qtk_test::check_report();
 }

@@ -103,8 +103,29 @@ struct PyModel {
 
 class PySession {
  public:
-    PySession(const PyModel& m, int threads, bool profile, std::shared_ptr<qtk::Arena> arena)
-        : session_(m.model, qtk::SessionOptions{threads, profile, std::move(arena)}) {}
+    PySession(const PyModel& m, int threads, bool profile, std::shared_ptr<qtk::Arena> arena,
+              bool keep_intermediates)
+        : session_(m.model,
+                   qtk::SessionOptions{threads, profile, std::move(arena), keep_intermediates}) {}
+
+    py::list intermediates() {
+        std::vector<qtk::Intermediate> values;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            values = session_.intermediates();
+        }
+        py::list out;
+        for (qtk::Intermediate& v : values) {
+            py::dict d;
+            d["value_id"] = v.value_id;
+            d["value"] = v.value;
+            d["node"] = v.node;
+            d["op"] = v.op;
+            d["data"] = to_numpy(std::move(v.tensor));
+            out.append(d);
+        }
+        return out;
+    }
 
     py::list profile() const {
         py::list out;
@@ -116,6 +137,13 @@ class PySession {
             d["seconds"] = n.seconds;
             d["runs"] = n.runs;
             d["macs"] = n.macs;
+            d["last_start"] = n.last_start;
+            d["last_seconds"] = n.last_seconds;
+            py::list ranges;
+            for (const qtk::ThreadRange& r : n.last_ranges) {
+                ranges.append(py::make_tuple(r.thread, r.start, r.seconds));
+            }
+            d["last_ranges"] = ranges;
             out.append(d);
         }
         return out;
@@ -334,11 +362,18 @@ PYBIND11_MODULE(_C, m) {
     py::class_<PySession>(m, "Session",
                           "Runs a Model on int8 (and, for float32 graph inputs, float32) arrays; "
                           "owns the activation arena and threads.")
-        .def(py::init<const PyModel&, int, bool, std::shared_ptr<qtk::Arena>>(), py::arg("model"),
-             py::arg("threads") = 1, py::arg("profile") = false, py::arg("arena") = nullptr)
+        .def(py::init<const PyModel&, int, bool, std::shared_ptr<qtk::Arena>, bool>(),
+             py::arg("model"), py::arg("threads") = 1, py::arg("profile") = false,
+             py::arg("arena") = nullptr, py::arg("keep_intermediates") = false)
         .def("profile", &PySession::profile,
              "Per node (with profile=True): name, op, algorithm, seconds summed over runs, runs, "
-             "and the multiply-accumulates of one run (conv2d, linear).")
+             "the multiply-accumulates of one run (conv2d, linear), and the last run's "
+             "last_start (seconds since the session was created), last_seconds and last_ranges: "
+             "(thread, start, seconds) of each range of its parallel loops, thread 0 the caller.")
+        .def("intermediates", &PySession::intermediates,
+             "With keep_intermediates=True, after a run: the graph inputs, then every node's "
+             "outputs in execution order, as dicts of value_id, value (name), node, op and data "
+             "(an int8 or float32 array).")
         .def("run", &PySession::run, py::arg("inputs"),
              "Runs the model on a list of arrays, one per graph input in its dtype (int8, or "
              "float32 for a float32 input; any batch N >= 1; float32 data for an int8 input is "

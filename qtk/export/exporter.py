@@ -40,6 +40,15 @@ def export(model, example_inputs, path=None):
 
 def build_writer(model, example_inputs):
     """The export as a :class:`QModelWriter` not yet serialized (tests corrupt it on purpose)."""
+    return trace_export(model, example_inputs)[0]
+
+
+def trace_export(model, example_inputs):
+    """The export of ``model`` run on ``example_inputs``: ``(writer, value_of, recorded)``, where
+    ``value_of`` maps each fx node to the id of the value that holds its result in the file (a list
+    of ids for a node that yields several tensors; no entry for a node that has no value of its
+    own) and ``recorded`` maps each fx node to what it computed on ``example_inputs``: the torch
+    reference of every value, which :mod:`qtk.debug` compares with the runtime's."""
     model = _graph_to_export(model)
     recorded = run_recording(model, _as_tuple(example_inputs))
     writer = QModelWriter(f"qtk {__version__}")
@@ -66,7 +75,7 @@ def build_writer(model, example_inputs):
             writer.outputs = [value_of[_int8_source(model, n)] for n in outputs]
         # a get_attr node is a tensor of the model that a call reads; the call that cannot be
         # exported is named when export reaches it
-    return writer
+    return writer, value_of, recorded
 
 
 def _graph_to_export(model):

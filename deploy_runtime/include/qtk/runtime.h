@@ -142,6 +142,16 @@ struct SessionOptions {
     int threads = 1;  // 1 runs every kernel on the calling thread
     bool profile = false;  // time every node of every run (see Session::profile)
     std::shared_ptr<Arena> arena = nullptr;  // shared activation memory; null: the session's own
+    // Debugging: every activation keeps its own arena bytes until the run ends (no reuse), so
+    // Session::intermediates() can return each node's output. A larger arena, same results.
+    bool keep_intermediates = false;
+};
+
+// A part of a node's work in the last run that one thread ran (a range of a parallel loop).
+struct ThreadRange {
+    int thread = 0;        // 0 the thread that called run, 1.. the session's workers
+    double start = 0.0;    // seconds since the session was created (steady clock)
+    double seconds = 0.0;
 };
 
 // One node's share of the runs since profiling started.
@@ -152,6 +162,22 @@ struct NodeProfile {
     double seconds = 0.0;   // summed over the runs
     int64_t runs = 0;
     int64_t macs = 0;  // multiply-accumulates of one run at the current batch (conv2d, linear)
+    // The last run only, for timelines: when the node started, in seconds since the session was
+    // created (steady clock), and how long it took.
+    double last_start = 0.0;
+    double last_seconds = 0.0;
+    std::vector<ThreadRange> last_ranges;  // the parallel loops' ranges, by thread
+};
+
+// A value the last run computed (SessionOptions::keep_intermediates): a graph input or a node's
+// output. Value ids are the file's; values a graph pass adds (NHWC twins, named "<name> (NHWC)")
+// come after them.
+struct Intermediate {
+    uint32_t value_id = 0;
+    std::string value;  // the value's name
+    std::string node;   // the name of the node that produced it; empty for a graph input
+    std::string op;     // that node's op; empty for a graph input
+    Tensor tensor;
 };
 
 class Session {
@@ -185,6 +211,11 @@ class Session {
 
     // Per node, in execution order; empty unless SessionOptions::profile.
     std::vector<NodeProfile> profile() const;
+
+    // Graph inputs, then every node's outputs in execution order, as the last run left them
+    // (with a shared Arena, until another session runs); an Error unless
+    // SessionOptions::keep_intermediates, or before the first run.
+    std::vector<Intermediate> intermediates() const;
 
  private:
     struct Impl;
