@@ -1,5 +1,5 @@
 // Prints the QTK_ISA levels this CPU runs, one a line, lowest first ("scalar" always): the test
-// suite runs its kernel sweeps capped at each (tests/test_runtime_cmake.py).
+// suite runs the sanitized ctest capped at each (tests/test_runtime_cmake.py).
 #include <cstdio>
 
 #include "cpu_features.h"
