@@ -1,9 +1,62 @@
-"""Shared helpers: quantize a float model by PTQ or QAT, export it, run it in the runtime."""
+"""Shared helpers: quantize a float model by PTQ or QAT, export it, run it in the runtime; build
+deploy_runtime with CMake; require the tools the device tests need."""
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 import qtk
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# In CI (CI=true) a missing tool fails its test: the device tests must not pass by skipping.
+IN_CI = os.environ.get("CI") == "true"
+APT_PACKAGES = "qemu-user g++-aarch64-linux-gnu clang libclang-rt-14-dev libfuzzer-14-dev"
+
+
+def missing(what):
+    """Skips the test for lack of ``what`` (a tool), or fails it in CI."""
+    message = (f"{what} not found: apt-get install --no-install-recommends {APT_PACKAGES} "
+               f"(.ci/run does this in CI)")
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def require(*tools):
+    """Skips the test (fails it in CI) unless every one of ``tools`` is on PATH."""
+    absent = [tool for tool in tools if shutil.which(tool) is None]
+    if absent:
+        missing(", ".join(absent))
+
+
+def run_command(command, env=None, timeout=None):
+    """stdout of ``command``; a non-zero exit fails the test with its output."""
+    result = subprocess.run([str(c) for c in command], capture_output=True, text=True,
+                            env=None if env is None else {**os.environ, **env}, timeout=timeout)
+    assert result.returncode == 0, (f"{' '.join(map(str, command))} failed:\n"
+                                    f"{result.stdout[-8000:]}\n{result.stderr[-8000:]}")
+    return result.stdout
+
+
+def cmake_build(build, *options, targets=()):
+    """Configures deploy_runtime/ alone into ``build`` (Release, Ninja) and builds ``targets``
+    (default all), two jobs."""
+    run_command(["cmake", "-S", ROOT / "deploy_runtime", "-B", build, "-G", "Ninja",
+                 "-DCMAKE_BUILD_TYPE=Release", *options])
+    run_command(["cmake", "--build", build, "-j", "2",
+                 *[arg for target in targets for arg in ("--target", target)]])
+    return build
+
+
+@pytest.fixture(scope="session")
+def runtime_build(tmp_path_factory):
+    """The runtime built with the default compiler and -Werror (QTK_WERROR): ctest, qtk_run."""
+    return cmake_build(tmp_path_factory.mktemp("runtime"), "-DQTK_WERROR=ON")
 
 
 def calibrated(float_model, calibration_batches):

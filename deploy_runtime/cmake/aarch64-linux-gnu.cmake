@@ -3,13 +3,14 @@
 #   cmake -S deploy_runtime -B build/arm -G Ninja \
 #         -DCMAKE_TOOLCHAIN_FILE=deploy_runtime/cmake/aarch64-linux-gnu.cmake
 #   cmake --build build/arm && ctest --test-dir build/arm
-# Emulation checks correctness, not speed.
+# A relative path: CMake looks it up in the build directory, then in the source directory
+# (deploy_runtime/), not in the directory cmake runs in; deploy_runtime/CMakeLists.txt also tries
+# the repository root, so the line above works from there. An absolute path works from anywhere.
+# -DQTK_QEMU_CPU=<name> picks the emulated CPU (default max: every extension qemu knows;
+# cortex-a53 is a plain ARMv8.0-A core without dot product). Changing it needs only a reconfigure.
+# Emulation checks correctness, not speed. Clang instead of gcc: aarch64-linux-gnu-clang.cmake.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
 set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
-set(CMAKE_FIND_ROOT_PATH /usr/aarch64-linux-gnu)
-set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
-set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
-set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu max)
+include(${CMAKE_CURRENT_LIST_DIR}/aarch64-linux-gnu-common.cmake)

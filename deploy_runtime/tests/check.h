@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <map>
+#include <optional>
 #include <string>
 
 #include "qtk/runtime.h"
@@ -12,12 +14,21 @@
 namespace qtk_test {
 
 // Sets an environment variable the runtime reads at model load (QTK_ISA, QTK_CONV_ALGO); nullptr
-// removes it.
+// gives it back the value the process started with (or removes it), so that a cap the caller set
+// (QTK_ISA=avx2 ctest) holds again for the checks that follow.
 inline void set_env(const char* key, const char* value) {
-    if (value == nullptr) {
-        unsetenv(key);
-    } else {
+    static std::map<std::string, std::optional<std::string>> started_with;
+    if (started_with.count(key) == 0) {
+        const char* now = std::getenv(key);
+        started_with[key] = now ? std::optional<std::string>(now) : std::nullopt;
+    }
+    const std::optional<std::string>& initial = started_with[key];
+    if (value != nullptr) {
         setenv(key, value, 1);
+    } else if (initial) {
+        setenv(key, initial->c_str(), 1);
+    } else {
+        unsetenv(key);
     }
 }
 

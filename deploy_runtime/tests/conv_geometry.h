@@ -37,7 +37,8 @@ struct ConvGeometry {
     }
 };
 
-// The conv2d algorithms of `dtype` that this CPU runs, but `skip`; says which it skips and why.
+// The conv2d algorithms of `dtype` that this CPU runs and QTK_ISA allows, but `skip`; says which
+// it skips and why.
 inline std::vector<const qtk::detail::Conv2dAlgo*> runnable_conv2d_algos(
     qtk::DType dtype, const qtk::detail::Conv2dAlgo* skip = nullptr) {
     std::vector<const qtk::detail::Conv2dAlgo*> algos;
@@ -47,6 +48,11 @@ inline std::vector<const qtk::detail::Conv2dAlgo*> runnable_conv2d_algos(
         }
         if (!qtk::detail::cpu_supports(algo->isa)) {
             std::printf("%s: skipped, this CPU lacks %s\n", algo->name,
+                        qtk::detail::isa_name(algo->isa));
+            continue;
+        }
+        if (algo->isa > qtk::detail::isa_cap()) {  // the caller's QTK_ISA (a sanitizer run per cap)
+            std::printf("%s: skipped, QTK_ISA caps below %s\n", algo->name,
                         qtk::detail::isa_name(algo->isa));
             continue;
         }

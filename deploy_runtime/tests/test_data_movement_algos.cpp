@@ -641,7 +641,7 @@ void check_session_quantizer(const float* x, int64_t count, float scale, int32_t
         if (!qtk::detail::cpu_supports(level)) {
             continue;
         }
-        setenv("QTK_ISA", qtk::detail::isa_name(level), 1);
+        qtk_test::set_env("QTK_ISA", qtk::detail::isa_name(level));
         qtk::detail::choose_int8_quantizer()(x, count, inv_scale, zero_point, got.data());
         if (got != want) {
             qtk_test::report_failure(__FILE__, __LINE__,
@@ -649,7 +649,7 @@ void check_session_quantizer(const float* x, int64_t count, float scale, int32_t
                                          qtk::detail::isa_name(level) + " differs on " + what);
         }
     }
-    unsetenv("QTK_ISA");
+    qtk_test::set_env("QTK_ISA", nullptr);
 }
 
 // quantize (float32 -> int8): ties at .5 (scales of a power of two make x / scale exact), values

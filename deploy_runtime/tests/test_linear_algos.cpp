@@ -106,7 +106,7 @@ Built build(int64_t in, int64_t out, Fill fill, uint64_t seed, const Middle& mid
 // Loads under QTK_ISA=level and runs `batch` samples; `algorithm` receives what served the node.
 std::vector<int8_t> run(const Built& c, int64_t in, IsaLevel level, int threads, int64_t batch,
                         std::string* algorithm) {
-    setenv("QTK_ISA", isa_name(level), 1);
+    qtk_test::set_env("QTK_ISA", isa_name(level));
     const auto model = qtk::Model::from_bytes(c.bytes.data(), c.bytes.size());
     *algorithm = model->algorithms().at(0);
     qtk::Session session(model, {threads});
@@ -210,7 +210,7 @@ FloatBuilt build_float(int64_t in, int64_t out, bool bounded, uint64_t seed,
 
 std::vector<float> run_float(const FloatBuilt& c, int64_t in, IsaLevel level, int threads,
                              int64_t batch, std::string* algorithm) {
-    setenv("QTK_ISA", isa_name(level), 1);
+    qtk_test::set_env("QTK_ISA", isa_name(level));
     const auto model = qtk::Model::from_bytes(c.bytes.data(), c.bytes.size());
     *algorithm = model->algorithms().at(0);
     qtk::Session session(model, {threads});
@@ -338,7 +338,7 @@ int main() {
         check_case(96, 384, Fill::kRandom, middle);  // a ConvNeXt-T MLP's first linear
         check_case(61, 19, Fill::kHighest, middle);
     }
-    unsetenv("QTK_ISA");
+    qtk_test::set_env("QTK_ISA", nullptr);
     std::printf("%d int8 linear cases checked against the reference, %d float32 against float64\n",
                 g_cases, g_float_cases);
     return qtk_test::check_report();

@@ -1,14 +1,22 @@
-// qtk_run: loads a .qmodel, runs it on random inputs (int8, or float32 for a float graph input) and
-// reports outputs, memory and latency.
-//   qtk_run model.qmodel [--threads N] [--batch N] [--iters N]
+// qtk_run: loads a .qmodel, runs it on random inputs (int8, or float32 for a float graph input) or
+// on inputs read from files, reports outputs, memory and latency, and can save the outputs.
+//   qtk_run model.qmodel [--threads N] [--batch N] [--iters N] [--input FILE]... [--output FILE]...
+// --input FILE (once per graph input, in the model's order) is a .npy file of shape [N, <the
+// input's other dims>]: int8 or float32 for an int8 input (float32 is quantized with the input's
+// scale and zero point, as qtk.runtime's Session.run does), float32 for a float32 input. A file
+// that is not .npy is read as raw values of the input's dtype (int8 bytes, or little-endian
+// float32), a whole number N of samples. --output FILE (once per graph output) writes that output
+// as .npy: int8 for an int8 output (the runtime's bytes, not dequantized), float32 for a float one.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "npy.h"
 #include "qtk/runtime.h"
 
 namespace {
@@ -18,21 +26,30 @@ struct Options {
     int threads = 1;
     int64_t batch = 0;  // 0: the file's batch
     int iters = 10;
+    std::vector<std::string> inputs;   // --input files, one per graph input
+    std::vector<std::string> outputs;  // --output files, one per graph output
 };
 
 void usage() {
     std::fprintf(stderr,
                  "usage: qtk_run model.qmodel [--threads N] [--batch N] [--iters N]\n"
-                 "  --threads N  worker threads (default 1)\n"
-                 "  --batch N    batch size (default: the file's)\n"
-                 "  --iters N    timed runs after one warm-up (default 10)\n");
+                 "               [--input FILE]... [--output FILE]...\n"
+                 "  --threads N    worker threads (default 1)\n"
+                 "  --batch N      batch size of the random inputs (default: the file's)\n"
+                 "  --iters N      timed runs after the first run (default 10; 0: none)\n"
+                 "  --input FILE   a graph input, once per input in the model's order: .npy of\n"
+                 "                 shape [N, <the input's other dims>], int8 or float32 (float32 is\n"
+                 "                 quantized for an int8 input); or raw values of the input's dtype,\n"
+                 "                 little-endian, a whole number of samples\n"
+                 "  --output FILE  write a graph output as .npy (int8 for an int8 output, float32\n"
+                 "                 for a float one), once per output in the model's order\n");
 }
 
-// A positive integer option value, or false.
-bool parse_positive(const char* text, int64_t limit, int64_t* out) {
+// An integer option value in [low, limit], or false.
+bool parse_integer(const char* text, int64_t low, int64_t limit, int64_t* out) {
     char* end = nullptr;
     const long long v = std::strtoll(text, &end, 10);
-    if (end == text || *end != '\0' || v < 1 || v > limit) {
+    if (end == text || *end != '\0' || v < low || v > limit) {
         return false;
     }
     *out = v;
@@ -44,9 +61,10 @@ bool parse_args(int argc, char** argv, Options* o) {
         const std::string arg = argv[i];
         if (arg == "--threads" || arg == "--batch" || arg == "--iters") {
             int64_t v = 0;
-            if (i + 1 >= argc || !parse_positive(argv[i + 1], 1 << 20, &v)) {
-                std::fprintf(stderr, "qtk_run: %s needs a positive integer (at most 1048576)\n",
-                             arg.c_str());
+            const int64_t low = arg == "--iters" ? 0 : 1;
+            if (i + 1 >= argc || !parse_integer(argv[i + 1], low, 1 << 20, &v)) {
+                std::fprintf(stderr, "qtk_run: %s needs an integer from %d to 1048576\n",
+                             arg.c_str(), static_cast<int>(low));
                 return false;
             }
             ++i;
@@ -59,6 +77,12 @@ bool parse_args(int argc, char** argv, Options* o) {
             if (arg == "--iters") {
                 o->iters = static_cast<int>(v);
             }
+        } else if (arg == "--input" || arg == "--output") {
+            if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+                std::fprintf(stderr, "qtk_run: %s needs a file name\n", arg.c_str());
+                return false;
+            }
+            (arg == "--input" ? o->inputs : o->outputs).push_back(argv[++i]);
         } else if (!arg.empty() && arg[0] == '-') {
             std::fprintf(stderr, "qtk_run: unknown option %s\n", arg.c_str());
             return false;
@@ -71,11 +95,18 @@ bool parse_args(int argc, char** argv, Options* o) {
     }
     if (o->path.empty()) {
         std::fprintf(stderr, "qtk_run: no model given\n");
+        return false;
     }
-    return !o->path.empty();
+    if (o->batch > 0 && !o->inputs.empty()) {
+        std::fprintf(stderr, "qtk_run: --batch is for random inputs; with --input the files' first "
+                             "dim is the batch (give one or the other)\n");
+        return false;
+    }
+    return true;
 }
 
-// Random values of one graph input's dtype: int8 over its whole range, float32 in [-4, 4].
+// One graph input's values: int8, or float32 for a float32 input (random ones: int8 over its whole
+// range, float32 in [-4, 4]).
 struct InputBuffer {
     std::vector<int8_t> int8;
     std::vector<float> float32;
@@ -106,21 +137,82 @@ void print_tensor(const char* kind, const qtk::TensorInfo& info, const qtk::Shap
     std::printf("%s\n", count > shown ? " ..." : "");
 }
 
-int run(const Options& o) {
-    const std::shared_ptr<const qtk::Model> model = qtk::Model::load(o.path);
-    qtk::Session session(model, {o.threads});
-    const int64_t batch = o.batch > 0 ? o.batch : model->inputs()[0].shape[0];
-    std::printf("model %s (producer '%s', %zu nodes), batch %lld, %d thread(s)\n", o.path.c_str(),
-                model->producer().c_str(), model->node_count(), static_cast<long long>(batch),
-                o.threads);
+std::string input_label(size_t index, const qtk::TensorInfo& info) {
+    return "input " + std::to_string(index) + " ('" + info.name + "')";
+}
 
+// Graph input `index` from `path` (see the file's opening comment); sets *shape to its shape.
+InputBuffer read_input(const std::string& path, size_t index, const qtk::Session& session,
+                       qtk::Shape* shape) {
+    const qtk::TensorInfo& info = session.model().inputs()[index];
+    const std::string label = input_label(index, info);
+    const std::vector<uint8_t> bytes = qtk_tools::read_file_bytes(path);
+    InputBuffer buffer;
+    int64_t sample = 1;  // elements of one sample
+    for (size_t d = 1; d < info.shape.size(); ++d) {
+        sample *= info.shape[d];
+    }
+    if (!qtk_tools::is_npy(bytes)) {
+        const size_t sample_bytes = static_cast<size_t>(sample) * qtk::dtype_size(info.dtype);
+        if (bytes.empty() || sample_bytes == 0 || bytes.size() % sample_bytes != 0) {
+            throw qtk::Error(path + " is not a .npy file, and its " + std::to_string(bytes.size()) +
+                             " bytes are not raw " + qtk::dtype_name(info.dtype) + " values of " +
+                             label + " " + qtk::batch_shape_pattern(info.shape) + ": those are " +
+                             "N >= 1 times " + std::to_string(sample_bytes) +
+                             " bytes (save the array with numpy.save instead)");
+        }
+        *shape = info.shape;
+        (*shape)[0] = static_cast<int64_t>(bytes.size() / sample_bytes);
+        if (info.dtype == qtk::DType::kFloat32) {
+            if (!qtk_tools::host_is_little_endian()) {
+                throw qtk::Error("raw float32 input files are read on little-endian hosts only");
+            }
+            buffer.float32.resize(bytes.size() / sizeof(float));
+            std::memcpy(buffer.float32.data(), bytes.data(), bytes.size());
+        } else {
+            buffer.int8.assign(bytes.begin(), bytes.end());
+        }
+        return buffer;
+    }
+    qtk_tools::NpyArray array = qtk_tools::parse_npy(bytes, path);
+    bool fits = array.shape.size() == info.shape.size() && !array.shape.empty() &&
+                array.shape[0] >= 1;
+    for (size_t d = 1; fits && d < info.shape.size(); ++d) {
+        fits = array.shape[d] == info.shape[d];
+    }
+    if (!fits) {
+        throw qtk::Error(path + " has shape " + qtk::to_string(array.shape) + " but " + label +
+                         " takes " + qtk::batch_shape_pattern(info.shape) +
+                         " (N >= 1 samples); reshape the array to that");
+    }
+    *shape = array.shape;
+    const size_t count = array.bytes.size() / qtk::dtype_size(array.dtype);
+    if (info.dtype == qtk::DType::kFloat32) {
+        if (array.dtype != qtk::DType::kFloat32) {
+            throw qtk::Error(path + " holds int8 values but " + label +
+                             " is float32; save it as float32 (x.astype(numpy.float32))");
+        }
+        buffer.float32.resize(count);
+        std::memcpy(buffer.float32.data(), array.bytes.data(), array.bytes.size());
+    } else if (array.dtype == qtk::DType::kFloat32) {
+        std::vector<float> values(count);
+        std::memcpy(values.data(), array.bytes.data(), array.bytes.size());
+        buffer.int8.resize(count);
+        session.quantize_input(index, values.data(), count, buffer.int8.data());
+    } else {
+        buffer.int8.assign(array.bytes.begin(), array.bytes.end());
+    }
+    return buffer;
+}
+
+// Random values of every graph input at batch `batch`.
+std::vector<InputBuffer> random_inputs(const qtk::Model& model, int64_t batch,
+                                       std::vector<qtk::Shape>* shapes) {
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int> byte(-128, 127);
     std::uniform_real_distribution<float> real(-4.0f, 4.0f);
     std::vector<InputBuffer> buffers;
-    std::vector<const void*> inputs;
-    std::vector<qtk::Shape> shapes;
-    for (const qtk::TensorInfo& info : model->inputs()) {
+    for (const qtk::TensorInfo& info : model.inputs()) {
         qtk::Shape shape = info.shape;
         shape[0] = batch;
         int64_t count = 1;
@@ -143,8 +235,41 @@ int run(const Options& o) {
             }
         }
         buffers.push_back(std::move(buffer));
-        shapes.push_back(shape);
+        shapes->push_back(shape);
     }
+    return buffers;
+}
+
+int run(const Options& o) {
+    const std::shared_ptr<const qtk::Model> model = qtk::Model::load(o.path);
+    const size_t n_inputs = model->inputs().size();
+    const size_t n_outputs = model->outputs().size();
+    if (!o.inputs.empty() && o.inputs.size() != n_inputs) {
+        throw qtk::Error("--input given " + std::to_string(o.inputs.size()) + " time(s) but " +
+                         o.path + " has " + std::to_string(n_inputs) +
+                         " graph input(s); give one --input per input, in order");
+    }
+    if (!o.outputs.empty() && o.outputs.size() != n_outputs) {
+        throw qtk::Error("--output given " + std::to_string(o.outputs.size()) + " time(s) but " +
+                         o.path + " has " + std::to_string(n_outputs) +
+                         " graph output(s); give one --output per output, in order");
+    }
+    qtk::Session session(model, {o.threads});
+    std::vector<InputBuffer> buffers;
+    std::vector<const void*> inputs;
+    std::vector<qtk::Shape> shapes;
+    if (o.inputs.empty()) {
+        const int64_t batch = o.batch > 0 ? o.batch : model->inputs()[0].shape[0];
+        buffers = random_inputs(*model, batch, &shapes);
+    } else {
+        for (size_t i = 0; i < n_inputs; ++i) {
+            shapes.emplace_back();
+            buffers.push_back(read_input(o.inputs[i], i, session, &shapes.back()));
+        }
+    }
+    std::printf("model %s (producer '%s', %zu nodes), batch %lld, %d thread(s)\n", o.path.c_str(),
+                model->producer().c_str(), model->node_count(),
+                static_cast<long long>(shapes[0][0]), o.threads);
 
     for (const InputBuffer& buffer : buffers) {
         inputs.push_back(buffer.data());
@@ -160,6 +285,13 @@ int run(const Options& o) {
                 .count());
     }
     std::sort(us.begin(), us.end());
+    for (size_t i = 0; i < o.outputs.size(); ++i) {
+        const qtk::Tensor& t = outputs[i];
+        const bool is_float = t.dtype == qtk::DType::kFloat32;
+        qtk_tools::write_npy(o.outputs[i], t.dtype, t.shape,
+                             is_float ? static_cast<const void*>(t.float_data.data()) : t.data.data(),
+                             is_float ? t.float_data.size() : t.data.size());
+    }
 
     for (size_t i = 0; i < inputs.size(); ++i) {
         print_tensor("input", model->inputs()[i], shapes[i], buffers[i].int8, buffers[i].float32);
@@ -172,8 +304,13 @@ int run(const Options& o) {
                 session.arena_lower_bound(),
                 static_cast<double>(session.arena_bytes()) /
                     static_cast<double>(std::max<size_t>(1, session.arena_lower_bound())));
-    std::printf("latency over %d runs: min %.1f us, median %.1f us, max %.1f us\n", o.iters,
-                us.front(), us[us.size() / 2], us.back());
+    if (!us.empty()) {
+        std::printf("latency over %d runs: min %.1f us, median %.1f us, max %.1f us\n", o.iters,
+                    us.front(), us[us.size() / 2], us.back());
+    }
+    for (size_t i = 0; i < o.outputs.size(); ++i) {
+        std::printf("output %zu written to %s\n", i, o.outputs[i].c_str());
+    }
     return 0;
 }
 
