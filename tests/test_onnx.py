@@ -1,0 +1,125 @@
+"""ONNX interchange (docs/onnx.md): a Quantized model exported as an ONNX QDQ graph runs in ONNX
+Runtime within one step of qtk at every op; a float ONNX model imported with onnx2torch quantizes
+and deploys byte-identical.
+
+ONNX Runtime requantizes with float scales and rounds half to even, qtk with an integer multiplier
+rounding half up (spec 2), so an op's int8 output may differ by one step where its real value lies
+near a rounding boundary; through a deep network those steps propagate, so the end-to-end share is
+printed, and the one-step bound is checked op by op: each op of the ONNX graph is fed qtk's int8
+inputs (every int8 tensor of the graph is also a graph input) and its output compared with qtk's.
+"""
+import numpy as np
+import pytest
+import torch
+import torchvision
+
+import qtk
+from conftest import assert_not_degenerate, calibrated, reference_and_runtime
+from model_zoo.training import reestimate_batchnorm
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+SIZE = 64
+
+
+def ort_session(proto_or_bytes):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    data = proto_or_bytes if isinstance(proto_or_bytes, bytes) else proto_or_bytes.SerializeToString()
+    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+
+
+def qtk_int8_values(quantized, x):
+    """Every int8 tensor qtk computes for ``x``, by the names export gives them."""
+    from qtk.graph.capture import run_recording
+
+    with qtk.int8_outputs(quantized):
+        recorded = run_recording(quantized, (x,))
+    values = {}
+    for node, value in recorded.items():
+        name = node.target if node.op == "call_module" else node.name
+        if isinstance(value, (tuple, list)):
+            values.update({f"{name}.{i}": v for i, v in enumerate(value)})
+        elif isinstance(value, torch.Tensor) and value.dtype == torch.int8:
+            values[name] = value
+    return values
+
+
+def per_op_model(proto, known):
+    """The graph with every QuantizeLinear output ``v`` that qtk also computes (``known(v)``)
+    renamed ``v.ort`` and made an output, and ``v`` made an input: fed qtk's tensors, each op
+    computes from qtk's int8 inputs."""
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    graph, produced, quantized = model.graph, [], 0
+    for node in graph.node:
+        if node.op_type == "QuantizeLinear":
+            quantized += 1
+            if known(node.output[0]):
+                produced.append(node.output[0])
+                node.output[0] += ".ort"
+    assert len(produced) >= 0.9 * quantized, "most int8 tensors are named as qtk's graph nodes"
+    del graph.output[:]
+    for name in produced:
+        graph.input.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.INT8, None))
+        graph.output.append(onnx.helper.make_tensor_value_info(name + ".ort",
+                                                               onnx.TensorProto.INT8, None))
+    return model, produced
+
+
+def prepared_model(name):
+    """tests/test_torchvision_models.py's preparation, by PTQ: BatchNorm statistics re-estimated
+    on random data (random weights are degenerate otherwise), then a few calibration batches."""
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(num_classes=100)
+    reestimate_batchnorm(model, (4, 3, SIZE, SIZE))
+    return calibrated(model.eval(), [torch.randn(4, 3, SIZE, SIZE) for _ in range(2)])
+
+
+# resnet18: conv, residual add, max pool, global average pool, linear; mobilenet_v2: depthwise,
+# ReLU6; shufflenet_v2: concat, chunk (split), transpose and reshape (channel shuffle);
+# mobilenet_v3_small: HardSwish/HardSigmoid tables, the squeeze-excitation product.
+MODELS = ["resnet18", "mobilenet_v2", "shufflenet_v2_x0_5", "mobilenet_v3_small"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_qdq_export_is_within_one_step_of_qtk_at_every_op(name):
+    quantized = prepared_model(name)
+    proto = qtk.export_onnx(quantized, torch.randn(1, 3, SIZE, SIZE))
+    ops = {node.op_type for node in proto.graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+    x = torch.randn(4, 3, SIZE, SIZE)
+    reference = qtk_int8_values(quantized, x)
+
+    # end to end: the graph's own int8 output, against qtk's
+    session = ort_session(proto)
+    [output] = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    [final] = [o.name for o in proto.graph.output]
+    with qtk.int8_outputs(quantized), torch.no_grad():
+        expected = quantized(x).numpy()
+    assert output.dtype == np.int8 and output.shape == expected.shape
+    assert_not_degenerate(expected, min_distinct=32)
+    end_to_end = np.abs(output.astype(np.int32) - expected)
+
+    # op by op: every op fed qtk's int8 inputs (the few tensors export names otherwise, such as
+    # the quantized graph input, are fed as ONNX Runtime computed them)
+    model, produced = per_op_model(proto, lambda n: n.split("#")[0] in reference)
+    session = ort_session(model)
+    feeds = {n: reference[n.split("#")[0]].numpy() for n in produced}
+    feeds[proto.graph.input[0].name] = x.numpy()
+    outputs = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    compared = differing = 0
+    for name_ in produced:
+        got = outputs[name_ + ".ort"].astype(np.int32)
+        want = feeds[name_].astype(np.int32)
+        assert np.abs(got - want).max() <= 1, f"{name_}: ONNX Runtime is more than one step off"
+        compared += want.size
+        differing += int((got != want).sum())
+    share = differing / compared
+    print(f"\n{name}: per op {share:.4%} of {compared} int8 values differ by one step; end to end "
+          f"{(end_to_end > 0).mean():.2%} of the output differ, by at most "
+          f"{int(end_to_end.max())} ({final})")
+    assert share < 0.01
