@@ -85,23 +85,20 @@ def prepared_model(name):
 MODELS = ["resnet18", "mobilenet_v2", "shufflenet_v2_x0_5", "mobilenet_v3_small"]
 
 
-@pytest.mark.parametrize("name", MODELS)
-def test_qdq_export_is_within_one_step_of_qtk_at_every_op(name):
-    quantized = prepared_model(name)
-    proto = qtk.export_onnx(quantized, torch.randn(1, 3, SIZE, SIZE))
-    ops = {node.op_type for node in proto.graph.node}
-    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
-    x = torch.randn(4, 3, SIZE, SIZE)
+def compare_with_onnx_runtime(quantized, x, label):
+    """Export ``quantized`` as QDQ, run it in ONNX Runtime and compare with qtk: every op fed
+    qtk's int8 inputs is within one step (asserted); returns the share of its int8 values that
+    differ, and prints it with the end-to-end share and largest difference of the output."""
+    proto = qtk.export_onnx(quantized, x[:1])
+    assert {"QuantizeLinear", "DequantizeLinear"} <= {node.op_type for node in proto.graph.node}
     reference = qtk_int8_values(quantized, x)
 
     # end to end: the graph's own int8 output, against qtk's
     session = ort_session(proto)
     [output] = session.run(None, {session.get_inputs()[0].name: x.numpy()})
-    [final] = [o.name for o in proto.graph.output]
     with qtk.int8_outputs(quantized), torch.no_grad():
         expected = quantized(x).numpy()
     assert output.dtype == np.int8 and output.shape == expected.shape
-    assert_not_degenerate(expected, min_distinct=32)
     end_to_end = np.abs(output.astype(np.int32) - expected)
 
     # op by op: every op fed qtk's int8 inputs (the few tensors export names otherwise, such as
@@ -112,17 +109,26 @@ def test_qdq_export_is_within_one_step_of_qtk_at_every_op(name):
     feeds[proto.graph.input[0].name] = x.numpy()
     outputs = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
     compared = differing = 0
-    for name_ in produced:
-        got = outputs[name_ + ".ort"].astype(np.int32)
-        want = feeds[name_].astype(np.int32)
-        assert np.abs(got - want).max() <= 1, f"{name_}: ONNX Runtime is more than one step off"
+    for name in produced:
+        got = outputs[name + ".ort"].astype(np.int32)
+        want = feeds[name].astype(np.int32)
+        assert np.abs(got - want).max() <= 1, f"{name}: ONNX Runtime is more than one step off"
         compared += want.size
         differing += int((got != want).sum())
     share = differing / compared
-    print(f"\n{name}: per op {share:.4%} of {compared} int8 values differ by one step; end to end "
-          f"{(end_to_end > 0).mean():.2%} of the output differ, by at most "
-          f"{int(end_to_end.max())} ({final})")
-    assert share < 0.01
+    print(f"\n{label}: per op {share:.4%} of {compared} int8 values differ by one step; end to "
+          f"end {(end_to_end > 0).mean():.2%} of the {end_to_end.size} output values differ, by "
+          f"at most {int(end_to_end.max())}")
+    return share
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_qdq_export_is_within_one_step_of_qtk_at_every_op(name):
+    quantized = prepared_model(name)
+    x = torch.randn(4, 3, SIZE, SIZE)
+    with qtk.int8_outputs(quantized), torch.no_grad():
+        assert_not_degenerate(quantized(x), min_distinct=32)
+    assert compare_with_onnx_runtime(quantized, x, name) < 0.01
 
 
 def test_export_onnx_names_an_op_without_onnx_mapping():
@@ -181,23 +187,32 @@ def photos(names):
     return (torch.cat(batch) - mean) / std
 
 
-def test_pp_lcnet_from_onnx_quantizes_and_deploys_byte_identical():
+@pytest.fixture(scope="module")
+def pp_lcnet_ptq():
+    """(float model, prepared model, Quantized model, test photos)."""
     model = pp_lcnet()
     calibration = photos(["astronaut", "coffee", "chelsea", "rocket"])
     test = photos(["camera", "page", "hubble_deep_field"])
     test = torch.cat([test, torch.rot90(test, 1, (2, 3))])  # each photo upright and turned
-
     prepared = qtk.prepare_ptq(model)
+    with torch.no_grad():
+        prepared(calibration)
+    return model, prepared, qtk.convert(prepared), test
+
+
+def test_pp_lcnet_from_onnx_quantizes_and_deploys_byte_identical(pp_lcnet_ptq):
+    model, prepared, quantized, test = pp_lcnet_ptq
     report = qtk.report(prepared, test[:1])
     assert not report.fallbacks, str(report)
     assert report.int8_mac_share == 1.0
-    with torch.no_grad():
-        prepared(calibration)
-        float_logits = model(test)
-    quantized = qtk.convert(prepared)
-
     reference, runtime = reference_and_runtime(quantized, test[:1], test)
     assert torch.equal(reference, runtime), "runtime differs from the Quantized reference"
     assert_not_degenerate(reference, min_distinct=8)
     with torch.no_grad():
-        assert torch.equal(quantized(test).argmax(1), float_logits.argmax(1))
+        assert torch.equal(quantized(test).argmax(1), model(test).argmax(1))
+
+
+def test_pp_lcnet_round_trip_to_onnx_qdq(pp_lcnet_ptq):
+    """Real weights and photos: the quantized import exported back as ONNX QDQ."""
+    _, _, quantized, test = pp_lcnet_ptq
+    assert compare_with_onnx_runtime(quantized, test, "PP-LCNet") < 0.01

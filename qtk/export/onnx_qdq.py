@@ -245,6 +245,34 @@ class _OnnxGraph:
         self._node("Concat", inputs, [out], out, axis=node["attrs"]["axis"][0])
         return out
 
+    def _op_mul_constant(self, node, inputs):
+        """``x * c``: spec 21's signed ``(M_e, n_e)`` of ``s_x c_e / s_y`` gives back
+        ``c_e = M_e 2^-n_e s_y / s_x`` (within 2^-31 relative), a float Mul."""
+        multiplier = self._constant_input(node, 1).astype(np.float64)
+        shift = self._constant_input(node, 2).astype(np.float64)
+        s_x = self._qparams(node["inputs"][0]).scale
+        s_y = self._qparams(node["outputs"][0]).scale
+        c = (multiplier * np.exp2(-shift) * s_y / s_x).astype(np.float32)
+        return self._binary("Mul", node, [inputs[0], self._const(f"{node['name']}.c", c)])
+
+    def _op_add_constant(self, node, inputs):
+        """``+-x + c``: spec 21's ``B_e = round(c_e 2^k / s_x)`` gives back ``c_e = B_e s_x 2^-k``
+        (the constant qtk adds, within 2^-(k+1) input steps), a float Add."""
+        a = node["attrs"]
+        s_x = self._qparams(node["inputs"][0]).scale
+        c = (self._constant_input(node, 1).astype(np.float64) * s_x
+             * 2.0 ** -a["input_shift"][0]).astype(np.float32)
+        x = inputs[0]
+        if a["negate"][0]:
+            x = f"{self._float_out(node)}.neg"
+            self._node("Neg", [inputs[0]], [x], x)
+        return self._binary("Add", node, [x, self._const(f"{node['name']}.c", c)])
+
+    def _op_softmax(self, node, inputs):
+        out = self._float_out(node)
+        self._node("Softmax", inputs, [out], out, axis=node["attrs"]["axis"][0])
+        return out
+
     def _op_clamp(self, node, inputs):
         return inputs[0]  # the clamp attribute becomes the Clip/Relu before QuantizeLinear
 
