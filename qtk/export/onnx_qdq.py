@@ -157,7 +157,7 @@ class _OnnxGraph:
                 f"{', '.join(sorted(_MAPPED))}); deploy this model with qtk.export and the qtk "
                 f"runtime, or keep that module float with a QConfigMapping and export the float "
                 f"model with torch.onnx.export")
-        if op == "lut":  # int8 in, int8 out
+        if op in ("lut", "pad"):  # int8 in, int8 out, exact
             handler(node, None)
             return
         lo, hi = attrs.get("clamp", [-128, 127])
@@ -172,7 +172,7 @@ class _OnnxGraph:
             self._quantize(result, outputs[0], lo, hi)
 
     def _float_out(self, node, suffix=""):
-        return f"{node['name']}.{node['op']}{suffix}#{node['outputs'][0]}"
+        return f"{node['name']}:{node['op']}{suffix}#{node['outputs'][0]}"  # ":" is in no value name
 
     def _constant_input(self, node, index):
         value = self.writer.values[node["inputs"][index]]
@@ -339,18 +339,17 @@ class _OnnxGraph:
         return out
 
     def _op_pad(self, node, inputs):
-        a, out = node["attrs"], self._float_out(node)
+        """Padding on the int8 values themselves (spec 13: they keep ``(s, z)``), exact."""
+        a = node["attrs"]
+        x, out = self._name(node["inputs"][0]), self._name(node["outputs"][0])
         left, right, top, bottom = a["pads"]
         mode = ["constant", "reflect", "edge"][a.get("mode", [0])[0]]
         pads = self._const(f"{out}.pads", np.array([0, 0, top, left, 0, 0, bottom, right], np.int64))
         extra = []
         if mode == "constant":
-            qparams = self._qparams(node["inputs"][0])
-            value = a.get("value", [qparams.zero_point])[0]
-            extra = [self._const(f"{out}.value",
-                                 np.float32(qparams.scale * (int(value) - qparams.zero_point)))]
-        self._node("Pad", [inputs[0], pads, *extra], [out], out, mode=mode)
-        return out
+            value = a.get("value", [self._qparams(node["inputs"][0]).zero_point])[0]
+            extra = [self._const(f"{out}.value", np.int8(value))]
+        self._node("Pad", [x, pads, *extra], [out], out, mode=mode)
 
     def _op_resize_nearest(self, node, inputs):
         """Nearest resize as two Gathers of the source rows and columns qtk computed (exact)."""
