@@ -6,7 +6,8 @@ ONNX Runtime requantizes with float scales and rounds half to even, qtk with an 
 rounding half up (spec 2), so an op's int8 output may differ by one step where its real value lies
 near a rounding boundary; through a deep network those steps propagate, so the end-to-end share is
 printed, and the one-step bound is checked op by op: each op of the ONNX graph is fed qtk's int8
-inputs (every int8 tensor of the graph is also a graph input) and its output compared with qtk's.
+inputs (every int8 tensor of the graph is remade by a QuantizeLinear of qtk's value, dequantized,
+from an input of its own) and its output compared with qtk's.
 """
 import numpy as np
 import pytest
