@@ -148,8 +148,8 @@ class _OnnxGraph:
         outputs = node["outputs"]
         if any(self._qparams(v) is None for v in outputs) and op != "dequantize":
             raise UnsupportedOpError(
-                f"{node['name']}: {op!r} is kept in float; export_onnx maps int8 ops only. Quantize "
-                f"that part (give it a qconfig) or deploy the mixed model with qtk.export")
+                f"{node['name']}: {op!r} is kept in float; export_onnx maps int8 ops only. "
+                f"Quantize that part (give it a qconfig) or deploy the mixed model with qtk.export")
         handler = getattr(self, f"_op_{op}", None)
         if handler is None:
             raise UnsupportedOpError(
@@ -172,7 +172,8 @@ class _OnnxGraph:
             self._quantize(result, outputs[0], lo, hi)
 
     def _float_out(self, node, suffix=""):
-        return f"{node['name']}:{node['op']}{suffix}#{node['outputs'][0]}"  # ":" is in no value name
+        # ":" is in no value name, so a float tensor never takes an int8 value's name
+        return f"{node['name']}:{node['op']}{suffix}#{node['outputs'][0]}"
 
     def _constant_input(self, node, index):
         value = self.writer.values[node["inputs"][index]]
@@ -189,14 +190,13 @@ class _OnnxGraph:
                        (np.float64(s_x) * s_w.astype(np.float64))).astype(np.float32)
         name = node["name"]
         w_float, b_float = f"{name}.weight.dq", f"{name}.bias.dq"
-        self._node("DequantizeLinear", [self._const(f"{name}.weight", weight),
-                                        self._const(f"{name}.weight_scale", s_w),
-                                        self._const(f"{name}.weight_zp", np.zeros_like(s_w, np.int8))],
-                   [w_float], w_float, axis=0)
-        self._node("DequantizeLinear", [self._const(f"{name}.bias", bias),
-                                        self._const(f"{name}.bias_scale", s_b),
-                                        self._const(f"{name}.bias_zp", np.zeros(len(s_b), np.int32))],
-                   [b_float], b_float, axis=0)
+        for tensor, scale, zero_point, out in (
+                (weight, s_w, np.zeros(len(s_w), np.int8), w_float),
+                (bias, s_b, np.zeros(len(s_b), np.int32), b_float)):
+            self._node("DequantizeLinear", [self._const(out, tensor),
+                                            self._const(f"{out}.scale", scale),
+                                            self._const(f"{out}.zero_point", zero_point)],
+                       [out], out, axis=0)
         return w_float, b_float
 
     def _op_quantize(self, node, inputs):
@@ -344,7 +344,8 @@ class _OnnxGraph:
         x, out = self._name(node["inputs"][0]), self._name(node["outputs"][0])
         left, right, top, bottom = a["pads"]
         mode = ["constant", "reflect", "edge"][a.get("mode", [0])[0]]
-        pads = self._const(f"{out}.pads", np.array([0, 0, top, left, 0, 0, bottom, right], np.int64))
+        pads = self._const(f"{out}.pads",
+                           np.array([0, 0, top, left, 0, 0, bottom, right], np.int64))
         extra = []
         if mode == "constant":
             value = a.get("value", [self._qparams(node["inputs"][0]).zero_point])[0]

@@ -4,8 +4,8 @@ refused with the op, its module path and the way out.
 Turning ``a + b``, ``torch.cat``, ``F.relu``, ``x.mean((2, 3))`` ... into modules (``Add``,
 ``Concat``, ``nn.ReLU``, ``SpatialMean``) lets one mechanism do the rest: fusion, fake quantization,
 conversion and export all see modules. Shape ops (view, reshape, flatten, transpose, permute,
-contiguous, clone, chunk, split, and tuple indexing) move int8 bytes as they are, so they stay functional
-and run unchanged on the Quantized model's int8 tensors. Integer arithmetic on sizes
+contiguous, clone, chunk, split, and tuple indexing) move int8 bytes as they are, so they stay
+functional and run unchanged on the Quantized model's int8 tensors. Integer arithmetic on sizes
 (``x.size()``, ``c // g``) is left alone.
 """
 import operator
@@ -250,8 +250,8 @@ MODULE_FORMS = {
 
 # Shape ops: they move bytes, so int8 tensors go through them unchanged.
 SHAPE_OPS = {"view", "reshape", "flatten", "transpose", "permute", "contiguous", "clone",
-             "swapaxes", "unsqueeze", "squeeze", torch.clone, torch.flatten, torch.reshape, torch.transpose, torch.permute,
-             torch.swapaxes, torch.unsqueeze, torch.squeeze}
+             "swapaxes", "unsqueeze", "squeeze", torch.clone, torch.flatten, torch.reshape,
+             torch.transpose, torch.permute, torch.swapaxes, torch.unsqueeze, torch.squeeze}
 SPLIT_OPS = {"chunk", "split", torch.chunk, torch.split}
 SIZE_QUERIES = {"size", "dim", "numel"}
 
