@@ -217,6 +217,12 @@ def test_export_onnx_names_an_op_without_onnx_mapping():
     with pytest.raises(qtk.UnsupportedOpError, match="divisor_override.*qtk.export"):
         qtk.export_onnx(quantized, torch.randn(1, 3, 8, 8))
 
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    quantized = calibrated(model.eval(), [torch.randn(2, 4, 8)])
+    with pytest.raises(qtk.UnsupportedOpError,
+                       match=r"^1: qtk op 'layer_norm' has no ONNX QDQ mapping.*qtk\.export"):
+        qtk.export_onnx(quantized, torch.randn(1, 4, 8))
+
 
 # ---- import: a float ONNX model through onnx2torch, quantized and deployed by qtk ---------------
 
