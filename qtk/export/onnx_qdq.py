@@ -155,8 +155,8 @@ class _OnnxGraph:
             raise UnsupportedOpError(
                 f"{node['name']}: qtk op {op!r} has no ONNX QDQ mapping in export_onnx (mapped: "
                 f"{', '.join(sorted(_MAPPED))}); deploy this model with qtk.export and the qtk "
-                f"runtime, or keep that module float with a QConfigMapping and export the float "
-                f"model with torch.onnx.export")
+                f"runtime, which runs every qtk op, or replace that module with one of the mapped "
+                f"ops")
         if op in ("lut", "pad"):  # int8 in, int8 out, exact
             handler(node, None)
             return
