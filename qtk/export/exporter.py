@@ -184,7 +184,7 @@ def _permutation(node, rank):
 
 def _export_shape_op(writer, value_of, recorded, node, kind):
     """Shape ops move bytes: reshape, permute and split nodes whose outputs keep the input's
-    qparams; contiguous and tuple indexing only rename a value."""
+    qparams; contiguous, clone and tuple indexing only rename a value."""
     source = node.args[0]
     name = node.target if isinstance(node.target, str) else node.target.__name__
     if node.target is operator.getitem and isinstance(value_of[source], list):
@@ -193,7 +193,7 @@ def _export_shape_op(writer, value_of, recorded, node, kind):
     if node.target is operator.getitem:
         _export_slice(writer, value_of, recorded, node)
         return
-    if name == "contiguous":
+    if name in ("contiguous", "clone"):
         value_of[node] = value_of[source]
         return
     in_shape = tuple(recorded[source].shape)

