@@ -1,5 +1,6 @@
 """Shared helpers: quantize a float model by PTQ or QAT, export it, run it in the runtime; build
 deploy_runtime with CMake; require the tools the device tests need."""
+import importlib
 import os
 import shutil
 import subprocess
@@ -18,13 +19,13 @@ IN_CI = os.environ.get("CI") == "true"
 APT_PACKAGES = "qemu-user g++-aarch64-linux-gnu clang libclang-rt-14-dev libfuzzer-14-dev"
 
 
-def missing(what):
-    """Skips the test for lack of ``what`` (a tool), or fails it in CI."""
-    message = (f"{what} not found: apt-get install --no-install-recommends {APT_PACKAGES} "
-               f"(.ci/run does this in CI)")
+def missing(what, fix=f"apt-get install --no-install-recommends {APT_PACKAGES}"):
+    """Skips the test (or the module, where it is missed at import) for lack of ``what``, or
+    fails it in CI, where .ci/run installs everything."""
+    message = f"{what} not found: {fix} (.ci/run does this in CI)"
     if IN_CI:
         pytest.fail(message)
-    pytest.skip(message)
+    pytest.skip(message, allow_module_level=True)
 
 
 def require(*tools):
@@ -32,6 +33,14 @@ def require(*tools):
     absent = [tool for tool in tools if shutil.which(tool) is None]
     if absent:
         missing(", ".join(absent))
+
+
+def require_module(name):
+    """The module ``name``; skips the test (fails it in CI) where it is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        missing(f"the Python module {name}", "pip install -e '.[test]'")
 
 
 def run_command(command, env=None, timeout=None):

