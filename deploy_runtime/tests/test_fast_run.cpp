@@ -8,7 +8,6 @@
 #include <string>
 
 #include "check.h"
-#include "cpu_features.h"
 #include "fast_run.h"
 #include "model_builder.h"
 #include "qtk/runtime.h"
@@ -59,19 +58,15 @@ void test_search_then_use() {
     const Bytes bytes = qtk_test::sample_model().build();
     const auto plain = load(bytes, qtk::FastRun::kOff);
     const auto searched = load(bytes, qtk::FastRun::kSearch);
-    // The sample's int8 ops with several algorithms: conv2d and add only where a vector ISA runs,
-    // linear only where x86's do (aarch64 has no linear kernel yet); concat, max_pool2d and
-    // global_avg_pool2d everywhere (portable fast paths).
+    // The sample's int8 ops with several algorithms: conv2d, linear and add only where a vector
+    // ISA runs; concat, max_pool2d and global_avg_pool2d everywhere (portable fast paths).
     const std::set<std::string> vector_ops = {"conv2d", "linear", "add"};
     const std::set<std::string> portable_ops = {"concat", "max_pool2d", "global_avg_pool2d"};
-    const bool vector_linear = qtk::detail::cpu_supports(qtk::detail::IsaLevel::kAvx2);
     size_t vector_layers = 0, portable_layers = 0;
     for (size_t i = 0; i < plain->op_names().size(); ++i) {
         const std::string op = plain->op_names()[i];
         if (vector_ops.count(op) + portable_ops.count(op) > 0) {
-            if (op != "linear" || vector_linear) {
-                ++(vector_ops.count(op) > 0 ? vector_layers : portable_layers);
-            }
+            ++(vector_ops.count(op) > 0 ? vector_layers : portable_layers);
             CHECK(searched->algorithms()[i].rfind(op + "_int8_", 0) == 0);
         } else {
             CHECK(searched->algorithms()[i] == "reference");
