@@ -195,6 +195,11 @@ extern const Conv2dAlgo kConv2dInt8DepthwiseW8Avx2 = {
     "conv2d_int8_depthwise_w8_avx2", IsaLevel::kAvx2, fits_depthwise,
     make_kernel<Conv2dInt8Depthwise, kInt8DepthwiseW8Avx2, kInt8EpilogueAvx2>};
 #endif
+#if QTK_ARM_NEON
+extern const Conv2dAlgo kConv2dInt8DepthwiseW16Neon = {
+    "conv2d_int8_depthwise_w16_neon", IsaLevel::kNeon, fits_depthwise,
+    make_kernel<Conv2dInt8Depthwise, kInt8DepthwiseW16Neon, kInt8EpilogueNeon>};
+#endif
 
 }  // namespace detail
 }  // namespace qtk
