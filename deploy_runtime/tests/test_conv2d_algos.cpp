@@ -1,10 +1,10 @@
 // Every int8 conv2d algorithm against the reference, byte for byte, at every ISA level this CPU
-// runs (levels it lacks are reported as skipped): the GEMM micro-kernels alone against a scalar
-// sum and the requantization epilogues against arith::requantize, then whole convolutions through
-// Model and Session (QTK_CONV_ALGO pins each algorithm) over shapes around the tile and block
-// edges, batch 1 and 3, 1 and 2 threads, random and extreme values, and a depthwise sweep for the
-// depthwise algorithms. Also the QTK_ISA cap, QTK_CONV_ALGO's errors and the registry's default
-// choice.
+// runs (levels it lacks are reported as skipped): the GEMM and depthwise-by-rows micro-kernels
+// alone against scalar sums and the requantization epilogues against arith::requantize, then
+// whole convolutions through Model and Session (QTK_CONV_ALGO pins each algorithm) over shapes
+// around the tile and block edges, batch 1 and 3, 1 and 2 threads, random and extreme values, and
+// a depthwise sweep for the depthwise algorithms. Also the QTK_ISA cap, QTK_CONV_ALGO's errors and
+// the registry's default choice.
 #include <algorithm>
 #include <array>
 #include <cmath>
