@@ -1,6 +1,7 @@
-"""The aarch64 int8 GEMM micro-kernels' inner loops, counted from the compiled code: instructions per
-iteration and multiply-accumulates per instruction, beside the best its ISA's product instruction
-allows. Emulation measures no speed, so this is the design's check of the ARM kernels.
+"""The aarch64 int8 micro-kernels' inner loops (GEMM and depthwise), counted from the compiled code:
+instructions per iteration and multiply-accumulates per instruction, beside the best its ISA's
+product instruction allows. Emulation measures no speed, so this is the design's check of the ARM
+kernels.
 
     cmake -S deploy_runtime -B build/arm -G Ninja \
           -DCMAKE_TOOLCHAIN_FILE=$PWD/deploy_runtime/cmake/aarch64-linux-gnu.cmake
@@ -18,11 +19,25 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-# Multiply-accumulates per instruction of the product instructions, 128-bit registers.
-MACS = {"smull": 8, "smull2": 8, "smlal": 8, "smlal2": 8, "sdot": 16, "smmla": 32}
+# Multiply-accumulates per instruction of the product instructions, 128-bit registers: sdot and
+# smmla as named; the widening multiplies one per lane of their destination (8 of bytes into .8h,
+# 4 of int16 into .4s).
+MACS = {"sdot": 16, "smmla": 32}
+WIDENING = ("smull", "smull2", "smlal", "smlal2")
+LANES = {"8h": 8, "4s": 4, "2d": 2}
+
+
+def macs(op, args):
+    if op in WIDENING:
+        m = re.match(r"v\d+\.(\w+)", args)
+        return LANES.get(m.group(1), 0) if m else 0
+    return MACS.get(op, 0)
+
+
 # Each kernel's ISA and the most multiply-accumulates one instruction of it can do.
 KERNELS = {"gemm_int8_neon": ("neon", "smlal", 8), "gemm_int8_dotprod": ("dotprod", "sdot", 16),
-           "gemm_int8_i8mm": ("i8mm", "smmla", 32)}
+           "gemm_int8_i8mm": ("i8mm", "smmla", 32),
+           "depthwise_int8_w16_neon": ("neon", "smlal", 8)}
 
 
 def instructions(obj):
@@ -38,7 +53,7 @@ def instructions(obj):
 
 def inner_loop(found):
     """The loop (a backward branch's span) with the most multiply-accumulates, the shortest of
-    equals: the kernel's K loop."""
+    equals: the kernel's K loop (a depthwise kernel's: its step of outputs at its largest kernel)."""
     best = None
     for address, op, args in found:
         target = re.search(r"([0-9a-f]+) <", args)
@@ -48,9 +63,9 @@ def inner_loop(found):
         if start >= address:
             continue
         body = [i for i in found if start <= i[0] <= address]
-        macs = sum(MACS.get(op, 0) for _, op, _ in body)
-        if macs and (best is None or (macs, -len(body)) > (best[0], -len(best[1]))):
-            best = (macs, body)
+        total = sum(macs(op, args) for _, op, args in body)
+        if total and (best is None or (total, -len(body)) > (best[0], -len(best[1]))):
+            best = (total, body)
     return best
 
 

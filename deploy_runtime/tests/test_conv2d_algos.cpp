@@ -1,10 +1,10 @@
 // Every int8 conv2d algorithm against the reference, byte for byte, at every ISA level this CPU
-// runs (levels it lacks are reported as skipped): the GEMM micro-kernels alone against a scalar
-// sum and the requantization epilogues against arith::requantize, then whole convolutions through
-// Model and Session (QTK_CONV_ALGO pins each algorithm) over shapes around the tile and block
-// edges, batch 1 and 3, 1 and 2 threads, random and extreme values, and a depthwise sweep for the
-// depthwise algorithms. Also the QTK_ISA cap, QTK_CONV_ALGO's errors and the registry's default
-// choice.
+// runs (levels it lacks are reported as skipped): the GEMM and depthwise-by-rows micro-kernels
+// alone against scalar sums and the requantization epilogues against arith::requantize, then
+// whole convolutions through Model and Session (QTK_CONV_ALGO pins each algorithm) over shapes
+// around the tile and block edges, batch 1 and 3, 1 and 2 threads, random and extreme values, and
+// a depthwise sweep for the depthwise algorithms. Also the QTK_ISA cap, QTK_CONV_ALGO's errors and
+// the registry's default choice.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -27,6 +27,9 @@
 #endif
 #if QTK_X86_AVX2 || QTK_X86_AVX_VNNI || QTK_X86_AVX512_VNNI
 #include "../kernels/contracts/winograd_int8_f2x3.h"
+#endif
+#if QTK_X86_AVX2 || QTK_ARM_NEON
+#include "../kernels/contracts/depthwise_int8.h"
 #endif
 #include "int8_quantize.h"
 
@@ -167,6 +170,127 @@ void test_ukernels() {
         std::printf("micro-kernel %s: checked\n", e.name);
     }
 }
+
+#if QTK_X86_AVX2 || QTK_ARM_NEON
+// The depthwise-by-rows micro-kernels (depthwise_int8.h) against the contract's sums, each buffer
+// exactly as long as the contract's bounds (so a sanitizer build sees any read past them), the
+// writes checked up to their bound and untouched past it: pack_pairs over counts either side of
+// the vector steps, then row for k 3 and 5, stride 1 and 2, counts 1 to 40 (around the 8- and
+// 16-output steps), random and extreme values.
+void test_depthwise_ukernels() {
+    using qtk::detail::Int8DepthwiseUkernel;
+    using qtk::detail::kDepthwiseMaxLanes;
+    struct Entry {
+        const char* name;
+        IsaLevel isa;
+        const Int8DepthwiseUkernel* ukernel;
+    };
+    const Entry entries[] = {
+#if QTK_X86_AVX2
+        {"depthwise w8_avx2", IsaLevel::kAvx2, &qtk::detail::kInt8DepthwiseW8Avx2},
+#endif
+#if QTK_ARM_NEON
+        {"depthwise w16_neon", IsaLevel::kNeon, &qtk::detail::kInt8DepthwiseW16Neon},
+#endif
+    };
+    constexpr int32_t kGuard = 0x5a5a5a5a;
+    const auto pair = [](int32_t first, int32_t second) {
+        return int32_t(uint16_t(first)) | int32_t(uint32_t(second) << 16);
+    };
+    const auto first_of = [](int32_t v) { return int32_t(int16_t(uint32_t(v) & 0xFFFF)); };
+    const auto second_of = [](int32_t v) { return int32_t(int16_t(uint32_t(v) >> 16)); };
+    Rng rng(23);
+    for (const Entry& e : entries) {
+        if (!cpu_supports(e.isa)) {
+            std::printf("micro-kernel %s: skipped, this CPU lacks %s\n", e.name, isa_name(e.isa));
+            continue;
+        }
+        const Int8DepthwiseUkernel& u = *e.ukernel;
+        for (int64_t s : {1, 2}) {
+            for (int64_t count = 1; count <= 40; ++count) {
+                const std::vector<int8_t> x = rng.int8s(size_t(s * (count - 1) + 2));
+                std::vector<int32_t> pairs(size_t(count + 8), kGuard);
+                u.pack_pairs(x.data(), count, s, pairs.data());
+                for (int64_t j = 0; j < count + 8; ++j) {
+                    const int32_t want =
+                        j < count ? pair(x[size_t(s * j)], x[size_t(s * j + 1)]) : kGuard;
+                    if (pairs[size_t(j)] != want) {
+                        qtk_test::report_failure(__FILE__, __LINE__,
+                                                 std::string(e.name) + " pack_pairs stride " +
+                                                     std::to_string(s) + " count " +
+                                                     std::to_string(count) + " pair " +
+                                                     std::to_string(j));
+                    }
+                }
+            }
+        }
+        for (int64_t k : {3, 5}) {
+            for (int64_t s : {1, 2}) {
+                const int64_t pairs_per_row = (k + 1) / 2;
+                for (int64_t count = 1; count <= 40; ++count) {
+                    const int fill = int(count % 4);  // 0, 1: random; 2: -128 x 127; 3: -128 x -127
+                    const int64_t written =
+                        (count + kDepthwiseMaxLanes - 1) / kDepthwiseMaxLanes * kDepthwiseMaxLanes;
+                    const int64_t read = written + (k - 1) / s;
+                    std::vector<std::vector<int32_t>> rows(static_cast<size_t>(k));
+                    const int32_t* row_ptrs[5];
+                    for (int64_t ky = 0; ky < k; ++ky) {
+                        for (int64_t j = 0; j < read; ++j) {
+                            rows[size_t(ky)].push_back(
+                                fill >= 2 ? pair(-128, -128)
+                                          : pair(int32_t(rng.uniform(-128, 127)),
+                                                 int32_t(rng.uniform(-128, 127))));
+                        }
+                        row_ptrs[ky] = rows[size_t(ky)].data();
+                    }
+                    std::vector<int32_t> weights;
+                    for (int64_t ky = 0; ky < k; ++ky) {
+                        for (int64_t p = 0; p < pairs_per_row; ++p) {
+                            const auto w = [&](int64_t kx) {
+                                return kx >= k      ? 0
+                                       : fill == 2 ? 127
+                                       : fill == 3 ? -127
+                                                   : int32_t(rng.uniform(-127, 127));
+                            };
+                            const int32_t w0 = w(2 * p), w1 = w(2 * p + 1);
+                            weights.push_back(pair(w0, w1));
+                        }
+                    }
+                    std::vector<int32_t> acc(size_t(written + 8), kGuard);
+                    u.row[k == 5][s == 2](row_ptrs, weights.data(), count, acc.data());
+                    for (int64_t o = 0; o < written + 8; ++o) {
+                        if (o >= count && o < written) {
+                            continue;  // vector lanes past the count: anything
+                        }
+                        int64_t want = kGuard;
+                        if (o < count) {
+                            want = 0;
+                            for (int64_t ky = 0; ky < k; ++ky) {
+                                for (int64_t p = 0; p < pairs_per_row; ++p) {
+                                    const int32_t v = rows[size_t(ky)][size_t(o + 2 * p / s)];
+                                    const int32_t w = weights[size_t(ky * pairs_per_row + p)];
+                                    want += int64_t{first_of(v)} * first_of(w) +
+                                            int64_t{second_of(v)} * second_of(w);
+                                }
+                            }
+                        }
+                        if (acc[size_t(o)] != want) {
+                            qtk_test::report_failure(
+                                __FILE__, __LINE__,
+                                std::string(e.name) + " row k " + std::to_string(k) +
+                                    " stride " + std::to_string(s) + " count " +
+                                    std::to_string(count) + " acc[" + std::to_string(o) +
+                                    "] is " + std::to_string(acc[size_t(o)]) + ", expected " +
+                                    std::to_string(want));
+                        }
+                    }
+                }
+            }
+        }
+        std::printf("micro-kernel %s: checked\n", e.name);
+    }
+}
+#endif
 
 // A value in [lo, hi]: a third of the time an edge (lo, hi, their neighbours, -1, 0, 1 where they
 // lie inside), else uniform or small.
@@ -1142,7 +1266,8 @@ void test_winograd() {
 
 // QTK_ISA at each level (a cap the CPU lacks still allows the levels below it): the default choice
 // is the first usable algorithm at or below the cap, and it gives the reference's bytes; for a
-// depthwise layer too, where a depthwise algorithm serves wherever the CPU runs AVX2.
+// depthwise layer too, where a depthwise algorithm serves wherever the CPU runs AVX2 (x86) or NEON
+// (aarch64).
 void test_isa_cap() {
     const IsaLevel caller_cap = qtk::detail::isa_cap();  // the caller's QTK_ISA, restored below
     ConvCase dense;
@@ -1166,10 +1291,15 @@ void test_isa_cap() {
                 }
                 CHECK(!algo->usable(cc.params(), level));  // nothing earlier was usable
             }
-#if QTK_X86_AVX2
             const bool dw = std::string(chosen.name).find("depthwise") != std::string::npos;
+#if QTK_X86_AVX2
             CHECK(dw == (cc.groups > 1 && level >= IsaLevel::kAvx2 &&
                          cpu_supports(IsaLevel::kAvx2)));
+#elif QTK_ARM_NEON
+            CHECK(dw == (cc.groups > 1 && level >= IsaLevel::kNeon &&
+                         cpu_supports(IsaLevel::kNeon)));
+#else
+            CHECK(!dw);
 #endif
             CHECK(run(c, nullptr, 2, 3) == want);
             std::printf("QTK_ISA=%s, %s: chose %s\n", isa_name(level),
@@ -1230,6 +1360,9 @@ int main() {
     test_ukernels();
     test_plans();
     test_requantize();
+#endif
+#if QTK_X86_AVX2 || QTK_ARM_NEON
+    test_depthwise_ukernels();
 #endif
     test_errors();
     test_isa_cap();

@@ -8,7 +8,8 @@
 //   acc[o] = sum over ky < k, p < (k + 1) / 2 of rows[ky][o + 2p / s] . weights[ky (k + 1) / 2 + p]
 // where weights[..] = (w[ky][2p], w[ky][2p + 1], or 0 past the kernel) in the same layout: the
 // pair at o + 2p / s holds the input under taps 2p and 2p + 1 of output o, for either stride, so
-// each vpmaddwd lane multiplies two taps (|x w| <= 128 * 127) and adds them in int32.
+// each vpmaddwd lane multiplies two taps (|x w| <= 128 * 127) and adds them in int32 (NEON's ld2
+// splits the pairs into the two taps' inputs instead, each multiplied by smlal).
 //
 // Bounds: row(..., count, acc) reads rows[ky][0, R) with R = round_up(count, kDepthwiseMaxLanes) +
 // (k - 1) / s and writes acc[0, round_up(count, kDepthwiseMaxLanes)); pack_pairs(x, count, s,
@@ -33,6 +34,7 @@ struct Int8DepthwiseUkernel {
 };
 
 extern const Int8DepthwiseUkernel kInt8DepthwiseW8Avx2;
+extern const Int8DepthwiseUkernel kInt8DepthwiseW16Neon;
 
 }  // namespace detail
 }  // namespace qtk

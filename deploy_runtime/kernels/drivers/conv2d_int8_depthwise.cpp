@@ -1,7 +1,8 @@
 // conv2d int8, depthwise (groups = input = output channels), 3x3 and 5x5, stride 1 and 2, any
-// padding, dilation 1, on x86 at AVX2, NCHW (docs/quantization_spec.md section 4). The
-// micro-kernels (depthwise_int8.h) and the epilogue (conv2d_int8_epilogue.h) are per ISA; this
-// file, built with the baseline flags, pads and packs the input rows and cuts the work.
+// padding, dilation 1, on x86 at AVX2 and on aarch64 at NEON, NCHW (docs/quantization_spec.md
+// section 4). The micro-kernels (depthwise_int8.h) and the epilogue (conv2d_int8_epilogue.h) are
+// per ISA; this file, built with the baseline flags and no intrinsics, pads and packs the input
+// rows and cuts the work.
 //
 // Exact by construction. The micro-kernels sum x w over every tap, padding included, where x = z;
 // sum (x - z) w = sum x w - z sum w, so one constant per channel, bias - z sum w (computed at
@@ -193,6 +194,11 @@ class Conv2dInt8Depthwise final : public Conv2dInt8Kernel {
 extern const Conv2dAlgo kConv2dInt8DepthwiseW8Avx2 = {
     "conv2d_int8_depthwise_w8_avx2", IsaLevel::kAvx2, fits_depthwise,
     make_kernel<Conv2dInt8Depthwise, kInt8DepthwiseW8Avx2, kInt8EpilogueAvx2>};
+#endif
+#if QTK_ARM_NEON
+extern const Conv2dAlgo kConv2dInt8DepthwiseW16Neon = {
+    "conv2d_int8_depthwise_w16_neon", IsaLevel::kNeon, fits_depthwise,
+    make_kernel<Conv2dInt8Depthwise, kInt8DepthwiseW16Neon, kInt8EpilogueNeon>};
 #endif
 
 }  // namespace detail

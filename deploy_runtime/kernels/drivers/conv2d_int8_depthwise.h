@@ -1,7 +1,7 @@
 // What the int8 depthwise conv2d drivers share: the geometry they compute and the per-channel
 // accumulator constant. conv2d_int8_depthwise.cpp (a vector of output pixels of one channel)
-// explains the constant; conv2d_int8_depthwise_channels.cpp vectorizes over the channels of one
-// pixel instead (both AVX2); conv2d_int8_depthwise_nhwc.cpp (AVX-512 VNNI) fits the same
+// explains the constant (AVX2 and NEON); conv2d_int8_depthwise_channels.cpp vectorizes over the
+// channels of one pixel instead (AVX2); conv2d_int8_depthwise_nhwc.cpp (AVX-512 VNNI) fits the same
 // geometry with a constant of its own. Built with the baseline flags.
 #pragma once
 
