@@ -330,6 +330,16 @@ std::vector<Tensor> Session::run(const std::vector<const void*>& inputs,
     return outputs;
 }
 
+std::vector<Tensor> Session::run_image(const uint8_t* image, const Shape& shape) {
+    const std::vector<TensorInfo>& inputs = impl_->m().inputs;
+    if (inputs.size() != 1 || inputs[0].dtype != DType::kUInt8) {
+        throw Error("run_image: the model's graph input 0 ('" + inputs[0].name + "') is " +
+                    dtype_name(inputs[0].dtype) + (inputs.size() > 1 ? " (of several)" : "") +
+                    "; run_image needs one uint8 image input (export with image=)");
+    }
+    return run({image}, {shape});
+}
+
 size_t Session::arena_bytes() const { return static_cast<size_t>(impl_->plan.arena_bytes); }
 size_t Session::arena_lower_bound() const { return static_cast<size_t>(impl_->plan.lower_bound); }
 int64_t Session::batch() const { return impl_->plan.batch; }
