@@ -8,6 +8,7 @@
 from . import arithmetic, modules, observers, fake_quant
 from .errors import UnsupportedOpError
 from .export.exporter import export
+from .preprocess import ImagePreprocess
 from .qconfig import (PRESETS, QConfig, QConfigMapping, default_ptq_qconfig, default_qat_qconfig,
                       bits_qconfig, bits_qconfig_mapping, with_args)
 from .quantization_report import Report, report
@@ -28,7 +29,7 @@ def __getattr__(name):
 
 
 __all__ = ["quantize_qat", "prepare_ptq", "calibrate", "convert", "export", "freeze_bn_stats",
-           "int8_outputs", "report", "Report", "FloatFallbackWarning",
+           "int8_outputs", "ImagePreprocess", "report", "Report", "FloatFallbackWarning",
            "QConfig", "QConfigMapping", "PRESETS", "bits_qconfig", "bits_qconfig_mapping",
            "default_qat_qconfig", "default_ptq_qconfig", "with_args", "runtime",
            "QtkError", "UnsupportedOpError", "arithmetic", "modules", "observers", "fake_quant",
