@@ -352,9 +352,11 @@ void Session::quantize_input(size_t index, const float* x, size_t count, int8_t*
                     std::to_string(inputs.size()) + " inputs");
     }
     if (inputs[index].dtype != DType::kInt8) {
+        const bool image = inputs[index].dtype == DType::kUInt8;
         throw Error("input " + std::to_string(index) + " is " + dtype_name(inputs[index].dtype) +
-                    "; pass float data directly (graph input '" + inputs[index].name +
-                    "' is not quantized)");
+                    (image ? "; pass the uint8 image itself (run_image)"
+                           : "; pass float data directly") +
+                    " (graph input '" + inputs[index].name + "' is not quantized)");
     }
     impl_->quantize_input(x, static_cast<int64_t>(count), arith::inverse_scale(inputs[index].scale),
                           inputs[index].zero_point, q);

@@ -150,6 +150,16 @@ void test_run_image_needs_a_uint8_input() {
                       "run_image: the model's graph input 0 ('x') is int8");
 }
 
+void test_quantize_input_refuses_the_image() {
+    const ImageCase c{{1, 2, 2, 1}, {4, 4}, {0, 0, 4, 4}, {0}, 1, {1, 1, 4, 4}};
+    const std::vector<uint8_t> bytes = image_model(c).build();
+    qtk::Session session(qtk::Model::from_bytes(bytes.data(), bytes.size()));
+    const float x = 0.5f;
+    int8_t q = 0;
+    CHECK_THROWS_WITH(session.quantize_input(0, &x, 1, &q),
+                      "input 0 is uint8; pass the uint8 image itself (run_image)");
+}
+
 }  // namespace
 
 int main() {
@@ -159,5 +169,6 @@ int main() {
     test_batch_of_two_is_two_images();
     test_loader_refusals();
     test_run_image_needs_a_uint8_input();
+    test_quantize_input_refuses_the_image();
     return qtk_test::check_report();
 }
