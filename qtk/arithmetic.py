@@ -586,8 +586,8 @@ def image_resize_taps(n_in, n_out, interpolation):
 def image_resize(p, size, interpolation):
     """Spec 23: integer pixels [N, C, H, W] (int64, 0..255) resized to ``size`` (h, w); bilinear
     weighs the four taps with products of 1/2048 weights and rounds once: (acc + 2^21) >> 22."""
-    rows = image_resize_taps(p.shape[2], size[0], interpolation)
-    cols = image_resize_taps(p.shape[3], size[1], interpolation)
+    rows = [t.to(p.device) for t in image_resize_taps(p.shape[2], size[0], interpolation)]
+    cols = [t.to(p.device) for t in image_resize_taps(p.shape[3], size[1], interpolation)]
     if interpolation == "nearest":
         return p[:, :, rows[0]][:, :, :, cols[0]]
     one = IMAGE_WEIGHT_ONE
