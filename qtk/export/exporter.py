@@ -92,10 +92,10 @@ def _take_image_input(writer, image, example_inputs):
     image_to_int8 node reading a new uint8 graph input: spec 23's resize, crop and channel order,
     then a table of quantize(normalize(p)) per channel with the input's qparams."""
     if len(writer.inputs) != 1 or writer.values[writer.inputs[0]]["dtype"] != torch.int8:
+        found = [(writer.values[i]["name"], str(writer.values[i]["dtype"])) for i in writer.inputs]
         raise UnsupportedOpError(
             "export(..., image=) needs a converted model with one input that goes into its "
-            "QuantStub (an int8 graph input); this one has graph inputs "
-            f"{[(writer.values[i]['name'], str(writer.values[i]['dtype'])) for i in writer.inputs]}")
+            f"QuantStub (an int8 graph input); this one has graph inputs {found}")
     quantized_input = writer.inputs[0]
     qparams = writer.values[quantized_input]["qparams"]
     example = _image_example(example_inputs)
