@@ -189,3 +189,11 @@ def test_export_with_image_needs_a_quantized_input_and_a_uint8_example():
         qtk.export(SmallCNN(), photos.float(), image=preprocess)
     with pytest.raises(qtk.UnsupportedOpError, match="needs a converted model"):
         qtk.export(SmallCNN().eval(), photos, image=preprocess)  # a float model: float input
+
+
+def test_run_image_needs_an_image_model():
+    prepared = qtk.prepare_ptq(nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()))
+    prepared(torch.randn(2, 3, 9, 9))
+    session = qtk.runtime.load(qtk.export(qtk.convert(prepared), torch.randn(1, 3, 9, 9)))
+    with pytest.raises(qtk.QtkError, match="needs one uint8 image input"):
+        session.run_image(np.zeros((1, 9, 9, 3), np.uint8))
