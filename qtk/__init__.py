@@ -9,6 +9,7 @@ from . import arithmetic, modules, observers, fake_quant
 from .errors import UnsupportedOpError
 from .export.exporter import export
 from .export.onnx_qdq import export_onnx
+from .preprocess import ImagePreprocess
 from .qconfig import (PRESETS, QConfig, QConfigMapping, default_ptq_qconfig, default_qat_qconfig,
                       bits_qconfig, bits_qconfig_mapping, with_args)
 from .quantization_report import Report, report
@@ -29,7 +30,8 @@ def __getattr__(name):
 
 
 __all__ = ["quantize_qat", "prepare_ptq", "calibrate", "convert", "export", "export_onnx",
-           "freeze_bn_stats", "int8_outputs", "report", "Report", "FloatFallbackWarning",
+           "freeze_bn_stats", "int8_outputs", "ImagePreprocess", "report", "Report",
+           "FloatFallbackWarning",
            "QConfig", "QConfigMapping", "PRESETS", "bits_qconfig", "bits_qconfig_mapping",
            "default_qat_qconfig", "default_ptq_qconfig", "with_args", "runtime",
            "QtkError", "UnsupportedOpError", "arithmetic", "modules", "observers", "fake_quant",

@@ -558,3 +558,41 @@ def prelu(q, zero_point, positive, multipliers, shifts, output_zero_point, lo=IN
     above = requantize(d, positive[0], positive[1], output_zero_point, lo, hi)
     below = requantize(d, multipliers, shifts, output_zero_point, lo, hi)
     return torch.where(d >= 0, above, below)
+
+
+# ---- spec 23: image input (integer resize of uint8 pixels) --------------------------------------
+IMAGE_WEIGHT_ONE = 2048  # bilinear weights in units of 1/2048
+IMAGE_INTERPOLATIONS = ("nearest", "bilinear")  # the file's codes 0 and 1
+
+
+def image_resize_taps(n_in, n_out, interpolation):
+    """Spec 23: for each output index o of n_out, the source indices (i0, i1) and the weight w of
+    i1 in units of 1/2048 (int64 tensors). The source coordinate is ((2 o + 1) n_in - n_out) /
+    (2 n_out); nearest reads i0 = i1 = min(((2 o + 1) n_in) // (2 n_out), n_in - 1) with w = 0."""
+    o = torch.arange(n_out, dtype=torch.int64)
+    if interpolation == "nearest":
+        i = torch.clamp((2 * o + 1) * n_in // (2 * n_out), max=n_in - 1)
+        return i, i, torch.zeros_like(i)
+    num = (2 * o + 1) * n_in - n_out
+    den = 2 * n_out
+    whole = torch.div(num, den, rounding_mode="floor")
+    before_first = num < 0  # the coordinate is below 0: the first pixel alone
+    i0 = torch.where(before_first, 0, torch.clamp(whole, 0, n_in - 1))
+    i1 = torch.where(before_first, 0, torch.clamp(i0 + 1, max=n_in - 1))
+    w = (2 * IMAGE_WEIGHT_ONE * (num - whole * den) + den) // (2 * den)
+    return i0, i1, torch.where(before_first, 0, w)
+
+
+def image_resize(p, size, interpolation):
+    """Spec 23: integer pixels [N, C, H, W] (int64, 0..255) resized to ``size`` (h, w); bilinear
+    weighs the four taps with products of 1/2048 weights and rounds once: (acc + 2^21) >> 22."""
+    rows = [t.to(p.device) for t in image_resize_taps(p.shape[2], size[0], interpolation)]
+    cols = [t.to(p.device) for t in image_resize_taps(p.shape[3], size[1], interpolation)]
+    if interpolation == "nearest":
+        return p[:, :, rows[0]][:, :, :, cols[0]]
+    one = IMAGE_WEIGHT_ONE
+    wy, wx = rows[2].reshape(-1, 1), cols[2].reshape(1, -1)
+    top, bottom = p[:, :, rows[0]], p[:, :, rows[1]]
+    acc = ((one - wy) * (one - wx) * top[:, :, :, cols[0]] + (one - wy) * wx * top[:, :, :, cols[1]]
+           + wy * (one - wx) * bottom[:, :, :, cols[0]] + wy * wx * bottom[:, :, :, cols[1]])
+    return (acc + (1 << 21)) >> 22

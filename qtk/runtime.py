@@ -87,13 +87,35 @@ class Session:
             results = [torch.from_numpy(r) for r in results]
         return results[0] if len(results) == 1 else results
 
+    def run_image(self, image, output="float"):
+        """Run a model exported with ``qtk.export(..., image=preprocess)`` on uint8 images.
+
+        Args:
+            image: uint8 ``[N, H, W, C]`` (numpy or torch), the source size and channel order
+                the model was exported for; the runtime resizes, crops, reorders channels and
+                normalizes exactly as the :class:`qtk.ImagePreprocess` did.
+            output: ``"float"`` or ``"int8"``, as :meth:`run`.
+        """
+        if len(self.inputs) != 1 or self.inputs[0].get("dtype") != "uint8":
+            raise QtkError(f"run_image: this model's inputs are "
+                           f"{[(i['name'], i['dtype']) for i in self.inputs]}; it needs one uint8 "
+                           f"image input (export with image=)")
+        return self.run(image, output=output)
+
     def _graph_input(self, index, x):
         """What the graph takes: int8 inputs accept raw int8 or float (quantized in the run);
-        float32 inputs (a model whose first part is float) take float."""
+        float32 inputs (a model whose first part is float) take float; a uint8 image input takes
+        uint8 only."""
         if isinstance(x, torch.Tensor):
             x = x.detach().cpu().numpy()
         x = np.asarray(x)
         info = self.inputs[index]
+        if info.get("dtype") == "uint8":
+            if x.dtype != np.uint8:
+                raise QtkError(f"input {index} ({info['name']!r}): expected a uint8 image "
+                               f"[N, {', '.join(str(d) for d in info['shape'][1:])}], got "
+                               f"{x.dtype}")
+            return x
         is_float = x.dtype in (np.float32, np.float64, np.float16)
         if info.get("dtype", "int8") == "float32":
             if not is_float:

@@ -288,9 +288,10 @@ Value read_value(Reader& r, uint32_t id, const uint8_t* blob, uint64_t blob_size
     r.set_context(value_label(id, v));
 
     const uint8_t dtype = r.u8("dtype");
-    if (dtype < 1 || dtype > 5) {
+    if (dtype < 1 || dtype > 6) {
         r.fail_field("dtype", std::to_string(dtype) +
-                                  " is not 1 (int8), 2 (int32), 3 (float32), 4 (int4) or 5 (int2)");
+                                  " is not 1 (int8), 2 (int32), 3 (float32), 4 (int4), 5 (int2) "
+                                  "or 6 (uint8)");
     }
     const int bits = packed_bits(dtype);
     v.dtype = bits > 0 ? DType::kInt8 : static_cast<DType>(dtype);
@@ -338,15 +339,19 @@ Value read_value(Reader& r, uint32_t id, const uint8_t* blob, uint64_t blob_size
             r.fail_field("zero_point", std::to_string(v.zero_point) + " is outside [-128, 127]");
         }
     }
-    // A float32 activation is not quantized; nonzero parameters would mean a writer mixed up
-    // which values are float.
-    if (!v.constant && v.dtype == DType::kFloat32) {
+    if (v.constant && v.dtype == DType::kUInt8) {
+        r.fail_field("dtype", "uint8 is for an image graph input only, not for constants");
+    }
+    // A float32 or uint8 activation is not quantized; nonzero parameters would mean a writer
+    // mixed up which values are float or image bytes.
+    if (!v.constant && (v.dtype == DType::kFloat32 || v.dtype == DType::kUInt8)) {
+        const std::string what = std::string(" must be 0 for a ") + dtype_name(v.dtype) +
+                                 " activation";
         if (v.scale != 0.0f) {
-            r.fail_field("scale", std::to_string(v.scale) + " must be 0 for a float32 activation");
+            r.fail_field("scale", std::to_string(v.scale) + what);
         }
         if (v.zero_point != 0) {
-            r.fail_field("zero_point",
-                         std::to_string(v.zero_point) + " must be 0 for a float32 activation");
+            r.fail_field("zero_point", std::to_string(v.zero_point) + what);
         }
     }
     if (v.constant) {
@@ -501,11 +506,19 @@ void check_graph(const Graph& g) {
                     node_label(n) + ": input " + value_label(id, v) +
                     " is used before it is defined (no graph input or earlier node produces it)");
             }
+            if (v.dtype == DType::kUInt8 && n.op != "image_to_int8") {
+                fail_qmodel(node_label(n) + ": input " + value_label(id, v) +
+                            " is uint8, which only an image_to_int8 node reads");
+            }
         }
         for (uint32_t id : n.outputs) {
             const Value& v = g.values[id];
             if (v.constant) {
                 fail_qmodel(node_label(n) + ": output " + value_label(id, v) + " is a constant");
+            }
+            if (v.dtype == DType::kUInt8) {
+                fail_qmodel(node_label(n) + ": output " + value_label(id, v) +
+                            " is uint8, which only a graph input may be");
             }
             if (defined[id]) {
                 fail_qmodel(node_label(n) + ": output " + value_label(id, v) +
@@ -522,6 +535,11 @@ void check_graph(const Graph& g) {
     for (size_t i = 0; i < g.outputs.size(); ++i) {
         const uint32_t id = g.outputs[i];
         check_edge("graph output", i, id);
+        if (g.values[id].dtype == DType::kUInt8) {
+            fail_qmodel("graph output " + std::to_string(i) + " (" +
+                        value_label(id, g.values[id]) +
+                        ") is uint8; outputs are int8 or float32 activations");
+        }
         if (!defined[id]) {
             fail_qmodel("graph output " + std::to_string(i) + " (" + value_label(id, g.values[id]) +
                         ") is produced by no node and is not a graph input");

@@ -55,6 +55,7 @@ std::unique_ptr<OpKernel> make_pad_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_resize_nearest_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_slice_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_expand_batch_reference(const NodeView& node);
+std::unique_ptr<OpKernel> make_image_to_int8_reference(const NodeView& node);
 
 // Each family's algorithms are one list, algo_lists/<family>.inc: QTK_ALGO(descriptor) per line,
 // in preference order, the reference last. The descriptors are defined beside their kernels; the
@@ -197,6 +198,7 @@ struct OpEntry {
     const char* op;
     KernelFactory int8;     // first input int8; nullptr: no int8 form
     KernelFactory float32;  // first input float32; nullptr: no float32 form
+    KernelFactory uint8 = nullptr;  // first input uint8 (an image graph input)
 };
 
 // The one hand-edited list of the ops this runtime runs: the op table and the "Float32 ops" table
@@ -238,6 +240,7 @@ constexpr OpEntry kOps[] = {
     {"resize_nearest", make_resize_nearest_reference, make_resize_nearest_reference},
     {"slice", make_slice_reference, make_slice_reference},
     {"expand_batch", make_expand_batch_reference, make_expand_batch_reference},
+    {"image_to_int8", nullptr, nullptr, make_image_to_int8_reference},
 };
 
 // The kernel of the candidate `pick` chooses (Fast-Run), or of the first.
@@ -272,6 +275,7 @@ CreatedKernel create_kernel(const Graph& graph, const Node& node, const KernelPi
         }
         const KernelFactory make = dtype == DType::kInt8      ? entry.int8
                                    : dtype == DType::kFloat32 ? entry.float32
+                                   : dtype == DType::kUInt8   ? entry.uint8
                                                               : nullptr;
         if (make == nullptr) {
             view.fail("op '" + node.op + "' has no " + dtype_name(dtype) + " kernel (input 0 '" +

@@ -390,6 +390,16 @@ std::vector<Intermediate> Session::intermediates() const {
     return values;
 }
 
+std::vector<Tensor> Session::run_image(const uint8_t* image, const Shape& shape) {
+    const std::vector<TensorInfo>& inputs = impl_->m().inputs;
+    if (inputs.size() != 1 || inputs[0].dtype != DType::kUInt8) {
+        throw Error("run_image: the model's graph input 0 ('" + inputs[0].name + "') is " +
+                    dtype_name(inputs[0].dtype) + (inputs.size() > 1 ? " (of several)" : "") +
+                    "; run_image needs one uint8 image input (export with image=)");
+    }
+    return run({image}, {shape});
+}
+
 size_t Session::arena_bytes() const { return static_cast<size_t>(impl_->plan.arena_bytes); }
 size_t Session::arena_lower_bound() const { return static_cast<size_t>(impl_->plan.lower_bound); }
 int64_t Session::batch() const { return impl_->plan.batch; }
@@ -402,9 +412,11 @@ void Session::quantize_input(size_t index, const float* x, size_t count, int8_t*
                     std::to_string(inputs.size()) + " inputs");
     }
     if (inputs[index].dtype != DType::kInt8) {
+        const bool image = inputs[index].dtype == DType::kUInt8;
         throw Error("input " + std::to_string(index) + " is " + dtype_name(inputs[index].dtype) +
-                    "; pass float data directly (graph input '" + inputs[index].name +
-                    "' is not quantized)");
+                    (image ? "; pass the uint8 image itself (run_image)"
+                           : "; pass float data directly") +
+                    " (graph input '" + inputs[index].name + "' is not quantized)");
     }
     impl_->quantize_input(x, static_cast<int64_t>(count), arith::inverse_scale(inputs[index].scale),
                           inputs[index].zero_point, q);

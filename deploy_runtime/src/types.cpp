@@ -6,6 +6,7 @@ namespace qtk {
 size_t dtype_size(DType dtype) {
     switch (dtype) {
         case DType::kInt8:
+        case DType::kUInt8:
             return 1;
         case DType::kInt32:
             return 4;
@@ -23,6 +24,8 @@ const char* dtype_name(DType dtype) {
             return "int32";
         case DType::kFloat32:
             return "float32";
+        case DType::kUInt8:
+            return "uint8";
     }
     return "unknown";
 }

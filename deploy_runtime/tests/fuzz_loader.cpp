@@ -173,11 +173,12 @@ void mutate(std::vector<uint8_t>& bytes, qtk_test::Rng& rng) {
 int main(int argc, char** argv) {
     const int iterations = argc > 1 ? std::atoi(argv[1]) : 20000;
     qtk_test::Rng rng(argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 20240601);
-    // The models that together use every op and both dtypes, and the smallest multi-input one.
+    // The models that together use every op and every dtype, and the smallest multi-input one.
     const std::vector<uint8_t> seeds[] = {
         qtk_test::sample_model().build(), qtk_test::int8_ops_model().build(),
         qtk_test::mixed_model().build(), qtk_test::add_model().build(),
-        qtk_test::transformer_model().build(), qtk_test::int8_attention_model().build()};
+        qtk_test::transformer_model().build(), qtk_test::int8_attention_model().build(),
+        qtk_test::image_model().build()};
     int counts[kOutcomes] = {};
     for (int i = 0; i < iterations; ++i) {
         std::vector<uint8_t> bytes = seeds[i % std::size(seeds)];

@@ -396,6 +396,30 @@ inline ModelBuilder add_model(int64_t lo = -128, int64_t hi = 127) {
     return b;
 }
 
+// A uint8 image [N, 6, 8, 3] -> image_to_int8 (bilinear to 5x7, the 3x4 crop at (1, 2), BGR to
+// RGB) -> x [N, 3, 3, 4] -> clamp: the image input for the fuzz driver and qtk_run.
+inline ModelBuilder image_model() {
+    ModelBuilder b;
+    const uint32_t image = b.activation("image", {1, 6, 8, 3}, 0.0f, 0);
+    b.values[image].dtype = 6;  // uint8
+    std::vector<int8_t> table;
+    for (int c = 0; c < 3; ++c) {
+        for (int p = 0; p < 256; ++p) {
+            table.push_back(static_cast<int8_t>((p >> 1) - 64 + 10 * c));
+        }
+    }
+    const uint32_t t = b.weight("image.table", {3, 256}, table);
+    const uint32_t x = b.activation("x", {1, 3, 3, 4}, 0.02f, -3);
+    const uint32_t y = b.activation("y", {1, 3, 3, 4}, 0.02f, -3);
+    b.node("image_to_int8", "image", {image, t}, {x},
+           {AttrSpec("size", {5, 7}), AttrSpec("interpolation", {1}),
+            AttrSpec("crop", {1, 2, 3, 4}), AttrSpec("channels", {2, 1, 0})});
+    b.node("clamp", "relu", {x}, {y}, {AttrSpec("clamp", {-3, 127})});
+    b.inputs = {image};
+    b.outputs = {y};
+    return b;
+}
+
 // A small model that uses every op, for the loader, fuzz and memory-plan tests:
 // x -> conv(relu) -> a -> clamp -> b; add(a, b) -> c; concat(c, a) -> d; max_pool(d) -> e;
 // avg_pool(d) -> f; add(e, f) -> g; grouped strided conv(g) -> h; global_avg_pool -> i;

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
                     write(dir + "/add.qmodel", qtk_test::add_model().build()) &&
                     write(dir + "/transformer.qmodel", qtk_test::transformer_model().build()) &&
                     write(dir + "/int8_attention.qmodel",
-                          qtk_test::int8_attention_model().build());
+                          qtk_test::int8_attention_model().build()) &&
+                    write(dir + "/image.qmodel", qtk_test::image_model().build());
     return ok ? 0 : 1;
 }

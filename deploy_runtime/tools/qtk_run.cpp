@@ -105,8 +105,8 @@ bool parse_args(int argc, char** argv, Options* o) {
     return true;
 }
 
-// One graph input's values: int8, or float32 for a float32 input (random ones: int8 over its whole
-// range, float32 in [-4, 4]).
+// One graph input's values: int8 (or a uint8 image's bytes), or float32 for a float32 input
+// (random ones: int8 over its whole range, float32 in [-4, 4]).
 struct InputBuffer {
     std::vector<int8_t> int8;
     std::vector<float> float32;
@@ -117,9 +117,9 @@ struct InputBuffer {
 
 void print_tensor(const char* kind, const qtk::TensorInfo& info, const qtk::Shape& shape,
                   const std::vector<int8_t>& int8, const std::vector<float>& float32) {
-    if (info.dtype == qtk::DType::kFloat32) {
-        std::printf("  %s '%s' %s float32:", kind, info.name.c_str(),
-                    qtk::to_string(shape).c_str());
+    if (info.dtype == qtk::DType::kFloat32 || info.dtype == qtk::DType::kUInt8) {
+        std::printf("  %s '%s' %s %s:", kind, info.name.c_str(), qtk::to_string(shape).c_str(),
+                    qtk::dtype_name(info.dtype));
     } else {
         std::printf("  %s '%s' %s scale %g zero_point %d:", kind, info.name.c_str(),
                     qtk::to_string(shape).c_str(), static_cast<double>(info.scale),
@@ -128,8 +128,9 @@ void print_tensor(const char* kind, const qtk::TensorInfo& info, const qtk::Shap
     const size_t count = std::max(int8.size(), float32.size());
     const size_t shown = std::min<size_t>(count, 16);
     for (size_t i = 0; i < shown; ++i) {
-        if (float32.empty()) {
-            std::printf(" %d", int8[i]);
+        if (float32.empty()) {  // an image's bytes are uint8
+            std::printf(" %d", info.dtype == qtk::DType::kUInt8 ? int{static_cast<uint8_t>(int8[i])}
+                                                                : int{int8[i]});
         } else {
             std::printf(" %g", static_cast<double>(float32[i]));
         }

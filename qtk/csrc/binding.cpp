@@ -48,8 +48,14 @@ py::array to_numpy(qtk::Tensor&& t) {
 }
 
 bool has_dtype(const py::handle& obj, qtk::DType dtype) {
-    return dtype == qtk::DType::kFloat32 ? py::isinstance<py::array_t<float>>(obj)
-                                         : py::isinstance<py::array_t<int8_t>>(obj);
+    switch (dtype) {
+        case qtk::DType::kFloat32:
+            return py::isinstance<py::array_t<float>>(obj);
+        case qtk::DType::kUInt8:  // an image input
+            return py::isinstance<py::array_t<uint8_t>>(obj);
+        default:
+            return py::isinstance<py::array_t<int8_t>>(obj);
+    }
 }
 
 template <typename T>
@@ -195,6 +201,8 @@ class PySession {
             // Copies only a non-contiguous array.
             if (dtype == qtk::DType::kFloat32 || quantize.back()) {
                 arrays.push_back(c_contiguous<float>(obj));
+            } else if (dtype == qtk::DType::kUInt8) {
+                arrays.push_back(c_contiguous<uint8_t>(obj));
             } else {
                 arrays.push_back(c_contiguous<int8_t>(obj));
             }
@@ -342,7 +350,8 @@ PYBIND11_MODULE(_C, m) {
         .def_property_readonly(
             "inputs", [](const PyModel& m) { return tensor_infos(m.model->inputs()); },
             "Graph inputs: list of {'name', 'dtype', 'shape', 'scale', 'zero_point'}; dtype is "
-            "'int8' or 'float32' (scale and zero_point 0); shape[0] is the example batch.")
+            "'int8', 'float32' or 'uint8' (an image input; these two with scale and zero_point 0); "
+            "shape[0] is the example batch.")
         .def_property_readonly(
             "outputs", [](const PyModel& m) { return tensor_infos(m.model->outputs()); },
             "Graph outputs, like inputs.")

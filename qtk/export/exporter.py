@@ -2,6 +2,7 @@
 float model -> float32 ops, to compare float and int8 in the same runtime."""
 import operator
 
+import torch
 from torch import fx
 
 from .. import modules
@@ -18,7 +19,7 @@ def _as_tuple(example_inputs):
     return tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
 
 
-def export(model, example_inputs, path=None):
+def export(model, example_inputs, path=None, image=None):
     """Write a Quantized model (from :func:`qtk.convert`) or a float model as a ``.qmodel``.
 
     Args:
@@ -26,20 +27,29 @@ def export(model, example_inputs, path=None):
             :func:`qtk.prepare_ptq` would with every module kept float, and exported as it runs in
             eval mode, all float32 ops (BatchNorm folded).
         example_inputs: a float tensor (or tuple of them) of the input shape; the batch size may
-            differ at run time.
+            differ at run time. With ``image``: a uint8 image ``[N, H, W, C]``.
         path: file to write; when ``None`` only the bytes are returned.
+        image: a :class:`qtk.ImagePreprocess` the model was trained behind
+            (``model(image(images))``): the file then takes the uint8 image, and its
+            ``image_to_int8`` node does the preprocessing and the input quantization, giving the
+            bytes the Quantized model gives on ``image(images)`` (``Session.run_image``). The model
+            must be a converted one whose one input goes into its QuantStub.
     Returns:
         the file contents as ``bytes``.
     """
-    data = build_writer(model, example_inputs).to_bytes()
+    data = build_writer(model, example_inputs, image).to_bytes()
     if path is not None:
         with open(path, "wb") as f:
             f.write(data)
     return data
 
 
-def build_writer(model, example_inputs):
+def build_writer(model, example_inputs, image=None):
     """The export as a :class:`QModelWriter` not yet serialized (tests corrupt it on purpose)."""
+    if image is not None:
+        writer = build_writer(model, image(_image_example(example_inputs)))
+        _take_image_input(writer, image, example_inputs)
+        return writer
     return trace_export(model, example_inputs)[0]
 
 
@@ -76,6 +86,34 @@ def trace_export(model, example_inputs):
         # a get_attr node is a tensor of the model that a call reads; the call that cannot be
         # exported is named when export reaches it
     return writer, value_of, recorded
+
+
+def _image_example(example_inputs):
+    example = _as_tuple(example_inputs)
+    if len(example) != 1 or example[0].dtype != torch.uint8 or example[0].dim() != 4:
+        raise TypeError(f"export(..., image=) takes one uint8 example image [N, H, W, C], got "
+                        f"{[(t.dtype, list(t.shape)) for t in example]}")
+    return example[0]
+
+
+def _take_image_input(writer, image, example_inputs):
+    """The int8 graph input (what the session would quantize) becomes the output of an
+    image_to_int8 node reading a new uint8 graph input: spec 23's resize, crop and channel order,
+    then a table of quantize(normalize(p)) per channel with the input's qparams."""
+    if len(writer.inputs) != 1 or writer.values[writer.inputs[0]]["dtype"] != torch.int8:
+        found = [(writer.values[i]["name"], str(writer.values[i]["dtype"])) for i in writer.inputs]
+        raise UnsupportedOpError(
+            "export(..., image=) needs a converted model with one input that goes into its "
+            f"QuantStub (an int8 graph input); this one has graph inputs {found}")
+    quantized_input = writer.inputs[0]
+    qparams = writer.values[quantized_input]["qparams"]
+    example = _image_example(example_inputs)
+    source = writer.add_image_input("image", tuple(example.shape))
+    table = writer.add_constant("image.table", image.table(qparams))
+    writer.nodes.insert(0, dict(op="image_to_int8", name="image", inputs=[source, table],
+                                outputs=[quantized_input],
+                                attrs=image.qmodel_attrs(tuple(example.shape[1:3]))))
+    writer.inputs = [source]
 
 
 def _graph_to_export(model):

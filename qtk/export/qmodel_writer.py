@@ -9,7 +9,7 @@ FORMAT_VERSION = 1
 HEADER_SIZE = 64
 ALIGNMENT = 64
 
-DTYPE_CODES = {torch.int8: 1, torch.int32: 2, torch.float32: 3}
+DTYPE_CODES = {torch.int8: 1, torch.int32: 2, torch.float32: 3, torch.uint8: 6}  # uint8: images
 PACKED_CODES = {4: 4, 2: 5}  # storage bits -> code: signed, packed low bits first
 ATTR_INTS, ATTR_FLOATS = 1, 2
 
@@ -67,10 +67,16 @@ class QModelWriter:
         source = self.values[like]
         return self._add(name, source["dtype"], shape, source["qparams"], None)
 
+    def add_image_input(self, name, shape):
+        """A uint8 activation: an image graph input [N, H, W, C] that an image_to_int8 reads."""
+        index = self._add(name, torch.uint8, shape, None, None)
+        self.inputs.append(index)
+        return index
+
     def add_constant(self, name, tensor, bits=8):
         """A constant; an int8 one with ``bits`` 2 or 4 is stored packed (the runtime widens it)."""
         tensor = tensor.detach().contiguous().cpu()
-        if tensor.dtype not in DTYPE_CODES:
+        if tensor.dtype not in DTYPE_CODES or tensor.dtype == torch.uint8:
             raise TypeError(f"{name}: cannot store dtype {tensor.dtype} in a .qmodel")
         index = self._add(name, tensor.dtype, tuple(tensor.shape), None, tensor)
         if bits in PACKED_CODES and tensor.dtype == torch.int8:

@@ -26,8 +26,9 @@ class Error : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-// The values are the format's dtype codes.
-enum class DType : uint8_t { kInt8 = 1, kInt32 = 2, kFloat32 = 3 };
+// The values are the format's dtype codes. uint8 is only an image graph input, read by
+// image_to_int8 nodes (docs/qmodel_format.md).
+enum class DType : uint8_t { kInt8 = 1, kInt32 = 2, kFloat32 = 3, kUInt8 = 6 };
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
@@ -45,7 +46,7 @@ constexpr int64_t kMaxTensorElements = (int64_t{1} << 31) - 1;
 
 struct TensorInfo {
     std::string name;
-    DType dtype;  // int8 or float32 for graph inputs and outputs
+    DType dtype;  // int8 or float32 for graph inputs and outputs; uint8 for an image input
     Shape shape;  // as in the file: for graph inputs and outputs dims[0] is the example batch
     float scale;  // int8 only; 0 for float32
     int32_t zero_point;
@@ -194,6 +195,11 @@ class Session {
     // the thread count or on N (each sample is computed alone).
     std::vector<Tensor> run(const std::vector<const void*>& inputs,
                             const std::vector<Shape>& input_shapes);
+
+    // run() for a model whose one graph input is a uint8 image [N, H, W, C] (channels last, as
+    // decoders give it), read by the model's image_to_int8 node: resize, crop, channel order and
+    // normalize + quantize in the runtime (docs/quantization_spec.md section 23).
+    std::vector<Tensor> run_image(const uint8_t* image, const Shape& shape);
 
     // Of the current plan: the arena's size, and the most bytes that are live at any one step
     // (no placement can use less).
