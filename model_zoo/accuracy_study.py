@@ -30,6 +30,7 @@ import qtk
 from model_zoo import create_model
 from model_zoo.data import mnist_5k
 from model_zoo.mnist import small_cnn
+from model_zoo.study_document import write_document
 from model_zoo.training import accuracy, compare_deployed, train
 from qtk.observers import MovingAverageMinMaxObserver, PerChannelMinMaxObserver
 from qtk.qconfig import QAT_QUANTIZERS, bits_qconfig, bits_qconfig_mapping, with_args
@@ -83,6 +84,7 @@ def sklearn_digits(test_size=500, seed=0):
 
 
 DATASETS = {"MNIST 5k": mnist_5k, "sklearn digits": sklearn_digits}
+SECTION_ORDER = [f"## {model} on {dataset}" for dataset in DATASETS for model in MODELS]
 
 
 @dataclass
@@ -356,24 +358,6 @@ def section(dataset, model, rows, sizes, args, command, minutes, qat_epochs):
     return "\n".join(lines + [""] + table_markdown(rows) + [""])
 
 
-def _study_title(text):
-    return text.split(" (", 1)[0]  # "## small CNN on MNIST 5k"
-
-
-def write_document(path, sections):
-    """Rewrites ``path`` with INTRO and, per study, the new section or else the one it had."""
-    kept = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            for part in f.read().split("\n## ")[1:]:
-                kept[_study_title("## " + part)] = "## " + part.rstrip("\n") + "\n"
-    kept.update({_study_title(text): text for text in sections})
-    order = [f"## {model} on {dataset}" for dataset in DATASETS for model in MODELS]
-    titles = [t for t in order if t in kept] + [t for t in kept if t not in order]
-    with open(path, "w") as f:
-        f.write("\n".join(INTRO) + "\n" + "\n".join(kept[t] for t in titles))
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs",
@@ -413,7 +397,7 @@ def main(argv=None):
             sections.append(section(dataset, model, rows, (len(train_data[1]), len(test_data[1])),
                                     args, command, (time.perf_counter() - study_start) / 60,
                                     qat_length(train_data, args)))
-            write_document(args.out, sections)  # after every study, so a long run shows progress
+            write_document(args.out, INTRO, sections, SECTION_ORDER)  # after every study, so a long run shows progress
     print("\n".join(sections))
 
 

