@@ -79,8 +79,9 @@ def run(model, inputs):
 
 
 def quantizable_layers(prepared):
-    """(path, module) of each call that a QConfigMapping can switch and that quantizes its own
-    output: the QAT modules, not the stubs, nor the ops that keep their input's quantization."""
+    """(node, module) of each call that a QConfigMapping can switch by the node's target and that
+    quantizes its own output: the QAT modules, not the stubs, nor the ops that keep their input's
+    quantization."""
     layers = []
     for node in prepared.graph.nodes:
         if node.op == "call_module":
@@ -92,6 +93,7 @@ def quantizable_layers(prepared):
 
 
 def set_fake_quant(modules, observe, fake_quantize):
+    """Every fake quantizer among ``modules`` observes (or not) and fake-quantizes (or not)."""
     for module in modules:
         if isinstance(module, FakeQuantize):
             module.observer_enabled, module.fake_quant_enabled = observe, fake_quantize
@@ -175,15 +177,15 @@ def sensitivity(model, data, qconfig=None, method=None, num_batches=None):
 def _quantized_alone(prepared, layer, border, inputs, reference):
     """(layer SQNR, network SQNR) with only ``layer`` (and its inputs) fake-quantized."""
     layer_sqnr, network_sqnr = Sqnr(), Sqnr()
-    float_args = []
+    float_args = {}  # the layer's last float inputs, for its float output
 
     def quantize_inputs(module, args):
-        float_args[:] = [args]
+        float_args["last"] = args
         return border(args)
 
     def compare_with_float(module, args, output):
         with _fake_quantized(module.modules(), False):
-            layer_sqnr.add(module.forward(*float_args[0]), output)
+            layer_sqnr.add(module.forward(*float_args["last"]), output)
 
     hooks = [layer.register_forward_pre_hook(quantize_inputs),
              layer.register_forward_hook(compare_with_float)]
@@ -199,7 +201,7 @@ def _quantized_alone(prepared, layer, border, inputs, reference):
 
 @contextlib.contextmanager
 def _fake_quantized(modules, enabled):
-    """Fake quantization of ``modules`` on (or off) inside the block, as it was after."""
+    """Fake quantization of ``modules`` on (or off) inside the block, restored after it."""
     quantizers = [m for m in modules if isinstance(m, FakeQuantize)]
     before = [m.fake_quant_enabled for m in quantizers]
     for quantizer in quantizers:
