@@ -167,7 +167,7 @@ class QuantizedWeightLayer(QuantizedModule):
                  where):
         super().__init__(input_qparams, output_qparams)
         s_x = input_qparams[0].scale
-        if weight_fake_quant.observer_enabled:  # disabled: qparams frozen (qtk.ptq.adaround)
+        if getattr(weight_fake_quant, "observer_enabled", True):  # False: frozen (ptq.adaround)
             with torch.no_grad():
                 weight_fake_quant.observer(weight)  # the final weight's, not the last step's
         w_scale, _ = weight_fake_quant.calculate_qparams()
