@@ -13,6 +13,16 @@ from model_zoo.training import train
 W4A8_PTQ = qtk.bits_qconfig(4, 8, qtk.default_ptq_qconfig)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """These small layers run ten times faster on one thread than on two that another process
+    competes for."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def mnist_model():
     """The small residual CNN after two float epochs on MNIST 5k (about 96 %), with its data."""
@@ -46,6 +56,19 @@ def test_convert_deploys_the_chosen_integers_byte_identical(mnist_model):
     reference, runtime = reference_and_runtime(quantized, x[:1], x)
     assert torch.equal(reference, runtime)
     assert_not_degenerate(reference, min_distinct=20)
+
+
+def test_a_spent_time_budget_leaves_nearest_rounding(mnist_model):
+    """h(V) starts at each weight's fractional part, so a layer that gets no step rounds to
+    nearest: the budget stops the steps, not the layers."""
+    model, train_data, _ = mnist_model
+    batches = list(train_data[0][:128].split(64))
+    prepared = qtk.ptq.adaround(_calibrated(model, batches), batches, time_budget_s=0,
+                                progress=False)
+    nearest = qtk.convert(_calibrated(model, batches))
+    assert len(prepared.qtk_adaround) == 6
+    for path, integers in prepared.qtk_adaround.items():
+        assert torch.equal(integers, nearest.get_submodule(path).weight_q.to(torch.int64)), path
 
 
 def _sqnr_db(output, target):
