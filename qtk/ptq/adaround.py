@@ -63,9 +63,12 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
     layers = _weight_layers(model)
     float_model = copy.deepcopy(model)
     fake_quants = [m for m in model.modules() if isinstance(m, FakeQuantize)]
-    saved = [(m.fake_quant_enabled, m.observer_enabled) for m in fake_quants]
+    saved = [(m.fake_quant_enabled, m.observer_enabled, m.observer) for m in fake_quants]
     _set_fake_quant(float_model, enabled=False)
     _set_fake_quant(model, enabled=True)  # the deployed rounding, calibrated qparams unchanged
+    for module in fake_quants:
+        if type(module).forward is FakeQuantize.forward:  # reads its observer at every call
+            module.observer = _Settled(module.observer)
     model.eval()
     decisions = {}
     deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
@@ -82,8 +85,8 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
                 beta_range, warm_up)
             bar.set_postfix(layer=path, loss=f"{loss:.3g}")
     finally:
-        for module, flags in zip(fake_quants, saved):
-            module.fake_quant_enabled, module.observer_enabled = flags
+        for module, state in zip(fake_quants, saved):
+            module.fake_quant_enabled, module.observer_enabled, module.observer = state
     for path in decisions:  # convert must keep the scales the integers were chosen for
         model.get_submodule(path).weight_fake_quant.observer_enabled = False
     model.qtk_adaround = decisions
@@ -109,6 +112,22 @@ def _set_fake_quant(model, enabled):
     for module in model.modules():
         if isinstance(module, FakeQuantize):
             module.fake_quant_enabled, module.observer_enabled = enabled, False
+
+
+class _Settled(nn.Module):
+    """An observer's qparams, computed once: a histogram rule (KL) would search again at every
+    call, and the forward passes here make many."""
+
+    def __init__(self, observer):
+        super().__init__()
+        self.qmin, self.qmax, self.ch_axis = observer.qmin, observer.qmax, observer.ch_axis
+        self.qparams = observer.calculate_qparams()
+
+    def forward(self, x):
+        return x
+
+    def calculate_qparams(self):
+        return self.qparams
 
 
 class _Recorded(Exception):
