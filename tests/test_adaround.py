@@ -11,16 +11,7 @@ from model_zoo.mnist import small_cnn
 from model_zoo.training import train
 
 W4A8_PTQ = qtk.bits_qconfig(4, 8, qtk.default_ptq_qconfig)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """These small layers run ten times faster on one thread than on two that another process
-    competes for."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import qtk
 from conftest import require_module
 
 torchvision = require_module("torchvision")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
