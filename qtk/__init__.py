@@ -6,6 +6,7 @@
     out = qtk.runtime.load("m.qmodel").run(x)   # identical int8 results
 """
 from . import arithmetic, modules, observers, fake_quant
+from . import ptq
 from .errors import UnsupportedOpError
 from .export.exporter import export
 from .export.onnx_qdq import export_onnx
@@ -37,4 +38,4 @@ __all__ = ["quantize_qat", "prepare_ptq", "calibrate", "convert", "export", "exp
            "QConfig", "QConfigMapping", "PRESETS", "bits_qconfig", "bits_qconfig_mapping",
            "default_qat_qconfig", "default_ptq_qconfig", "with_args", "runtime",
            "QtkError", "UnsupportedOpError", "arithmetic", "modules", "observers", "fake_quant",
-           "__version__"]
+           "ptq", "__version__"]
