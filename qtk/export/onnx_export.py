@@ -1,11 +1,13 @@
-"""qtk.export_onnx: a Quantized model as an ONNX graph (docs/onnx.md): ``"qdq"``
-(:mod:`.onnx_qdq`), what other ONNX tools and accelerators understand, within one int8 step of
-qtk per op."""
+"""qtk.export_onnx: a Quantized model as an ONNX graph, in one of two forms (docs/onnx.md):
+``"qdq"`` (:mod:`.onnx_qdq`), what other ONNX tools and accelerators understand, within one int8
+step of qtk per op; ``"integer"`` (:mod:`.onnx_integer`), qtk's arithmetic in ONNX integer ops,
+byte-identical to qtk in ONNX Runtime."""
 from .. import modules
 from .exporter import _as_tuple, _graph_to_export, build_writer
+from .onnx_integer import IntegerGraph
 from .onnx_qdq import QdqGraph
 
-FORMS = {"qdq": QdqGraph}
+FORMS = {"qdq": QdqGraph, "integer": IntegerGraph}
 
 
 def export_onnx(model, example_inputs, path=None, dynamic_batch=True, form="qdq"):
@@ -17,7 +19,8 @@ def export_onnx(model, example_inputs, path=None, dynamic_batch=True, form="qdq"
         path: file to write; when ``None`` only the ``onnx.ModelProto`` is returned.
         dynamic_batch: make dim 0 of inputs and outputs a symbolic batch size.
         form: ``"qdq"`` (``QuantizeLinear``/``DequantizeLinear`` around float ops: for ONNX tools
-            and accelerators; within one step of qtk per op).
+            and accelerators; within one step of qtk per op) or ``"integer"`` (``ConvInteger``,
+            ``MatMulInteger`` and int64 requantization: byte-identical to qtk in ONNX Runtime).
     Returns:
         the ``onnx.ModelProto``. Its outputs are int8, the values the qtk runtime returns with
         ``output="int8"``.
