@@ -1,6 +1,6 @@
 """ONNX interchange (docs/onnx.md): a Quantized model exported as an ONNX QDQ graph runs in ONNX
-Runtime within one step of qtk at every op; a float ONNX model imported with onnx2torch quantizes
-and deploys byte-identical.
+Runtime within one step of qtk at every op; exported in the integer form it runs byte-identical to
+qtk at every op; a float ONNX model imported with onnx2torch quantizes and deploys byte-identical.
 
 ONNX Runtime requantizes with float scales and rounds half to even, qtk with an integer multiplier
 rounding half up (spec 2), so an op's int8 output may differ by one step where its real value lies
@@ -388,3 +388,9 @@ def test_pp_lcnet_round_trip_to_onnx_qdq(pp_lcnet_ptq):
     """Real weights and photos: the quantized import exported back as ONNX QDQ."""
     _, _, quantized, test = pp_lcnet_ptq
     assert compare_with_onnx_runtime(quantized, test, "PP-LCNet") < 0.01
+
+
+def test_pp_lcnet_round_trip_to_onnx_integer(pp_lcnet_ptq):
+    """Real weights and photos: the integer form of the quantized import is byte-identical."""
+    _, _, quantized, test = pp_lcnet_ptq
+    assert assert_integer_form_is_exact(quantized, test, min_distinct=8) > 1_000_000
