@@ -9,7 +9,7 @@ from . import arithmetic, modules, observers, fake_quant
 from . import ptq
 from .errors import UnsupportedOpError
 from .export.exporter import export
-from .export.onnx_qdq import export_onnx
+from .export.onnx_export import export_onnx
 from .preprocess import ImagePreprocess
 from .ptq import auto_mixed_precision
 from .qconfig import (PRESETS, QConfig, QConfigMapping, default_ptq_qconfig, default_qat_qconfig,
