@@ -6,10 +6,12 @@
     out = qtk.runtime.load("m.qmodel").run(x)   # identical int8 results
 """
 from . import arithmetic, modules, observers, fake_quant
+from . import ptq
 from .errors import UnsupportedOpError
 from .export.exporter import export
-from .export.onnx_qdq import export_onnx
+from .export.onnx_export import export_onnx
 from .preprocess import ImagePreprocess
+from .ptq import auto_mixed_precision
 from .qconfig import (PRESETS, QConfig, QConfigMapping, default_ptq_qconfig, default_qat_qconfig,
                       bits_qconfig, bits_qconfig_mapping, with_args)
 from .quantization_report import Report, report
@@ -31,8 +33,9 @@ def __getattr__(name):
 
 __all__ = ["quantize_qat", "prepare_ptq", "calibrate", "convert", "export", "export_onnx",
            "freeze_bn_stats", "int8_outputs", "ImagePreprocess", "report", "Report",
+           "auto_mixed_precision",
            "FloatFallbackWarning",
            "QConfig", "QConfigMapping", "PRESETS", "bits_qconfig", "bits_qconfig_mapping",
            "default_qat_qconfig", "default_ptq_qconfig", "with_args", "runtime",
            "QtkError", "UnsupportedOpError", "arithmetic", "modules", "observers", "fake_quant",
-           "__version__"]
+           "ptq", "__version__"]

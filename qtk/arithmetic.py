@@ -52,6 +52,11 @@ def check_finite_scale(scale, what):
             f"quantizer observed or learned from held NaN or inf")
 
 
+def inverse_scale(scale):
+    """Spec 1's ``f32(1 / s)``: quantize multiplies by it (rounding ``x / s`` could differ)."""
+    return torch.ones((), dtype=torch.float32) / torch.as_tensor(scale, dtype=torch.float32)
+
+
 def quantize(x, scale, zero_point, qmin=INT8_MIN, qmax=INT8_MAX, axis=None):
     """Float tensor -> int64 tensor of quantized values; `scale`/`zero_point` are per tensor, or
     per channel along `axis`. This is torch.fake_quantize_per_*_affine's rounding rule."""
@@ -61,8 +66,7 @@ def quantize(x, scale, zero_point, qmin=INT8_MIN, qmax=INT8_MAX, axis=None):
         shape = [1] * x.dim()
         shape[axis] = -1
         scale, zero_point = scale.reshape(shape), zero_point.reshape(shape)
-    inv_scale = torch.ones((), dtype=torch.float32) / scale
-    r = torch.round(x.to(torch.float32) * inv_scale)
+    r = torch.round(x.to(torch.float32) * inverse_scale(scale))
     r = torch.nan_to_num(r, nan=0.0)
     r = torch.minimum(torch.maximum(r, (qmin - zero_point).to(torch.float32)),
                       (qmax - zero_point).to(torch.float32))

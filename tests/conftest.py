@@ -90,6 +90,16 @@ def assert_not_degenerate(values, min_distinct=2):
     assert distinct >= min_distinct, f"output is degenerate: only {distinct} distinct int8 values"
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch on one thread for a module's tests: small layers run up to ten times faster than on
+    two threads that another process competes for."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -1,6 +1,6 @@
 """ONNX interchange (docs/onnx.md): a Quantized model exported as an ONNX QDQ graph runs in ONNX
-Runtime within one step of qtk at every op; a float ONNX model imported with onnx2torch quantizes
-and deploys byte-identical.
+Runtime within one step of qtk at every op; exported in the integer form it runs byte-identical to
+qtk at every op; a float ONNX model imported with onnx2torch quantizes and deploys byte-identical.
 
 ONNX Runtime requantizes with float scales and rounds half to even, qtk with an integer multiplier
 rounding half up (spec 2), so an op's int8 output may differ by one step where its real value lies
@@ -9,6 +9,9 @@ printed, and the one-step bound is checked op by op: each op of the ONNX graph i
 inputs (every int8 tensor of the graph is remade by a QuantizeLinear of qtk's value, dequantized,
 from an input of its own) and its output compared with qtk's.
 """
+import functools
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -66,6 +69,17 @@ def qtk_int8_values(quantized, x):
     return values
 
 
+def qtk_name(onnx_name, reference):
+    """The qtk graph node whose int8 value ONNX tensor ``onnx_name`` holds: "conv1#3" -> "conv1";
+    a slice's value, a sub-8-bit range clamp's value are their node's ("getitem.slice",
+    "cat.range")."""
+    base = onnx_name.split("#")[0]
+    for suffix in (".slice", ".range"):
+        if base not in reference and base.endswith(suffix):
+            return base[:-len(suffix)]
+    return base
+
+
 def per_op_model(proto, known):
     """The graph with every QuantizeLinear output ``v`` that qtk also computes (``known[v]``, its
     int8 value) renamed ``v.ort`` and made an output, and ``v`` made again by a QuantizeLinear of
@@ -104,6 +118,7 @@ def per_op_model(proto, known):
     return model, feeds
 
 
+@functools.lru_cache(maxsize=None)  # the QDQ and the integer tests share the models
 def prepared_model(name):
     """tests/test_torchvision_models.py's preparation, by PTQ: BatchNorm statistics re-estimated
     on random data (random weights are degenerate otherwise), then a few calibration batches."""
@@ -137,12 +152,8 @@ def compare_with_onnx_runtime(quantized, x, label):
 
     # op by op: every op fed qtk's int8 inputs (the few tensors export names otherwise, such as
     # the quantized graph input, are fed as ONNX Runtime computed them)
-    def key(onnx_name):  # "conv1#3" -> "conv1"; a slice's value, a sub-8-bit range clamp's
-        base = onnx_name.split("#")[0]  # value are their node's ("getitem.slice", "cat.range")
-        for suffix in (".slice", ".range"):
-            if base not in reference and base.endswith(suffix):
-                return base[:-len(suffix)]
-        return base
+    def key(onnx_name):
+        return qtk_name(onnx_name, reference)
 
     quantize_outputs = [n.output[0] for n in proto.graph.node if n.op_type == "QuantizeLinear"]
     model, feeds = per_op_model(proto, {n: reference[key(n)].numpy() for n in quantize_outputs
@@ -196,16 +207,22 @@ class EveryMappedOp(torch.nn.Module):
         return torch.softmax(torch.clip(tokens, -1, 2) @ self.weight, dim=-1)
 
 
-@pytest.mark.parametrize("bits", [8, 4])
-def test_every_mapped_op_is_within_one_step(bits):
-    """8-bit, and 4-bit activations (their range is a Clip before each QuantizeLinear)."""
+@functools.lru_cache(maxsize=None)
+def every_mapped_op(bits):
+    """(EveryMappedOp quantized with ``bits``-bit activations, its input batch)."""
     torch.manual_seed(0)
     x = torch.randn(4, 3, 12, 12)
     prepared = qtk.prepare_ptq(EveryMappedOp().eval(), qconfig=qtk.bits_qconfig(8, bits))
     assert not qtk.report(prepared).fallbacks
     with torch.no_grad():
         prepared(x)
-    quantized = qtk.convert(prepared)
+    return qtk.convert(prepared), x
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_every_mapped_op_is_within_one_step(bits):
+    """8-bit, and 4-bit activations (their range is a Clip before each QuantizeLinear)."""
+    quantized, x = every_mapped_op(bits)
     reference, runtime = reference_and_runtime(quantized, x[:1], x)
     assert torch.equal(reference, runtime)
     assert compare_with_onnx_runtime(quantized, x, f"every mapped op, {bits}-bit") < 0.05
@@ -223,6 +240,76 @@ def test_export_onnx_names_an_op_without_onnx_mapping():
     with pytest.raises(qtk.UnsupportedOpError,
                        match=r"^1: qtk op 'layer_norm' has no ONNX QDQ mapping.*qtk\.export"):
         qtk.export_onnx(quantized, torch.randn(1, 4, 8))
+
+
+# ---- the integer form: byte-identical in ONNX Runtime ------------------------------------------
+
+def assert_integer_form_is_exact(quantized, x, min_distinct):
+    """The integer form run by ONNX Runtime: every int8 tensor of the graph that qtk also computes
+    (each op's output; made graph outputs here) equals qtk's, and the graph's output equals the
+    qtk runtime's, byte for byte. Returns how many int8 values were compared."""
+    proto = qtk.export_onnx(quantized, x[:1], form="integer")
+    float_ops = {"QuantizeLinear", "DequantizeLinear", "Conv", "Gemm", "MatMul", "AveragePool",
+                 "GlobalAveragePool", "Softmax"}
+    assert not float_ops & {node.op_type for node in proto.graph.node}
+    reference = qtk_int8_values(quantized, x)
+    op_outputs = [out for node in proto.graph.node for out in node.output
+                  if re.fullmatch(r".+#\d+", out) and qtk_name(out, reference) in reference]
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    model.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.INT8, None)
+                              for name in op_outputs
+                              if name not in {o.name for o in proto.graph.output})
+    session = ort_session(model)
+    outputs = dict(zip([o.name for o in session.get_outputs()],
+                       session.run(None, {proto.graph.input[0].name: x.numpy()})))
+    compared = 0
+    for name in op_outputs:
+        want = reference[qtk_name(name, reference)].numpy()
+        assert outputs[name].dtype == np.int8 and np.array_equal(outputs[name], want), \
+            f"{name}: ONNX Runtime differs from qtk"
+        compared += want.size
+    reference_output, runtime_output = reference_and_runtime(quantized, x[:1], x)
+    assert torch.equal(reference_output, runtime_output)
+    assert_not_degenerate(runtime_output, min_distinct)
+    output = outputs[proto.graph.output[0].name]
+    assert output.dtype == np.int8 and np.array_equal(output, runtime_output.numpy())
+    return compared
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_integer_export_is_byte_identical_to_qtk(name):
+    x = torch.randn(4, 3, SIZE, SIZE)
+    assert assert_integer_form_is_exact(prepared_model(name), x, min_distinct=32) > 100_000
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_integer_form_is_exact_at_every_mapped_op(bits):
+    quantized, x = every_mapped_op(bits)
+    assert assert_integer_form_is_exact(quantized, x, min_distinct=16) > 100_000
+
+
+def test_integer_form_pooling_modes_are_exact():
+    """What the models above do not reach: divisor_override (which the QDQ form refuses), ceil
+    mode with and without the padding counted, a max pool in ceil mode."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.AvgPool2d(2, divisor_override=3),
+                                torch.nn.AvgPool2d(3, 2, 1, ceil_mode=True),
+                                torch.nn.AvgPool2d(2, 1, 1, ceil_mode=True,
+                                                   count_include_pad=False),
+                                torch.nn.MaxPool2d(2, 2, ceil_mode=True))
+    x = torch.randn(4, 3, 16, 16)
+    quantized = calibrated(model.eval(), [x])
+    assert assert_integer_form_is_exact(quantized, x, min_distinct=16) > 1000
+
+
+def test_integer_form_names_an_op_without_integer_mapping():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    quantized = calibrated(model.eval(), [torch.randn(2, 4, 8)])
+    with pytest.raises(qtk.UnsupportedOpError,
+                       match=r"^1: qtk op 'layer_norm' has no ONNX integer mapping.*qtk\.export"):
+        qtk.export_onnx(quantized, torch.randn(1, 4, 8), form="integer")
+    with pytest.raises(ValueError, match="qdq, integer"):
+        qtk.export_onnx(quantized, torch.randn(1, 4, 8), form="int8")
 
 
 # ---- import: a float ONNX model through onnx2torch, quantized and deployed by qtk ---------------
@@ -285,3 +372,9 @@ def test_pp_lcnet_round_trip_to_onnx_qdq(pp_lcnet_ptq):
     """Real weights and photos: the quantized import exported back as ONNX QDQ."""
     _, _, quantized, test = pp_lcnet_ptq
     assert compare_with_onnx_runtime(quantized, test, "PP-LCNet") < 0.01
+
+
+def test_pp_lcnet_round_trip_to_onnx_integer(pp_lcnet_ptq):
+    """Real weights and photos: the integer form of the quantized import is byte-identical."""
+    _, _, quantized, test = pp_lcnet_ptq
+    assert assert_integer_form_is_exact(quantized, test, min_distinct=8) > 1_000_000

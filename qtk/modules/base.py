@@ -167,8 +167,9 @@ class QuantizedWeightLayer(QuantizedModule):
                  where):
         super().__init__(input_qparams, output_qparams)
         s_x = input_qparams[0].scale
-        with torch.no_grad():
-            weight_fake_quant.observer(weight)  # qparams of the final weight, not the last step's
+        if getattr(weight_fake_quant, "observer_enabled", True):  # False: frozen (ptq.adaround)
+            with torch.no_grad():
+                weight_fake_quant.observer(weight)  # the final weight's, not the last step's
         w_scale, _ = weight_fake_quant.calculate_qparams()
         arithmetic.check_finite_scale(w_scale, "weight")
         # a per-tensor weight scale is the same scale for every output channel

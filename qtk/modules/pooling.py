@@ -72,23 +72,33 @@ def _padded_extents(size, kernel, stride, padding, out_size):
     return torch.clamp(start + kernel, max=size + padding) - start
 
 
+def _window_sum(x, kernel_size, stride, padding, ceil_mode):
+    """Sums over torch's average-pooling windows, in float64 (sums of integers: exact)."""
+    return F.avg_pool2d(x, kernel_size, stride, _pair(padding), ceil_mode, divisor_override=1)
+
+
+def average_pool_divisors(height, width, kernel_size, stride, padding, count_include_pad,
+                          ceil_mode=False, divisor_override=None):
+    """Spec 6: the divisor of each window of an average pool over a ``height x width`` plane, an
+    int64 ``[Ho, Wo]`` tensor (the same for every sample and channel), or ``divisor_override``."""
+    if divisor_override is not None:
+        return divisor_override
+    counts = _window_sum(torch.ones(1, 1, height, width, dtype=torch.float64), kernel_size,
+                         stride, padding, ceil_mode)[0, 0]
+    if not count_include_pad:
+        return counts.to(torch.int64)
+    padding = _pair(padding)
+    heights = _padded_extents(height, kernel_size[0], stride[0], padding[0], counts.shape[0])
+    widths = _padded_extents(width, kernel_size[1], stride[1], padding[1], counts.shape[1])
+    return heights[:, None] * widths[None, :]
+
+
 def _window_average(x, zero_point, kernel_size, stride, padding, count_include_pad,
                     ceil_mode=False, divisor_override=None):
     centered = (x.to(torch.int64) - zero_point).to(torch.float64)
-    padding = _pair(padding)
-
-    def window_sum(t):  # float64 sums of integers: exact
-        return F.avg_pool2d(t, kernel_size, stride, padding, ceil_mode, divisor_override=1)
-
-    total = window_sum(centered).to(torch.int64)
-    if divisor_override is not None:
-        divisor = divisor_override
-    elif count_include_pad:
-        heights = _padded_extents(x.shape[2], kernel_size[0], stride[0], padding[0], total.shape[2])
-        widths = _padded_extents(x.shape[3], kernel_size[1], stride[1], padding[1], total.shape[3])
-        divisor = heights[:, None] * widths[None, :]
-    else:
-        divisor = window_sum(torch.ones_like(centered)).to(torch.int64)
+    total = _window_sum(centered, kernel_size, stride, padding, ceil_mode).to(torch.int64)
+    divisor = average_pool_divisors(x.shape[2], x.shape[3], kernel_size, stride, padding,
+                                    count_include_pad, ceil_mode, divisor_override)
     return to_int8(arithmetic.average(total, divisor, zero_point))
 
 

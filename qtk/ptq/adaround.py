@@ -1,0 +1,231 @@
+"""AdaRound: each weight rounds up or down as the layer's output needs, not to the nearest
+integer (Nagel et al. 2020, "Up or Down? Adaptive Rounding for Post-Training Quantization").
+
+Nearest rounding minimizes each weight's own error, but a layer's output error is a sum over many
+weights, and at 4 bits those errors add up. AdaRound learns, layer by layer on calibration data,
+a rounding direction per weight that keeps the layer's (activated) output close to the float
+model's.
+
+The chosen integers reach :func:`qtk.convert` through the float weights: each (folded) weight is
+written as ``scale * q`` and the weight quantizer's observer is frozen (``observer_enabled =
+False``), so convert keeps the calibrated scale and :func:`qtk.arithmetic.quantize` gives back
+exactly ``q``: the integers come from the one quantize rule, nothing is stored beside it.
+"""
+import copy
+import itertools
+import math
+import time
+
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from ..fake_quant import FakeQuantize
+from ..modules import QATConv2d, QATConvBn2d, QATLinear
+from ..modules.base import apply_activation
+from ..modules.conv import batchnorm_scale
+
+# The rectified sigmoid's stretch (paper eq. 23): h(V) reaches 0 and 1 exactly, so the
+# regularizer can push every weight to a hard decision.
+ZETA, GAMMA = 1.1, -0.1
+SAMPLES_PER_STEP = 32  # calibration samples in each optimization step's loss
+
+
+def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None, progress=True,
+             regularization=0.01, learning_rate=1e-3, beta_range=(20.0, 2.0), warm_up=0.2):
+    """Learn every conv/linear layer's weight rounding, in forward order, on calibration data.
+
+    Each layer minimizes ``|f(W~ x~ + b) - f(W x + b)|^2 + regularization * sum(1 - |2h - 1|^beta)``
+    (f the layer's fused ReLU/ReLU6, if any) over ``W~ = scale * (floor(W / scale) + h(V))``:
+    ``x~`` is the layer's input in the model quantized so far (earlier layers' weights rounded,
+    activations fake-quantized with their calibrated qparams), the target comes from the float
+    model (the paper's asymmetric reconstruction). beta anneals from ``beta_range[0]`` to
+    ``beta_range[1]`` after ``warm_up`` of the iterations, which have no regularizer.
+
+    Args:
+        model: from :func:`qtk.prepare_ptq`, calibrated by :func:`qtk.calibrate` (weight and
+            activation qparams exist); changed in place and returned, ready for :func:`qtk.convert`.
+        data: an iterable of input tensors, or of ``(input, ...)`` tuples (a DataLoader).
+        num_batches: use this many batches of ``data`` (default: all); they are held in memory,
+            one layer's inputs and outputs at a time.
+        iterations: Adam steps per layer (lr ``learning_rate``).
+        time_budget_s: stop each layer's steps when its share of the remaining budget is spent
+            (the remaining budget over the remaining layers, so a fast layer leaves time to later
+            ones); ``None``: no limit.
+        progress: show a progress bar over the layers.
+    Returns:
+        the model, with each layer's chosen integers (by module path) in ``model.qtk_adaround``.
+    """
+    batches = [batch[0] if isinstance(batch, (tuple, list)) else batch
+               for batch in itertools.islice(data, num_batches)]
+    if not batches:
+        raise ValueError("adaround needs at least one calibration batch")
+    layers = _weight_layers(model)
+    float_model = copy.deepcopy(model)
+    fake_quants = [m for m in model.modules() if isinstance(m, FakeQuantize)]
+    saved = [(m.fake_quant_enabled, m.observer_enabled, m.observer) for m in fake_quants]
+    _set_fake_quant(float_model, enabled=False)
+    _set_fake_quant(model, enabled=True)  # the deployed rounding, calibrated qparams unchanged
+    for module in fake_quants:
+        if type(module).forward is FakeQuantize.forward:  # reads its observer at every call
+            module.observer = _Settled(module.observer)
+    model.eval()
+    decisions = {}
+    deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
+    bar = tqdm(layers, desc="adaround", disable=not progress)
+    try:
+        for index, path in enumerate(bar):
+            layer_deadline = None if deadline is None else (
+                time.monotonic() + (deadline - time.monotonic()) / (len(layers) - index))
+            inputs = _recorded(model, path, batches, output=False)
+            targets = _recorded(float_model, path, batches, output=True)
+            layer = model.get_submodule(path)
+            decisions[path], loss = _round_layer(
+                layer, inputs, targets, iterations, layer_deadline, regularization, learning_rate,
+                beta_range, warm_up)
+            bar.set_postfix(layer=path, loss=f"{loss:.3g}")
+    finally:
+        for module, state in zip(fake_quants, saved):
+            module.fake_quant_enabled, module.observer_enabled, module.observer = state
+    for path in decisions:  # convert must keep the scales the integers were chosen for
+        model.get_submodule(path).weight_fake_quant.observer_enabled = False
+    model.qtk_adaround = decisions
+    return model
+
+
+def _weight_layers(model):
+    """Paths of the conv/linear layers in the order forward() calls them; a layer that shares
+    its weight with an earlier one (a module called twice) is rounded once, with the first."""
+    paths, seen = [], set()
+    for node in model.graph.nodes:
+        if node.op != "call_module":
+            continue
+        module = model.get_submodule(node.target)
+        if isinstance(module, (QATConv2d, QATLinear)) and id(module.weight) not in seen:
+            seen.add(id(module.weight))
+            paths.append(node.target)
+    return paths
+
+
+def _set_fake_quant(model, enabled):
+    """Fake quantization on or off everywhere; observers off, so calibration stays as it was."""
+    for module in model.modules():
+        if isinstance(module, FakeQuantize):
+            module.fake_quant_enabled, module.observer_enabled = enabled, False
+
+
+class _Settled(nn.Module):
+    """An observer's qparams, computed once: a histogram rule (KL) would search again at every
+    call, and the forward passes here make many."""
+
+    def __init__(self, observer):
+        super().__init__()
+        self.qmin, self.qmax, self.ch_axis = observer.qmin, observer.qmax, observer.ch_axis
+        self.qparams = observer.calculate_qparams()
+
+    def forward(self, x):
+        return x
+
+    def calculate_qparams(self):
+        return self.qparams
+
+
+class _Recorded(Exception):
+    """Stops a forward pass once the layer of interest has run: the rest is not needed."""
+
+
+def _recorded(model, path, batches, output):
+    """The input (``output=False``) or output of the layer at ``path``, for every batch."""
+    values = []
+
+    def record_input(module, inputs):
+        values.append(inputs[0].detach())
+        raise _Recorded
+
+    def record_output(module, inputs, result):
+        values.append(result.detach())
+        raise _Recorded
+
+    layer = model.get_submodule(path)
+    hook = (layer.register_forward_hook(record_output) if output
+            else layer.register_forward_pre_hook(record_input))
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                try:
+                    model(batch)
+                except _Recorded:
+                    pass
+    finally:
+        hook.remove()
+    return torch.cat(values)
+
+
+def _folded_weight_and_bias(layer):
+    if isinstance(layer, QATConv2d):
+        weight, bias = layer.folded_weight_and_bias()
+    else:
+        weight, bias = layer.weight, layer.bias
+    return weight.detach(), None if bias is None else bias.detach()
+
+
+def _rectified_sigmoid(v):
+    return torch.clamp(torch.sigmoid(v) * (ZETA - GAMMA) + GAMMA, 0.0, 1.0)
+
+
+def _round_layer(layer, inputs, targets, iterations, deadline, regularization, learning_rate,
+                 beta_range, warm_up):
+    """Optimizes one layer's rounding; writes ``scale * q`` into its weight and returns the
+    integers q (int64, with the zero point) and the last reconstruction loss."""
+    weight, bias = _folded_weight_and_bias(layer)
+    fake_quant = layer.weight_fake_quant
+    scale, zero_point = fake_quant.calculate_qparams()
+    channel_shape = [-1] + [1] * (weight.dim() - 1)
+    scale = scale.reshape(-1).expand(weight.shape[0]).reshape(channel_shape)
+    zero_point = zero_point.reshape(-1).expand(weight.shape[0]).reshape(channel_shape)
+    lowest, highest = fake_quant.qmin - zero_point, fake_quant.qmax - zero_point
+    scaled = weight * (1.0 / scale)  # as arithmetic.quantize scales
+    floor = torch.floor(scaled)
+    # h(V) starts at the fractional part: the soft weight starts as the float weight
+    rest = (scaled - floor).clamp(1e-4, 1 - 1e-4)
+    v = nn.Parameter(-torch.log((ZETA - GAMMA) / (rest - GAMMA) - 1))
+    optimizer = torch.optim.Adam([v], lr=learning_rate)
+
+    def layer_output(x, rounded):
+        w = torch.clamp(floor + rounded, lowest, highest) * scale
+        y = (layer._conv_forward(x, w, bias) if isinstance(layer, QATConv2d)
+             else nn.functional.linear(x, w, bias))
+        return apply_activation(y, layer.activation)
+
+    samples = torch.Generator().manual_seed(0)
+    reconstruction = torch.zeros(())
+    start, end = beta_range
+    for step in range(iterations):
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        pick = torch.randint(len(inputs), (min(SAMPLES_PER_STEP, len(inputs)),),
+                             generator=samples)
+        h = _rectified_sigmoid(v)
+        reconstruction = (layer_output(inputs[pick], h) - targets[pick]).pow(2).sum(1).mean()
+        loss = reconstruction
+        if step >= warm_up * iterations:
+            progress = (step - warm_up * iterations) / max(1.0, (1 - warm_up) * iterations)
+            beta = end + 0.5 * (start - end) * (1 + math.cos(math.pi * progress))
+            loss = loss + regularization * (1 - (2 * h - 1).abs().pow(beta)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        integers = torch.clamp(floor + (v >= 0).float(), lowest, highest)
+        _write_folded_weight(layer, integers * scale)
+    return (integers + zero_point).to(torch.int64), reconstruction.item()
+
+
+def _write_folded_weight(layer, folded):
+    """Sets the layer's weight so that its folded weight is ``folded`` (to a few ulps, far inside
+    the rounding interval); a channel whose BatchNorm scale is 0 folds to 0 whatever it holds."""
+    if isinstance(layer, QATConvBn2d):
+        bn_scale = batchnorm_scale(layer.bn).reshape(-1, 1, 1, 1)
+        folded = torch.where(bn_scale == 0, layer.weight, folded / torch.where(bn_scale == 0, 1.0,
+                                                                                bn_scale))
+    layer.weight.copy_(folded)

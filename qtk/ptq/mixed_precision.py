@@ -1,0 +1,144 @@
+"""Automatic mixed precision: the fewest layers to keep in float (or at 8 bits) for a quantized
+model to meet an accuracy target (``qtk.auto_mixed_precision``)."""
+import dataclasses
+from typing import List, Optional
+
+from ..qconfig import QConfigMapping, bits_qconfig, default_ptq_qconfig
+from ..quantize import calibrate, convert, prepare_ptq
+from .sensitivity import (SensitivityReport, Sqnr, input_batches, run, sensitivity,
+                          set_fake_quant)
+
+METRICS = ("sqnr", "agreement")
+
+
+@dataclasses.dataclass
+class MixedPrecisionReport:
+    """What :func:`qtk.auto_mixed_precision` chose and what the Quantized reference achieves.
+
+    Args:
+        kept: the layers kept in float (or at 8 bits with ``low_bits``), most sensitive first.
+        metric: ``"sqnr"`` (dB) or ``"agreement"`` (top-1 fraction), against the float model.
+        target: the value asked for.
+        achieved: the metric of the returned model, converted.
+        all_quantized: the metric with every layer quantized, converted.
+        sensitivity: the analysis that ordered the layers (None when no layer had to be kept).
+        low_bits: the other layers' bit width, or None (they are int8, ``kept`` is float).
+    """
+    kept: List[str]
+    metric: str
+    target: float
+    achieved: float
+    all_quantized: float
+    sensitivity: Optional[SensitivityReport] = None
+    low_bits: Optional[int] = None
+
+    def __str__(self):
+        unit = " dB" if self.metric == "sqnr" else ""
+        where = "in float" if self.low_bits is None else "at 8 bits"
+        rest = "int8" if self.low_bits is None else f"{self.low_bits} bits"
+        lines = [f"{self.metric} target {self.target:g}{unit}: all layers at {rest} "
+                 f"{self.all_quantized:.4g}{unit}, {len(self.kept)} layer(s) kept {where} "
+                 f"{self.achieved:.4g}{unit}"]
+        return "\n".join(lines + [f"  {name}" for name in self.kept])
+
+
+def auto_mixed_precision(model, data, target, metric="sqnr", method=None, low_bits=None,
+                         num_batches=None, qconfig=None):
+    """Keep the fewest layers of ``model`` in float (with ``low_bits``: at 8 bits while the others
+    get ``low_bits``) for its PTQ model to meet ``target`` on ``data``.
+
+    With every layer quantized meeting the target, no layer is kept. Otherwise
+    :func:`qtk.ptq.sensitivity` orders the layers; the most sensitive are kept one by one until
+    the target is met, then each kept layer is dropped again where the target holds without it,
+    both in fake quantization (a fresh calibration per choice). The Quantized reference of the
+    choice (:func:`qtk.convert`), which is what deploys, is then measured; where it misses the
+    target, the next most sensitive layers are kept until it meets it.
+
+    Args:
+        model: a trained float ``nn.Module``, put in eval mode (prepare copies it).
+        data: calibration and evaluation batches, as for :func:`qtk.calibrate` (read once).
+        target: the least metric to reach: SQNR in dB of the network output against the float
+            model's, or the fraction of inputs whose top-1 class (argmax over dim 1) is the float
+            model's.
+        metric: ``"sqnr"`` or ``"agreement"``.
+        method: the calibration method (:func:`qtk.calibrate`).
+        low_bits: quantize the layers not kept at this many bits (weights and activations,
+            :func:`qtk.bits_qconfig`) and the kept ones at 8, instead of keeping those in float.
+        num_batches: use the first ``num_batches`` batches of ``data``.
+        qconfig: the int8 :class:`qtk.QConfig` (default :data:`qtk.default_ptq_qconfig`);
+            ``low_bits`` narrows it.
+    Returns:
+        ``(prepared, report)``: the model prepared with the chosen :class:`qtk.QConfigMapping`
+        and calibrated on ``data``, ready for :func:`qtk.convert` and :func:`qtk.export` like any
+        mixed model, and a :class:`MixedPrecisionReport`.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
+    qconfig = qconfig or default_ptq_qconfig
+    quantized = qconfig if low_bits is None else bits_qconfig(low_bits, low_bits, base=qconfig)
+    kept_as = None if low_bits is None else qconfig
+    inputs = input_batches(data, num_batches)
+    reference = run(model.eval(), inputs)
+    score = _SCORES[metric]
+
+    def calibrated(kept):
+        mapping = QConfigMapping(quantized, by_name=dict.fromkeys(kept, kept_as))
+        return calibrate(prepare_ptq(model, mapping), inputs, method=method)
+
+    def fake_quant_score(kept):
+        prepared = calibrated(kept)
+        set_fake_quant(prepared.modules(), observe=False, fake_quantize=True)
+        return score(reference, run(prepared, inputs))
+
+    def deployed_score(prepared):
+        return score(reference, run(convert(prepared), inputs))
+
+    prepared = calibrated([])
+    all_quantized = achieved = deployed_score(prepared)
+    report = MixedPrecisionReport([], metric, target, achieved, all_quantized, None, low_bits)
+    if all_quantized >= target:
+        return prepared, report
+    report.sensitivity = sensitivity(model, inputs, quantized, method)
+    order = report.sensitivity.names
+    kept = _fewest(order, lambda kept: fake_quant_score(kept) >= target)
+    prepared = calibrated(kept)
+    achieved = deployed_score(prepared)
+    for name in [name for name in order if name not in kept]:
+        if achieved >= target:
+            break
+        kept.append(name)  # the Quantized reference missed it: keep the next layer too
+        prepared = calibrated(kept)
+        achieved = deployed_score(prepared)
+    report.kept, report.achieved = kept, achieved
+    return prepared, report
+
+
+def _fewest(order, meets):
+    """Greedy: keep layers in ``order`` until ``meets(kept)``, then drop each one whose removal
+    still meets it; the result meets it (if keeping all layers does) and no single kept layer
+    can go."""
+    kept = []
+    for name in order:
+        kept.append(name)
+        if meets(kept):
+            break
+    for name in list(kept):
+        fewer = [other for other in kept if other != name]
+        if meets(fewer):
+            kept = fewer
+    return kept
+
+
+def _sqnr(reference, outputs):
+    sqnr = Sqnr()
+    for expected, actual in zip(reference, outputs):
+        sqnr.add(expected, actual)
+    return sqnr.db
+
+
+def _agreement(reference, outputs):
+    same = sum(int((e.argmax(1) == a.argmax(1)).sum()) for e, a in zip(reference, outputs))
+    return same / sum(e.shape[0] for e in reference)
+
+
+_SCORES = {"sqnr": _sqnr, "agreement": _agreement}

@@ -1,0 +1,84 @@
+"""AdaRound (qtk.ptq.adaround): convert deploys exactly the chosen integers, the runtime matches
+the Quantized reference byte for byte, and on MNIST at 4-bit weights the rounding it learns beats
+nearest rounding."""
+import pytest
+import torch
+
+import qtk
+from conftest import assert_not_degenerate, reference_and_runtime
+from model_zoo.data import mnist_5k
+from model_zoo.mnist import small_cnn
+from model_zoo.training import train
+
+W4A8_PTQ = qtk.bits_qconfig(4, 8, qtk.default_ptq_qconfig)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def mnist_model():
+    """The small residual CNN after two float epochs on MNIST 5k (about 96 %), with its data."""
+    torch.manual_seed(0)
+    train_data, test_data = mnist_5k()
+    return train(small_cnn(), train_data, 2, 3e-3, "float"), train_data, test_data
+
+
+def _calibrated(model, batches):
+    return qtk.calibrate(qtk.prepare_ptq(model, W4A8_PTQ), batches)
+
+
+def test_convert_deploys_the_chosen_integers_byte_identical(mnist_model):
+    model, train_data, test_data = mnist_model
+    batches = list(train_data[0][:256].split(64))
+    equalized = qtk.ptq.equalize(model, batches[0])
+    prepared = qtk.ptq.adaround(_calibrated(equalized, batches), batches, iterations=30,
+                                progress=False)
+    nearest = qtk.convert(_calibrated(equalized, batches))
+    quantized = qtk.convert(prepared)
+    assert len(prepared.qtk_adaround) == 6  # every conv and the linear layer
+    flipped = 0
+    for path, integers in prepared.qtk_adaround.items():
+        layer = quantized.get_submodule(path)
+        assert torch.equal(layer.weight_q.to(torch.int64), integers), path
+        # the scale the integers were chosen for is the one deployed
+        assert torch.equal(layer.weight_scale, nearest.get_submodule(path).weight_scale), path
+        flipped += int((layer.weight_q != nearest.get_submodule(path).weight_q).sum())
+    assert flipped > 0
+    x = test_data[0][:32]
+    reference, runtime = reference_and_runtime(quantized, x[:1], x)
+    assert torch.equal(reference, runtime)
+    assert_not_degenerate(reference, min_distinct=20)
+
+
+def test_a_spent_time_budget_leaves_nearest_rounding(mnist_model):
+    """h(V) starts at each weight's fractional part, so a layer that gets no step rounds to
+    nearest: the budget stops the steps, not the layers."""
+    model, train_data, _ = mnist_model
+    batches = list(train_data[0][:128].split(64))
+    prepared = qtk.ptq.adaround(_calibrated(model, batches), batches, time_budget_s=0,
+                                progress=False)
+    nearest = qtk.convert(_calibrated(model, batches))
+    assert len(prepared.qtk_adaround) == 6
+    for path, integers in prepared.qtk_adaround.items():
+        assert torch.equal(integers, nearest.get_submodule(path).weight_q.to(torch.int64)), path
+
+
+def _sqnr_db(output, target):
+    return float(10 * torch.log10(target.pow(2).sum() / (output - target).pow(2).sum()))
+
+
+def _accuracy(logits, labels):
+    return float((logits.argmax(1) == labels).float().mean()) * 100
+
+
+def test_adaround_beats_nearest_rounding_on_mnist_at_4_bits(mnist_model):
+    model, train_data, (images, labels) = mnist_model
+    batches = list(train_data[0][:256].split(64))
+    nearest = qtk.convert(_calibrated(model, batches))
+    adarounded = qtk.convert(qtk.ptq.adaround(_calibrated(model, batches), batches,
+                                              iterations=100, progress=False))
+    with torch.no_grad():  # the Quantized reference is slow: each model runs once
+        target, nearest_out, adaround_out = model(images), nearest(images), adarounded(images)
+    nearest_sqnr, adaround_sqnr = _sqnr_db(nearest_out, target), _sqnr_db(adaround_out, target)
+    assert adaround_sqnr > nearest_sqnr + 3, (nearest_sqnr, adaround_sqnr)
+    assert _accuracy(target, labels) > 90
+    assert _accuracy(adaround_out, labels) >= _accuracy(nearest_out, labels)
