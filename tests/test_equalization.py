@@ -127,3 +127,17 @@ def test_relu6_becomes_relu_by_default_or_is_kept(photos, pretrained_like):
     folded = qtk.ptq.equalize(model, photos[:2], relu6_to_relu=False, max_rounds=0,
                               bias_absorption=False)
     assert _depthwise_range_ratios(kept) == _depthwise_range_ratios(folded)
+
+
+def test_prelu_leaky_relu_and_max_pool_between_a_pair_are_equalized_across():
+    # MTCNN's shape: conv -> PReLU -> max pool -> conv; all three commute with positive scaling
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.PReLU(8), nn.MaxPool2d(2, ceil_mode=True),
+                          nn.Conv2d(8, 8, 3), nn.LeakyReLU(0.1), nn.Conv2d(8, 4, 1)).eval()
+    with torch.no_grad():
+        model[0].weight.mul_(torch.logspace(-2, 1, 8).reshape(8, 1, 1, 1))
+    x = torch.randn(4, 3, 17, 17)
+    equalized = qtk.ptq.equalize(model, x, bias_absorption=False)
+    assert _relative_change(model, equalized, x) < 1e-5
+    first = [m for m in equalized.modules() if isinstance(m, nn.Conv2d)][0]
+    ranges = first.weight.abs().flatten(1).amax(1)
+    assert float(ranges.max() / ranges.min()) < 100  # 1000 before; the geometric mean with conv 2

@@ -29,7 +29,8 @@ class EqualizationWarning(UserWarning):
 def equalize(model, example_inputs, relu6_to_relu=True, bias_absorption=True, max_rounds=20,
              tolerance=1e-2):
     """An equalized float copy of ``model``: BatchNorms folded, weight ranges balanced across
-    every conv -> [ReLU | ReLU6 | identity] -> conv (or linear -> linear) pair, and, with
+    every conv -> [ReLU | ReLU6 | PReLU | LeakyReLU | max pool ...] -> conv (or linear -> linear)
+    pair, and, with
     ``bias_absorption``, part of the bias that ReLU passes unchanged moved to the next layer.
 
     Args:
@@ -120,28 +121,41 @@ def _skip_identities(graph_module, node):
     return node
 
 
+# Between a pair, layers that commute with a positive per-channel scale s: f(x / s) = f(x) / s.
+# ReLU6 does not (its clip point would move) and is handled apart.
+SCALE_COMMUTING = (nn.ReLU, nn.PReLU, nn.LeakyReLU, nn.MaxPool2d)
+
+
 def _pairs(graph_module, relu6_to_relu):
     """[(first, activation, second)]: layers where ``first``'s output reaches only ``second``'s
-    input, through ``activation`` ("relu" or None) and inference identities (Dropout)."""
+    input, through layers that commute with positive per-channel scaling (ReLU, PReLU, LeakyReLU,
+    max pooling), ReLU6 (made ReLU) and inference identities (Dropout). ``activation`` is "relu"
+    where the path is a ReLU alone (the case bias absorption handles), else None."""
     once = _called_once(graph_module)
     pairs = []
     for node in graph_module.graph.nodes:
         first = _module_at(graph_module, node, WEIGHT_LAYERS)
         if first is None or once.get(first) is not node:
             continue
-        reader = _skip_identities(graph_module, _single_reader(node))
-        activation = _module_at(graph_module, reader, (nn.ReLU, nn.ReLU6))
-        if activation is not None:
-            activation_node, reader = reader, _skip_identities(graph_module, _single_reader(reader))
+        reader, between = _skip_identities(graph_module, _single_reader(node)), []
+        while True:
+            layer = _module_at(graph_module, reader, SCALE_COMMUTING + (nn.ReLU6,))
+            if layer is None:
+                break
+            between.append((reader, layer))
+            reader = _skip_identities(graph_module, _single_reader(reader))
         second = _module_at(graph_module, reader, WEIGHT_LAYERS)
         if (second is None or once.get(second) is not reader
                 or isinstance(first, nn.Conv2d) != isinstance(second, nn.Conv2d)):
             continue
-        if isinstance(activation, nn.ReLU6):
-            if not relu6_to_relu or once.get(activation) is not activation_node:
-                continue
-            replace_submodule(graph_module, activation_node.target, nn.ReLU())
-        pairs.append((first, None if activation is None else "relu", second))
+        relu6 = [(at, layer) for at, layer in between if isinstance(layer, nn.ReLU6)]
+        # a ReLU6 called elsewhere too cannot become ReLU here alone
+        if relu6 and (not relu6_to_relu or any(once.get(layer) is not at for at, layer in relu6)):
+            continue
+        for at, _ in relu6:
+            replace_submodule(graph_module, at.target, nn.ReLU())
+        kinds = [type(layer) for _, layer in between]
+        pairs.append((first, "relu" if kinds in ([nn.ReLU], [nn.ReLU6]) else None, second))
     graph_module.recompile()
     return pairs
 
