@@ -11,7 +11,7 @@ from .errors import UnsupportedOpError
 from .export.exporter import export
 from .export.onnx_export import export_onnx
 from .preprocess import ImagePreprocess
-from .ptq import auto_mixed_precision
+from .ptq import auto_mixed_precision, quantize_ptq
 from .qconfig import (PRESETS, QConfig, QConfigMapping, default_ptq_qconfig, default_qat_qconfig,
                       bits_qconfig, bits_qconfig_mapping, with_args)
 from .quantization_report import Report, report
@@ -33,7 +33,7 @@ def __getattr__(name):
 
 __all__ = ["quantize_qat", "prepare_ptq", "calibrate", "convert", "export", "export_onnx",
            "freeze_bn_stats", "int8_outputs", "ImagePreprocess", "report", "Report",
-           "auto_mixed_precision",
+           "auto_mixed_precision", "quantize_ptq",
            "FloatFallbackWarning",
            "QConfig", "QConfigMapping", "PRESETS", "bits_qconfig", "bits_qconfig_mapping",
            "default_qat_qconfig", "default_ptq_qconfig", "with_args", "runtime",

@@ -4,3 +4,4 @@ from .adaround import adaround
 from .equalization import EqualizationWarning, equalize
 from .mixed_precision import auto_mixed_precision
 from .sensitivity import sensitivity
+from .pipeline import quantize_ptq
