@@ -4,6 +4,7 @@
     qtk run model.qmodel --input x.npy|image.png [--output out.npy] [--threads N] [--int8]
     qtk bench model.qmodel [--threads 1 2] [--batch 1 4] [--runs N] [--warmup N]
     qtk profile model.qmodel --trace trace.json [--runs N] [--threads N] [--batch N]
+                [--chart time.png [--chart-by node|op]]
     qtk diff module:function model.qmodel [--input x.npy] [--repro node.qmodel]
     qtk export module:function out.qmodel
     qtk fastrun model.qmodel --cache FILE [--threads N]
@@ -455,6 +456,30 @@ def profile_command(args):
                    f"{100 * n['seconds'] / runs / total:.1f}"] for n in slowest],
                  ["<", "<", "<", ">", ">"]))
     print(f"\ntrace: {args.trace} (open in ui.perfetto.dev or chrome://tracing)")
+    if args.chart:
+        profile_chart(nodes, runs, args.chart, by=args.chart_by,
+                      title=f"{os.path.basename(args.model)}: {threads} thread(s), batch "
+                            f"{trace['otherData']['batch']}, mean of {runs} run(s)")
+        print(f"chart: {args.chart}")
+
+
+def profile_chart(nodes, runs, out, by="node", title=""):
+    """A bar chart (PNG ``out``) of the time per run of each node, in execution order, or (``by=
+    "op"``) of each op's nodes together, slowest first; ``nodes`` as :func:`profile` returns
+    them."""
+    from .charts import Panel, save_bar_chart
+
+    if by == "node":
+        labels = [f"{n['name']} ({n['op']})" for n in nodes]
+        seconds = [n["seconds"] / runs for n in nodes]
+    else:
+        per_op = collections.Counter()
+        for n in nodes:
+            per_op[n["op"]] += n["seconds"] / runs
+        labels, seconds = zip(*per_op.most_common()) if per_op else ((), ())
+    factor, unit = _time_unit(max(seconds, default=0.0))
+    save_bar_chart([Panel(list(labels), {"time": [s * factor for s in seconds]},
+                          f"{unit} per run", title=title)], out)
 
 
 # ------------------------------------------------------------------------------------- diff, export
@@ -506,7 +531,7 @@ def fastrun(args):
 def _parser():
     parser = argparse.ArgumentParser(prog="qtk", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[2:10]))
+                                     epilog="\n".join(__doc__.splitlines()[2:11]))
     commands = parser.add_subparsers(dest="command", required=True)
 
     command = commands.add_parser("inspect", help="nodes, shapes, qparams, MACs, algorithms, "
@@ -544,6 +569,10 @@ def _parser():
     command.add_argument("--threads", type=int, default=1)
     command.add_argument("--batch", type=int, default=None, help="default: the file's")
     command.add_argument("--top", type=int, default=10, help="slowest nodes to list")
+    command.add_argument("--chart", help="also draw the time per run as a bar chart (PNG; needs "
+                                         "matplotlib)")
+    command.add_argument("--chart-by", choices=("node", "op"), default="node",
+                         help="one bar per node (execution order) or per op (slowest first)")
     command.set_defaults(run=profile_command)
 
     command = commands.add_parser("diff", help="first node whose runtime bytes differ from the "
