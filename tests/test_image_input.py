@@ -197,3 +197,46 @@ def test_run_image_needs_an_image_model():
     session = qtk.runtime.load(qtk.export(qtk.convert(prepared), torch.randn(1, 3, 9, 9)))
     with pytest.raises(qtk.QtkError, match="needs one uint8 image input"):
         session.run_image(np.zeros((1, 9, 9, 3), np.uint8))
+
+
+@pytest.mark.parametrize("channel_order", ["rgb", "bgr"])
+def test_qtk_run_gives_an_image_model_its_pixels(tmp_path, capsys, channel_order):
+    """`qtk run` on a model exported with image=: a photo file is decoded, not resized, and
+    reordered to BGR where the model was exported for BGR; a uint8 .npy goes in as it is. Both
+    give run_image's bytes. inspect, bench and profile run it on pixels."""
+    from PIL import Image
+
+    from qtk import cli
+
+    photos = _photos()[:4]
+    source = photos[..., ::-1].copy() if channel_order == "bgr" else photos
+    preprocess = qtk.ImagePreprocess(size=(100, 120), crop=(96, 96), channel_order=channel_order)
+    path = tmp_path / "image.qmodel"
+    qtk.export(_quantized_behind(preprocess, source), torch.from_numpy(source[:1]), path,
+               image=preprocess)
+    session = qtk.runtime.load(path)
+    Image.fromarray(photos[2]).save(tmp_path / "photo.png")  # a file holds RGB
+    cli.main(["run", str(path), "--input", str(tmp_path / "photo.png"), "--int8", "--output",
+              str(tmp_path / "y.npy")])
+    expected = session.run_image(source[2:3], output="int8")
+    assert_not_degenerate(expected, min_distinct=4)
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
+
+    np.save(tmp_path / "photos.npy", source)
+    cli.main(["run", str(path), "--input", str(tmp_path / "photos.npy"), "--int8", "--output",
+              str(tmp_path / "y.npy")])
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"),
+                                  session.run_image(source, output="int8"))
+
+    # the other subcommands feed it pixels too
+    cli.main(["inspect", str(path)])
+    assert "image_to_int8" in capsys.readouterr().out
+    cli.main(["bench", str(path), "--runs", "2", "--warmup", "0"])
+    cli.main(["profile", str(path), "--trace", str(tmp_path / "trace.json"), "--runs", "1"])
+    assert "image_to_int8" in capsys.readouterr().out
+
+    with pytest.raises(SystemExit, match="normalizes its images itself"):
+        cli.main(["run", str(path), "--input", str(tmp_path / "photo.png"), "--mean", "0.5"])
+    Image.fromarray(photos[2, :150]).save(tmp_path / "small.png")
+    with pytest.raises(SystemExit, match="is 240 x 150 pixels, but the model takes 240 x 200"):
+        cli.main(["run", str(path), "--input", str(tmp_path / "small.png")])

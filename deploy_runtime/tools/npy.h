@@ -1,6 +1,6 @@
 // A small, strict reader and writer of NumPy's .npy format (numpy.lib.format, versions 1.0 to 3.0)
 // for qtk_run: little-endian, C order, the dtypes the runtime's graph inputs and outputs take
-// (int8 '|i1' and float32 '<f4'). Anything else is refused with a message that says how to save
+// (int8 '|i1', float32 '<f4', and uint8 '|u1' for an image input). Anything else is refused with a message that says how to save
 // the array instead; nothing here trusts a length it has not checked against the file's size.
 #pragma once
 
@@ -147,13 +147,16 @@ inline NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& 
     if (descr == "'|i1'" || descr == "'<i1'" || descr == "'i1'") {
         array.dtype = qtk::DType::kInt8;
         itemsize = 1;
+    } else if (descr == "'|u1'" || descr == "'<u1'" || descr == "'u1'") {
+        array.dtype = qtk::DType::kUInt8;
+        itemsize = 1;
     } else if (descr == "'<f4'") {
         array.dtype = qtk::DType::kFloat32;
         itemsize = 4;
     } else {
         throw qtk::Error(path + ": dtype " + descr +
-                         " is not one the runtime takes; save the array as int8 or little-endian "
-                         "float32 (x.astype(numpy.float32))");
+                         " is not one the runtime takes; save the array as int8, uint8 (an "
+                         "image) or little-endian float32 (x.astype(numpy.float32))");
     }
     const std::string fortran = npy_detail::dict_value(header, "fortran_order", path);
     if (fortran != "False") {

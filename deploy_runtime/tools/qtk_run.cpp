@@ -3,9 +3,10 @@
 //   qtk_run model.qmodel [--threads N] [--batch N] [--iters N] [--input FILE]... [--output FILE]...
 // --input FILE (once per graph input, in the model's order) is a .npy file of shape [N, <the
 // input's other dims>]: int8 or float32 for an int8 input (float32 is quantized with the input's
-// scale and zero point, as qtk.runtime's Session.run does), float32 for a float32 input. A file
-// that is not .npy is read as raw values of the input's dtype (int8 bytes, or little-endian
-// float32), a whole number N of samples. --output FILE (once per graph output) writes that output
+// scale and zero point, as qtk.runtime's Session.run does), float32 for a float32 input, uint8
+// [N, H, W, C] images for a model exported with image= (its image_to_int8 node preprocesses them,
+// as Session.run_image does). A file that is not .npy is read as raw values of the input's dtype
+// (int8 or uint8 bytes, or little-endian float32), a whole number N of samples. --output FILE (once per graph output) writes that output
 // as .npy: int8 for an int8 output (the runtime's bytes, not dequantized), float32 for a float one.
 #include <algorithm>
 #include <chrono>
@@ -39,8 +40,9 @@ void usage() {
                  "  --iters N      timed runs after the first run (default 10; 0: none)\n"
                  "  --input FILE   a graph input, once per input in the model's order: .npy of\n"
                  "                 shape [N, <the input's other dims>], int8 or float32 (float32 is\n"
-                 "                 quantized for an int8 input); or raw values of the input's dtype,\n"
-                 "                 little-endian, a whole number of samples\n"
+                 "                 quantized for an int8 input), uint8 images for an image input;\n"
+                 "                 or raw values of the input's dtype, little-endian, a whole number\n"
+                 "                 of samples\n"
                  "  --output FILE  write a graph output as .npy (int8 for an int8 output, float32\n"
                  "                 for a float one), once per output in the model's order\n");
 }
@@ -188,6 +190,17 @@ InputBuffer read_input(const std::string& path, size_t index, const qtk::Session
     }
     *shape = array.shape;
     const size_t count = array.bytes.size() / qtk::dtype_size(array.dtype);
+    // uint8 only for an image input, which takes nothing else: its bytes are pixels, not values
+    // of another dtype to convert.
+    const bool image = info.dtype == qtk::DType::kUInt8;
+    if (image != (array.dtype == qtk::DType::kUInt8)) {
+        throw qtk::Error(path + " holds " + qtk::dtype_name(array.dtype) + " values but " + label +
+                         (image ? " is a uint8 image; save the pixels as uint8 "
+                                  "(x.astype(numpy.uint8))"
+                                : " is " + std::string(qtk::dtype_name(info.dtype)) +
+                                      "; uint8 is for an image input (a model exported with "
+                                      "image=)"));
+    }
     if (info.dtype == qtk::DType::kFloat32) {
         if (array.dtype != qtk::DType::kFloat32) {
             throw qtk::Error(path + " holds int8 values but " + label +

@@ -1,10 +1,14 @@
 // qtk_classify: loads a .qmodel, reads an image, runs the model and prints the top-5 classes.
 //   qtk_classify model.qmodel image.ppm [--mean M[,M,M]] [--std S[,S,S]] [--top K] [--threads N]
-// The image is a binary PNM (P5 grey or P6 RGB, 8 bits), scaled to [0, 1], normalized per channel
-// by (x - mean) / std, converted to the model's channel count (grey to RGB by copying, RGB to grey
-// by the mean of its channels) and resized to the model's input by the nearest pixel, then fed to
-// the model's first input: quantized by the runtime where that input is int8. The scores are the
-// first output, dequantized where it is int8.
+// The image is a binary PNM (P5 grey or P6 RGB, 8 bits). A model exported with image= (its input
+// is a uint8 image [N, H, W, C]) takes its pixels as they are, through Session::run_image: the
+// runtime resizes, crops, orders channels and normalizes as training did, so the image must have
+// the size and channel count the model was exported for (and its channel order: a PPM is RGB).
+// For any other model the example prepares the input itself: scaled to [0, 1], normalized per
+// channel by (x - mean) / std, converted to the model's channel count (grey to RGB by copying, RGB
+// to grey by the mean of its channels) and resized to the model's input by the nearest pixel, then
+// fed to the model's first input, quantized by the runtime where that input is int8. The scores
+// are the first output, dequantized where it is int8.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -119,6 +123,42 @@ std::vector<float> to_input(const Image& image, const qtk::Shape& shape,
     return x;
 }
 
+// A model exported with image=: its pixels go in as they are, the runtime preprocesses them.
+qtk::Tensor run_image_model(qtk::Session& session, const Image& image, const std::string& path,
+                            bool normalization_given) {
+    const qtk::TensorInfo& input = session.model().inputs()[0];
+    if (normalization_given) {
+        throw qtk::Error("the model normalizes its images itself (it was exported with image=); "
+                         "leave out --mean and --std");
+    }
+    const qtk::Shape shape{1, image.height, image.width, image.channels};
+    if (!std::equal(shape.begin() + 1, shape.end(), input.shape.begin() + 1)) {
+        throw qtk::Error("image '" + path + "' is " + qtk::to_string(shape) +
+                         " (N, height, width, channels), but the model takes uint8 images " +
+                         qtk::batch_shape_pattern(input.shape) +
+                         ", the size it was exported for: its resize and crop start from there");
+    }
+    return session.run_image(image.pixels.data(), shape).at(0);
+}
+
+// Any other model: the float input prepared here, quantized by the runtime for an int8 input.
+qtk::Tensor run_tensor_model(qtk::Session& session, const Image& image,
+                             const std::string& mean_text, const std::string& std_text) {
+    const qtk::TensorInfo& input = session.model().inputs()[0];
+    qtk::Shape shape = input.shape;
+    shape[0] = 1;
+    const std::vector<float> x = to_input(image, shape, per_channel(mean_text, shape[1]),
+                                          per_channel(std_text, shape[1]));
+    std::vector<int8_t> quantized;
+    const void* data = x.data();
+    if (input.dtype == qtk::DType::kInt8) {
+        quantized.resize(x.size());
+        session.quantize_input(0, x.data(), x.size(), quantized.data());
+        data = quantized.data();
+    }
+    return session.run({data}, {shape}).at(0);
+}
+
 int classify(int argc, char** argv) {
     if (argc < 3) {
         std::fprintf(stderr,
@@ -127,13 +167,16 @@ int classify(int argc, char** argv) {
         return 2;
     }
     std::string mean_text = "0", std_text = "1";
+    bool normalization_given = false;
     int top = 5, threads = 1;
     for (int i = 3; i + 1 < argc; i += 2) {
         const std::string option = argv[i];
         if (option == "--mean") {
             mean_text = argv[i + 1];
+            normalization_given = true;
         } else if (option == "--std") {
             std_text = argv[i + 1];
+            normalization_given = true;
         } else if (option == "--top") {
             top = std::max(1, std::atoi(argv[i + 1]));
         } else if (option == "--threads") {
@@ -146,23 +189,13 @@ int classify(int argc, char** argv) {
     const qtk::TensorInfo& input = model->inputs().at(0);
     if (input.shape.size() != 4) {
         throw qtk::Error("the model's input is " + qtk::to_string(input.shape) +
-                         "; an image model takes [N, C, H, W]");
+                         "; an image model takes [N, C, H, W], or [N, H, W, C] uint8 images");
     }
-    qtk::Shape shape = input.shape;
-    shape[0] = 1;
-    const std::vector<float> x =
-        to_input(read_pnm(argv[2]), shape, per_channel(mean_text, shape[1]),
-                 per_channel(std_text, shape[1]));
-
+    const Image image = read_pnm(argv[2]);
     qtk::Session session(model, {threads});
-    std::vector<int8_t> quantized;
-    const void* data = x.data();
-    if (input.dtype == qtk::DType::kInt8) {
-        quantized.resize(x.size());
-        session.quantize_input(0, x.data(), x.size(), quantized.data());
-        data = quantized.data();
-    }
-    const qtk::Tensor out = session.run({data}, {shape}).at(0);
+    const qtk::Tensor out = input.dtype == qtk::DType::kUInt8
+                                ? run_image_model(session, image, argv[2], normalization_given)
+                                : run_tensor_model(session, image, mean_text, std_text);
     std::vector<float> scores = out.float_data;
     if (out.dtype == qtk::DType::kInt8) {
         scores.resize(out.data.size());

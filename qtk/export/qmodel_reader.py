@@ -13,15 +13,15 @@ import torch
 
 from .qmodel_writer import ATTR_FLOATS, HEADER_SIZE, MAGIC, QModelWriter
 
-_DTYPES = {1: "int8", 2: "int32", 3: "float32", 4: "int4", 5: "int2"}
-_NUMPY = {"int8": np.int8, "int32": np.int32, "float32": np.float32}
+_DTYPES = {1: "int8", 2: "int32", 3: "float32", 4: "int4", 5: "int2", 6: "uint8"}
+_NUMPY = {"int8": np.int8, "int32": np.int32, "float32": np.float32, "uint8": np.uint8}
 
 
 @dataclasses.dataclass
 class QValue:
     """One value record: an activation (``data`` None) or a constant."""
     name: str
-    dtype: str  # "int8", "int32", "float32", or "int4"/"int2" for packed constants
+    dtype: str  # "int8", "int32", "float32", "uint8" (an image input), "int4"/"int2" (packed)
     shape: List[int]
     scale: float
     zero_point: int
