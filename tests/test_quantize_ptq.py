@@ -1,0 +1,52 @@
+"""qtk.quantize_ptq: PTQ in one call (docs/quantizers.md, "PTQ in one call"): its steps compose,
+and what it returns converts, exports and deploys byte-identical like any PTQ model."""
+import pytest
+import torch
+
+import qtk
+from conftest import assert_not_degenerate, reference_and_runtime
+from model_zoo.data import mnist_5k
+from model_zoo.mnist import small_cnn
+from model_zoo.training import train
+from qtk.ptq.mixed_precision import _sqnr
+from qtk.ptq.sensitivity import run
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """(float model trained one epoch on one thread, 256 calibration digits, 256 test digits)."""
+    (train_images, train_labels), (test_images, _) = mnist_5k()
+    torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = train(small_cnn(), (train_images, train_labels), 1, 3e-3, "float")
+    finally:
+        torch.set_num_threads(threads)
+    return model, list(train_images[:256].split(64)), test_images[:256]
+
+
+def _deployed(prepared, calibration, test):
+    quantized = qtk.convert(prepared)
+    reference, deployed = reference_and_runtime(quantized, calibration[0][:1], test)
+    assert torch.equal(torch.as_tensor(deployed), reference)
+    assert_not_degenerate(reference, min_distinct=32)
+    return quantized
+
+
+def test_one_call_with_adaround_deploys_byte_identical(digits, one_torch_thread):
+    model, calibration, test = digits
+    prepared = qtk.quantize_ptq(model, calibration, adaround=True, adaround_time_budget_s=10)
+    assert prepared.qtk_adaround, "AdaRound chose no rounding"
+    quantized = _deployed(prepared, calibration, test)
+    assert _sqnr(run(model, [test]), run(quantized, [test])) > 25
+
+
+def test_a_target_keeps_the_layers_it_needs_in_float(digits, one_torch_thread):
+    model, calibration, test = digits
+    all_int8 = qtk.convert(qtk.quantize_ptq(model, calibration))
+    baseline = _sqnr(run(model, calibration), run(all_int8, calibration))
+    prepared = qtk.quantize_ptq(model, calibration, target=baseline + 3)
+    report = prepared.qtk_mixed_precision
+    assert report.kept and report.achieved >= baseline + 3
+    _deployed(prepared, calibration, test)
