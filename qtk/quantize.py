@@ -193,7 +193,8 @@ def prepare_ptq(model, qconfig=None, strict=False, example_inputs=None):
 CALIBRATION_METHODS = ("minmax", "percentile", "mse", "kl")
 
 
-def calibrate(model, data, num_batches=None, method=None, bias_correction=False):
+def calibrate(model, data, num_batches=None, method=None, bias_correction=False,
+              weight_method=None):
     """Run calibration batches through a model from :func:`prepare_ptq`, with a progress bar.
 
     Args:
@@ -206,19 +207,24 @@ def calibrate(model, data, num_batches=None, method=None, bias_correction=False)
         bias_correction: after calibration, add to each conv/linear bias the mean output error
             its weight quantization causes on the calibration inputs (Nagel et al. 2019, "Data-
             Free Quantization", empirical bias correction).
+        weight_method: how weight ranges are chosen, from the same choices as ``method``, each
+            per output channel where the qconfig's weights are (one histogram per channel). The
+            qconfig's integer range and symmetry are kept, so weights stay symmetric with zero
+            point 0. ``"mse"`` pays off most at low weight bit widths. ``None`` keeps the
+            qconfig's weight observers.
     Returns:
         the model, ready for :func:`convert`.
     """
-    if method is not None:
-        if method not in CALIBRATION_METHODS:
-            raise ValueError(f"unknown calibration method {method!r}; choose one of "
+    for chosen in (method, weight_method):
+        if chosen is not None and chosen not in CALIBRATION_METHODS:
+            raise ValueError(f"unknown calibration method {chosen!r}; choose one of "
                              f"{CALIBRATION_METHODS}")
-        for module in model.modules():
-            if isinstance(module, FakeQuantize) and module.ch_axis is None:
-                old = module.observer
-                kwargs = dict(qmin=old.qmin, qmax=old.qmax, symmetric=old.symmetric)
-                module.observer = (MinMaxObserver(**kwargs) if method == "minmax"
-                                   else HistogramObserver(method=method, **kwargs))
+    weights = {id(m.weight_fake_quant) for m in model.modules() if hasattr(m, "weight_fake_quant")}
+    for module in model.modules():
+        if isinstance(module, FakeQuantize):
+            chosen = weight_method if id(module) in weights else method
+            if chosen is not None:
+                module.observer = _observer_for(chosen, module.observer)
     model.eval()
     total = num_batches if num_batches is not None else (len(data) if hasattr(data, "__len__")
                                                          else None)
@@ -229,6 +235,15 @@ def calibrate(model, data, num_batches=None, method=None, bias_correction=False)
     if input_means is not None:
         input_means.correct_biases()
     return model
+
+
+def _observer_for(method, old):
+    """A fresh observer of calibration ``method`` with ``old``'s integer range, symmetry and
+    channel axis."""
+    kwargs = dict(qmin=old.qmin, qmax=old.qmax, symmetric=old.symmetric, ch_axis=old.ch_axis)
+    if method == "minmax":
+        return MinMaxObserver(**kwargs)
+    return HistogramObserver(method=method, **kwargs)
 
 
 class _InputMeans:

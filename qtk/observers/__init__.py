@@ -5,7 +5,7 @@ Contract (two methods): ``forward(x)`` updates the statistics and returns ``x`` 
 observer with :func:`register_observer` and look it up by name with :func:`get_observer`.
 """
 from ..registry import Registry
-from .histogram import HistogramObserver
+from .histogram import HistogramObserver, PerChannelHistogramObserver
 from .minmax import (MinMaxObserver, MovingAverageMinMaxObserver, Observer,
                      PerChannelMinMaxObserver, qparams_from_range)
 
@@ -13,8 +13,9 @@ _observers = Registry("observer")
 register_observer, get_observer = _observers.register, _observers.get
 
 for _cls in (MinMaxObserver, MovingAverageMinMaxObserver, PerChannelMinMaxObserver,
-             HistogramObserver):
+             HistogramObserver, PerChannelHistogramObserver):
     register_observer(_cls.__name__, _cls)
 
-__all__ = ["Observer", "HistogramObserver", "MinMaxObserver", "MovingAverageMinMaxObserver", "PerChannelMinMaxObserver",
-           "qparams_from_range", "register_observer", "get_observer"]
+__all__ = ["Observer", "HistogramObserver", "MinMaxObserver", "MovingAverageMinMaxObserver",
+           "PerChannelHistogramObserver", "PerChannelMinMaxObserver", "qparams_from_range",
+           "register_observer", "get_observer"]

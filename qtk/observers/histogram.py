@@ -1,53 +1,81 @@
 """Histogram calibration: a range chosen from the value distribution, not its extremes.
 
-One histogram of fixed bin count follows the running min/max (old counts are re-binned when the
-range grows); ``calculate_qparams`` then picks the clipping range by one of three rules:
-``percentile`` (drop the outermost mass), ``mse`` (least expected quantization error) or ``kl``
-(least information lost, as in TensorRT's entropy calibration).
+The histogram is symmetric about zero: ``bins`` equal bins over [-amax, amax], amax the largest
+magnitude observed so far, one row per tensor or per channel (a row's counts are re-binned when
+its amax grows). Zero is the edge between the two middle bins, so the entropy rule's windows can
+grow around it as ONNX Runtime's do. ``calculate_qparams`` picks each row's clipping range by one
+of three rules, computed for all rows at once, and clips it to the observed [min, max]:
+
+- ``percentile``: drop the outermost ``(100 - percentile) / 2`` percent of the mass on each side.
+- ``mse``: the least expected squared quantization error among ``candidates`` shrunken ranges.
+- ``kl``: entropy calibration (TensorRT's, S. Migacz, "8-bit Inference with TensorRT", GTC 2017)
+  in the form ONNX Runtime implements (``onnxruntime.quantization.calibrate``,
+  ``HistogramCollector.get_entropy_threshold``); see :func:`entropy_windows`.
 """
 import torch
 import torch.distributed as dist
 
+from .. import arithmetic
 from ..arithmetic import qparams_from_range
 from .minmax import Observer, _distributed
 
 METHODS = ("percentile", "mse", "kl")
+SMOOTHING = 1e-4  # ONNX Runtime's smooth_distribution: an empty Q bin holds 1e-4 of a count
+ENTROPY_ROWS_AT_ONCE = 32  # bounds the sweep's [rows, candidates, groups] tensors to ~4M values
 
 
 class HistogramObserver(Observer):
-    """Per-tensor range from a histogram of everything observed (PTQ calibration).
+    """Range from a histogram of everything observed (PTQ calibration), per tensor or per channel.
 
     Args:
         method: ``"percentile"``, ``"mse"`` or ``"kl"``.
-        bins: histogram resolution.
+        bins: histogram resolution per row (even; 2048 as in TensorRT).
         percentile: two-sided mass kept by the percentile rule, in percent.
-        candidates: clipping ranges tried by the mse and kl rules.
+        candidates: clipping ranges tried by the mse rule.
+        quantized_bins: the groups the kl rule merges a window into; default half the integer
+            levels, ``(qmax - qmin + 1) // 2``: 128 at 8 bits, ONNX Runtime's default.
+        ch_axis: ``None`` for one histogram, else one per channel along this axis (weights: 0).
+        qmin, qmax, symmetric: as for :class:`qtk.observers.Observer`.
     """
+    _version = 2  # version 1 binned [min, max]; version 2 bins [-amax, amax]
 
-    def __init__(self, method="mse", bins=2048, percentile=99.99, candidates=64, **kwargs):
+    def __init__(self, method="mse", bins=2048, percentile=99.99, candidates=64,
+                 quantized_bins=None, **kwargs):
         super().__init__(**kwargs)
         if method not in METHODS:
             raise ValueError(f"unknown histogram method {method!r}; choose one of {METHODS}")
-        if self.ch_axis is not None:
-            raise ValueError("HistogramObserver is per tensor; use it for activations")
+        if bins % 2:
+            raise ValueError(f"bins must be even (zero is the edge of the middle bins), got {bins}")
         self.method, self.bins = method, bins
         self.percentile, self.candidates = percentile, candidates
-        self.register_buffer("histogram", torch.zeros(bins, dtype=torch.float64))
+        self.quantized_bins = quantized_bins or (self.qmax - self.qmin + 1) // 2
+        if not 2 <= self.quantized_bins <= bins:
+            raise ValueError(f"quantized_bins must be in [2, bins], got {self.quantized_bins}")
+        self.register_buffer("histogram", torch.zeros(0, dtype=torch.float64))
+
+    def _rows(self, x):
+        if self.ch_axis is None:
+            return x.reshape(1, -1)
+        return x.transpose(0, self.ch_axis).reshape(x.shape[self.ch_axis], -1)
+
+    def _amax(self):
+        return torch.maximum(-self.min_val, self.max_val).reshape(-1).double()
 
     @torch.no_grad()
     def forward(self, x):
-        x = x.detach().to(torch.float32).reshape(-1)
-        old_min, old_max = (self.min_val.clone(), self.max_val.clone()) if self.has_statistics \
-            else (None, None)
-        super().forward(x)  # running min / max
-        lo, hi = float(self.min_val), float(self.max_val)
-        if hi <= lo:
-            return x
-        if old_min is not None and (float(old_min), float(old_max)) != (lo, hi):
-            centers = self._centers(float(old_min), float(old_max))
-            self.histogram.copy_(torch.histogram(centers, self.bins, range=(lo, hi),
-                                                 weight=self.histogram)[0])
-        counts = torch.histogram(x.double(), self.bins, range=(lo, hi))[0]
+        x = x.detach().to(torch.float32)
+        old_amax = self._amax() if self.has_statistics else None
+        super().forward(x)  # running min / max, all-reduced under DDP
+        amax = self._amax()
+        rows = self._rows(x).double()
+        shape = (self.bins,) if self.ch_axis is None else (rows.shape[0], self.bins)
+        if self.histogram.shape != shape:
+            self.histogram.resize_(shape).zero_()
+        elif old_amax is not None and not torch.equal(old_amax, amax):
+            old = self.histogram.reshape(-1, self.bins)
+            self.histogram.copy_(_bin(_centers(old_amax, self.bins), amax, self.bins,
+                                      weights=old).reshape(shape))
+        counts = _bin(rows, amax, self.bins).reshape(shape)
         if self.training and _distributed():  # ranks share the range, so they can sum counts
             dist.all_reduce(counts)
         self.histogram += counts
@@ -55,67 +83,148 @@ class HistogramObserver(Observer):
 
     def reset_statistics(self):
         super().reset_statistics()
-        self.histogram.zero_()
+        self.histogram.resize_(0)
 
-    def _centers(self, lo, hi):
-        edges = torch.linspace(lo, hi, self.bins + 1, dtype=torch.float64)
-        return (edges[:-1] + edges[1:]) / 2
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        if prefix + "histogram" in state_dict:
+            self.histogram.resize_(state_dict[prefix + "histogram"].shape)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def calculate_qparams(self):
         if not self.has_statistics or self.histogram.sum() == 0:
             return super().calculate_qparams()
         lo, hi = self._clip_range()
-        return qparams_from_range(torch.tensor(lo), torch.tensor(hi), self.qmin, self.qmax,
-                                  self.symmetric)
+        lo = torch.clamp(lo.reshape(self.min_val.shape).float(), min=self.min_val)
+        hi = torch.clamp(hi.reshape(self.max_val.shape).float(), max=self.max_val)
+        return qparams_from_range(lo, hi, self.qmin, self.qmax, self.symmetric)
 
     def _clip_range(self):
-        lo, hi = float(self.min_val), float(self.max_val)
-        centers, counts = self._centers(lo, hi), self.histogram
-        if self.method == "percentile":
-            cumulative = torch.cumsum(counts, 0) / counts.sum()
-            tail = (100.0 - self.percentile) / 200.0
-            first = int(torch.searchsorted(cumulative, torch.tensor(tail, dtype=torch.float64)))
-            last = int(torch.searchsorted(cumulative, torch.tensor(1 - tail, dtype=torch.float64)))
-            return float(centers[first]), float(centers[min(last, self.bins - 1)])
-        cost = self._mse if self.method == "mse" else self._kl
-        smallest = 1.0 / self.candidates
+        """(lo, hi) per row, float64 tensors of shape [rows]."""
+        counts, amax = self.histogram.reshape(-1, self.bins), self._amax()
         if self.method == "kl":
-            # KL compares bins with levels: a range narrower than one bin per level makes every
-            # level a single bin (no error seen inside the range), so KL would clip ever harder
-            smallest = max(smallest, (self.qmax - self.qmin + 1) / self.bins)
-        fractions = torch.linspace(1.0, smallest, self.candidates)
-        best = min(fractions.tolist(), key=lambda f: cost(centers, counts, lo * f, hi * f))
+            first, end = torch.cat([entropy_windows(chunk, self.quantized_bins) for chunk in
+                                    counts.split(ENTROPY_ROWS_AT_ONCE)], 1)
+            width = 2 * amax / self.bins
+            return -amax + first * width, -amax + end * width
+        centers = _centers(amax, self.bins)
+        if self.method == "percentile":
+            cumulative = torch.cumsum(counts, 1) / counts.sum(1, keepdim=True)
+            tail = (100.0 - self.percentile) / 200.0
+            tails = torch.tensor([[tail, 1 - tail]], dtype=torch.float64).expand(len(counts), 2)
+            index = torch.searchsorted(cumulative, tails.contiguous()).clamp(max=self.bins - 1)
+            return centers.gather(1, index).unbind(1)
+        return self._least_squared_error(centers, counts)
+
+    def _least_squared_error(self, centers, counts):
+        lo, hi = self.min_val.reshape(-1).double(), self.max_val.reshape(-1).double()
+        fractions = torch.linspace(1.0, 1.0 / self.candidates, self.candidates,
+                                   dtype=torch.float64)
+        errors = torch.stack([self._squared_error(centers, counts, lo * f, hi * f)
+                              for f in fractions.tolist()], 1)
+        best = fractions[errors.argmin(1)]
         return lo * best, hi * best
 
-    def _fake_quantize(self, centers, lo, hi):
-        scale, zero_point = qparams_from_range(torch.tensor(lo), torch.tensor(hi), self.qmin,
-                                               self.qmax, self.symmetric)
-        q = torch.clamp(torch.round(centers / float(scale)) + int(zero_point), self.qmin, self.qmax)
-        return (q - int(zero_point)) * float(scale), q
+    def _squared_error(self, centers, counts, lo, hi):
+        """Histogram-weighted squared error of fake-quantizing each row's bin centers."""
+        scale, zero_point = qparams_from_range(lo, hi, self.qmin, self.qmax, self.symmetric)
+        q = arithmetic.quantize(centers, scale, zero_point, self.qmin, self.qmax, axis=0)
+        restored = arithmetic.dequantize(q, scale[:, None], zero_point[:, None])
+        return (counts * (centers - restored.double()) ** 2).sum(1)
 
-    def _mse(self, centers, counts, lo, hi):
-        restored, _ = self._fake_quantize(centers, lo, hi)
-        return float((counts * (centers - restored) ** 2).sum())
+    def extra_repr(self):
+        return f"{super().extra_repr()}, method={self.method}, bins={self.bins}"
 
-    def _kl(self, centers, counts, lo, hi):
-        """KL(P || Q) as in TensorRT's calibrator: P is the histogram inside [lo, hi] with the mass
-        outside folded into its edge bins; Q quantizes the inside alone, each level's mass spread
-        over its non-empty bins. Clipped mass appears in P but not in Q, so it costs."""
-        inside = (centers >= lo) & (centers <= hi)
-        if int(inside.sum()) == 0:
-            return float("inf")
-        first, last = int(inside.nonzero()[0]), int(inside.nonzero()[-1])
-        window = counts[first:last + 1]
-        p = window.clone()
-        p[0] += counts[:first].sum()
-        p[-1] += counts[last + 1:].sum()
-        _, levels = self._fake_quantize(centers[first:last + 1], lo, hi)
-        index = (levels - self.qmin).long()
-        level_mass = torch.zeros(self.qmax - self.qmin + 1, dtype=torch.float64)
-        level_bins = torch.zeros_like(level_mass)
-        level_mass.index_add_(0, index, window)
-        level_bins.index_add_(0, index, (window > 0).double())
-        q = torch.where(window > 0, level_mass[index] / level_bins[index].clamp(min=1), 0.0)
-        p, q = p / p.sum(), q / q.sum().clamp(min=1e-300)
-        used = p > 0
-        return float((p[used] * torch.log(p[used] / q[used].clamp(min=1e-12))).sum())
+
+class PerChannelHistogramObserver(HistogramObserver):
+    """:class:`HistogramObserver` per channel along ``ch_axis`` (weights: output channels)."""
+
+    def __init__(self, ch_axis=0, **kwargs):
+        super().__init__(ch_axis=ch_axis, **kwargs)
+
+
+def _centers(amax, bins):
+    """[rows, bins] bin centers of histograms over [-amax, amax]."""
+    unit = (2 * torch.arange(bins, dtype=torch.float64) + 1) / bins - 1
+    return amax[:, None] * unit
+
+
+def _bin(values, amax, bins, weights=None):
+    """Histogram each row of ``values`` [rows, n] over its own [-amax, amax]: [rows, bins].
+    Bins are half-open [edge, next edge), the last one closed, as numpy's."""
+    rows = values.shape[0]
+    position = (values / amax.clamp(min=1e-300)[:, None] + 1) * (bins / 2)
+    index = torch.nan_to_num(position.floor(), nan=0.0).clamp(0, bins - 1).long()
+    flat = index + bins * torch.arange(rows)[:, None]
+    return torch.bincount(flat.reshape(-1), None if weights is None else weights.reshape(-1),
+                          minlength=rows * bins).reshape(rows, bins).double()
+
+
+def entropy_windows(counts, quantized_bins):
+    """The entropy rule: for each histogram row (``counts`` [rows, bins] over [-amax, amax]),
+    the window of bins, ``(first, end)`` bin-edge indices [2, rows], of least KL divergence.
+
+    It follows ONNX Runtime's ``get_entropy_threshold`` step for step, computed in closed form
+    from cumulative sums, so every candidate of every row is evaluated at once:
+
+    - Candidates are windows [zero - i, zero + i + 1) around the zero edge, i = quantized_bins / 2
+      ... bins / 2 (the last one is the whole histogram): a symmetric sweep over signed values,
+      so one-sided data (after ReLU) spends half the groups on its empty side, as in ORT.
+    - P is the window's counts with the mass outside it folded into its first and last bins.
+    - Q merges the window into ``quantized_bins`` groups of floor(width / quantized_bins) bins;
+      each group's mass (the last also takes the remainder bins' mass) is divided by the number
+      of non-empty P bins in it, truncated to a whole count (ORT keeps Q in an integer array,
+      which empties Q bins in sparse tails) and given to every bin of the group. Remainder bins
+      past the last
+      group get no Q, exactly as in ORT: a window whose remainder holds mass pays for it, which
+      favours windows about a multiple of ``quantized_bins`` wide.
+    - Empty Q bins hold :data:`SMOOTHING` of a count (ORT smooths P and Q alike; smoothing P's
+      empty bins changes the divergence by under SMOOTHING per bin and is left out).
+    - The answer is the window of least KL(P || Q); ties go to the narrowest.
+    """
+    rows, bins = counts.shape
+    zero, groups = bins // 2, quantized_bins
+    half_width = torch.arange(groups // 2, zero + 1)
+    start = zero - half_width
+    end = torch.clamp(zero + half_width + 1, max=bins)
+    group_width = (end - start) // groups
+    group_edges = start[:, None] + group_width[:, None] * torch.arange(groups + 1)  # [K, G + 1]
+    has_remainder = group_edges[:, -1] < end  # [K]
+
+    def cumulative(values):
+        return torch.cat([torch.zeros(rows, 1, dtype=torch.float64), torch.cumsum(values, 1)], 1)
+
+    def between(sums, lo, hi):
+        return sums[:, hi] - sums[:, lo]
+
+    mass, filled = cumulative(counts), cumulative((counts > 0).double())
+    total = mass[:, -1:]
+    first_bin = counts[:, start] + mass[:, start]  # P's first bin: the window's plus all below
+    last_bin = counts[:, end - 1] + total - mass[:, end]
+    group_mass = between(mass, group_edges[:, :-1], group_edges[:, 1:])  # [rows, K, G]
+    remainder_mass = between(mass, group_edges[:, -1], end)
+    filled_bins = between(filled, group_edges[:, :-1], group_edges[:, 1:])
+    filled_bins[:, :, 0] += (first_bin > 0).double() - (counts[:, start] > 0).double()
+    filled_bins[:, :, -1] += torch.where(
+        has_remainder, 0.0, (last_bin > 0).double() - (counts[:, end - 1] > 0).double())
+
+    q_mass = group_mass.clone()
+    q_mass[:, :, -1] += remainder_mass
+    # per bin of each group, truncated to whole counts as ORT's integer array stores it
+    q = torch.trunc(torch.where(filled_bins > 0, q_mass / filled_bins.clamp(min=1), 0.0))
+    q_total = (q * group_width[:, None]).sum(2)
+
+    p_group = group_mass.clone()
+    p_group[:, :, 0] += mass[:, start]
+    p_group[:, :, -1] += torch.where(has_remainder, 0.0, total - mass[:, end])
+    p_remainder = remainder_mass + torch.where(has_remainder, total - mass[:, end], 0.0)
+    log_q = torch.log(torch.where(q > 0, q, SMOOTHING))
+    cross = (p_group * log_q).sum(2) + p_remainder * torch.log(torch.tensor(SMOOTHING))
+
+    p_log_p = between(cumulative(torch.xlogy(counts, counts)), start, end)
+    for window_bin, p_bin in ((counts[:, start], first_bin), (counts[:, end - 1], last_bin)):
+        p_log_p += torch.xlogy(p_bin, p_bin) - torch.xlogy(window_bin, window_bin)
+
+    divergence = (p_log_p - cross) / total - torch.log(total) + torch.log(q_total)
+    divergence = torch.where(q_total > 0, divergence, torch.inf)
+    best = divergence.argmin(1)
+    return torch.stack([start[best], end[best]]).double()
