@@ -54,9 +54,13 @@ def auto_mixed_precision(model, data, target, metric="sqnr", method=None, low_bi
     With every layer quantized meeting the target, no layer is kept. Otherwise
     :func:`qtk.ptq.sensitivity` orders the layers; the most sensitive are kept one by one until
     the target is met, then each kept layer is dropped again where the target holds without it,
-    both in fake quantization (a fresh calibration per choice). The Quantized reference of the
-    choice (:func:`qtk.convert`), which is what deploys, is then measured; where it misses the
-    target, the next most sensitive layers are kept until it meets it.
+    both in fake quantization. The model is calibrated once (with ``low_bits``, once more at 8
+    bits) and each choice switches fake quantization on it (:class:`LayerSwitch`). The Quantized
+    reference of the choice (:func:`qtk.convert`), which is what deploys, is then measured; where
+    it misses the target, the next most sensitive layers are kept until it meets it. That model
+    is a real :func:`qtk.prepare_ptq` of the mapping; its observers are copied from the calibrated
+    ones where no layer is float (the same statistics, exactly), and calibrated again otherwise
+    (a float layer computes its BatchNorm unfolded, so what follows it differs by float rounding).
 
     Args:
         model: a trained float ``nn.Module``, put in eval mode (prepare copies it).
@@ -91,7 +95,7 @@ def auto_mixed_precision(model, data, target, metric="sqnr", method=None, low_bi
         def calibrated(kept):
             mapping = QConfigMapping(quantized, by_name=dict.fromkeys(kept, kept_as))
             prepared = prepare_ptq(model, mapping)
-            if low_bits is None and kept:  # float layers: the observers after them see other values
+            if low_bits is None and kept:  # after a float layer (BatchNorm unfolded) values differ
                 return calibrate(prepared, inputs, method=method)
             return _with_observers_of(prepared, switches) or calibrate(prepared, inputs,
                                                                         method=method)
