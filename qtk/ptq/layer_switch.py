@@ -2,6 +2,7 @@
 what :func:`qtk.prepare_ptq` with a QConfigMapping that keeps some layers float gives, without
 preparing and calibrating again for each choice (``qtk.ptq.sensitivity``,
 ``qtk.auto_mixed_precision``)."""
+import torch
 from torch import fx, nn
 
 from ..graph.capture import node_inputs, replace_submodule
@@ -65,7 +66,8 @@ class LayerInputs(nn.Module):
         """``args`` with the value of each input node quantized by that node's quantizer (the
         call's arguments and ``args`` have the same nesting)."""
         if isinstance(node_args, fx.Node):
-            if node_args in self.inputs and args.is_floating_point():
+            if (node_args in self.inputs and isinstance(args, torch.Tensor)
+                    and args.is_floating_point()):
                 return self.quantizers[self.inputs.index(node_args)](args)
             return args
         if isinstance(node_args, (tuple, list)):
