@@ -16,6 +16,7 @@ from qtk.ptq.sensitivity import run
 
 W4A4 = qtk.bits_qconfig(4, 4, base=qtk.default_ptq_qconfig)
 TARGET_DB = 14.0  # w4a4 PTQ of this model reaches about 13 dB, int8 about 33
+INT8_TARGET_DB = 36.0  # needs a layer or more in float
 LAYERS = {"0", "4", "7.conv1", "7.conv2", "7.add", "9", "15"}
 
 
@@ -91,3 +92,22 @@ def test_a_target_already_met_keeps_no_layer_in_float(digits):
 def test_the_choice_is_minimal_after_pruning():
     needed = {"b", "d"}
     assert _fewest(["a", "b", "c", "d", "e"], lambda kept: needed <= set(kept)) == ["b", "d"]
+
+
+def test_float_mode_meets_the_target_in_the_runtime(digits):
+    model, data = digits
+    prepared, report = qtk.auto_mixed_precision(model, data, target=INT8_TARGET_DB)
+    assert report.all_quantized < INT8_TARGET_DB <= report.achieved
+    floats = {row.node for row in qtk.report(prepared).rows if row.precision == "float"}
+    assert report.kept and set(report.kept) <= floats
+    quantized = qtk.convert(prepared)
+    x = torch.cat(data)
+    reference, runtime = reference_and_runtime(quantized, x[:1], x)
+    # the kept layers run float kernels, whose rounding may move a quantized value by a step
+    # (spec 15); the int8 layers are byte-identical
+    assert (reference.int() - runtime.int()).abs().max() <= 2
+    assert (reference == runtime).float().mean() >= 0.9
+    assert_not_degenerate(reference, min_distinct=100)
+    output = qtk.int8_outputs(quantized).stubs[0].input_qparams[0]
+    deployed = qtk.arithmetic.dequantize(runtime, output.scale, output.zero_point)
+    assert _sqnr(run(model, [x]), [deployed]) >= INT8_TARGET_DB

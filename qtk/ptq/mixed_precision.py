@@ -1,12 +1,16 @@
 """Automatic mixed precision: the fewest layers to keep in float (or at 8 bits) for a quantized
 model to meet an accuracy target (``qtk.auto_mixed_precision``)."""
+import copy
 import dataclasses
 from typing import List, Optional
 
+from tqdm import tqdm
+
+from ..fake_quant import FakeQuantize
 from ..qconfig import QConfigMapping, bits_qconfig, default_ptq_qconfig
 from ..quantize import calibrate, convert, prepare_ptq
-from .sensitivity import (SensitivityReport, Sqnr, input_batches, run, sensitivity,
-                          set_fake_quant)
+from .layer_switch import LayerSwitch
+from .sensitivity import SensitivityReport, Sqnr, input_batches, layer_sensitivity, run
 
 METRICS = ("sqnr", "agreement")
 
@@ -50,9 +54,13 @@ def auto_mixed_precision(model, data, target, metric="sqnr", method=None, low_bi
     With every layer quantized meeting the target, no layer is kept. Otherwise
     :func:`qtk.ptq.sensitivity` orders the layers; the most sensitive are kept one by one until
     the target is met, then each kept layer is dropped again where the target holds without it,
-    both in fake quantization (a fresh calibration per choice). The Quantized reference of the
-    choice (:func:`qtk.convert`), which is what deploys, is then measured; where it misses the
-    target, the next most sensitive layers are kept until it meets it.
+    both in fake quantization. The model is calibrated once (with ``low_bits``, once more at 8
+    bits) and each choice switches fake quantization on it (:class:`LayerSwitch`). The Quantized
+    reference of the choice (:func:`qtk.convert`), which is what deploys, is then measured; where
+    it misses the target, the next most sensitive layers are kept until it meets it. That model
+    is a real :func:`qtk.prepare_ptq` of the mapping; its observers are copied from the calibrated
+    ones where no layer is float (the same statistics, exactly), and calibrated again otherwise
+    (a float layer computes its BatchNorm unfolded, so what follows it differs by float rounding).
 
     Args:
         model: a trained float ``nn.Module``, put in eval mode (prepare copies it).
@@ -80,37 +88,74 @@ def auto_mixed_precision(model, data, target, metric="sqnr", method=None, low_bi
     inputs = input_batches(data, num_batches)
     reference = run(model.eval(), inputs)
     score = _SCORES[metric]
+    with tqdm(desc="mixed precision search", unit="model") as progress:
+        switch = LayerSwitch(model, quantized, inputs, method)
+        switches = [switch]  # with low_bits, and a layer to keep: the same model at 8 bits too
 
-    def calibrated(kept):
-        mapping = QConfigMapping(quantized, by_name=dict.fromkeys(kept, kept_as))
-        return calibrate(prepare_ptq(model, mapping), inputs, method=method)
+        def calibrated(kept):
+            mapping = QConfigMapping(quantized, by_name=dict.fromkeys(kept, kept_as))
+            prepared = prepare_ptq(model, mapping)
+            if low_bits is None and kept:  # after a float layer (BatchNorm unfolded) values differ
+                return calibrate(prepared, inputs, method=method)
+            return _with_observers_of(prepared, switches) or calibrate(prepared, inputs,
+                                                                        method=method)
 
-    def fake_quant_score(kept):
-        prepared = calibrated(kept)
-        set_fake_quant(prepared.modules(), observe=False, fake_quantize=True)
-        return score(reference, run(prepared, inputs))
+        def fake_quant_score(kept):
+            if low_bits is None:
+                prepared = switch.use(float_layers=kept)
+            else:
+                prepared = switch.use(other=switches[-1], from_other=kept)
+            progress.update()
+            return score(reference, run(prepared, inputs))
 
-    def deployed_score(prepared):
-        return score(reference, run(convert(prepared), inputs))
+        def deployed_score(prepared):
+            progress.update()
+            return score(reference, run(convert(prepared), inputs))
 
-    prepared = calibrated([])
-    all_quantized = achieved = deployed_score(prepared)
-    report = MixedPrecisionReport([], metric, target, achieved, all_quantized, None, low_bits)
-    if all_quantized >= target:
-        return prepared, report
-    report.sensitivity = sensitivity(model, inputs, quantized, method)
-    order = report.sensitivity.names
-    kept = _fewest(order, lambda kept: fake_quant_score(kept) >= target)
-    prepared = calibrated(kept)
-    achieved = deployed_score(prepared)
-    for name in [name for name in order if name not in kept]:
-        if achieved >= target:
-            break
-        kept.append(name)  # the Quantized reference missed it: keep the next layer too
+        prepared = calibrated([])
+        all_quantized = achieved = deployed_score(prepared)
+        report = MixedPrecisionReport([], metric, target, achieved, all_quantized, None, low_bits)
+        if all_quantized >= target:
+            return prepared, report
+        if low_bits is not None:
+            switches.append(LayerSwitch(model, qconfig, inputs, method))
+        report.sensitivity = layer_sensitivity(switch, inputs, reference, progress)
+        order = report.sensitivity.names
+        kept = _fewest(order, lambda kept: fake_quant_score(kept) >= target)
         prepared = calibrated(kept)
         achieved = deployed_score(prepared)
+        for name in [name for name in order if name not in kept]:
+            if achieved >= target:
+                break
+            kept.append(name)  # the Quantized reference missed it: keep the next layer too
+            prepared = calibrated(kept)
+            achieved = deployed_score(prepared)
     report.kept, report.achieved = kept, achieved
     return prepared, report
+
+
+def _with_observers_of(prepared, switches):
+    """``prepared`` (no layer float) with each fake quantizer's observer copied from the
+    quantizer of the same name and range in a calibrated :class:`LayerSwitch`: their observers saw
+    the float model's values, which is what a calibration of ``prepared`` shows them, so this is
+    that calibration, exactly. None where a quantizer has no such twin."""
+    calibrated = [dict(switch.use().named_modules()) for switch in switches]  # their own layers
+    for name, quantizer in prepared.named_modules():
+        if isinstance(quantizer, FakeQuantize):
+            twins = [modules[name] for modules in calibrated if _same_quantizer(
+                modules.get(name), quantizer)]
+            if not twins:
+                return None
+            quantizer.observer = copy.deepcopy(twins[0].observer)
+    return prepared
+
+
+def _same_quantizer(calibrated, fresh):
+    """Same kind of quantizer with the same range: its observer gives ``fresh`` its qparams."""
+    def range_of(quantizer):
+        observer = quantizer.observer
+        return observer.qmin, observer.qmax, observer.ch_axis, observer.symmetric
+    return type(calibrated) is type(fresh) and range_of(calibrated) == range_of(fresh)
 
 
 def _fewest(order, meets):

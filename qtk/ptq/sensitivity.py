@@ -7,12 +7,10 @@ import math
 from typing import List
 
 import torch
-from torch import fx, nn
 
 from ..fake_quant import FakeQuantize
-from ..modules import QATModule, QATQuantStub
 from ..qconfig import default_ptq_qconfig
-from ..quantize import calibrate, prepare_ptq
+from .layer_switch import LayerSwitch
 
 
 @dataclasses.dataclass
@@ -78,58 +76,6 @@ def run(model, inputs):
     return [output_tensor(model(x)) for x in inputs]
 
 
-def quantizable_layers(prepared):
-    """(node, module) of each call that a QConfigMapping can switch by the node's target and that
-    quantizes its own output: the QAT modules, not the stubs, nor the ops that keep their input's
-    quantization."""
-    layers = []
-    for node in prepared.graph.nodes:
-        if node.op == "call_module":
-            module = prepared.get_submodule(node.target)
-            if (isinstance(module, QATModule) and not isinstance(module, QATQuantStub)
-                    and hasattr(module, "activation_post_process")):
-                layers.append((node, module))
-    return layers
-
-
-def set_fake_quant(modules, observe, fake_quantize):
-    """Every fake quantizer among ``modules`` observes (or not) and fake-quantizes (or not)."""
-    for module in modules:
-        if isinstance(module, FakeQuantize):
-            module.observer_enabled, module.fake_quant_enabled = observe, fake_quantize
-
-
-def _map_tensors(args, function):
-    """``args`` with each tensor (also inside lists and tuples) replaced by function(tensor)."""
-    if isinstance(args, torch.Tensor):
-        return function(args)
-    if isinstance(args, (tuple, list)):
-        return type(args)(_map_tensors(arg, function) for arg in args)
-    return args
-
-
-def _tensor_arguments(node):
-    """How many tensors a call passes (a value passed twice counts twice)."""
-    arguments = []
-    fx.node.map_arg(node.args, arguments.append)
-    return len(arguments)
-
-
-class _InputQuantizers(nn.Module):
-    """The quantizers a layer's inputs get when the layer alone is int8: prepare then puts a
-    quantize stub with the layer's qconfig on each input, which sees the float values reaching
-    the layer (after any reshape or pooling that stays float with it)."""
-
-    def __init__(self, count, qconfig):
-        super().__init__()
-        self.quantizers = nn.ModuleList(qconfig.activation() for _ in range(count))
-
-    def forward(self, args):
-        position = itertools.count()
-        return _map_tensors(args, lambda x: self.quantizers[next(position)](x)
-                            if x.is_floating_point() else x)
-
-
 def sensitivity(model, data, qconfig=None, method=None, num_batches=None):
     """Quantize each layer of ``model`` alone, every other layer float, and measure the SQNR of
     that layer's output and of the network output against the float model on ``data``.
@@ -152,47 +98,42 @@ def sensitivity(model, data, qconfig=None, method=None, num_batches=None):
     Returns:
         a :class:`SensitivityReport`, most sensitive layer first; ``print`` it for a table.
     """
-    qconfig = qconfig or default_ptq_qconfig
     inputs = input_batches(data, num_batches)
-    reference = run(model.eval(), inputs)
-    prepared = prepare_ptq(model, qconfig)
-    layers = quantizable_layers(prepared)
-    borders = [_InputQuantizers(_tensor_arguments(node), qconfig) for node, _ in layers]
-    prepared.sensitivity_inputs = nn.ModuleList(borders)  # calibrate sets their observers too
-    set_fake_quant(prepared.modules(), observe=True, fake_quantize=False)  # float statistics
-    hooks = [module.register_forward_pre_hook(lambda _, args, border=border: border(args))
-             for (_, module), border in zip(layers, borders)]
-    calibrate(prepared, inputs, method=method)
-    for hook in hooks:
-        hook.remove()
-    set_fake_quant(prepared.modules(), observe=False, fake_quantize=False)
+    switch = LayerSwitch(model.eval(), qconfig or default_ptq_qconfig, inputs, method)
+    return layer_sensitivity(switch, inputs, run(model, inputs))
+
+
+def layer_sensitivity(switch, inputs, reference, progress=None):
+    """:func:`sensitivity` on a calibrated :class:`LayerSwitch` against the float outputs
+    ``reference``; ``progress`` (a tqdm bar) counts the layers measured."""
     rows = []
-    for (node, module), border in zip(layers, borders):
-        layer, network = _quantized_alone(prepared, module, border, inputs, reference)
-        op = next(row.op for row in prepared.qtk_report if row.node == node.target)
-        rows.append(SensitivityRow(node.target, op, layer, network))
+    for name, layer in switch.layers.items():
+        alone = switch.use(float_layers=set(switch.layers) - {name})
+        layer_sqnr, network_sqnr = _quantized_alone(alone, layer, inputs, reference)
+        op = next(row.op for row in switch.prepared.qtk_report if row.node == name)
+        rows.append(SensitivityRow(name, op, layer_sqnr, network_sqnr))
+        if progress is not None:
+            progress.update()
     return SensitivityReport(sorted(rows, key=lambda row: (row.network_sqnr, row.layer_sqnr)))
 
 
-def _quantized_alone(prepared, layer, border, inputs, reference):
-    """(layer SQNR, network SQNR) with only ``layer`` (and its inputs) fake-quantized."""
+def _quantized_alone(prepared, layer, inputs, reference):
+    """(layer SQNR, network SQNR) of ``prepared``, in which only ``layer`` is quantized."""
     layer_sqnr, network_sqnr = Sqnr(), Sqnr()
-    float_args = {}  # the layer's last float inputs, for its float output
+    float_args = {}  # the layer's last inputs before its input quantizers, for its float output
 
-    def quantize_inputs(module, args):
+    def record_float_inputs(module, args):
         float_args["last"] = args
-        return border(args)
 
     def compare_with_float(module, args, output):
         with _fake_quantized(module.modules(), False):
             layer_sqnr.add(module.forward(*float_args["last"]), output)
 
-    hooks = [layer.register_forward_pre_hook(quantize_inputs),
+    hooks = [layer.register_forward_pre_hook(record_float_inputs, prepend=True),
              layer.register_forward_hook(compare_with_float)]
     try:
-        with _fake_quantized(itertools.chain(layer.modules(), border.modules()), True):
-            for expected, actual in zip(reference, run(prepared, inputs)):
-                network_sqnr.add(expected, actual)
+        for expected, actual in zip(reference, run(prepared, inputs)):
+            network_sqnr.add(expected, actual)
     finally:
         for hook in hooks:
             hook.remove()
