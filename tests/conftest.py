@@ -1,5 +1,6 @@
 """Shared helpers: quantize a float model by PTQ or QAT, export it, run it in the runtime; build
 deploy_runtime with CMake; require the tools the device tests need."""
+import functools
 import importlib
 import os
 import shutil
@@ -75,6 +76,28 @@ def calibrated(float_model, calibration_batches):
         for batch in calibration_batches:
             prepared(batch)
     return qtk.convert(prepared)
+
+
+@functools.lru_cache(maxsize=None)
+def trained_small_cnn(epochs=1, train_size=None):
+    """The demo's small CNN trained ``epochs`` epochs (Adam, lr 3e-3) on MNIST 5k's training split
+    (its first ``train_size`` digits), on one torch thread: on two, one seed gave different models
+    from run to run. Returns ``(model in eval mode, (train images, labels), (test images,
+    labels))``; cached, shared by the modules that ask for the same model, so do not change it."""
+    from model_zoo.data import mnist_5k
+    from model_zoo.mnist import small_cnn
+    from model_zoo.training import train
+
+    (train_x, train_y), test = mnist_5k()
+    torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = train(small_cnn(), (train_x[:train_size], train_y[:train_size]), epochs, 3e-3,
+                      "float")
+    finally:
+        torch.set_num_threads(threads)
+    return model.eval(), (train_x, train_y), test
 
 
 def reference_and_runtime(quantized, example, inputs, threads=1):

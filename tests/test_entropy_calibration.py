@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import qtk
-from conftest import require_module
+from conftest import require_module, trained_small_cnn
 from qtk.observers import HistogramObserver
 from qtk.observers.histogram import entropy_windows
 
@@ -16,15 +16,8 @@ BINS, QUANTIZED_BINS = 2048, 128  # TensorRT's histogram, ORT's default quantize
 
 @pytest.fixture(scope="module")
 def trained():
-    from model_zoo.data import mnist_5k
-    from model_zoo.mnist import small_cnn
-    from model_zoo.training import train
-
-    torch.manual_seed(0)
-    (train_x, train_y), (test_x, _) = mnist_5k()
-    model = train(small_cnn(), (train_x[:2000], train_y[:2000]), 1, 3e-3, "float").eval()
+    model, (train_x, _), (test_x, _) = trained_small_cnn(1, 2000)
     return model, train_x[:512], test_x[:500]
-
 
 def _layer_inputs(model, images):
     """Every conv / linear / BatchNorm input and output: signed and one-sided (after ReLU)."""

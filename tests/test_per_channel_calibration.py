@@ -8,22 +8,15 @@ from torch import nn
 import qtk
 from qtk import arithmetic
 from qtk.observers import PerChannelHistogramObserver, PerChannelMinMaxObserver
-from conftest import assert_not_degenerate, reference_and_runtime
+from conftest import assert_not_degenerate, reference_and_runtime, trained_small_cnn
 
 W4 = dict(qmin=-7, qmax=7, symmetric=True)  # 4-bit narrow range (spec: weights symmetric)
 
 
 @pytest.fixture(scope="module")
 def trained():
-    from model_zoo.data import mnist_5k
-    from model_zoo.mnist import small_cnn
-    from model_zoo.training import train
-
-    torch.manual_seed(0)
-    (train_x, train_y), (test_x, _) = mnist_5k()
-    model = train(small_cnn(), (train_x[:2000], train_y[:2000]), 1, 3e-3, "float").eval()
+    model, (train_x, _), (test_x, _) = trained_small_cnn(1, 2000)
     return model, train_x[:256], test_x[:64]
-
 
 def _weight_error(observer, weight):
     observer(weight)

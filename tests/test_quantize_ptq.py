@@ -4,27 +4,16 @@ import pytest
 import torch
 
 import qtk
-from conftest import assert_not_degenerate, reference_and_runtime
-from model_zoo.data import mnist_5k
-from model_zoo.mnist import small_cnn
-from model_zoo.training import train
+from conftest import assert_not_degenerate, reference_and_runtime, trained_small_cnn
 from qtk.ptq.mixed_precision import _sqnr
 from qtk.ptq.sensitivity import run
 
 
 @pytest.fixture(scope="module")
 def digits():
-    """(float model trained one epoch on one thread, 256 calibration digits, 256 test digits)."""
-    (train_images, train_labels), (test_images, _) = mnist_5k()
-    torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        model = train(small_cnn(), (train_images, train_labels), 1, 3e-3, "float")
-    finally:
-        torch.set_num_threads(threads)
+    """(float model trained one epoch, 256 calibration digits, 256 test digits)."""
+    model, (train_images, _), (test_images, _) = trained_small_cnn(1)
     return model, list(train_images[:256].split(64)), test_images[:256]
-
 
 def _deployed(prepared, calibration, test):
     quantized = qtk.convert(prepared)

@@ -7,10 +7,7 @@ import pytest
 import torch
 
 import qtk
-from conftest import assert_not_degenerate, reference_and_runtime
-from model_zoo.data import mnist_5k
-from model_zoo.mnist import small_cnn
-from model_zoo.training import train
+from conftest import assert_not_degenerate, reference_and_runtime, trained_small_cnn
 from qtk.ptq.mixed_precision import _fewest, _sqnr
 from qtk.ptq.sensitivity import run
 
@@ -22,18 +19,10 @@ LAYERS = {"0", "4", "7.conv1", "7.conv2", "7.add", "9", "15"}
 
 @pytest.fixture(scope="module")
 def digits():
-    """(trained float model, evaluation batches): two epochs on the 4,000 training digits, on one
-    thread (on two, one seed gave different models from run to run), and 256 test digits."""
-    (train_images, train_labels), (test_images, _) = mnist_5k()
-    torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        model = train(small_cnn(), (train_images, train_labels), 2, 3e-3, "float")
-    finally:
-        torch.set_num_threads(threads)
+    """(trained float model, evaluation batches): two epochs on the 4,000 training digits and
+    256 test digits."""
+    model, _, (test_images, _) = trained_small_cnn(2)
     return model, list(test_images[:256].split(128))
-
 
 @pytest.fixture(scope="module")
 def w4a4_mix(digits):
