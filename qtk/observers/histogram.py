@@ -10,7 +10,13 @@ of three rules, computed for all rows at once, and clips it to the observed [min
 - ``mse``: the least expected squared quantization error among ``candidates`` shrunken ranges.
 - ``kl``: entropy calibration (TensorRT's, S. Migacz, "8-bit Inference with TensorRT", GTC 2017)
   in the form ONNX Runtime implements (``onnxruntime.quantization.calibrate``,
-  ``HistogramCollector.get_entropy_threshold``); see :func:`entropy_windows`.
+  ``HistogramCollector.get_entropy_threshold``; see :func:`entropy_windows`), with two details
+  of TensorRT's calibrator (NVIDIA's ``pytorch-quantization``, ``_compute_amax_entropy``) that
+  ORT leaves out. The bin holding zero takes its neighbour's count: after a ReLU most values are
+  exactly zero, and that one spike made every window but the narrowest (amax / 16) diverge, so a
+  sparse network (CRAFT's VGG) was clipped to nothing. A one-sided row (min >= 0) merges each
+  window into twice the groups: ORT's windows are symmetric, so its empty negative half took
+  half of them, while qtk's asymmetric grid puts every level on the side that holds values.
 """
 import torch
 import torch.distributed as dist
@@ -33,7 +39,8 @@ class HistogramObserver(Observer):
         percentile: two-sided mass kept by the percentile rule, in percent.
         candidates: clipping ranges tried by the mse rule.
         quantized_bins: the groups the kl rule merges a window into; default half the integer
-            levels, ``(qmax - qmin + 1) // 2``: 128 at 8 bits, ONNX Runtime's default.
+            levels, ``(qmax - qmin + 1) // 2``: 128 at 8 bits, ONNX Runtime's default (a
+            one-sided row gets twice as many).
         ch_axis: ``None`` for one histogram, else one per channel along this axis (weights: 0).
         qmin, qmax, symmetric: as for :class:`qtk.observers.Observer`.
     """
@@ -102,8 +109,7 @@ class HistogramObserver(Observer):
         """(lo, hi) per row, float64 tensors of shape [rows]."""
         counts, amax = self.histogram.reshape(-1, self.bins), self._amax()
         if self.method == "kl":
-            first, end = torch.cat([entropy_windows(chunk, self.quantized_bins) for chunk in
-                                    counts.split(ENTROPY_ROWS_AT_ONCE)], 1)
+            first, end = self._entropy_windows(counts)
             width = 2 * amax / self.bins
             return -amax + first * width, -amax + end * width
         centers = _centers(amax, self.bins)
@@ -114,6 +120,22 @@ class HistogramObserver(Observer):
             index = torch.searchsorted(cumulative, tails.contiguous()).clamp(max=self.bins - 1)
             return centers.gather(1, index).unbind(1)
         return self._least_squared_error(centers, counts)
+
+    def _entropy_windows(self, counts):
+        """(first, end) bin edges of each row's KL window, with TensorRT's two departures from
+        ONNX Runtime's sweep (see the module docstring): the zero bin holds its neighbour's count,
+        and a one-sided row merges its windows into twice the groups."""
+        counts = counts.clone()
+        zero = self.bins // 2
+        counts[:, zero] = counts[:, zero + 1]
+        one_sided = (self.min_val.reshape(-1) >= 0).expand(len(counts))
+        windows = torch.empty(2, len(counts), dtype=torch.float64)
+        for rows, groups in ((~one_sided, self.quantized_bins),
+                             (one_sided, min(2 * self.quantized_bins, self.bins))):
+            if rows.any():
+                windows[:, rows] = torch.cat([entropy_windows(chunk, groups) for chunk in
+                                              counts[rows].split(ENTROPY_ROWS_AT_ONCE)], 1)
+        return windows
 
     def _least_squared_error(self, centers, counts):
         lo, hi = self.min_val.reshape(-1).double(), self.max_val.reshape(-1).double()
