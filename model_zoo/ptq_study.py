@@ -181,6 +181,10 @@ def qtk_row(label, method, model, calibration, test, reference, task):
     quantized = qtk.convert(prepared)
     mixed = getattr(prepared, "qtk_mixed_precision", None)
     note = "" if mixed is None else f"{len(mixed.kept)} layer(s) in float: {', '.join(mixed.kept)}"
+    steps = getattr(prepared, "qtk_adaround_steps", None)
+    if steps and not all(steps.values()):  # the budget ran out: the rest rounded to nearest
+        note = (f"{sum(map(bool, steps.values()))} of {len(steps)} layers stepped within "
+                f"{ADAROUND_BUDGET_S} s")
     output = forward(quantized, test)
     session = qtk.runtime.load(qtk.export(quantized, calibration[:1]))
     with qtk.int8_outputs(quantized):

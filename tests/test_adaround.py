@@ -32,6 +32,7 @@ def test_convert_deploys_the_chosen_integers_byte_identical(mnist_model):
     equalized = qtk.ptq.equalize(model, batches[0])
     prepared = qtk.ptq.adaround(_calibrated(equalized, batches), batches, iterations=30,
                                 progress=False)
+    assert set(prepared.qtk_adaround_steps.values()) == {30}
     nearest = qtk.convert(_calibrated(equalized, batches))
     quantized = qtk.convert(prepared)
     assert len(prepared.qtk_adaround) == 6  # every conv and the linear layer
@@ -51,13 +52,16 @@ def test_convert_deploys_the_chosen_integers_byte_identical(mnist_model):
 
 def test_a_spent_time_budget_leaves_nearest_rounding(mnist_model):
     """h(V) starts at each weight's fractional part, so a layer that gets no step rounds to
-    nearest: the budget stops the steps, not the layers."""
+    nearest: the budget stops the steps, not the layers, and a warning says which layers it
+    left without a step."""
     model, train_data, _ = mnist_model
     batches = list(train_data[0][:128].split(64))
-    prepared = qtk.ptq.adaround(_calibrated(model, batches), batches, time_budget_s=0,
-                                progress=False)
+    with pytest.warns(qtk.ptq.AdaRoundBudgetWarning, match="6 of 6 layers"):
+        prepared = qtk.ptq.adaround(_calibrated(model, batches), batches, time_budget_s=0,
+                                    progress=False)
     nearest = qtk.convert(_calibrated(model, batches))
     assert len(prepared.qtk_adaround) == 6
+    assert set(prepared.qtk_adaround_steps.values()) == {0}
     for path, integers in prepared.qtk_adaround.items():
         assert torch.equal(integers, nearest.get_submodule(path).weight_q.to(torch.int64)), path
 

@@ -1,6 +1,6 @@
 """Post-training quantization beyond calibration, to keep a pretrained model's decisions: cross-layer
 equalization, learned weight rounding, which layers quantization hurts and mixed precision."""
-from .adaround import adaround
+from .adaround import AdaRoundBudgetWarning, adaround
 from .equalization import EqualizationWarning, equalize
 from .mixed_precision import auto_mixed_precision
 from .sensitivity import sensitivity

@@ -15,6 +15,7 @@ import copy
 import itertools
 import math
 import time
+import warnings
 
 import torch
 from torch import nn
@@ -29,6 +30,10 @@ from ..modules.conv import batchnorm_scale
 # regularizer can push every weight to a hard decision.
 ZETA, GAMMA = 1.1, -0.1
 SAMPLES_PER_STEP = 32  # calibration samples in each optimization step's loss
+
+
+class AdaRoundBudgetWarning(UserWarning):
+    """The time budget ran out before some layers took a step: they keep nearest rounding."""
 
 
 def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None, progress=True,
@@ -54,7 +59,9 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
             ones); ``None``: no limit.
         progress: show a progress bar over the layers.
     Returns:
-        the model, with each layer's chosen integers (by module path) in ``model.qtk_adaround``.
+        the model, with each layer's chosen integers (by module path) in ``model.qtk_adaround``
+        and the Adam steps each layer took in ``model.qtk_adaround_steps``; layers the budget
+        left without a step keep nearest rounding, and :class:`AdaRoundBudgetWarning` names them.
     """
     batches = [batch[0] if isinstance(batch, (tuple, list)) else batch
                for batch in itertools.islice(data, num_batches)]
@@ -70,7 +77,7 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
         if type(module).forward is FakeQuantize.forward:  # reads its observer at every call
             module.observer = _Settled(module.observer)
     model.eval()
-    decisions = {}
+    decisions, steps = {}, {}
     deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
     bar = tqdm(layers, desc="adaround", disable=not progress)
     try:
@@ -80,7 +87,7 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
             inputs = _recorded(model, path, batches, output=False)
             targets = _recorded(float_model, path, batches, output=True)
             layer = model.get_submodule(path)
-            decisions[path], loss = _round_layer(
+            decisions[path], loss, steps[path] = _round_layer(
                 layer, inputs, targets, iterations, layer_deadline, regularization, learning_rate,
                 beta_range, warm_up)
             bar.set_postfix(layer=path, loss=f"{loss:.3g}")
@@ -89,7 +96,15 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
             module.fake_quant_enabled, module.observer_enabled, module.observer = state
     for path in decisions:  # convert must keep the scales the integers were chosen for
         model.get_submodule(path).weight_fake_quant.observer_enabled = False
-    model.qtk_adaround = decisions
+    model.qtk_adaround, model.qtk_adaround_steps = decisions, steps
+    starved = [path for path, taken in steps.items() if taken == 0]
+    if starved and iterations > 0:
+        warnings.warn(
+            f"AdaRound's time budget of {time_budget_s} s ran out before {len(starved)} of "
+            f"{len(steps)} layers took a step (from {starved[0]}); they keep nearest rounding. "
+            f"Give it more time, or fewer or smaller calibration inputs: each step runs "
+            f"{SAMPLES_PER_STEP} of them through the layer, and every layer first runs all of "
+            f"them through the model.", AdaRoundBudgetWarning, stacklevel=2)
     return model
 
 
@@ -176,7 +191,7 @@ def _rectified_sigmoid(v):
 def _round_layer(layer, inputs, targets, iterations, deadline, regularization, learning_rate,
                  beta_range, warm_up):
     """Optimizes one layer's rounding; writes ``scale * q`` into its weight and returns the
-    integers q (int64, with the zero point) and the last reconstruction loss."""
+    integers q (int64, with the zero point), the last reconstruction loss and the steps taken."""
     weight, bias = _folded_weight_and_bias(layer)
     fake_quant = layer.weight_fake_quant
     scale, zero_point = fake_quant.calculate_qparams()
@@ -200,9 +215,11 @@ def _round_layer(layer, inputs, targets, iterations, deadline, regularization, l
     samples = torch.Generator().manual_seed(0)
     reconstruction = torch.zeros(())
     start, end = beta_range
+    taken = 0
     for step in range(iterations):
         if deadline is not None and time.monotonic() > deadline:
             break
+        taken += 1
         pick = torch.randint(len(inputs), (min(SAMPLES_PER_STEP, len(inputs)),),
                              generator=samples)
         h = _rectified_sigmoid(v)
@@ -218,7 +235,7 @@ def _round_layer(layer, inputs, targets, iterations, deadline, regularization, l
     with torch.no_grad():
         integers = torch.clamp(floor + (v >= 0).float(), lowest, highest)
         _write_folded_weight(layer, integers * scale)
-    return (integers + zero_point).to(torch.int64), reconstruction.item()
+    return (integers + zero_point).to(torch.int64), reconstruction.item(), taken
 
 
 def _write_folded_weight(layer, folded):
