@@ -12,7 +12,8 @@ OpenVINO fp32 (pinned to f32 arithmetic), bf16 (its default on CPUs with bf16 un
 Peers that are not installed are reported as missing, not silently dropped.
 
 Timing: each engine warms up, then the engines take turns of 10 runs (interleaved), so drift on
-a shared machine hits all of them alike; the table shows the median and the ratio to
+a shared machine hits all of them alike, each turn starting once the previous engine's worker
+threads have stopped spinning; the table shows the median and the ratio to
 qtk int8. Peak RSS is measured per engine in a fresh child process that imports only that engine,
 loads its deployable file (.qmodel, .onnx, OpenVINO IR) and runs it.
 
@@ -294,17 +295,30 @@ def environment(**values):
 
 # ---- timing --------------------------------------------------------------------------------------
 
+def wait_until_idle(window=0.01, limit=1.0):
+    """Sleeps until this process used under a tenth of ``window`` of CPU time in one ``window``
+    (or ``limit`` passed): an engine's worker threads keep spinning after its last run (ONNX
+    Runtime's for about 50 ms, measured), and the next engine's runs would share a core with them.
+    A deployed engine runs alone; so does each turn here."""
+    deadline = time.perf_counter() + limit
+    while time.perf_counter() < deadline:
+        used = time.process_time()
+        time.sleep(window)
+        if time.process_time() - used < window / 10:
+            return
+
+
 def time_interleaved(runs, inputs, count, warmup, block=10):
     """{engine: [seconds]}: after ``warmup`` runs each, the engines take turns, ``block`` runs at a
-    time, until each has ``count``. Turns of one run each would put every run right after another
-    engine's, whose worker threads may still spin (OpenMP, ONNX Runtime) and take a core from it;
-    in blocks only the first run of a turn meets them, and the median drops it."""
+    time, until each has ``count``, each turn starting once the previous engine's threads are idle
+    (:func:`wait_until_idle`)."""
     for run in runs.values():
         for x in inputs[:warmup]:
             run(x)
     times = {name: [] for name in runs}
     for first in range(0, count, block):
         for name, run in runs.items():
+            wait_until_idle()
             for i in range(first, min(first + block, count)):
                 start = time.perf_counter()
                 run(inputs[i % len(inputs)])
@@ -332,7 +346,7 @@ def report_lines(results, args):
     the memory plan and peak RSS."""
     names = [n for n in args.engines]
     lines = [f"Median of {args.runs} runs after {args.warmup} warm-up runs each, interleaved in "
-             f"turns of 10 runs per engine, "
+             f"turns of 10 runs per engine (each once the previous engine's threads were idle), "
              f"batch 1, 224x224, random weights (BatchNorm re-estimated). Cells: ms (ratio to "
              f"qtk int8; above 1 means slower than qtk).", ""]
     for threads in args.threads:
