@@ -26,13 +26,15 @@ class ThreadPool {
 
     int threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-    // Splits [0, n) into at most threads() contiguous ranges and calls fn(begin, end) once per
-    // range, the caller taking a share; returns when all are done and rethrows the first exception.
+    // Splits [0, n) into contiguous ranges (a few per thread, claimed by whichever thread is free)
+    // and calls fn(begin, end) once per range, the caller taking a share; returns when all are
+    // done and rethrows the first exception.
     // Kernels compute each output element from its inputs alone, so the split never changes a byte.
     // Not reentrant: fn must not call parallel_for.
     void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
-    // As parallel_for, also passing each range's index, below threads(): the slot of per-thread
-    // scratch that the range may use (ranges running at the same time have different indices).
+    // As parallel_for, also passing the index of the thread running the range, below threads():
+    // the slot of per-thread scratch that the range may use (ranges running at the same time
+    // have different slots; one thread's ranges run one after another in its slot).
     void parallel_for_slots(int64_t n,
                             const std::function<void(int64_t slot, int64_t, int64_t)>& fn);
 
