@@ -21,6 +21,8 @@
 // GEMMs' B operand as written; then per output-channel tile and per nr tiles, 36 GEMMs give M
 // [36][mr][nr] and the output transform, fused with bias and bounds, writes 4 output rows per
 // channel, copied into y while they are in cache.
+#include <xmmintrin.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -99,15 +101,35 @@ struct WinogradLayout {
     int64_t row_floats() const { return 4 * phase_w; }
 };
 
-// One input channel plane into its phase plane at dst, 0 around it.
+// One input channel plane into its phase plane at dst, 0 around it. Per row, 64 padded columns at
+// a time go through a buffer (zeros where they are padding), and each 4 groups of 4 columns are
+// one 4x4 transpose: row j of it is phase j's next 4 entries. (Column by column, with a division
+// per float, the split took 2 of resnet18's 9.7 ms of float Winograd at 1 thread, Zen 5.)
 void split_channel(const float* x, int64_t in_h, int64_t in_w, const Conv2dParams& p,
                    const WinogradLayout& l, float* dst) {
+    constexpr int64_t kChunk = 64;  // padded columns, 16 groups
     std::fill(dst, dst + l.channel_floats, 0.0f);
+    const int64_t padded_end = p.pad_w + in_w;  // the input's columns end here
+    alignas(16) float buffer[kChunk];
     for (int64_t iy = 0; iy < in_h; ++iy) {
+        const float* in = x + iy * in_w;
         float* row = dst + (iy + p.pad_h) * l.row_floats();
-        for (int64_t ix = 0; ix < in_w; ++ix) {
-            const int64_t px = ix + p.pad_w;
-            row[px % 4 * l.phase_w + px / 4] = x[iy * in_w + ix];
+        for (int64_t c0 = 0; c0 < padded_end; c0 += kChunk) {
+            const int64_t first = std::max(c0, p.pad_w), end = std::min(c0 + kChunk, padded_end);
+            std::fill(buffer, buffer + kChunk, 0.0f);
+            std::memcpy(buffer + (first - c0), in + (first - p.pad_w),
+                        size_t(end - first) * sizeof(float));
+            const int64_t groups = ceil_div(end - c0, 4);
+            for (int64_t g = 0; g < groups; g += 4) {  // group c0 / 4 + g onwards
+                __m128 v0 = _mm_load_ps(buffer + 4 * g), v1 = _mm_load_ps(buffer + 4 * g + 4);
+                __m128 v2 = _mm_load_ps(buffer + 4 * g + 8), v3 = _mm_load_ps(buffer + 4 * g + 12);
+                _MM_TRANSPOSE4_PS(v0, v1, v2, v3);
+                float* at = row + c0 / 4 + g;
+                _mm_storeu_ps(at, v0);
+                _mm_storeu_ps(at + l.phase_w, v1);
+                _mm_storeu_ps(at + 2 * l.phase_w, v2);
+                _mm_storeu_ps(at + 3 * l.phase_w, v3);
+            }
         }
     }
 }
