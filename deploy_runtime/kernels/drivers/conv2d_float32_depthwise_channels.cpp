@@ -102,7 +102,8 @@ class Conv2dFloat32DepthwiseChannels final : public Conv2dKernel {
                                       int64_t first_row, float* scratch, const float* x = nullptr,
                                       float* y = nullptr) const {
         const Conv2dParams& p = params_;
-        const int64_t band_rows = std::min(ys[2], std::max<int64_t>(1, kBandPixels / ys[3]));
+        const int64_t band_rows =
+            std::max<int64_t>(1, std::min(ys[2], kBandPixels / std::max<int64_t>(1, ys[3])));
         const int64_t taps = p.kernel_h * p.kernel_w;
         Float32DepthwiseChannelsBand a{};
         a.x = x;
@@ -124,7 +125,7 @@ class Conv2dFloat32DepthwiseChannels final : public Conv2dKernel {
         a.hi = constants_.bounds.hi;
         a.out_w = ys[3];
         a.first_row = first_row;
-        a.rows = std::min(band_rows, ys[2] - first_row);
+        a.rows = std::max<int64_t>(1, std::min(band_rows, ys[2] - first_row));
         a.y = y;
         a.y_plane = ys[2] * ys[3];
         a.scratch = scratch;
