@@ -15,8 +15,10 @@ namespace {
 // cores at once.
 constexpr std::chrono::microseconds kSpin{100};
 
-// Ranges per thread, claimed as the threads come free: a core that a neighbour slows (a shared
-// vCPU) takes fewer, where one range each left the other waiting.
+// Ranges per thread. Each thread runs its own consecutive ranges first (the same part of every
+// loop, so a layer mostly reads what the same core wrote for the layer before), then takes the
+// last ranges of the thread with the most left: a core that a neighbour slows (a shared vCPU)
+// ends up with fewer, where one range each left the other waiting.
 constexpr int64_t kRangesPerThread = 4;
 
 void cpu_relax() {
@@ -43,7 +45,7 @@ void spin_until(const Done& done) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads) : next_(size_t(threads)), end_(size_t(threads)) {
     for (int i = 1; i < threads; ++i) {
         workers_.emplace_back([this, i] { worker_loop(i); });
     }
@@ -83,7 +85,10 @@ void ThreadPool::parallel_for_slots(
     fn_ = &fn;
     n_ = n;
     chunks_ = std::min<int64_t>(n, threads() * kRangesPerThread);
-    next_chunk_ = 0;
+    for (int t = 0; t < threads(); ++t) {
+        next_[size_t(t)] = chunks_ * t / threads();
+        end_[size_t(t)] = chunks_ * (t + 1) / threads();
+    }
     chunks_done_ = 0;
     error_ = nullptr;
     ++generation_;
@@ -102,9 +107,26 @@ void ThreadPool::parallel_for_slots(
     }
 }
 
+int64_t ThreadPool::claim(int thread) {
+    const size_t own = size_t(thread);
+    if (next_[own] < end_[own]) {
+        return next_[own]++;
+    }
+    size_t victim = own;
+    for (size_t t = 0; t < next_.size(); ++t) {
+        if (end_[t] - next_[t] > end_[victim] - next_[victim]) {
+            victim = t;
+        }
+    }
+    return next_[victim] < end_[victim] ? --end_[victim] : -1;
+}
+
 void ThreadPool::run_chunks(std::unique_lock<std::mutex>& lock, int thread) {
-    while (fn_ != nullptr && next_chunk_ < chunks_) {
-        const int64_t chunk = next_chunk_++;
+    while (fn_ != nullptr) {
+        const int64_t chunk = claim(thread);
+        if (chunk < 0) {
+            break;
+        }
         const int64_t begin = n_ * chunk / chunks_;
         const int64_t end = n_ * (chunk + 1) / chunks_;
         const std::function<void(int64_t, int64_t, int64_t)>& fn = *fn_;

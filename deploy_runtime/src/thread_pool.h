@@ -26,9 +26,9 @@ class ThreadPool {
 
     int threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-    // Splits [0, n) into contiguous ranges (a few per thread, claimed by whichever thread is free)
-    // and calls fn(begin, end) once per range, the caller taking a share; returns when all are
-    // done and rethrows the first exception.
+    // Splits [0, n) into contiguous ranges (a few per thread: each thread runs its own share in
+    // order, then takes what is left of the others') and calls fn(begin, end) once per range, the
+    // caller taking a share; returns when all are done and rethrows the first exception.
     // Kernels compute each output element from its inputs alone, so the split never changes a byte.
     // Not reentrant: fn must not call parallel_for.
     void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
@@ -52,6 +52,9 @@ class ThreadPool {
     // Runs chunks of the current job until none is left; called with lock held, returns with it
     // held. `thread`: 0 the caller, 1.. the workers (for the range log).
     void run_chunks(std::unique_lock<std::mutex>& lock, int thread);
+    // Under the lock: `thread`'s next range, else the last one of the thread with the most left;
+    // -1 when none is left.
+    int64_t claim(int thread);
 
     std::vector<std::thread> workers_;
     std::mutex mutex_;
@@ -66,7 +69,7 @@ class ThreadPool {
     const std::function<void(int64_t, int64_t, int64_t)>* fn_ = nullptr;
     int64_t n_ = 0;
     int64_t chunks_ = 0;
-    int64_t next_chunk_ = 0;
+    std::vector<int64_t> next_, end_;  // per thread: its ranges [next, end) not yet claimed
     std::atomic<int64_t> chunks_done_{0};  // written under mutex_; the caller spins on it
     std::exception_ptr error_;
     std::vector<RangeTime>* range_log_ = nullptr;
