@@ -29,15 +29,15 @@ void cpu_relax() {
 #endif
 }
 
-// Spins until done() or kSpin has passed.
+// Spins until done() or kSpin has passed. done() is read after every pause: a pause takes up to
+// about 150 cycles, and reading it every 64 pauses left each side of a parallel_for about a
+// microsecond late (2.0 against 0.85 us lost per call of 8 ranges of 1 us on 2 threads, Zen 5).
 template <typename Done>
 void spin_until(const Done& done) {
     const auto until = std::chrono::steady_clock::now() + kSpin;
-    while (!done()) {
-        for (int i = 0; i < 64; ++i) {
-            cpu_relax();
-        }
-        if (std::chrono::steady_clock::now() > until) {
+    for (int i = 1; !done(); ++i) {
+        cpu_relax();
+        if (i % 64 == 0 && std::chrono::steady_clock::now() > until) {
             return;
         }
     }
