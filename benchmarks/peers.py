@@ -41,6 +41,7 @@ import torch
 import torchvision
 
 import qtk
+from qtk import _C
 from benchmarks.charts import peers_chart
 from model_zoo.training import reestimate_batchnorm
 
@@ -109,8 +110,6 @@ def qtk_fp32(model, calibration, workdir, threads):
 def qtk_details(path, threads, inputs, runs=20):
     """From a profiled qtk session: the conv layers' multiply-accumulates per second, their share
     of this CPU's measured VNNI peak (one core's, times the threads), and the memory plan."""
-    from qtk import _C
-
     session = qtk.runtime.load(path, threads=threads, profile=True)
     for i in range(runs):
         session.run(inputs[i % len(inputs)])
@@ -361,6 +360,17 @@ def report_lines(results, args):
                 cells.append("missing" if ms is None else f"{ms:.2f} ({ms / base:.2f}x)")
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
         lines.append("")
+        reads = [(model, result[f"core_to_core_{threads}t"]) for model, result in results.items()
+                 if f"core_to_core_{threads}t" in result]
+        if reads:
+            lines += ["Reading what the other thread's core had just written, in ns per KiB "
+                      "(reading one's own: in brackets), measured before and after each model's "
+                      "turns: " + ", ".join(
+                          f"{model} {before[1]:.1f} ({before[0]:.1f}) / {after[1]:.1f} "
+                          f"({after[0]:.1f})" for model, (before, after) in reads)
+                      + ". On the Zen 5 VM, about 13 means the two vCPUs share a core complex "
+                      "and about 29 that they do not; qtk's 2-thread times follow it "
+                      "(see the Zen 5 notes).", ""]
     lines += ["### qtk int8: conv layers, memory plan, peak RSS", "",
               "| model | " + " | ".join(f"conv GMAC/s ({t}t), share of VNNI peak"
                                         for t in args.threads)
@@ -597,7 +607,7 @@ def main(argv=None):
     results = {}
     for model_name in args.models:
         model = float_model(model_name)
-        engines = {}
+        engines, core_to_core = {}, {}
         with tempfile.TemporaryDirectory() as workdir:
             for threads in args.threads:
                 runs, files = {}, {}
@@ -611,7 +621,11 @@ def main(argv=None):
                         runs[name], files[name], isa = build(model, calibration,
                                                              os.path.join(workdir, name), threads)
                     engines.setdefault(name, {})["isa"] = isa
+                before = _C.measure_core_to_core() if threads > 1 else None
                 times = time_interleaved(runs, inputs, args.runs, args.warmup)
+                if before is not None:
+                    core_to_core[f"core_to_core_{threads}t"] = [before,
+                                                                _C.measure_core_to_core()]
                 for name, samples in times.items():
                     entry = engines[name]
                     entry[f"median_ms_{threads}t"] = 1e3 * statistics.median(samples)
@@ -621,7 +635,7 @@ def main(argv=None):
                                                          ENGINES[name][2]) / 2**20
                 if "qtk int8" in files:
                     engines["qtk int8"].update(qtk_details(files["qtk int8"], threads, inputs))
-        results[model_name] = {"engines": engines}
+        results[model_name] = {"engines": engines, **core_to_core}
         print(f"{model_name}: done", flush=True)
 
     openvino_capabilities = None

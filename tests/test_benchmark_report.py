@@ -80,3 +80,21 @@ def test_peers_chart_is_drawn_from_a_summary(tmp_path):
     out = tmp_path / "peers.png"
     peers_chart(summary, out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+
+
+def test_two_thread_tables_say_what_reading_the_other_cores_writes_cost():
+    from types import SimpleNamespace
+
+    from benchmarks.peers import report_lines
+    from qtk import _C
+
+    own, other = _C.measure_core_to_core(0.01)
+    assert 0 < own < 1e4 and 0 < other < 1e4
+    q = {"median_ms_1t": 2.0, "median_ms_2t": 1.1, "conv_gmacs_1t": 100.0, "conv_gmacs_2t": 190.0,
+         "arena_kib": 10.0, "arena_lower_bound_kib": 10.0}
+    results = {"resnet18": {"engines": {"qtk int8": q},
+                            "core_to_core_2t": [[4.2, 13.4], [4.3, 29.1]]}}
+    text = "\n".join(report_lines(results, SimpleNamespace(engines=["qtk int8"], threads=[1, 2],
+                                                           runs=50, warmup=5)))
+    assert "resnet18 13.4 (4.2) / 29.1 (4.3)" in text
+    assert text.index("### 2 thread(s)") < text.index("resnet18 13.4")

@@ -1,11 +1,15 @@
 #include "cpu_features.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "qtk/runtime.h"
 
@@ -209,6 +213,51 @@ double measure_int8_peak(double seconds) {
 #endif
     (void)seconds;
     return 0.0;
+}
+
+CoreToCore measure_core_to_core(double seconds) {
+    constexpr size_t kWords = 256 * 1024 / sizeof(uint64_t);
+    std::vector<uint64_t> buffers[2] = {std::vector<uint64_t>(kWords),
+                                        std::vector<uint64_t>(kWords)};
+    std::atomic<int> arrived{0};
+    std::atomic<uint64_t> sink{0};
+    // Rounds of: each thread writes its buffer, both meet, each reads a buffer and times it.
+    const auto rounds = [&](int thread, bool other, int count, double* read_seconds) {
+        int phase = 0;
+        const auto meet = [&] {
+            phase += 2;
+            arrived.fetch_add(1);
+            while (arrived.load() < phase) {
+            }
+        };
+        uint64_t sum = 0;
+        for (int r = 0; r < count; ++r) {
+            std::fill(buffers[thread].begin(), buffers[thread].end(), uint64_t(r));
+            meet();
+            const auto start = std::chrono::steady_clock::now();
+            const std::vector<uint64_t>& read = buffers[other ? 1 - thread : thread];
+            for (size_t i = 0; i < kWords; i += 8) {  // a word a cache line: the lines' cost
+                sum += read[i];
+            }
+            *read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                           start).count();
+            meet();
+        }
+        sink += sum;
+    };
+    const auto measure = [&](bool other) {
+        const int count = std::max(1, static_cast<int>(seconds / 2 / 20e-6));  // ~20 us a round
+        double read_seconds[2] = {0.0, 0.0};
+        arrived = 0;
+        std::thread worker(rounds, 1, other, count, &read_seconds[1]);
+        rounds(0, other, count, &read_seconds[0]);
+        worker.join();
+        return (read_seconds[0] + read_seconds[1]) / 2 / count / 256 * 1e9;
+    };
+    CoreToCore result;
+    result.own_ns_per_kib = measure(false);
+    result.other_ns_per_kib = measure(true);
+    return result;
 }
 
 namespace detail {

@@ -315,6 +315,14 @@ PYBIND11_MODULE(_C, m) {
     m.attr("version") = qtk::kVersion;
     m.def("measure_int8_peak", &qtk::measure_int8_peak, py::arg("seconds") = 0.2,
           "One core's int8 multiply-accumulate peak (MACs/s) by AVX-512 VNNI; 0 without it.");
+    m.def(
+        "measure_core_to_core",
+        [](double seconds) {
+            const qtk::CoreToCore c = qtk::measure_core_to_core(seconds);
+            return py::make_tuple(c.own_ns_per_kib, c.other_ns_per_kib);
+        },
+        py::arg("seconds") = 0.2,
+        "(own, other): ns per KiB to read what this core, or the other of two threads, just wrote.");
     py::register_exception<qtk::Error>(m, "QtkError", PyExc_ValueError);
 
     py::class_<PyModel>(m, "Model",

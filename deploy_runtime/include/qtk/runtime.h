@@ -71,6 +71,16 @@ constexpr const char* kVersion = "0.1.0";
 // report the conv layers' share of it.
 double measure_int8_peak(double seconds = 0.2);
 
+// What reading memory that another core has just written costs against reading one's own writes,
+// in nanoseconds per KiB, measured for about `seconds` by two threads that each write 256 KiB
+// (an L2's worth) and then read their own or the other's. The ratio says where the cores sit: on
+// one Zen 5 VM it moved between 1.7 and 3.5 from minute to minute, and qtk's 2-thread runs with it.
+// Benchmarks report it beside their 2-thread figures.
+struct CoreToCore {
+    double own_ns_per_kib = 0.0, other_ns_per_kib = 0.0;
+};
+CoreToCore measure_core_to_core(double seconds = 0.2);
+
 // How each layer's algorithm is chosen where several compute it (each gives the same bytes).
 enum class FastRun {
     kOff,     // the first usable in preference order (QTK_CONV_ALGO may pin one by name)
