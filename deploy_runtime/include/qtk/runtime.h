@@ -73,8 +73,9 @@ double measure_int8_peak(double seconds = 0.2);
 
 // What reading memory that another core has just written costs against reading one's own writes,
 // in nanoseconds per KiB, measured for about `seconds` by two threads that each write 256 KiB
-// (an L2's worth) and then read their own or the other's. The ratio says where the cores sit: on
-// one Zen 5 VM it moved between 1.7 and 3.5 from minute to minute, and qtk's 2-thread runs with it.
+// (an L2's worth) and then read their own or the other's, a word a cache line. It says where the
+// cores sit: on one Zen 5 VM own reads took 4 ns/KiB and the other's 13 or 29 from minute to minute
+// (the two vCPUs on one core complex or on two), and qtk's 2-thread times moved with it.
 // Benchmarks report it beside their 2-thread figures.
 struct CoreToCore {
     double own_ns_per_kib = 0.0, other_ns_per_kib = 0.0;

@@ -282,9 +282,10 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
                 ++parts;
             }
             // Tasks run tile by tile, each thread taking the same band of pixels in every layer,
-            // so that a layer reads mostly what its own core wrote (from the other core's cache a
-            // line costs 1.7x as much, 3.5x where the two vCPUs sit on different core complexes);
-            // part by part only where the parts keep weights in an L2 share.
+            // so that a layer reads mostly what its own core wrote (a line from the other core's
+            // cache costs 3x one's own, 7x where the two vCPUs sit on different core complexes:
+            // measure_core_to_core on Zen 5); part by part only where the parts keep weights in an
+            // L2 share.
             const bool part_major = int64_t(packed_weights_.size()) > kL2Share;
             pool.parallel_for_slots(parts * plane.tiles, [&](int64_t slot, int64_t begin,
                                                              int64_t end) {
