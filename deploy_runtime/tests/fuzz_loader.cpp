@@ -29,29 +29,31 @@ Outcome fuzz_one(const uint8_t* data, size_t size) {
     try {
         const std::shared_ptr<const qtk::Model> model = qtk::Model::from_bytes(data, size);
         outcome = kLoaded;
-        // An input the loader accepts may still need gigabytes of arena (2^31 - 1 elements each):
-        // such a model is not run, nor planned (a 5 GB plan is an out-of-memory under libFuzzer).
+        // Each input at a batch other than the file's, so the session re-plans. An input the
+        // loader accepts may still need gigabytes of arena (2^31 - 1 elements each): such a model
+        // is not run, nor planned (a 5 GB plan is an out-of-memory under libFuzzer).
+        std::vector<qtk::Shape> shapes;
+        std::vector<int64_t> counts;
         for (const qtk::TensorInfo& info : model->inputs()) {
-            int64_t count = 2;  // the batch below
-            for (size_t i = 1; i < info.shape.size(); ++i) {
-                count *= info.shape[i];  // each dim below 2^31, the product of the rest too
+            qtk::Shape shape = info.shape;
+            shape[0] = 2;
+            int64_t count = 1;
+            for (int64_t d : shape) {
+                count *= d;  // each dim below 2^31, and the product of the rest too
             }
             if (count > kMaxFuzzInputElements) {
                 return outcome;
             }
+            shapes.push_back(shape);
+            counts.push_back(count);
         }
         qtk::Session session(model, {1});
         std::vector<std::vector<int8_t>> int8_buffers;
         std::vector<std::vector<float>> float_buffers;
         std::vector<const void*> inputs;
-        std::vector<qtk::Shape> shapes;
-        for (const qtk::TensorInfo& info : model->inputs()) {
-            qtk::Shape shape = info.shape;
-            shape[0] = 2;  // a batch other than the file's, so the session re-plans
-            int64_t count = 1;
-            for (int64_t d : shape) {
-                count *= d;  // at most kMaxFuzzInputElements (checked above)
-            }
+        for (size_t i = 0; i < shapes.size(); ++i) {
+            const qtk::TensorInfo& info = model->inputs()[i];
+            const int64_t count = counts[i];
             if (info.dtype == qtk::DType::kFloat32) {
                 float_buffers.emplace_back(static_cast<size_t>(count), -0.7f);
                 inputs.push_back(float_buffers.back().data());
@@ -59,7 +61,6 @@ Outcome fuzz_one(const uint8_t* data, size_t size) {
                 int8_buffers.emplace_back(static_cast<size_t>(count), int8_t{-7});
                 inputs.push_back(int8_buffers.back().data());
             }
-            shapes.push_back(shape);
         }
         session.run(inputs, shapes);
         outcome = kRan;

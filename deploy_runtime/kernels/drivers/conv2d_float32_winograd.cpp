@@ -96,8 +96,9 @@ struct WinogradLayout {
           tiles_w(ceil_div(out_w, 4)),
           tiles(tiles_h * tiles_w),
           phase_w(tiles_w + 1 + kSlack),
-          channel_floats((4 * tiles_h + 2) * 4 * phase_w) {}
+          channel_floats(rows() * row_floats()) {}
 
+    int64_t rows() const { return 4 * tiles_h + 2; }
     int64_t row_floats() const { return 4 * phase_w; }
 };
 
@@ -185,7 +186,7 @@ class Conv2dFloat32Winograd final : public PlannedKernel<Conv2dFloat32Winograd, 
         // between cores (resnet18 fp32 at 2 threads, Zen 5, A/B in one process: 9.3 -> 8.8 ms
         // with the two vCPUs on one core complex, 13.9 -> 13.8 with them apart, where its
         // Winograd layers take 1.5-1.9x as long for reasons still open).
-        const int64_t rows = l.channel_floats / l.row_floats(), bands = ceil_div(rows, 4);
+        const int64_t rows = l.rows(), bands = ceil_div(rows, 4);
         pool.parallel_for(xs[0] * bands * xs[1], [&](int64_t begin, int64_t end) {
             for (int64_t task = begin; task < end; ++task) {
                 const int64_t n = task / (bands * xs[1]), band = task / xs[1] % bands;
