@@ -9,6 +9,7 @@ from . import arithmetic, modules, observers, fake_quant
 from . import ptq
 from .errors import UnsupportedOpError
 from .export.exporter import export
+from .fake_quant import BinaryFakeQuantize, clip_latent_weights
 from .export.onnx_export import export_onnx
 from .preprocess import ImagePreprocess
 from .ptq import auto_mixed_precision, quantize_ptq
@@ -33,7 +34,7 @@ def __getattr__(name):
 
 __all__ = ["quantize_qat", "prepare_ptq", "calibrate", "convert", "export", "export_onnx",
            "freeze_bn_stats", "int8_outputs", "ImagePreprocess", "report", "Report",
-           "auto_mixed_precision", "quantize_ptq",
+           "auto_mixed_precision", "quantize_ptq", "BinaryFakeQuantize", "clip_latent_weights",
            "FloatFallbackWarning",
            "QConfig", "QConfigMapping", "PRESETS", "bits_qconfig", "bits_qconfig_mapping",
            "default_qat_qconfig", "default_ptq_qconfig", "with_args", "runtime",

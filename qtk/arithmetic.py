@@ -600,3 +600,11 @@ def image_resize(p, size, interpolation):
     acc = ((one - wy) * (one - wx) * top[:, :, :, cols[0]] + (one - wy) * wx * top[:, :, :, cols[1]]
            + wy * (one - wx) * bottom[:, :, :, cols[0]] + wy * wx * bottom[:, :, :, cols[1]])
     return (acc + (1 << 21)) >> 22
+
+
+# ---- spec 24: binary convolution ---------------------------------------------------------------
+
+def binary_sign(q, zero_point=0):
+    """The sign a binary layer reads: +1 where q >= z (the real value's sign, sign(0) = +1), else
+    -1, as int64; with z = 0 it is also a float weight's 1-bit quantization."""
+    return torch.where(q >= zero_point, 1, -1).to(torch.int64)

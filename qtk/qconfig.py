@@ -2,7 +2,7 @@
 import dataclasses
 import fnmatch
 import functools
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 from torch import nn
@@ -10,7 +10,8 @@ from torch import nn
 from . import arithmetic
 from .graph.capture import capture
 from .modules import QuantStub
-from .fake_quant import FakeQuantize, LSQFakeQuantize, PACTFakeQuantize, TQTFakeQuantize
+from .fake_quant import (BinaryFakeQuantize, FakeQuantize, LSQFakeQuantize, PACTFakeQuantize,
+                         TQTFakeQuantize)
 from .observers import MinMaxObserver, MovingAverageMinMaxObserver, PerChannelMinMaxObserver
 
 
@@ -28,13 +29,19 @@ class QConfig:
             per tensor).
         weight: factory returning a fake quantizer for the weight (int8, symmetric narrow range,
             per output channel).
+        input: for a convolution that quantizes what it reads itself, the factory of that
+            quantizer: :class:`qtk.BinaryFakeQuantize` for 1-bit inputs (spec 24). ``None``: the
+            layer reads its producer's int8 output as it is.
     """
     activation: Callable
     weight: Callable
+    input: Optional[Callable] = None
 
     def __post_init__(self):
-        for field in ("activation", "weight"):
-            if not callable(getattr(self, field)) or isinstance(getattr(self, field), FakeQuantize):
+        for field in ("activation", "weight", "input"):
+            if field == "input" and self.input is None:
+                continue
+            if not callable(getattr(self, field)) or isinstance(getattr(self, field), nn.Module):
                 raise TypeError(f"QConfig.{field} must be a factory (a class or "
                                 f"qtk.qconfig.with_args(...)), not a module instance: each module "
                                 f"needs its own quantizer")
@@ -124,11 +131,15 @@ def as_mapping(qconfig, default):
     raise TypeError(f"qconfig must be a qtk.QConfig or qtk.QConfigMapping, got {type(qconfig)}")
 
 
+BINARY_WEIGHT = with_args(BinaryFakeQuantize, per_channel=True)
+BINARY_INPUT = BinaryFakeQuantize
+
+
 def integer_range(bits, signed=True, narrow=False):
     """[qmin, qmax] of a ``bits``-bit integer: signed or unsigned, narrow range dropping the most
     negative (signed) or the lowest (unsigned) value, so the range is symmetric about its middle."""
     if not 2 <= bits <= 8:
-        raise ValueError(f"bit width must be in [2, 8], got {bits}")
+        raise ValueError(f"bit width must be in [2, 8] (1 bit is binary: bits_qconfig), got {bits}")
     qmin, qmax = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2 ** bits - 1)
     return qmin + int(narrow), qmax
 
@@ -152,15 +163,23 @@ def bits_qconfig(weight_bits=8, activation_bits=8, base=None, signed_activations
     ``per_channel_weights=False``; activations keep base's quantizer and observer with an
     ``activation_bits``-bit range, signed or unsigned, optionally narrow. Sub-8-bit values live in
     int8 containers (weights are packed in the .qmodel) and run in the int8 kernels, clamped to
-    their range, so the deployed model stays byte-identical (spec 16)."""
-    base = base or default_qat_qconfig
-    a_min, a_max = integer_range(activation_bits, signed_activations, narrow_activations)
-    w_min, w_max = integer_range(weight_bits, narrow=True)
-    weight_args = dict(qmin=w_min, qmax=w_max) if per_channel_weights else dict(
-        qmin=w_min, qmax=w_max, ch_axis=None)
-    return QConfig(activation=with_observer_args(base.activation, qmin=a_min, qmax=a_max),
-                   weight=with_observer_args(base.weight, **weight_args))
+    their range, so the deployed model stays byte-identical (spec 16).
 
+    1 bit is binary (spec 24): ``weight_bits=1`` gives weights of +-1 with a scale per channel;
+    ``activation_bits=1`` makes each convolution read the sign of its int8 input (outputs stay
+    8 bits, the real-valued path of Bi-Real and ReActNet blocks)."""
+    base = base or default_qat_qconfig
+    if weight_bits == 1:
+        weight = BINARY_WEIGHT
+    else:
+        w_min, w_max = integer_range(weight_bits, narrow=True)
+        weight = with_observer_args(base.weight, qmin=w_min, qmax=w_max,
+                                    **({} if per_channel_weights else dict(ch_axis=None)))
+    if activation_bits == 1:
+        return QConfig(activation=base.activation, weight=weight, input=BINARY_INPUT)
+    a_min, a_max = integer_range(activation_bits, signed_activations, narrow_activations)
+    return QConfig(activation=with_observer_args(base.activation, qmin=a_min, qmax=a_max),
+                   weight=weight)
 
 
 def bits_qconfig_mapping(model, weight_bits, activation_bits, base=None, edge_bits=8,
@@ -190,4 +209,6 @@ PRESETS = {
     "w4a8_qat": bits_qconfig(4, 8),
     "w4a4_qat": bits_qconfig(4, 4),
     "w2a2_qat": bits_qconfig(2, 2),
+    "w1a1_qat": bits_qconfig(1, 1),
+    "w1a2_qat": bits_qconfig(1, 2, signed_activations=False),
 }

@@ -6,6 +6,7 @@ shift 1 and 62, the smallest and largest multipliers, negative accumulators.
 import math
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -91,6 +92,14 @@ def test_dequantize_matches(q, scale, zero_point):
     expected = arithmetic.dequantize(torch.from_numpy(q), scale, zero_point)
     actual = _C.arith.dequantize(q, scale, zero_point)
     assert actual.tobytes() == expected.numpy().tobytes()
+
+
+@pytest.mark.parametrize("zero_point", [-128, -1, 0, 5, 127])
+def test_binary_sign_matches(zero_point):
+    q = np.arange(-128, 128, dtype=np.int8)
+    expected = arithmetic.binary_sign(torch.from_numpy(q), zero_point)
+    np.testing.assert_array_equal(_C.arith.binary_sign(q, zero_point), expected.numpy())
+    assert set(expected[q == zero_point].tolist()) == {1}  # sign(0) = +1
 
 
 @SETTINGS

@@ -115,9 +115,9 @@ def test_low_bit_weights_use_their_range(bits):
     assert all(int(w.abs().max()) == limit for w in weights)
 
 
-def test_bit_widths_outside_2_to_8_are_refused():
+def test_bit_widths_outside_1_to_8_are_refused():  # 1 is binary (tests/test_binary.py)
     with pytest.raises(ValueError, match="bit width"):
-        bits_qconfig(1, 8)
+        bits_qconfig(0, 8)
     with pytest.raises(ValueError, match="bit width"):
         bits_qconfig(8, 9)
 

@@ -58,6 +58,24 @@ Conv2dInt8Constants::Conv2dInt8Constants(const NodeView& node, const Conv2dParam
     check_accumulator_range(node, bias, params.products_per_output());
     input_zero_point = x.zero_point;
     has_residual = node.input_count() == 4;
+    binary = node.op() == "conv2d_binary";
+    if (binary) {
+        node.expect_attrs(
+            {"stride", "padding", "dilation", "groups", "multiplier", "shift", "clamp", "pad_value"});
+        if (has_residual) {
+            node.fail("a binary convolution takes 3 inputs (x, weight, bias), not 4");
+        }
+        pad_value = static_cast<int32_t>(node.int_scalar("pad_value", 0, 1));
+        for (size_t i = 0; i < w.data_size; ++i) {
+            if (weight[i] != 1 && weight[i] != -1) {
+                node.fail("weight '" + w.name + "' holds " + std::to_string(weight[i]) +
+                          " at element " + std::to_string(i) +
+                          "; a binary convolution's weights are -1 and +1 (spec 24)");
+            }
+        }
+        output_zero_point = y.zero_point;
+        return;
+    }
     if (!has_residual) {
         node.expect_attrs(
             {"stride", "padding", "dilation", "groups", "multiplier", "shift", "clamp"},

@@ -55,7 +55,8 @@ struct ResidualAdd {
     }
 };
 
-// The checked constants and requantization of an int8 conv2d node (spec 4).
+// The checked constants and requantization of an int8 conv2d node (spec 4) or of a conv2d_binary
+// node (spec 24).
 struct Conv2dInt8Constants {
     Conv2dInt8Constants(const NodeView& node, const Conv2dParams& params);
 
@@ -70,6 +71,10 @@ struct Conv2dInt8Constants {
     int32_t input_zero_point, output_zero_point;  // output: of the conv result, before any residual
     bool has_residual = false;  // input 3, added to the conv result by `residual`
     ResidualAdd residual{};
+    // conv2d_binary (spec 24): the weight is +-1, the input is read by its sign, and a padded
+    // position reads pad_value (0 or 1) instead of adding nothing.
+    bool binary = false;
+    int32_t pad_value = 0;
 };
 
 // The checked constants of a float32 conv2d node, decoded from little-endian once.

@@ -262,11 +262,12 @@ std::string value_label(uint32_t id, const Value& v) {
     return "value " + std::to_string(id) + " ('" + v.name + "')";
 }
 
-// Storage codes 4 and 5: signed 4- and 2-bit constants packed low bits first, widened to int8.
-constexpr uint8_t kPackedInt4 = 4, kPackedInt2 = 5;
+// Storage codes 4 and 5: signed 4- and 2-bit constants packed low bits first; 7: binary weights,
+// one bit each, 1 for -1 and 0 for +1 (spec 24). All widened to int8.
+constexpr uint8_t kPackedInt4 = 4, kPackedInt2 = 5, kPackedBinary = 7;
 
 int packed_bits(uint8_t storage) {
-    return storage == kPackedInt4 ? 4 : storage == kPackedInt2 ? 2 : 0;
+    return storage == kPackedInt4 ? 4 : storage == kPackedInt2 ? 2 : storage == kPackedBinary ? 1 : 0;
 }
 
 std::shared_ptr<const std::vector<int8_t>> unpack(const uint8_t* data, int64_t elements, int bits) {
@@ -276,7 +277,8 @@ std::shared_ptr<const std::vector<int8_t>> unpack(const uint8_t* data, int64_t e
     for (int64_t i = 0; i < elements; ++i) {
         const uint8_t field = static_cast<uint8_t>(data[i / per_byte] >> ((i % per_byte) * bits));
         (*values)[static_cast<size_t>(i)] =
-            static_cast<int8_t>(static_cast<int8_t>(field << sign_shift) >> sign_shift);
+            bits == 1 ? static_cast<int8_t>(1 - 2 * (field & 1))
+                      : static_cast<int8_t>(static_cast<int8_t>(field << sign_shift) >> sign_shift);
     }
     return values;
 }
@@ -288,10 +290,10 @@ Value read_value(Reader& r, uint32_t id, const uint8_t* blob, uint64_t blob_size
     r.set_context(value_label(id, v));
 
     const uint8_t dtype = r.u8("dtype");
-    if (dtype < 1 || dtype > 6) {
+    if (dtype < 1 || dtype > 7) {
         r.fail_field("dtype", std::to_string(dtype) +
-                                  " is not 1 (int8), 2 (int32), 3 (float32), 4 (int4), 5 (int2) "
-                                  "or 6 (uint8)");
+                                  " is not 1 (int8), 2 (int32), 3 (float32), 4 (int4), 5 (int2), "
+                                  "6 (uint8) or 7 (int1)");
     }
     const int bits = packed_bits(dtype);
     v.dtype = bits > 0 ? DType::kInt8 : static_cast<DType>(dtype);
@@ -376,6 +378,11 @@ Value read_value(Reader& r, uint32_t id, const uint8_t* blob, uint64_t blob_size
         }
         v.data = blob + offset;
         v.data_size = static_cast<size_t>(size);
+        const int used_bits = static_cast<int>(static_cast<uint64_t>(elements) * bits % 8);
+        if (bits > 0 && used_bits != 0 && (v.data[size - 1] >> used_bits) != 0) {
+            r.fail_field("data", "the padding bits of the last byte of " + stored +
+                                     " data are not zero; the file is damaged or wrongly packed");
+        }
         if (bits > 0) {
             g.unpacked_constants.push_back(unpack(v.data, elements, bits));
             v.data = reinterpret_cast<const uint8_t*>(g.unpacked_constants.back()->data());

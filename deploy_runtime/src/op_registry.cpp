@@ -68,6 +68,7 @@ std::unique_ptr<OpKernel> make_image_to_int8_reference(const NodeView& node);
 #undef QTK_ALGO
 #define QTK_ALGO(descriptor) extern const OpAlgo descriptor;
 #include "algo_lists/add_float32.inc"
+#include "algo_lists/conv2d_binary.inc"
 #include "algo_lists/function_float32.inc"
 #include "algo_lists/add_int8.inc"
 #include "algo_lists/concat_int8.inc"
@@ -91,6 +92,9 @@ const Conv2dAlgo* const kConv2dInt8Algos[] = {
 };
 const Conv2dAlgo* const kConv2dFloat32Algos[] = {
 #include "algo_lists/conv2d_float32.inc"
+};
+const OpAlgo* const kConv2dBinaryAlgos[] = {
+#include "algo_lists/conv2d_binary.inc"
 };
 const OpAlgo* const kLinearInt8Algos[] = {
 #include "algo_lists/linear_int8.inc"
@@ -178,6 +182,7 @@ const MultiAlgorithmOp kMultiAlgorithmOps[] = {
     {"conv2d", DType::kInt8, [](const NodeView& n) { return conv2d_candidates(n, DType::kInt8); }},
     {"conv2d", DType::kFloat32,
      [](const NodeView& n) { return conv2d_candidates(n, DType::kFloat32); }},
+    {"conv2d_binary", DType::kInt8, list_candidates<kConv2dBinaryAlgos>},
     {"linear", DType::kInt8, list_candidates<kLinearInt8Algos>},
     {"linear", DType::kFloat32, list_candidates<kLinearFloat32Algos>},
     {"add", DType::kInt8, list_candidates<kAddInt8Algos>},
@@ -206,6 +211,7 @@ struct OpEntry {
 // its line here.
 constexpr OpEntry kOps[] = {
     {"conv2d", nullptr, nullptr},  // kMultiAlgorithmOps
+    {"conv2d_binary", nullptr, nullptr},  // int8: kMultiAlgorithmOps
     {"conv_transpose2d", make_conv_transpose2d_int8_reference,
      make_conv_transpose2d_float32_reference},
     {"linear", nullptr, nullptr},  // kMultiAlgorithmOps

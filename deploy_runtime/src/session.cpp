@@ -460,7 +460,8 @@ std::vector<NodeProfile> Session::profile() const {
             }
         }
         // conv2d and linear: each output element takes one product per weight of its channel
-        if ((node.op == "conv2d" || node.op == "linear") && node.inputs.size() > 1) {
+        if ((node.op == "conv2d" || node.op == "conv2d_binary" || node.op == "linear") &&
+            node.inputs.size() > 1) {
             const Shape& weight = impl_->plan.shapes[node.inputs[1]];
             n.macs = detail::element_count(impl_->plan.shapes[node.outputs[0]]) *
                      (detail::element_count(weight) / weight[0]);

@@ -142,6 +142,18 @@ py::array_t<float> dequantize(const py::handle& q_obj, double scale, int64_t zer
     return out;
 }
 
+py::array_t<int32_t> binary_sign(const py::handle& q_obj, int64_t zero_point) {
+    const std::string fn = "binary_sign";
+    const auto q = vector_arg<int8_t>(fn, "q", "int8", q_obj);
+    const int32_t z = zero_point_arg(fn, "zero_point", zero_point);
+    py::array_t<int32_t> out(q.shape(0));
+    int32_t* y = out.mutable_data();
+    for (py::ssize_t i = 0; i < q.shape(0); ++i) {
+        y[i] = qtk::arith::binary_sign(q.data()[i], z);
+    }
+    return out;
+}
+
 py::array_t<int32_t> round_half_away_div(const py::handle& sum_obj, const py::handle& divisor_obj) {
     const std::string fn = "round_half_away_div";
     const auto sum = vector_arg<int64_t>(fn, "sum", "int64", sum_obj);
@@ -276,6 +288,8 @@ void bind_arith(py::module_& m) {
           "float32 array -> int8 (spec 1); scale is rounded to float32, inv_scale computed once.");
     m.def("dequantize", &dequantize, py::arg("q"), py::arg("scale"), py::arg("zero_point"),
           "int8 array -> float32 (spec 1).");
+    m.def("binary_sign", &binary_sign, py::arg("q"), py::arg("zero_point"),
+          "int8 array -> int32 +1 where q >= zero_point, else -1 (spec 24).");
     m.def("round_half_away_div", &round_half_away_div, py::arg("sum"), py::arg("divisor"),
           "int64 sum, divisor arrays -> int32 sign(S) * floor((2|S| + d) / (2d)) (spec 6).");
     m.def("isqrt", &isqrt, py::arg("v"), "non-negative int64 array -> floor square roots (spec 19).");

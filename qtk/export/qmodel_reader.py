@@ -13,7 +13,8 @@ import torch
 
 from .qmodel_writer import ATTR_FLOATS, HEADER_SIZE, MAGIC, QModelWriter
 
-_DTYPES = {1: "int8", 2: "int32", 3: "float32", 4: "int4", 5: "int2", 6: "uint8"}
+_DTYPES = {1: "int8", 2: "int32", 3: "float32", 4: "int4", 5: "int2", 6: "uint8", 7: "int1"}
+_PACKED_BITS = {"int4": 4, "int2": 2, "int1": 1}
 _NUMPY = {"int8": np.int8, "int32": np.int32, "float32": np.float32, "uint8": np.uint8}
 
 
@@ -21,7 +22,7 @@ _NUMPY = {"int8": np.int8, "int32": np.int32, "float32": np.float32, "uint8": np
 class QValue:
     """One value record: an activation (``data`` None) or a constant."""
     name: str
-    dtype: str  # "int8", "int32", "float32", "uint8" (an image input), "int4"/"int2" (packed)
+    dtype: str  # "int8", "int32", "float32", "uint8" (an image input), "int4"/"int2"/"int1" (packed)
     shape: List[int]
     scale: float
     zero_point: int
@@ -61,6 +62,8 @@ def _unpack_signed(data, bits, count):
     raw = np.frombuffer(data, dtype=np.uint8).astype(np.int16)
     fields = np.stack([(raw >> (bits * i)) & ((1 << bits) - 1) for i in range(per_byte)], axis=1)
     fields = fields.reshape(-1)[:count]
+    if bits == 1:  # a binary weight's sign: 1 for -1 (spec 24)
+        return (1 - 2 * fields).astype(np.int8)
     return np.where(fields >= 1 << (bits - 1), fields - (1 << bits), fields).astype(np.int8)
 
 
@@ -111,8 +114,8 @@ def read_qmodel(source):
             start = blob_offset + offset
             raw = data[start:start + size]
             elements = int(np.prod(shape)) if shape else 1
-            if value.dtype in ("int4", "int2"):
-                array = _unpack_signed(raw, int(value.dtype[3:]), elements)
+            if value.dtype in _PACKED_BITS:
+                array = _unpack_signed(raw, _PACKED_BITS[value.dtype], elements)
             else:
                 array = np.frombuffer(raw, dtype=_NUMPY[value.dtype]).copy()
             value.data = array.reshape(shape)
@@ -158,7 +161,7 @@ def subgraph_writer(qfile, node_indices):
             return new_id[vid]
         v = qfile.values[vid]
         if v.constant:
-            bits = {"int4": 4, "int2": 2}.get(v.dtype, 8)
+            bits = _PACKED_BITS.get(v.dtype, 8)
             new_id[vid] = writer.add_constant(v.name, torch.from_numpy(v.data.copy()), bits)
         else:
             qparams = None if v.dtype == "float32" else _QParams(v.scale, v.zero_point)

@@ -10,14 +10,21 @@ HEADER_SIZE = 64
 ALIGNMENT = 64
 
 DTYPE_CODES = {torch.int8: 1, torch.int32: 2, torch.float32: 3, torch.uint8: 6}  # uint8: images
-PACKED_CODES = {4: 4, 2: 5}  # storage bits -> code: signed, packed low bits first
+PACKED_CODES = {4: 4, 2: 5, 1: 7}  # storage bits -> code: packed low bits first
 ATTR_INTS, ATTR_FLOATS = 1, 2
 
 
 def pack_signed(values, bits):
-    """int8 tensor -> bytes with 8 // bits two's-complement fields per byte, low bits first."""
+    """int8 tensor -> bytes with 8 // bits fields per byte, low bits first: two's complement, or
+    at 1 bit a binary weight's sign (1 for -1, 0 for +1; spec 24)."""
     per_byte = 8 // bits
-    fields = values.reshape(-1).to(torch.int64) & ((1 << bits) - 1)
+    values = values.reshape(-1).to(torch.int64)
+    if bits == 1:
+        if not bool((values.abs() == 1).all()):
+            raise ValueError("a 1-bit constant holds values other than -1 and +1")
+        fields = (values < 0).to(torch.int64)
+    else:
+        fields = values & ((1 << bits) - 1)
     fields = torch.nn.functional.pad(fields, (0, (-fields.numel()) % per_byte))
     shifts = torch.arange(per_byte, dtype=torch.int64) * bits
     return (fields.reshape(-1, per_byte) << shifts).sum(dim=1).to(torch.uint8).numpy().tobytes()
@@ -74,7 +81,8 @@ class QModelWriter:
         return index
 
     def add_constant(self, name, tensor, bits=8):
-        """A constant; an int8 one with ``bits`` 2 or 4 is stored packed (the runtime widens it)."""
+        """A constant; an int8 one with ``bits`` 1, 2 or 4 is stored packed (the runtime widens
+        it)."""
         tensor = tensor.detach().contiguous().cpu()
         if tensor.dtype not in DTYPE_CODES or tensor.dtype == torch.uint8:
             raise TypeError(f"{name}: cannot store dtype {tensor.dtype} in a .qmodel")

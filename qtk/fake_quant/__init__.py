@@ -4,14 +4,15 @@ Register a new fake quantizer with :func:`register_fake_quant` and look it up by
 :func:`get_fake_quant`.
 """
 from ..registry import Registry
+from .binary import BinaryFakeQuantize, clip_latent_weights
 from .fake_quantize import FakeQuantize
 from .learned import LSQFakeQuantize, PACTFakeQuantize, TQTFakeQuantize
 
 _fake_quantizers = Registry("fake quantizer")
 register_fake_quant, get_fake_quant = _fake_quantizers.register, _fake_quantizers.get
 
-for _cls in (FakeQuantize, LSQFakeQuantize, PACTFakeQuantize, TQTFakeQuantize):
+for _cls in (FakeQuantize, LSQFakeQuantize, PACTFakeQuantize, TQTFakeQuantize, BinaryFakeQuantize):
     register_fake_quant(_cls.__name__, _cls)
 
 __all__ = ["FakeQuantize", "LSQFakeQuantize", "PACTFakeQuantize", "TQTFakeQuantize",
-           "register_fake_quant", "get_fake_quant"]
+           "BinaryFakeQuantize", "clip_latent_weights", "register_fake_quant", "get_fake_quant"]

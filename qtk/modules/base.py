@@ -7,6 +7,8 @@ import torch
 from torch import nn
 
 from .. import arithmetic
+from ..errors import UnsupportedOpError
+from ..fake_quant import BinaryFakeQuantize
 
 
 class QParams(NamedTuple):
@@ -49,6 +51,15 @@ def float_activation_attrs(attrs, kind):
     """A float32 op's attributes with its fused activation as ``bounds`` (docs/qmodel_format.md)."""
     bounds = {None: None, "relu": [0.0, math.inf], "relu6": [0.0, 6.0]}[kind]
     return attrs if bounds is None else {**attrs, "bounds": bounds}
+
+
+def refuse_binary_input(qconfig, layer):
+    """A weight layer without a binary-input form (spec 24 has Conv2d's) refuses QConfig.input."""
+    if qconfig.input is not None:
+        raise UnsupportedOpError(
+            f"{layer} has no form that reads 1-bit inputs (only Conv2d has, spec 24); give it a "
+            f"QConfig without input, e.g. QConfigMapping(by_type={{nn.{layer}: qtk.bits_qconfig(1, "
+            f"8)}}) for binary weights on int8 inputs")
 
 
 def apply_activation(x, kind):
@@ -164,9 +175,34 @@ class QuantizedWeightLayer(QuantizedModule):
     """Shared by convolution and linear: int8 weight, int32 bias, per-channel requantization."""
 
     def __init__(self, weight, bias, weight_fake_quant, input_qparams, output_qparams, activation,
-                 where):
+                 where, binary_input=False):
         super().__init__(input_qparams, output_qparams)
-        s_x = input_qparams[0].scale
+        # a layer that reads its input's signs (spec 24) reads them at scale 1
+        s_x = input_qparams[0].scale if not binary_input else 1.0
+        if isinstance(weight_fake_quant, BinaryFakeQuantize):  # +-1, a scale per channel
+            w_scale = weight_fake_quant.channel_scale(weight)
+            w_q = arithmetic.binary_sign(weight.detach())
+            self.weight_bits = 1
+        else:
+            w_scale, w_q = self._affine_weight(weight, weight_fake_quant)
+            self.weight_bits = arithmetic.storage_bits(weight_fake_quant.qmin,
+                                                       weight_fake_quant.qmax)
+        if bias is None:
+            bias = torch.zeros(weight.shape[0])
+        bias_q, multiplier, shift = arithmetic.weight_layer_requantization(
+            bias, w_q, s_x, w_scale, output_qparams.scale, where,
+            input_bound=1 if binary_input else 255)
+        self.register_buffer("weight_q", w_q.to(torch.int8))
+        self.register_buffer("bias_q", bias_q.to(torch.int32))
+        self.register_buffer("multiplier", multiplier)
+        self.register_buffer("shift", shift)
+        self.register_buffer("weight_scale", w_scale)
+        self.activation = activation
+        self.lo, self.hi = arithmetic.activation_bounds(activation, output_qparams)
+
+    @staticmethod
+    def _affine_weight(weight, weight_fake_quant):
+        """(scale per output channel, integer weight) by the fake quantizer's qparams."""
         if getattr(weight_fake_quant, "observer_enabled", True):  # False: frozen (ptq.adaround)
             with torch.no_grad():
                 weight_fake_quant.observer(weight)  # the final weight's, not the last step's
@@ -174,20 +210,8 @@ class QuantizedWeightLayer(QuantizedModule):
         arithmetic.check_finite_scale(w_scale, "weight")
         # a per-tensor weight scale is the same scale for every output channel
         w_scale = w_scale.reshape(-1).expand(weight.shape[0]).contiguous()
-        w_q = arithmetic.quantize(weight.detach(), w_scale, 0, weight_fake_quant.qmin,
-                                  weight_fake_quant.qmax, axis=0)
-        if bias is None:
-            bias = torch.zeros(weight.shape[0])
-        bias_q, multiplier, shift = arithmetic.weight_layer_requantization(
-            bias, w_q, s_x, w_scale, output_qparams.scale, where)
-        self.register_buffer("weight_q", w_q.to(torch.int8))
-        self.register_buffer("bias_q", bias_q.to(torch.int32))
-        self.register_buffer("multiplier", multiplier)
-        self.register_buffer("shift", shift)
-        self.register_buffer("weight_scale", w_scale)
-        self.weight_bits = arithmetic.storage_bits(weight_fake_quant.qmin, weight_fake_quant.qmax)
-        self.activation = activation
-        self.lo, self.hi = arithmetic.activation_bounds(activation, output_qparams)
+        return w_scale, arithmetic.quantize(weight.detach(), w_scale, 0, weight_fake_quant.qmin,
+                                            weight_fake_quant.qmax, axis=0)
 
     def _requantize(self, acc, channel_shape):
         m, n = self.multiplier.reshape(channel_shape), self.shift.reshape(channel_shape)

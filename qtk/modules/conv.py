@@ -6,8 +6,9 @@ from torch import nn
 
 from .. import arithmetic
 from ..errors import UnsupportedOpError
+from ..fake_quant import BinaryFakeQuantize
 from .base import (QATModule, QModelOp, QuantizedWeightLayer, activation_kind, apply_activation,
-                   float_activation_attrs, float_export)
+                   float_activation_attrs, float_export, refuse_binary_input)
 
 
 # ---- float: fused containers that quantize as one layer ----------------------------------------
@@ -93,6 +94,8 @@ class QATConv2d(nn.Conv2d, QATModule):
         self.activation = activation
         self.weight_fake_quant = qconfig.weight()
         self.activation_post_process = qconfig.activation()
+        # a binary layer's sign of its input (spec 24); None: the int8 input as it is
+        self.input_fake_quant = qconfig.input() if qconfig.input is not None else None
 
     @classmethod
     def _new_like(cls, conv, qconfig, activation, bias):
@@ -113,8 +116,17 @@ class QATConv2d(nn.Conv2d, QATModule):
     def folded_weight_and_bias(self):
         return self.weight, self.bias
 
+    def convolve(self, x, weight, bias):
+        """The convolution of x, or of its signs padded with the binarizer's pad value."""
+        if self.input_fake_quant is None:
+            return self._conv_forward(x, weight, bias)
+        pad_h, pad_w = self.padding
+        signs = F.pad(self.input_fake_quant(x), (pad_w, pad_w, pad_h, pad_h),
+                      value=float(self.input_fake_quant.pad_value))
+        return F.conv2d(signs, weight, bias, self.stride, 0, self.dilation, self.groups)
+
     def forward(self, x):
-        y = self._conv_forward(x, self.weight_fake_quant(self.weight), self.bias)
+        y = self.convolve(x, self.weight_fake_quant(self.weight), self.bias)
         return self.activation_post_process(apply_activation(y, self.activation))
 
 
@@ -152,7 +164,12 @@ class QATConvBn2d(QATConv2d):
 
     def forward(self, x):
         scale = batchnorm_scale(self.bn)
-        weight = self.weight_fake_quant(self.weight * scale.reshape(-1, 1, 1, 1))
+        if isinstance(self.weight_fake_quant, BinaryFakeQuantize):
+            # sign(w s) mean|w s| = sign(w) mean|w| s: the same weight, with the straight-through
+            # window on the latent weight, where clip_latent_weights keeps it
+            weight = self.weight_fake_quant(self.weight) * scale.reshape(-1, 1, 1, 1)
+        else:
+            weight = self.weight_fake_quant(self.weight * scale.reshape(-1, 1, 1, 1))
         # A channel with BatchNorm gamma = 0 (zero_init_residual) folds to zero weights, and
         # dividing its output by its scale would be 0 / 0. BatchNorm's output there is beta
         # whatever it reads, so it reads the unfolded conv: finite, and gamma's gradient, which is
@@ -160,7 +177,7 @@ class QATConvBn2d(QATConv2d):
         zero = scale == 0  # no `if zero.any()`: that would wait for the GPU at every step
         weight = torch.where(zero.reshape(-1, 1, 1, 1), self.weight, weight)
         scale = torch.where(zero, 1.0, scale)
-        y = self._conv_forward(x, weight, None) / scale.reshape(1, -1, 1, 1)
+        y = self.convolve(x, weight, None) / scale.reshape(1, -1, 1, 1)
         if self.bias is not None:
             y = y + self.bias.reshape(1, -1, 1, 1)
         y = self.bn(y)
@@ -170,29 +187,42 @@ class QATConvBn2d(QATConv2d):
 # ---- Quantized ----------------------------------------------------------------------------------
 
 class QuantizedConv2d(QuantizedWeightLayer):
-    """int8 convolution: exact int32 sums, per-channel requantization, fused clamp (spec 4, 5)."""
+    """int8 convolution: exact int32 sums, per-channel requantization, fused clamp (spec 4, 5);
+    or binary, reading its input's signs (spec 24)."""
     SOURCE_TYPES = (QATConv2d,)
 
     @classmethod
     def from_module(cls, module, input_qparams, where=""):
         weight, bias = module.folded_weight_and_bias()
+        binarizer = module.input_fake_quant
         layer = cls(weight.detach(), None if bias is None else bias.detach(),
                     module.weight_fake_quant, input_qparams, module.output_qparams(),
-                    module.activation, where)
+                    module.activation, where, binary_input=binarizer is not None)
         layer.stride, layer.padding = tuple(module.stride), tuple(module.padding)
         layer.dilation, layer.groups = tuple(module.dilation), module.groups
+        # reads the signs of its input, padded with this value (spec 24); None: int8 input
+        layer.pad_value = None if binarizer is None else binarizer.pad_value
         return layer
 
     def forward(self, x):
-        acc = arithmetic.conv2d_accumulate(x, self.input_qparams[0].zero_point, self.weight_q,
-                                           self.bias_q.to(torch.int64), self.stride, self.padding,
+        if self.pad_value is None:
+            x, zero_point, padding = x, self.input_qparams[0].zero_point, self.padding
+        else:
+            pad_h, pad_w = self.padding
+            x = F.pad(arithmetic.binary_sign(x, self.input_qparams[0].zero_point),
+                      (pad_w, pad_w, pad_h, pad_h), value=self.pad_value)
+            zero_point, padding = 0, (0, 0)
+        acc = arithmetic.conv2d_accumulate(x, zero_point, self.weight_q,
+                                           self.bias_q.to(torch.int64), self.stride, padding,
                                            self.dilation, self.groups)
         return self._requantize(acc, (1, -1, 1, 1))
 
     def qmodel_op(self, input_shapes):
         attrs = {"stride": list(self.stride), "padding": list(self.padding),
                  "dilation": list(self.dilation), "groups": [self.groups]}
-        return self._weight_op("conv2d", attrs)
+        if self.pad_value is None:
+            return self._weight_op("conv2d", attrs)
+        return self._weight_op("conv2d_binary", {**attrs, "pad_value": [self.pad_value]})
 
     def extra_repr(self):
         return (f"{tuple(self.weight_q.shape)}, stride={self.stride}, padding={self.padding}, "
@@ -256,6 +286,7 @@ class QATConvTranspose2d(nn.ConvTranspose2d, QATModule):
 
     def __init__(self, *args, qconfig, **kwargs):
         super().__init__(*args, **kwargs)
+        refuse_binary_input(qconfig, "ConvTranspose2d")
         self.activation = None
         self.weight_fake_quant = qconfig.weight()
         self.activation_post_process = qconfig.activation()

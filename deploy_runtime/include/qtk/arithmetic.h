@@ -90,6 +90,9 @@ inline int8_t average(int64_t sum_minus_zp, int64_t divisor, int32_t zero_point)
         clamp(round_half_away_div(sum_minus_zp, divisor) + zero_point, kInt8Min, kInt8Max));
 }
 
+// Spec 24: the sign a binary layer reads from an int8 activation, +1 where q >= z (sign(0) = +1).
+inline int32_t binary_sign(int8_t q, int32_t zero_point) { return q >= zero_point ? 1 : -1; }
+
 // ---- Spec 18: softmax by a table of exponentials ----------------------------------------------
 // T[d] = round(2^20 exp(-s d)) for the distances d = max(q) - q in [0, 255], computed at convert;
 // A = round(2^16 / s_y) in [1, 2^30]. With T <= 2^20, T[0] = 2^20 and rows of at most 2^20

@@ -2,10 +2,12 @@
 // NCHW or, where the layout pass chose it, NHWC:
 // - int8: docs/quantization_spec.md section 4, per-output-channel requantization, then the fused
 //   residual add of spec 3 where the graph pass put one (conv2d.h);
+// - conv2d_binary: spec 24, the int8 form reading each input's sign and padding with pad_value;
 // - float32: the float part of a mixed-precision model, summed in float32, optional bounds.
 // Both dtypes share the geometry and one loop; they differ in the accumulator and its epilogue.
 #include "conv2d.h"
 
+#include "op_algo.h"
 #include "thread_pool.h"
 
 namespace qtk {
@@ -18,12 +20,12 @@ class Conv2dReference : public Conv2dKernel {
         : Conv2dKernel(node, read_conv2d_params(node, dtype, bias_dtype)) {}
 
  protected:
-    // y[i] = finish(oc, bias[oc] + sum (x - x_zero) * w, i) in the accumulator type Acc, i the
-    // index of [n, oc, oy, ox] in y (NCHW, or NHWC where params_.nhwc); padded positions add
-    // nothing.
-    template <typename T, typename Acc, typename Finish>
-    void convolve(const NodeIO& io, ThreadPool& pool, const T* weight, const Acc* bias, Acc x_zero,
-                  const Finish& finish) const {
+    // y[i] = finish(oc, bias[oc] + sum read(x) * w, i) in the accumulator type Acc, i the index
+    // of [n, oc, oy, ox] in y (NCHW, or NHWC where params_.nhwc); a padded position reads `padded`
+    // (0 but for a binary conv's pad value).
+    template <typename T, typename Acc, typename Read, typename Finish>
+    void convolve(const NodeIO& io, ThreadPool& pool, const T* weight, const Acc* bias,
+                  const Read& read, Acc padded, const Finish& finish) const {
         const Conv2dParams& p = params_;
         const Layout x_at(*io.input_shapes[0], p.nhwc), y_at(*io.output_shapes[0], p.nhwc);
         const T* x = io.input<T>(0);
@@ -43,18 +45,14 @@ class Conv2dReference : public Conv2dKernel {
                             const T* w_channel = w + ic * p.kernel_h * p.kernel_w;
                             for (int64_t ky = 0; ky < p.kernel_h; ++ky) {
                                 const int64_t iy = oy * p.stride_h - p.pad_h + ky * p.dilation_h;
-                                if (iy < 0 || iy >= x_at.height) {
-                                    continue;  // padding adds nothing
-                                }
                                 for (int64_t kx = 0; kx < p.kernel_w; ++kx) {
                                     const int64_t ix =
                                         ox * p.stride_w - p.pad_w + kx * p.dilation_w;
-                                    if (ix < 0 || ix >= x_at.width) {
-                                        continue;
-                                    }
-                                    acc += (static_cast<Acc>(x[x_at(n, ic0 + ic, iy, ix)]) -
-                                            x_zero) *
-                                           static_cast<Acc>(w_channel[ky * p.kernel_w + kx]);
+                                    const bool inside =
+                                        iy >= 0 && iy < x_at.height && ix >= 0 && ix < x_at.width;
+                                    const Acc v = inside ? read(x[x_at(n, ic0 + ic, iy, ix)])
+                                                         : padded;
+                                    acc += v * static_cast<Acc>(w_channel[ky * p.kernel_w + kx]);
                                 }
                             }
                         }
@@ -92,7 +90,11 @@ class Conv2dInt8Reference final : public Conv2dReference {
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Conv2dInt8Constants& c = constants_;
         const int8_t* residual = c.has_residual ? io.input<int8_t>(3) : nullptr;
-        convolve(io, pool, c.weight, c.bias.data(), c.input_zero_point,
+        const auto read = [&](int8_t q) {
+            return c.binary ? arith::binary_sign(q, c.input_zero_point)
+                            : int32_t{q} - c.input_zero_point;
+        };
+        convolve(io, pool, c.weight, c.bias.data(), read, c.pad_value,
                  [&](int64_t oc, int32_t acc, int64_t at) {
                      const int8_t conv = c.requantize(oc, acc);
                      return residual ? c.residual.apply(conv, residual[at]) : conv;
@@ -110,7 +112,7 @@ class Conv2dFloat32Reference final : public Conv2dReference {
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Conv2dFloat32Constants& c = constants_;
-        convolve(io, pool, c.weight.data(), c.bias.data(), 0.0f,
+        convolve(io, pool, c.weight.data(), c.bias.data(), [](float v) { return v; }, 0.0f,
                  [&](int64_t, float acc, int64_t) { return c.bounds.apply(acc); });
     }
 
@@ -126,6 +128,11 @@ QTK_KERNEL_FACTORY(make_conv2d_int8_reference, Conv2dInt8Reference)
 extern const Conv2dAlgo kConv2dInt8Reference = {"conv2d_int8_reference", IsaLevel::kScalar,
                                                 fits_any_conv2d, make_conv2d_int8_reference,
                                                 true, true};
+
+// conv2d_binary's portable algorithm, last in algo_lists/conv2d_binary.inc: the int8 reference,
+// whose constants read the binary node (Conv2dInt8Constants::binary).
+extern const OpAlgo kConv2dBinaryReference = {"conv2d_binary_reference", IsaLevel::kScalar,
+                                              make_conv2d_int8_reference};
 
 QTK_KERNEL_FACTORY(make_conv2d_float32_reference, Conv2dFloat32Reference)
 

@@ -1,0 +1,187 @@
+"""Binary networks (spec 24): the sign quantizer's forward and gradients, binary convolutions
+deployed byte-identical to the Quantized reference over a sweep of geometries, 1-bit storage, and
+the errors for what has no binary form."""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import qtk
+from qtk.export.qmodel_reader import read_qmodel
+from qtk.qconfig import BINARY_WEIGHT
+
+
+def binary_qconfig(pad_value=0, gradient="ste"):
+    return qtk.QConfig(activation=qtk.default_qat_qconfig.activation, weight=BINARY_WEIGHT,
+                       input=qtk.with_args(qtk.BinaryFakeQuantize, pad_value=pad_value,
+                                           gradient=gradient))
+
+
+class BinaryBlock(nn.Module):
+    """An int8 stem, then a binary conv with BatchNorm (its output int8), then an int8 1x1."""
+
+    def __init__(self, c_in, c_mid, kernel, stride=1, padding=0, dilation=1, groups=1):
+        super().__init__()
+        self.quant, self.dequant = qtk.modules.QuantStub(), qtk.modules.DequantStub()
+        self.stem = nn.Sequential(nn.Conv2d(3, c_in, 1), nn.BatchNorm2d(c_in))
+        self.binary = nn.Sequential(
+            nn.Conv2d(c_in, c_mid, kernel, stride, padding, dilation, groups, bias=False),
+            nn.BatchNorm2d(c_mid))
+        self.head = nn.Conv2d(c_mid, 5, 1)
+
+    def forward(self, x):
+        return self.dequant(self.head(self.binary(self.stem(self.quant(x)))))
+
+
+def _deploy(model, qconfig, x, threads=1):
+    """QAT steps with BatchNorm statistics estimated on random data, then the runtime's int8
+    output against the Quantized reference's. Returns (expected, got, quantized, algorithms)."""
+    torch.manual_seed(0)
+    qat = qtk.quantize_qat(model, qconfig).train()
+    for module in qat.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.momentum = None
+    for _ in range(3):
+        qat(torch.randn_like(x))
+    quantized = qtk.convert(qat.eval())
+    session = qtk.runtime.load(qtk.export(quantized, x[:1]), threads=threads)
+    with qtk.int8_outputs(quantized):
+        expected = quantized(x)
+    return expected, session.run(x, output="int8"), quantized, session.algorithms
+
+
+GEOMETRIES = [  # c_in, c_mid, kernel, stride, padding, dilation, groups, height, width
+    (1, 3, 3, 1, 1, 1, 1, 5, 7),
+    (3, 8, 3, 1, 1, 1, 1, 9, 9),
+    (63, 17, 3, 2, 1, 1, 1, 11, 10),
+    (64, 33, 3, 1, 1, 1, 1, 8, 13),
+    (65, 32, 3, 1, 2, 2, 1, 9, 9),
+    (130, 9, 1, 1, 0, 1, 1, 7, 5),
+    (16, 40, 5, 2, 2, 1, 1, 12, 11),
+    (24, 12, 3, 1, 1, 1, 2, 6, 6),
+    (70, 70, (1, 3), 1, (0, 1), 1, 1, 4, 9),
+]
+
+
+# The popcount kernels at each ISA level: the portable one where nothing caps it lower.
+LEVELS = {"scalar": "conv2d_binary_popcount_4x8_portable", "": None}
+
+
+@pytest.mark.parametrize("pad_value", [0, 1])
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
+def test_binary_conv_deploys_byte_identical(geometry, pad_value, monkeypatch):
+    c_in, c_mid, kernel, stride, padding, dilation, groups, h, w = geometry
+    model = BinaryBlock(c_in, c_mid, kernel, stride, padding, dilation, groups)
+    mapping = qtk.QConfigMapping(qtk.default_qat_qconfig,
+                                 by_name={"binary": binary_qconfig(pad_value)})
+    x = torch.randn(3, 3, h, w)
+    for (isa, algorithm), threads in itertools.product(LEVELS.items(), (1, 2)):
+        monkeypatch.setenv("QTK_ISA", isa)
+        expected, got, quantized, algorithms = _deploy(model, mapping, x, threads)
+        assert torch.equal(expected, got), (isa, threads)
+        (binary,) = [a for a in algorithms if a.startswith("conv2d_binary")]
+        assert binary == algorithm or (algorithm is None and "popcount" in binary), binary
+    assert quantized.get_submodule("binary.0").pad_value == pad_value
+    assert len(expected.unique()) > 4, "degenerate output: the check would hold trivially"
+
+
+@pytest.mark.parametrize("pad_value", [0, 1])
+def test_binary_quantized_is_within_one_step_of_qat(pad_value):
+    """On the same int8 input: upstream, a one-step difference at a value near zero would flip a
+    sign and move the binary layer's output by far more than a step."""
+    model = BinaryBlock(16, 24, 3, padding=1)
+    mapping = qtk.QConfigMapping(qtk.default_qat_qconfig,
+                                 by_name={"binary": binary_qconfig(pad_value)})
+    torch.manual_seed(0)
+    qat = qtk.quantize_qat(model, mapping).train()
+    for _ in range(3):
+        qat(torch.randn(4, 3, 9, 9))
+    for module in qat.modules():  # the output scales stay those convert reads
+        if isinstance(module, qtk.fake_quant.FakeQuantize):
+            module.observer_enabled = False
+    quantized = qtk.convert(qat.eval())
+    layer = quantized.get_submodule("binary.0")
+    (x_qparams,) = layer.input_qparams
+    x_q = torch.randint(-128, 128, (4, 16, 9, 9), dtype=torch.int8)
+    expected = qat.get_submodule("binary.0")((x_q.float() - x_qparams.zero_point) * x_qparams.scale)
+    y = layer.output_qparams
+    got = (layer(x_q).float() - y.zero_point) * y.scale
+    assert (expected - got).abs().max() <= 1.01 * y.scale
+
+
+@pytest.mark.parametrize("gradient", ["ste", "approx_sign"])
+def test_sign_forward_and_gradients(gradient):
+    x = torch.tensor([-2.0, -1.0, -0.5, 0.0, 0.25, 1.0, 3.0], requires_grad=True)
+    y = qtk.BinaryFakeQuantize(gradient=gradient)(x)
+    assert y.tolist() == [-1, -1, -1, 1, 1, 1, -1 + 2]  # sign(0) = +1
+    y.sum().backward()
+    expected = {"ste": [0, 1, 1, 1, 1, 1, 0], "approx_sign": [0, 0, 1, 2, 1.5, 0, 0]}[gradient]
+    assert x.grad.tolist() == expected
+
+
+def test_binary_weights_keep_a_scale_per_channel_and_latent_clipping():
+    weight = torch.tensor([[0.5, -1.5], [-0.25, 0.0]])
+    fake_quant = qtk.BinaryFakeQuantize(per_channel=True)
+    assert fake_quant(weight).tolist() == [[1.0, -1.0], [-0.125, 0.125]]
+    conv = qtk.quantize_qat(nn.Sequential(qtk.modules.QuantStub(), nn.Conv2d(2, 2, 1)),
+                            qtk.bits_qconfig(1, 8))
+    layer = conv.get_submodule("1")
+    with torch.no_grad():
+        layer.weight.mul_(100)
+    qtk.clip_latent_weights(conv)
+    assert layer.weight.abs().max() == 1
+
+
+def test_binary_weights_are_stored_one_bit_each_and_widened_exactly():
+    model = BinaryBlock(64, 64, 3, padding=1)
+    mapping = qtk.QConfigMapping(qtk.default_qat_qconfig, by_name={"binary": binary_qconfig()})
+    quantized = _deploy(model, mapping, torch.randn(1, 3, 6, 6))[2]
+    qfile = read_qmodel(qtk.export(quantized, torch.randn(1, 3, 6, 6)))
+    (weight,) = [v for v in qfile.values if v.dtype == "int1"]
+    assert weight.file_size == 64 * 64 * 9 // 8
+    assert np.array_equal(weight.data, quantized.get_submodule("binary.0").weight_q.numpy())
+
+
+def test_w1a2_runs_binary_weights_on_2_bit_activations_byte_identical():
+    model = BinaryBlock(16, 24, 3, padding=1)
+    mapping = qtk.QConfigMapping(qtk.default_qat_qconfig, by_name={
+        "binary": qtk.bits_qconfig(1, 2, signed_activations=False),
+        "stem": qtk.bits_qconfig(8, 2, signed_activations=False)})
+    x = torch.randn(2, 3, 7, 7)
+    expected, got, quantized, _ = _deploy(model, mapping, x)
+    assert torch.equal(expected, got)
+    assert set(quantized.get_submodule("binary.0").weight_q.unique().tolist()) == {-1, 1}
+    assert quantized.get_submodule("binary.0").pad_value is None  # an ordinary conv2d reading 2-bit activations
+
+
+def test_binary_inputs_on_a_layer_without_a_binary_form_are_refused_by_name():
+    model = nn.Sequential(qtk.modules.QuantStub(), nn.Linear(4, 4))
+    with pytest.raises(qtk.UnsupportedOpError, match="Linear has no form that reads 1-bit"):
+        qtk.quantize_qat(model, qtk.bits_qconfig(1, 1))
+
+
+def _binary_model(c_in=8, c_mid=8, kernel=3, padding=1):
+    model = BinaryBlock(c_in, c_mid, kernel, padding=padding)
+    mapping = qtk.QConfigMapping(qtk.default_qat_qconfig, by_name={"binary": binary_qconfig()})
+    return _deploy(model, mapping, torch.randn(1, 3, 6, 6))[2]
+
+
+def test_loader_refuses_a_binary_weight_with_stray_padding_bits():
+    quantized = _binary_model(3, 1, 1, 0)  # 3 weights: 5 padding bits in their byte
+    data = bytearray(qtk.export(quantized, torch.randn(1, 3, 6, 6)))
+    weight = next(v for v in read_qmodel(bytes(data)).values if v.dtype == "int1")
+    assert weight.file_size == 1
+    data[weight.file_offset] |= 0x80
+    with pytest.raises(qtk.QtkError, match="padding bits of the last byte of int1"):
+        qtk.runtime.load(bytes(data))
+
+
+def test_loader_refuses_a_binary_conv_whose_weight_is_not_plus_minus_one():
+    quantized = _binary_model()
+    quantized.get_submodule("binary.0").weight_bits = 8  # stored as int8, which a hand-made file may do
+    quantized.get_submodule("binary.0").weight_q[0, 0, 0, 0] = 3
+    with pytest.raises(qtk.QtkError, match="holds 3 at element 0; a binary convolution's weights "
+                                           "are -1 and \\+1"):
+        qtk.runtime.load(qtk.export(quantized, torch.randn(1, 3, 6, 6)))
