@@ -99,7 +99,8 @@ Support detect() {
     s.avx512_vnni = s.avx2 && zmm_state && bit(leaf7.ebx, 16) /* F */ &&
                     bit(leaf7.ebx, 30) /* BW */ && bit(leaf7.ebx, 31) /* VL */ &&
                     bit(leaf7.ecx, 11) /* VNNI */;
-    s.avx512_vbmi = s.avx512_vnni && bit(leaf7.ecx, 1) /* VBMI */;
+    s.avx512_vbmi = s.avx512_vnni && bit(leaf7.ecx, 1) /* VBMI */ &&
+                    bit(leaf7.ecx, 14) /* VPOPCNTDQ */;
     const bool tile_state = (xcr0 & 0x60000) == 0x60000;  // XTILECFG and XTILEDATA
     s.amx_int8 = s.avx512_vnni && tile_state && bit(leaf7.edx, 24) /* AMX-TILE */ &&
                  bit(leaf7.edx, 25) /* AMX-INT8 */ && os_grants_amx();

@@ -32,8 +32,9 @@ constexpr IsaLevel kIsaTop = IsaLevel::kI8mm;
 const char* isa_name(IsaLevel level);
 
 // cpuid plus xgetbv (the OS must save the ymm / zmm state): avx2 needs AVX2 and FMA, avx_vnni
-// adds AVX-VNNI, avx512_vnni needs AVX-512 F, BW, VL and VNNI, avx512_vbmi adds VBMI's byte
-// permutes (Ice Lake, Sapphire Rapids and Zen 4 have it, Cascade Lake not), amx_int8 adds AMX-TILE
+// adds AVX-VNNI, avx512_vnni needs AVX-512 F, BW, VL and VNNI, avx512_vbmi adds Ice Lake's VBMI
+// byte permutes and VPOPCNTDQ (Ice Lake, Sapphire Rapids, Zen 4 and 5 have both, Cascade Lake
+// neither), amx_int8 adds AMX-TILE
 // and AMX-INT8
 // with the OS's tile state (on Linux, granted to the process by arch_prctl when first asked here).
 // On aarch64 (Linux's getauxval): neon is Advanced SIMD, in every aarch64 CPU; dotprod adds
