@@ -195,7 +195,7 @@ std::vector<Variant> malformed_variants() {
                  "graph_outputs[0] = 500"});
     v.push_back({"bad dtype code", edited_model([](ModelBuilder& b) { value(b, "a").dtype = 9; }),
                  "value 3 ('a'): dtype 9 is not 1 (int8), 2 (int32), 3 (float32), 4 (int4), "
-                 "5 (int2) or 6 (uint8)"});
+                 "5 (int2), 6 (uint8) or 7 (int1)"});
     v.push_back({"packed activation", edited_model([](ModelBuilder& b) { value(b, "a").dtype = 4; }),
                  "value 3 ('a'): dtype int4 is for constants only"});
     v.push_back({"packed weight of int8 size",
