@@ -20,6 +20,9 @@
 
 namespace qtk {
 namespace detail {
+
+std::unique_ptr<OpKernel> make_conv2d_int8_reference(const NodeView& node);  // reference/conv2d.cpp
+
 namespace {
 
 constexpr int64_t kWordBits = 64;
@@ -60,7 +63,8 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     Conv2dBinaryPopcount(const NodeView& node, const BinaryPopcountUkernel& ukernel)
         : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
           c_(node, params_),
-          ukernel_(ukernel) {
+          ukernel_(ukernel),
+          reference_(make_conv2d_int8_reference(node)) {
         const Conv2dParams& p = params_;
         taps_ = p.kernel_h * p.kernel_w;
         words_ = ceil_div(p.group_in_channels, kWordBits);
@@ -90,12 +94,17 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         }
     }
 
-    size_t workspace_bytes(const std::vector<Shape>& inputs, const std::vector<Shape>&,
+    size_t workspace_bytes(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs,
                            int) const override {
-        return size_t(image_words(inputs[0])) * sizeof(uint64_t);
+        return packs(inputs[0], outputs[0]) ? size_t(image_words(inputs[0])) * sizeof(uint64_t)
+                                            : 0;
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
+        if (!packs(*io.input_shapes[0], *io.output_shapes[0])) {
+            reference_->run(io, pool);
+            return;
+        }
         const Conv2dParams& p = params_;
         const Shape& x_shape = *io.input_shapes[0];
         const Shape& y_shape = *io.output_shapes[0];
@@ -176,6 +185,16 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     }
 
  private:
+    // Whether the padded bit image stays within a few times the tensors' own size. Padding far
+    // wider than the input (a stride that skips most of it) would make it huge for a small output:
+    // such a layer takes the reference's loop.
+    bool packs(const Shape& x, const Shape& y) const {
+        const Conv2dParams& p = params_;
+        const double words = double(x[0]) * double(x[2] + 2 * p.pad_h) *
+                             double(x[3] + 2 * p.pad_w) * double(p.groups * words_);  // no overflow
+        return words <= 2 * double(element_count(x) + element_count(y)) + double(1 << 16);
+    }
+
     int64_t image_words(const Shape& x) const {
         const Conv2dParams& p = params_;
         return x[0] * (x[2] + 2 * p.pad_h) * (x[3] + 2 * p.pad_w) * p.groups * words_;
@@ -211,6 +230,7 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
 
     const Conv2dInt8Constants c_;
     const BinaryPopcountUkernel& ukernel_;
+    const std::unique_ptr<OpKernel> reference_;
     int64_t taps_ = 0, words_ = 0, blocks_ = 0;
     std::vector<uint64_t> weights_;
     std::vector<int32_t> tap_sums_;                       // [O][taps]: sum over channels of w
