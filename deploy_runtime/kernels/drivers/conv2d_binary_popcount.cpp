@@ -10,10 +10,16 @@
 // Then bias and the int8 conv's requantization. Threads take output rows.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "../contracts/popcount_binary.h"
+#include "../contracts/requantize_int8.h"
 #include "conv2d.h"
 #include "op_algo.h"
 #include "thread_pool.h"
@@ -38,6 +44,42 @@ int32_t popcount(uint64_t v) {
     return static_cast<int32_t>((v * 0x0101010101010101u) >> 56);
 }
 
+// Bit i of the result: in[i] < z, for 64 bytes (SSE2's compare and movemask on x86-64).
+uint64_t sign_bits64(const int8_t* in, int8_t z) {
+#if defined(__SSE2__)
+    const __m128i zero_point = _mm_set1_epi8(z);
+    uint64_t bits = 0;
+    for (int i = 0; i < 4; ++i) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 16 * i));
+        bits |= uint64_t(uint32_t(_mm_movemask_epi8(_mm_cmplt_epi8(v, zero_point)))) << (16 * i);
+    }
+    return bits;
+#else
+    uint64_t bits = 0;
+    for (int i = 0; i < 64; ++i) {
+        bits |= uint64_t{in[i] < z} << i;
+    }
+    return bits;
+#endif
+}
+
+// Transposes the 64 x 64 bit matrix a (row r = a[r], column c = bit c) in place: swaps the
+// off-diagonal halves of every 2j x 2j block, j = 32 .. 1 (Hacker's Delight 7-3).
+void transpose_bits64(uint64_t* a) {
+    static constexpr uint64_t kLowHalves[] = {0x00000000ffffffffu, 0x0000ffff0000ffffu,
+                                              0x00ff00ff00ff00ffu, 0x0f0f0f0f0f0f0f0fu,
+                                              0x3333333333333333u, 0x5555555555555555u};
+    int level = 0;
+    for (int j = 32; j != 0; j >>= 1, ++level) {
+        const uint64_t mask = kLowHalves[level];
+        for (int k = 0; k < 64; k = ((k | j) + 1) & ~j) {
+            const uint64_t t = ((a[k] >> j) ^ a[k | j]) & mask;
+            a[k] ^= t << j;
+            a[k | j] ^= t;
+        }
+    }
+}
+
 // The portable micro-kernel: any CPU, and the contract in its plainest form.
 template <int kPixels, int kChannels>
 void popcount_portable(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps,
@@ -58,6 +100,8 @@ void popcount_portable(const uint64_t* const* pixel, const int64_t* tap_offset, 
 
 const BinaryPopcountUkernel kBinaryPopcount4x8Portable = {4, 8, popcount_portable<4, 8>};
 
+// kRequantize: the level's vector epilogue (requantize_int8.h), or nullptr for the scalar one.
+template <const Int8RequantizeUkernel* kRequantize>
 class Conv2dBinaryPopcount final : public Conv2dKernel {
  public:
     Conv2dBinaryPopcount(const NodeView& node, const BinaryPopcountUkernel& ukernel)
@@ -65,6 +109,9 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
           c_(node, params_),
           ukernel_(ukernel),
           reference_(make_conv2d_int8_reference(node)) {
+        if constexpr (kRequantize != nullptr) {
+            output_.emplace(c_.output_zero_point, c_.clamp.lo, c_.clamp.hi);
+        }
         const Conv2dParams& p = params_;
         taps_ = p.kernel_h * p.kernel_w;
         words_ = ceil_div(p.group_in_channels, kWordBits);
@@ -95,9 +142,8 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     }
 
     size_t workspace_bytes(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs,
-                           int) const override {
-        return packs(inputs[0], outputs[0]) ? size_t(image_words(inputs[0])) * sizeof(uint64_t)
-                                            : 0;
+                           int threads) const override {
+        return packs(inputs[0], outputs[0]) ? layout(inputs[0], outputs[0], threads).bytes() : 0;
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
@@ -111,73 +157,109 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         const int64_t batch = x_shape[0], height = x_shape[2], width = x_shape[3];
         const int64_t padded_h = height + 2 * p.pad_h, padded_w = width + 2 * p.pad_w;
         const int64_t pixel_words = p.groups * words_;
+        const WorkspaceLayout parts = layout(x_shape, y_shape, pool.threads());
+        const int8_t zero_point = static_cast<int8_t>(c_.input_zero_point);
         uint64_t* image = reinterpret_cast<uint64_t*>(io.workspace);
         const int8_t* x = io.input<int8_t>(0);
 
-        // Pack: one task per padded row.
+        // Pack: one task per padded row. Per group and word of 64 channels, each run of 64
+        // pixels takes one sign mask per channel (bit i: pixel i), which a bit transpose turns
+        // into one word per pixel.
         pool.parallel_for(batch * padded_h, [&](int64_t begin, int64_t end) {
+            uint64_t bits[kWordBits];
+            int8_t tail[kWordBits];
             for (int64_t row = begin; row < end; ++row) {
                 const int64_t n = row / padded_h, iy = row % padded_h - p.pad_h;
                 uint64_t* out = image + row * padded_w * pixel_words;
-                std::fill(out, out + padded_w * pixel_words, uint64_t{0});
                 if (iy < 0 || iy >= height) {
+                    std::fill(out, out + padded_w * pixel_words, uint64_t{0});
                     continue;
                 }
-                for (int64_t c = 0; c < p.groups * p.group_in_channels; ++c) {
-                    const int64_t g = c / p.group_in_channels, ic = c % p.group_in_channels;
-                    const int8_t* in = x + ((n * x_shape[1] + c) * height + iy) * width;
-                    uint64_t* word = out + p.pad_w * pixel_words + g * words_ + ic / kWordBits;
-                    const int bit = int(ic % kWordBits);
-                    for (int64_t ix = 0; ix < width; ++ix, word += pixel_words) {
-                        *word |= uint64_t{in[ix] < c_.input_zero_point} << bit;
+                std::fill(out, out + p.pad_w * pixel_words, uint64_t{0});
+                std::fill(out + (p.pad_w + width) * pixel_words, out + padded_w * pixel_words,
+                          uint64_t{0});
+                for (int64_t g = 0; g < p.groups; ++g) {
+                    for (int64_t j = 0; j < words_; ++j) {
+                        const int64_t c0 = g * p.group_in_channels + j * kWordBits;
+                        const int64_t channels =
+                            std::min<int64_t>(kWordBits, p.group_in_channels - j * kWordBits);
+                        for (int64_t ix0 = 0; ix0 < width; ix0 += kWordBits) {
+                            const int64_t pixels = std::min<int64_t>(kWordBits, width - ix0);
+                            for (int64_t c = 0; c < kWordBits; ++c) {
+                                if (c >= channels) {
+                                    bits[c] = 0;
+                                    continue;
+                                }
+                                const int8_t* in =
+                                    x + ((n * x_shape[1] + c0 + c) * height + iy) * width + ix0;
+                                if (pixels < kWordBits) {  // the zero point reads as +1: bit 0
+                                    std::fill(tail, tail + kWordBits, zero_point);
+                                    std::copy(in, in + pixels, tail);
+                                    in = tail;
+                                }
+                                bits[c] = sign_bits64(in, zero_point);
+                            }
+                            transpose_bits64(bits);
+                            uint64_t* word = out + (p.pad_w + ix0) * pixel_words + g * words_ + j;
+                            for (int64_t i = 0; i < pixels; ++i) {
+                                word[i * pixel_words] = bits[i];
+                            }
+                        }
                     }
                 }
             }
         });
 
-        const int64_t out_h = y_shape[2], out_w = y_shape[3];
-        std::vector<int64_t> offsets(tap_offsets_.size());
-        for (size_t t = 0; t < offsets.size(); ++t) {
+        // Each tap's first word relative to the receptive field's, in the shared workspace after
+        // the image.
+        int64_t* offsets = reinterpret_cast<int64_t*>(
+            io.workspace + WorkspaceLayout::aligned(size_t(image_words(x_shape)) * 8));
+        for (size_t t = 0; t < tap_offsets_.size(); ++t) {
             offsets[t] = (tap_offsets_[t].first * padded_w + tap_offsets_[t].second) * pixel_words;
         }
+        const int64_t out_h = y_shape[2], out_w = y_shape[3];
         int8_t* y = io.output<int8_t>(0);
-        // Compute: one task per output row.
-        pool.parallel_for(batch * out_h, [&](int64_t begin, int64_t end) {
+        // Compute: one task per output row; each block of channels' sums go to a row buffer
+        // [channels][out_w] in the thread's slot, then to int8 a channel's row at a time.
+        pool.parallel_for_slots(batch * out_h, [&](int64_t slot, int64_t begin, int64_t end) {
             const int tile = ukernel_.pixels, lanes = ukernel_.channels;
-            std::vector<const uint64_t*> pixel(size_t(tile), nullptr);
-            std::vector<int32_t> counts(size_t(tile * lanes));
+            int32_t* sums = reinterpret_cast<int32_t*>(parts.slot(io.workspace, slot));
+            int32_t counts[kMaxPixels * kMaxChannels];
+            const uint64_t* pixel[kMaxPixels];
             for (int64_t row = begin; row < end; ++row) {
                 const int64_t n = row / out_h, oy = row % out_h;
-                const uint64_t* image_row =
-                    image + (n * padded_h + oy * p.stride_h) * padded_w * pixel_words;
-                for (int64_t ox0 = 0; ox0 < out_w; ox0 += tile) {
-                    const int64_t valid = std::min<int64_t>(tile, out_w - ox0);
-                    for (int q = 0; q < tile; ++q) {  // past the row's end: repeat its last pixel
-                        pixel[size_t(q)] =
-                            image_row + (ox0 + std::min<int64_t>(q, valid - 1)) * p.stride_w *
-                                            pixel_words;
-                    }
-                    for (int64_t g = 0; g < p.groups; ++g) {
-                        for (int64_t block = 0; block < blocks_; ++block) {
-                            ukernel_.run(pixel.data(), offsets.data(), taps_, words_,
-                                         &weights_[size_t((g * blocks_ + block) * taps_ * words_ *
-                                                          lanes)],
-                                         counts.data());
-                            const int64_t o0 = g * p.out_per_group() + block * lanes;
-                            const int64_t outputs =
-                                std::min<int64_t>(lanes, p.out_per_group() - block * lanes);
+                for (int64_t g = 0; g < p.groups; ++g) {
+                    const uint64_t* image_row =
+                        image + (n * padded_h + oy * p.stride_h) * padded_w * pixel_words +
+                        g * words_;
+                    for (int64_t block = 0; block < blocks_; ++block) {
+                        const uint64_t* w =
+                            &weights_[size_t((g * blocks_ + block) * taps_ * words_ * lanes)];
+                        const int64_t o0 = g * p.out_per_group() + block * lanes;
+                        const int64_t outputs =
+                            std::min<int64_t>(lanes, p.out_per_group() - block * lanes);
+                        for (int64_t ox0 = 0; ox0 < out_w; ox0 += tile) {
+                            const int64_t valid = std::min<int64_t>(tile, out_w - ox0);
+                            for (int q = 0; q < tile; ++q) {  // past the row: its last pixel
+                                pixel[q] = image_row + (ox0 + std::min<int64_t>(q, valid - 1)) *
+                                                           p.stride_w * pixel_words;
+                            }
+                            ukernel_.run(pixel, offsets, taps_, words_, w, counts);
                             for (int64_t q = 0; q < valid; ++q) {
-                                finish(n, oy, ox0 + q, o0, outputs, &counts[size_t(q * lanes)],
-                                       height, width, y, y_shape);
+                                for (int64_t k = 0; k < outputs; ++k) {
+                                    sums[k * out_w + ox0 + q] =
+                                        int32_t(p.products_per_output()) - 2 * counts[q * lanes + k];
+                                }
                             }
                         }
-                        // the next group's words
-                        for (const uint64_t*& at : pixel) {
-                            at += words_;
+                        if (c_.pad_value == 0) {
+                            remove_padded_taps(oy, o0, outputs, out_w, height, width, sums);
                         }
-                    }
-                    for (const uint64_t*& at : pixel) {
-                        at -= p.groups * words_;
+                        for (int64_t k = 0; k < outputs; ++k) {
+                            const int64_t o = o0 + k;
+                            int8_t* y_row = y + ((n * y_shape[1] + o) * out_h + oy) * out_w;
+                            requantize_row(o, sums + k * out_w, out_w, y_row);
+                        }
                     }
                 }
             }
@@ -185,6 +267,55 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     }
 
  private:
+    static constexpr int kMaxPixels = 8, kMaxChannels = 64;  // the largest micro-kernel tile
+
+    // The bit image and the tap offsets shared; a row buffer per thread.
+    WorkspaceLayout layout(const Shape& x, const Shape& y, int threads) const {
+        WorkspaceLayout parts;
+        parts.shared = WorkspaceLayout::aligned(size_t(image_words(x)) * 8) + size_t(taps_) * 8;
+        parts.per_thread = size_t(ukernel_.channels * y[3]) * sizeof(int32_t);
+        parts.threads = threads;
+        return parts;
+    }
+
+    // pad_value 0: a padded tap adds nothing, but the image read it as +1; on the row's border
+    // pixels, remove each padded tap's sum of the weights.
+    void remove_padded_taps(int64_t oy, int64_t o0, int64_t outputs, int64_t out_w,
+                            int64_t height, int64_t width, int32_t* sums) const {
+        const Conv2dParams& p = params_;
+        const int64_t iy0 = oy * p.stride_h - p.pad_h;
+        const bool row_inside = iy0 >= 0 && iy0 + (p.kernel_h - 1) * p.dilation_h < height;
+        for (int64_t ox = 0; ox < out_w; ++ox) {
+            const int64_t ix0 = ox * p.stride_w - p.pad_w;
+            if (row_inside && ix0 >= 0 && ix0 + (p.kernel_w - 1) * p.dilation_w < width) {
+                continue;
+            }
+            for (int64_t t = 0; t < taps_; ++t) {
+                const int64_t iy = iy0 + tap_offsets_[size_t(t)].first;
+                const int64_t ix = ix0 + tap_offsets_[size_t(t)].second;
+                if (iy >= 0 && iy < height && ix >= 0 && ix < width) {
+                    continue;
+                }
+                for (int64_t k = 0; k < outputs; ++k) {
+                    sums[k * out_w + ox] -= tap_sums_[size_t((o0 + k) * taps_ + t)];
+                }
+            }
+        }
+    }
+
+    // Output channel o's row: bias, then spec 2's requantization, by the vector epilogue where
+    // the level has one.
+    void requantize_row(int64_t o, const int32_t* sums, int64_t count, int8_t* y) const {
+        if constexpr (kRequantize != nullptr) {
+            kRequantize->channel(sums, count, 1, count, c_.bias[size_t(o)], c_.multiplier[o],
+                                 c_.shift[o], *output_, y);
+        } else {
+            for (int64_t i = 0; i < count; ++i) {
+                y[i] = c_.requantize(o, c_.bias[size_t(o)] + sums[i]);
+            }
+        }
+    }
+
     // Whether the padded bit image stays within a few times the tensors' own size. Padding far
     // wider than the input (a stride that skips most of it) would make it huge for a small output:
     // such a layer takes the reference's loop.
@@ -200,46 +331,19 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         return x[0] * (x[2] + 2 * p.pad_h) * (x[3] + 2 * p.pad_w) * p.groups * words_;
     }
 
-    // Outputs o0 .. o0 + outputs - 1 of pixel (oy, ox) from their counts.
-    void finish(int64_t n, int64_t oy, int64_t ox, int64_t o0, int64_t outputs,
-                const int32_t* counts, int64_t height, int64_t width, int8_t* y,
-                const Shape& y_shape) const {
-        const Conv2dParams& p = params_;
-        const int64_t iy0 = oy * p.stride_h - p.pad_h, ix0 = ox * p.stride_w - p.pad_w;
-        const bool border = c_.pad_value == 0 &&
-                            (iy0 < 0 || ix0 < 0 ||
-                             iy0 + (p.kernel_h - 1) * p.dilation_h >= height ||
-                             ix0 + (p.kernel_w - 1) * p.dilation_w >= width);
-        const int32_t products = static_cast<int32_t>(p.products_per_output());
-        for (int64_t k = 0; k < outputs; ++k) {
-            const int64_t o = o0 + k;
-            int32_t sum = products - 2 * counts[k];
-            if (border) {
-                for (int64_t t = 0; t < taps_; ++t) {
-                    const int64_t iy = iy0 + tap_offsets_[size_t(t)].first;
-                    const int64_t ix = ix0 + tap_offsets_[size_t(t)].second;
-                    if (iy < 0 || iy >= height || ix < 0 || ix >= width) {
-                        sum -= tap_sums_[size_t(o * taps_ + t)];
-                    }
-                }
-            }
-            y[((n * y_shape[1] + o) * y_shape[2] + oy) * y_shape[3] + ox] =
-                c_.requantize(o, c_.bias[size_t(o)] + sum);
-        }
-    }
-
     const Conv2dInt8Constants c_;
     const BinaryPopcountUkernel& ukernel_;
     const std::unique_ptr<OpKernel> reference_;
+    std::optional<Int8Output> output_;  // the vector epilogue's plan
     int64_t taps_ = 0, words_ = 0, blocks_ = 0;
     std::vector<uint64_t> weights_;
     std::vector<int32_t> tap_sums_;                       // [O][taps]: sum over channels of w
     std::vector<std::pair<int64_t, int64_t>> tap_offsets_;  // (dy, dx) of each tap
 };
 
-template <const BinaryPopcountUkernel& kUkernel>
+template <const BinaryPopcountUkernel& kUkernel, const Int8RequantizeUkernel* kRequantize>
 std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dBinaryPopcount>(node, kUkernel);
+    return std::make_unique<Conv2dBinaryPopcount<kRequantize>>(node, kUkernel);
 }
 
 }  // namespace
@@ -247,10 +351,11 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
 #if QTK_X86_AVX512_VBMI
 extern const OpAlgo kConv2dBinaryPopcount4x32Avx512Vbmi = {
     "conv2d_binary_popcount_4x32_avx512_vbmi", IsaLevel::kAvx512Vbmi,
-    make<kBinaryPopcount4x32Avx512Vbmi>};
+    make<kBinaryPopcount4x32Avx512Vbmi, &kInt8RequantizeAvx512>};
 #endif
 extern const OpAlgo kConv2dBinaryPopcount4x8Portable = {
-    "conv2d_binary_popcount_4x8_portable", IsaLevel::kScalar, make<kBinaryPopcount4x8Portable>};
+    "conv2d_binary_popcount_4x8_portable", IsaLevel::kScalar,
+    make<kBinaryPopcount4x8Portable, nullptr>};
 
 }  // namespace detail
 }  // namespace qtk
