@@ -5,8 +5,9 @@
 Layers: resnet18's 3x3 stride-1 shapes (64 channels at 56x56, 128 at 28, 256 at 14, 512 at 7),
 batch 1, one model per layer and kind: an int8 stem (QuantStub), then the conv with BatchNorm, QAT
 with int8 weights and inputs (qtk's default) or with bits_qconfig(1, 1) (binary weights and
-inputs), a few steps of BatchNorm statistics on random data. Whole runs of the two files are timed
-in alternation (benchmarks.peers.time_interleaved), median ms; binary GMAC/s counts one
+inputs), a few steps of BatchNorm statistics on random data. The two files run in alternation, and
+the conv node's time per run (profiled sessions) gives the median ms: a whole run would add the
+same float input quantization and output dequantization to both. Binary GMAC/s counts one
 multiply-accumulate per product as the int8 figures do. The JSON goes to
 benchmarks/results/binary_<cpu>.json; the table names this CPU and each kernel.
 """
@@ -20,7 +21,7 @@ import torch
 from torch import nn
 
 import qtk
-from benchmarks.peers import cpu_description, cpu_slug, time_interleaved
+from benchmarks.peers import cpu_description, cpu_slug
 
 SHAPES = [(64, 56), (128, 28), (256, 14), (512, 7)]  # (channels, height = width)
 
@@ -46,6 +47,22 @@ def deployed(channels, size, qconfig, path):
     return path
 
 
+def conv_seconds(session):
+    return next(n["seconds"] for n in session.profile() if n["op"].startswith("conv2d"))
+
+
+def conv_medians(sessions, inputs, runs, warmup=5):
+    """{kind: median ms of its conv node}, the sessions taking turns run by run."""
+    samples = {kind: [] for kind in sessions}
+    for i in range(warmup + runs):
+        for kind, session in sessions.items():
+            before = conv_seconds(session)
+            session.run(inputs[i % len(inputs)])
+            if i >= warmup:
+                samples[kind].append(conv_seconds(session) - before)
+    return {kind: 1e3 * statistics.median(s) for kind, s in samples.items()}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
@@ -60,18 +77,16 @@ def main(argv=None):
             inputs = [torch.randn(1, channels, size, size) for _ in range(4)]
             macs = channels * channels * 9 * size * size
             for threads in args.threads:
-                sessions = {kind: qtk.runtime.load(path, threads=threads)
+                sessions = {kind: qtk.runtime.load(path, threads=threads, profile=True)
                             for kind, path in files.items()}
-                times = time_interleaved({k: s.run for k, s in sessions.items()}, inputs,
-                                         args.runs, warmup=5)
-                ms = {k: 1e3 * statistics.median(v) for k, v in times.items()}
+                ms = conv_medians(sessions, inputs, args.runs)
                 conv = {k: next(a for a in s.algorithms if a.startswith("conv2d"))
                         for k, s in sessions.items()}
                 rows.append({"channels": channels, "size": size, "threads": threads, "ms": ms,
                              "algorithm": conv, "binary_gmacs": macs / ms["binary"] / 1e6,
                              "speedup": ms["int8"] / ms["binary"]})
     cpu = cpu_description()
-    print(f"### {cpu}: 3x3 conv, batch 1, median of {args.runs} interleaved runs\n")
+    print(f"### {cpu}: 3x3 conv node, batch 1, median of {args.runs} interleaved runs\n")
     print("| layer | threads | int8 ms | binary ms | binary / int8 speed | binary GMAC/s | kernels |")
     print("|---|---:|---:|---:|---:|---:|---|")
     for r in rows:

@@ -1,12 +1,15 @@
 // The binary convolution micro-kernels behind conv2d_binary (conv2d_binary_popcount.cpp): one file
 // per ISA, each compiled with its own flags and called only where cpu_supports() its level.
 //
-// Contract: counts[p][o] = sum over taps t < taps, words j < words of
-//   popcount(pixel[p][tap_offset[t] + j] xor w[t][j][o]), for p < pixels, o < channels, with
+// Contract: sums[o * sums_stride + p] = products - 2 count[p][o], with
+//   count[p][o] = sum over taps t < taps, words j < words of
+//                 popcount(pixel[p][tap_offset[t] + j] xor w[t][j][o]),
+// for p < pixels, o < channels (the sum of spec 24 where padded bits read +1), with
 //   pixel  `pixels` pointers into a bit image of 64-bit words (bit 1 for -1, spec 24), each the
 //          receptive field's first word of one output pixel;
 //   w      the weight bits of `channels` output channels, packed [taps][words][channels];
-//   counts int32 [pixels][channels].
+//   sums   int32, a row of `pixels` values per output channel, sums_stride apart (the layout in
+//          which the epilogue requantizes a channel's output row).
 // No alignment is required. A count is at most 64 * taps * words, far inside int32.
 //
 // The ISA files include only intrinsics and this header (see gemm_int8.h for why).
@@ -21,7 +24,8 @@ struct BinaryPopcountUkernel {
     int pixels;    // output pixels per call
     int channels;  // output channels per call
     void (*run)(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps,
-                int64_t words, const uint64_t* w, int32_t* counts);
+                int64_t words, const uint64_t* w, int32_t products, int32_t* sums,
+                int64_t sums_stride);
 };
 
 extern const BinaryPopcountUkernel kBinaryPopcount4x32Avx512Vbmi;

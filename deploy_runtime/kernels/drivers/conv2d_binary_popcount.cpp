@@ -83,7 +83,8 @@ void transpose_bits64(uint64_t* a) {
 // The portable micro-kernel: any CPU, and the contract in its plainest form.
 template <int kPixels, int kChannels>
 void popcount_portable(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps,
-                       int64_t words, const uint64_t* w, int32_t* counts) {
+                       int64_t words, const uint64_t* w, int32_t products, int32_t* sums,
+                       int64_t sums_stride) {
     int32_t acc[kPixels][kChannels] = {};
     for (int64_t t = 0; t < taps; ++t) {
         for (int64_t j = 0; j < words; ++j, w += kChannels) {
@@ -95,7 +96,11 @@ void popcount_portable(const uint64_t* const* pixel, const int64_t* tap_offset, 
             }
         }
     }
-    std::copy(&acc[0][0], &acc[0][0] + kPixels * kChannels, counts);
+    for (int o = 0; o < kChannels; ++o) {
+        for (int p = 0; p < kPixels; ++p) {
+            sums[o * sums_stride + p] = products - 2 * acc[p][o];
+        }
+    }
 }
 
 const BinaryPopcountUkernel kBinaryPopcount4x8Portable = {4, 8, popcount_portable<4, 8>};
@@ -218,13 +223,13 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
             offsets[t] = (tap_offsets_[t].first * padded_w + tap_offsets_[t].second) * pixel_words;
         }
         const int64_t out_h = y_shape[2], out_w = y_shape[3];
+        const int64_t sums_stride = row_stride(out_w);
         int8_t* y = io.output<int8_t>(0);
         // Compute: one task per output row; each block of channels' sums go to a row buffer
         // [channels][out_w] in the thread's slot, then to int8 a channel's row at a time.
         pool.parallel_for_slots(batch * out_h, [&](int64_t slot, int64_t begin, int64_t end) {
             const int tile = ukernel_.pixels, lanes = ukernel_.channels;
             int32_t* sums = reinterpret_cast<int32_t*>(parts.slot(io.workspace, slot));
-            int32_t counts[kMaxPixels * kMaxChannels];
             const uint64_t* pixel[kMaxPixels];
             for (int64_t row = begin; row < end; ++row) {
                 const int64_t n = row / out_h, oy = row % out_h;
@@ -244,21 +249,18 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                                 pixel[q] = image_row + (ox0 + std::min<int64_t>(q, valid - 1)) *
                                                            p.stride_w * pixel_words;
                             }
-                            ukernel_.run(pixel, offsets, taps_, words_, w, counts);
-                            for (int64_t q = 0; q < valid; ++q) {
-                                for (int64_t k = 0; k < outputs; ++k) {
-                                    sums[k * out_w + ox0 + q] =
-                                        int32_t(p.products_per_output()) - 2 * counts[q * lanes + k];
-                                }
-                            }
+                            ukernel_.run(pixel, offsets, taps_, words_, w,
+                                         int32_t(p.products_per_output()), sums + ox0,
+                                         sums_stride);
                         }
                         if (c_.pad_value == 0) {
-                            remove_padded_taps(oy, o0, outputs, out_w, height, width, sums);
+                            remove_padded_taps(oy, o0, outputs, out_w, sums_stride, height, width,
+                                               sums);
                         }
                         for (int64_t k = 0; k < outputs; ++k) {
                             const int64_t o = o0 + k;
                             int8_t* y_row = y + ((n * y_shape[1] + o) * out_h + oy) * out_w;
-                            requantize_row(o, sums + k * out_w, out_w, y_row);
+                            requantize_row(o, sums + k * sums_stride, out_w, y_row);
                         }
                     }
                 }
@@ -267,13 +269,16 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     }
 
  private:
-    static constexpr int kMaxPixels = 8, kMaxChannels = 64;  // the largest micro-kernel tile
+    static constexpr int kMaxPixels = 8;  // the largest micro-kernel tile's
+
+    // A row of the row buffer: whole tiles, since the last one writes all its pixels.
+    int64_t row_stride(int64_t out_w) const { return ceil_div(out_w, ukernel_.pixels) * ukernel_.pixels; }
 
     // The bit image and the tap offsets shared; a row buffer per thread.
     WorkspaceLayout layout(const Shape& x, const Shape& y, int threads) const {
         WorkspaceLayout parts;
         parts.shared = WorkspaceLayout::aligned(size_t(image_words(x)) * 8) + size_t(taps_) * 8;
-        parts.per_thread = size_t(ukernel_.channels * y[3]) * sizeof(int32_t);
+        parts.per_thread = size_t(ukernel_.channels * row_stride(y[3])) * sizeof(int32_t);
         parts.threads = threads;
         return parts;
     }
@@ -281,7 +286,8 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     // pad_value 0: a padded tap adds nothing, but the image read it as +1; on the row's border
     // pixels, remove each padded tap's sum of the weights.
     void remove_padded_taps(int64_t oy, int64_t o0, int64_t outputs, int64_t out_w,
-                            int64_t height, int64_t width, int32_t* sums) const {
+                            int64_t sums_stride, int64_t height, int64_t width,
+                            int32_t* sums) const {
         const Conv2dParams& p = params_;
         const int64_t iy0 = oy * p.stride_h - p.pad_h;
         const bool row_inside = iy0 >= 0 && iy0 + (p.kernel_h - 1) * p.dilation_h < height;
@@ -297,7 +303,7 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                     continue;
                 }
                 for (int64_t k = 0; k < outputs; ++k) {
-                    sums[k * out_w + ox] -= tap_sums_[size_t((o0 + k) * taps_ + t)];
+                    sums[k * sums_stride + ox] -= tap_sums_[size_t((o0 + k) * taps_ + t)];
                 }
             }
         }

@@ -12,7 +12,7 @@ namespace {
 constexpr int kPixels = 4, kBlocks = 4;  // kBlocks zmm of 8 channels
 
 void run(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps, int64_t words,
-         const uint64_t* w, int32_t* counts) {
+         const uint64_t* w, int32_t products, int32_t* sums, int64_t sums_stride) {
     // The loops over pixels and blocks unrolled (GCC would not), so the accumulators stay in
     // registers.
     __m512i acc[kPixels][kBlocks];
@@ -42,10 +42,33 @@ void run(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps, 
             }
         }
     }
-    for (int p = 0; p < kPixels; ++p) {
-        for (int b = 0; b < kBlocks; ++b) {
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(counts + p * 8 * kBlocks + 8 * b),
-                                _mm512_maskz_cvtepi64_epi32(0xff, acc[p][b]));
+    // products - 2 count, then each block's 4 pixels x 8 channels transposed into a row of 4
+    // pixels per channel: 32-bit unpacks pair the pixels, 64-bit unpacks make each 128-bit lane
+    // one channel's 4 pixels (channels c and c + 4 in the low and high lanes of a ymm).
+    const __m256i base = _mm256_set1_epi32(products);
+#pragma GCC unroll 4
+    for (int b = 0; b < kBlocks; ++b) {
+        __m256i s[kPixels];
+#pragma GCC unroll 4
+        for (int p = 0; p < kPixels; ++p) {
+            const __m256i count = _mm512_maskz_cvtepi64_epi32(0xff, acc[p][b]);
+            s[p] = _mm256_sub_epi32(base, _mm256_add_epi32(count, count));
+        }
+        const __m256i p01_lo = _mm256_unpacklo_epi32(s[0], s[1]);  // c0: p0 p1, c1: p0 p1 | c4, c5
+        const __m256i p01_hi = _mm256_unpackhi_epi32(s[0], s[1]);  // c2, c3 | c6, c7
+        const __m256i p23_lo = _mm256_unpacklo_epi32(s[2], s[3]);
+        const __m256i p23_hi = _mm256_unpackhi_epi32(s[2], s[3]);
+        const __m256i rows[4] = {_mm256_unpacklo_epi64(p01_lo, p23_lo),   // c0 | c4
+                                 _mm256_unpackhi_epi64(p01_lo, p23_lo),   // c1 | c5
+                                 _mm256_unpacklo_epi64(p01_hi, p23_hi),   // c2 | c6
+                                 _mm256_unpackhi_epi64(p01_hi, p23_hi)};  // c3 | c7
+        int32_t* out = sums + 8 * b * sums_stride;
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(out + c * sums_stride),
+                             _mm256_castsi256_si128(rows[c]));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (c + 4) * sums_stride),
+                             _mm256_extracti128_si256(rows[c], 1));
         }
     }
 }
