@@ -195,21 +195,43 @@ bool cpu_supports(IsaLevel level) {
 #if QTK_X86_AVX512_VNNI
 int64_t int8_peak_chains_avx512_vnni(int64_t rounds);  // kernels/x86/gemm_int8_avx512_vnni.cpp
 #endif
+#if QTK_X86_AVX512_VBMI
+// kernels/x86/popcount_binary_4x32_avx512_vbmi.cpp
+int64_t binary_peak_chains_avx512_vbmi(int64_t rounds);
+#endif
 
+namespace {
+
+// Products per second of `chains(rounds)` (which returns its products), timed for `seconds`.
+double products_per_second(int64_t (*chains)(int64_t), double seconds) {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    int64_t products = 0;
+    double elapsed = 0.0;
+    while (elapsed < seconds || products == 0) {
+        products += chains(4096);
+        elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    }
+    return static_cast<double>(products) / elapsed;
+}
+
+}  // namespace
 }  // namespace detail
 
 double measure_int8_peak(double seconds) {
 #if QTK_X86_AVX512_VNNI
     if (detail::cpu_supports(detail::IsaLevel::kAvx512Vnni)) {
-        using Clock = std::chrono::steady_clock;
-        const auto start = Clock::now();
-        int64_t macs = 0;
-        double elapsed = 0.0;
-        while (elapsed < seconds || macs == 0) {
-            macs += detail::int8_peak_chains_avx512_vnni(4096);
-            elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-        }
-        return static_cast<double>(macs) / elapsed;
+        return detail::products_per_second(detail::int8_peak_chains_avx512_vnni, seconds);
+    }
+#endif
+    (void)seconds;
+    return 0.0;
+}
+
+double measure_binary_peak(double seconds) {
+#if QTK_X86_AVX512_VBMI
+    if (detail::cpu_supports(detail::IsaLevel::kAvx512Vbmi)) {
+        return detail::products_per_second(detail::binary_peak_chains_avx512_vbmi, seconds);
     }
 #endif
     (void)seconds;

@@ -71,6 +71,11 @@ constexpr const char* kVersion = "0.1.0";
 // report the conv layers' share of it.
 double measure_int8_peak(double seconds = 0.2);
 
+// One core's binary product peak (spec 24) in products per second: xor, vpopcntq and add on
+// registers, 512 products a step; 0 where this build or CPU has no AVX-512 VPOPCNTDQ kernel.
+// benchmarks.binary reports the binary convs' share of it.
+double measure_binary_peak(double seconds = 0.2);
+
 // What reading memory that another core has just written costs against reading one's own writes,
 // in nanoseconds per KiB, measured for about `seconds` by two threads that each write 256 KiB
 // (an L2's worth) and then read their own or the other's, a word a cache line. It says where the

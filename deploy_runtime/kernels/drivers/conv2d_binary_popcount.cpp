@@ -7,7 +7,7 @@
 // differing bits against the weights packed alike, and the epilogue turns counts into the sum:
 //   sum = K - 2 count                              padded bits read +1, as pad_value 1 wants;
 //   sum -= sum over padded taps of sum_c w[o][c][t]  for pad_value 0, on border pixels only.
-// Then bias and the int8 conv's requantization. Threads take output rows.
+// Then bias and the int8 conv's requantization. Threads take chunks of 64 output pixels.
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -44,23 +44,22 @@ int32_t popcount(uint64_t v) {
     return static_cast<int32_t>((v * 0x0101010101010101u) >> 56);
 }
 
-// Bit i of the result: in[i] < z, for 64 bytes (SSE2's compare and movemask on x86-64).
-uint64_t sign_bits64(const int8_t* in, int8_t z) {
+// Bit i of the result: in[i] < z, for i < count <= 64, 0 above (SSE2's compare and movemask on
+// x86-64, 16 bytes a step, then one at a time).
+uint64_t sign_bits(const int8_t* in, int64_t count, int8_t z) {
+    uint64_t bits = 0;
+    int64_t i = 0;
 #if defined(__SSE2__)
     const __m128i zero_point = _mm_set1_epi8(z);
-    uint64_t bits = 0;
-    for (int i = 0; i < 4; ++i) {
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 16 * i));
-        bits |= uint64_t(uint32_t(_mm_movemask_epi8(_mm_cmplt_epi8(v, zero_point)))) << (16 * i);
+    for (; i + 16 <= count; i += 16) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+        bits |= uint64_t(uint32_t(_mm_movemask_epi8(_mm_cmplt_epi8(v, zero_point)))) << i;
     }
-    return bits;
-#else
-    uint64_t bits = 0;
-    for (int i = 0; i < 64; ++i) {
+#endif
+    for (; i < count; ++i) {
         bits |= uint64_t{in[i] < z} << i;
     }
     return bits;
-#endif
 }
 
 // Transposes the 64 x 64 bit matrix a (row r = a[r], column c = bit c) in place: swaps the
@@ -172,7 +171,6 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         // into one word per pixel.
         pool.parallel_for(batch * padded_h, [&](int64_t begin, int64_t end) {
             uint64_t bits[kWordBits];
-            int8_t tail[kWordBits];
             for (int64_t row = begin; row < end; ++row) {
                 const int64_t n = row / padded_h, iy = row % padded_h - p.pad_h;
                 uint64_t* out = image + row * padded_w * pixel_words;
@@ -191,18 +189,9 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                         for (int64_t ix0 = 0; ix0 < width; ix0 += kWordBits) {
                             const int64_t pixels = std::min<int64_t>(kWordBits, width - ix0);
                             for (int64_t c = 0; c < kWordBits; ++c) {
-                                if (c >= channels) {
-                                    bits[c] = 0;
-                                    continue;
-                                }
                                 const int8_t* in =
                                     x + ((n * x_shape[1] + c0 + c) * height + iy) * width + ix0;
-                                if (pixels < kWordBits) {  // the zero point reads as +1: bit 0
-                                    std::fill(tail, tail + kWordBits, zero_point);
-                                    std::copy(in, in + pixels, tail);
-                                    in = tail;
-                                }
-                                bits[c] = sign_bits64(in, zero_point);
+                                bits[c] = c < channels ? sign_bits(in, pixels, zero_point) : 0;
                             }
                             transpose_bits64(bits);
                             uint64_t* word = out + (p.pad_w + ix0) * pixel_words + g * words_ + j;
@@ -222,45 +211,48 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         for (size_t t = 0; t < tap_offsets_.size(); ++t) {
             offsets[t] = (tap_offsets_[t].first * padded_w + tap_offsets_[t].second) * pixel_words;
         }
-        const int64_t out_h = y_shape[2], out_w = y_shape[3];
-        const int64_t sums_stride = row_stride(out_w);
+        const int64_t out_h = y_shape[2], out_w = y_shape[3], plane = out_h * out_w;
+        const int64_t chunks = ceil_div(plane, kChunk);
         int8_t* y = io.output<int8_t>(0);
-        // Compute: one task per output row; each block of channels' sums go to a row buffer
-        // [channels][out_w] in the thread's slot, then to int8 a channel's row at a time.
-        pool.parallel_for_slots(batch * out_h, [&](int64_t slot, int64_t begin, int64_t end) {
+        // Compute: one task per chunk of kChunk output pixels of a sample, in the output plane's
+        // order (rows one after another), so a block's weights serve the whole chunk from L1 and
+        // each channel's sums requantize as one run of its plane.
+        pool.parallel_for_slots(batch * chunks, [&](int64_t slot, int64_t begin, int64_t end) {
             const int tile = ukernel_.pixels, lanes = ukernel_.channels;
             int32_t* sums = reinterpret_cast<int32_t*>(parts.slot(io.workspace, slot));
             const uint64_t* pixel[kMaxPixels];
-            for (int64_t row = begin; row < end; ++row) {
-                const int64_t n = row / out_h, oy = row % out_h;
+            for (int64_t task = begin; task < end; ++task) {
+                const int64_t n = task / chunks, first = task % chunks * kChunk;
+                const int64_t count = std::min<int64_t>(kChunk, plane - first);
                 for (int64_t g = 0; g < p.groups; ++g) {
-                    const uint64_t* image_row =
-                        image + (n * padded_h + oy * p.stride_h) * padded_w * pixel_words +
-                        g * words_;
+                    const uint64_t* sample = image + n * padded_h * padded_w * pixel_words +
+                                             g * words_;
+                    const auto field = [&](int64_t i) {  // pixel i's receptive field
+                        const int64_t oy = i / out_w, ox = i % out_w;
+                        return sample + (oy * p.stride_h * padded_w + ox * p.stride_w) *
+                                            pixel_words;
+                    };
                     for (int64_t block = 0; block < blocks_; ++block) {
                         const uint64_t* w =
                             &weights_[size_t((g * blocks_ + block) * taps_ * words_ * lanes)];
                         const int64_t o0 = g * p.out_per_group() + block * lanes;
                         const int64_t outputs =
                             std::min<int64_t>(lanes, p.out_per_group() - block * lanes);
-                        for (int64_t ox0 = 0; ox0 < out_w; ox0 += tile) {
-                            const int64_t valid = std::min<int64_t>(tile, out_w - ox0);
-                            for (int q = 0; q < tile; ++q) {  // past the row: its last pixel
-                                pixel[q] = image_row + (ox0 + std::min<int64_t>(q, valid - 1)) *
-                                                           p.stride_w * pixel_words;
+                        for (int64_t i0 = 0; i0 < count; i0 += tile) {
+                            for (int q = 0; q < tile; ++q) {  // past the chunk: its last pixel
+                                pixel[q] = field(first + std::min<int64_t>(i0 + q, count - 1));
                             }
                             ukernel_.run(pixel, offsets, taps_, words_, w,
-                                         int32_t(p.products_per_output()), sums + ox0,
-                                         sums_stride);
+                                         int32_t(p.products_per_output()), sums + i0, kChunk);
                         }
                         if (c_.pad_value == 0) {
-                            remove_padded_taps(oy, o0, outputs, out_w, sums_stride, height, width,
+                            remove_padded_taps(first, count, out_w, o0, outputs, height, width,
                                                sums);
                         }
                         for (int64_t k = 0; k < outputs; ++k) {
                             const int64_t o = o0 + k;
-                            int8_t* y_row = y + ((n * y_shape[1] + o) * out_h + oy) * out_w;
-                            requantize_row(o, sums + k * sums_stride, out_w, y_row);
+                            requantize_run(o, sums + k * kChunk, count,
+                                           y + (n * y_shape[1] + o) * plane + first);
                         }
                     }
                 }
@@ -269,31 +261,30 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     }
 
  private:
+    // Output pixels per task: a multiple of every micro-kernel's pixels, and their sums of 32
+    // channels take 8 KiB.
+    static constexpr int64_t kChunk = 64;
     static constexpr int kMaxPixels = 8;  // the largest micro-kernel tile's
 
-    // A row of the row buffer: whole tiles, since the last one writes all its pixels.
-    int64_t row_stride(int64_t out_w) const { return ceil_div(out_w, ukernel_.pixels) * ukernel_.pixels; }
-
-    // The bit image and the tap offsets shared; a row buffer per thread.
-    WorkspaceLayout layout(const Shape& x, const Shape& y, int threads) const {
+    // The bit image and the tap offsets shared; a chunk's sums per thread.
+    WorkspaceLayout layout(const Shape& x, const Shape&, int threads) const {
         WorkspaceLayout parts;
         parts.shared = WorkspaceLayout::aligned(size_t(image_words(x)) * 8) + size_t(taps_) * 8;
-        parts.per_thread = size_t(ukernel_.channels * row_stride(y[3])) * sizeof(int32_t);
+        parts.per_thread = size_t(ukernel_.channels * kChunk) * sizeof(int32_t);
         parts.threads = threads;
         return parts;
     }
 
-    // pad_value 0: a padded tap adds nothing, but the image read it as +1; on the row's border
-    // pixels, remove each padded tap's sum of the weights.
-    void remove_padded_taps(int64_t oy, int64_t o0, int64_t outputs, int64_t out_w,
-                            int64_t sums_stride, int64_t height, int64_t width,
-                            int32_t* sums) const {
+    // pad_value 0: a padded tap adds nothing, but the image read it as +1; for the chunk's pixels
+    // [first, first + count) on the border, remove each padded tap's sum of the weights.
+    void remove_padded_taps(int64_t first, int64_t count, int64_t out_w, int64_t o0,
+                            int64_t outputs, int64_t height, int64_t width, int32_t* sums) const {
         const Conv2dParams& p = params_;
-        const int64_t iy0 = oy * p.stride_h - p.pad_h;
-        const bool row_inside = iy0 >= 0 && iy0 + (p.kernel_h - 1) * p.dilation_h < height;
-        for (int64_t ox = 0; ox < out_w; ++ox) {
-            const int64_t ix0 = ox * p.stride_w - p.pad_w;
-            if (row_inside && ix0 >= 0 && ix0 + (p.kernel_w - 1) * p.dilation_w < width) {
+        for (int64_t i = 0; i < count; ++i) {
+            const int64_t iy0 = (first + i) / out_w * p.stride_h - p.pad_h;
+            const int64_t ix0 = (first + i) % out_w * p.stride_w - p.pad_w;
+            if (iy0 >= 0 && iy0 + (p.kernel_h - 1) * p.dilation_h < height && ix0 >= 0 &&
+                ix0 + (p.kernel_w - 1) * p.dilation_w < width) {
                 continue;
             }
             for (int64_t t = 0; t < taps_; ++t) {
@@ -303,15 +294,15 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                     continue;
                 }
                 for (int64_t k = 0; k < outputs; ++k) {
-                    sums[k * sums_stride + ox] -= tap_sums_[size_t((o0 + k) * taps_ + t)];
+                    sums[k * kChunk + i] -= tap_sums_[size_t((o0 + k) * taps_ + t)];
                 }
             }
         }
     }
 
-    // Output channel o's row: bias, then spec 2's requantization, by the vector epilogue where
-    // the level has one.
-    void requantize_row(int64_t o, const int32_t* sums, int64_t count, int8_t* y) const {
+    // A run of output channel o's plane: bias, then spec 2's requantization, by the vector
+    // epilogue where the level has one.
+    void requantize_run(int64_t o, const int32_t* sums, int64_t count, int8_t* y) const {
         if constexpr (kRequantize != nullptr) {
             kRequantize->channel(sums, count, 1, count, c_.bias[size_t(o)], c_.multiplier[o],
                                  c_.shift[o], *output_, y);
