@@ -67,8 +67,10 @@ GEOMETRIES = [  # c_in, c_mid, kernel, stride, padding, dilation, groups, height
 ]
 
 
-# The popcount kernels at each ISA level: the portable one where nothing caps it lower.
-LEVELS = {"scalar": "conv2d_binary_popcount_4x8_portable", "": None}
+# The popcount kernel each QTK_ISA cap picks (every x86-64 CPU the project runs on has AVX2); ""
+# leaves this CPU's best.
+LEVELS = {"scalar": "conv2d_binary_popcount_4x8_portable",
+          "avx2": "conv2d_binary_popcount_4x8_avx2", "": None}
 
 
 @pytest.mark.parametrize("pad_value", [0, 1])

@@ -29,6 +29,7 @@ struct BinaryPopcountUkernel {
 };
 
 extern const BinaryPopcountUkernel kBinaryPopcount4x32Avx512Vbmi;
+extern const BinaryPopcountUkernel kBinaryPopcount4x8Avx2;
 
 }  // namespace detail
 }  // namespace qtk

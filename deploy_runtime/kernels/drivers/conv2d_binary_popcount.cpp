@@ -350,6 +350,11 @@ extern const OpAlgo kConv2dBinaryPopcount4x32Avx512Vbmi = {
     "conv2d_binary_popcount_4x32_avx512_vbmi", IsaLevel::kAvx512Vbmi,
     make<kBinaryPopcount4x32Avx512Vbmi, &kInt8RequantizeAvx512>};
 #endif
+#if QTK_X86_AVX2
+extern const OpAlgo kConv2dBinaryPopcount4x8Avx2 = {
+    "conv2d_binary_popcount_4x8_avx2", IsaLevel::kAvx2,
+    make<kBinaryPopcount4x8Avx2, &kInt8RequantizeAvx2>};
+#endif
 extern const OpAlgo kConv2dBinaryPopcount4x8Portable = {
     "conv2d_binary_popcount_4x8_portable", IsaLevel::kScalar,
     make<kBinaryPopcount4x8Portable, nullptr>};
