@@ -10,10 +10,12 @@ from tqdm import tqdm
 import qtk
 
 
-def train(model, data, epochs, lr, desc, on_epoch=None, batch_size=64, shuffle_seed=1):
+def train(model, data, epochs, lr, desc, on_epoch=None, batch_size=64, shuffle_seed=1,
+          transform=None, after_step=None):
     """Adam with a one-cycle schedule over ``epochs`` passes of ``data`` (shuffled from
-    ``shuffle_seed``); ``on_epoch(model, epoch)`` runs before each epoch. Returns the model in eval
-    mode."""
+    ``shuffle_seed``); ``on_epoch(model, epoch)`` runs before each epoch, ``transform(images)``
+    augments each batch, ``after_step(model)`` runs after each optimizer step. Returns the model
+    in eval mode."""
     images, labels = data
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     steps = epochs * ((len(labels) + batch_size - 1) // batch_size)
@@ -26,11 +28,14 @@ def train(model, data, epochs, lr, desc, on_epoch=None, batch_size=64, shuffle_s
         order = torch.randperm(len(labels), generator=generator)
         batches = order.split(batch_size)
         for batch in tqdm(batches, desc=f"{desc} epoch {epoch + 1}/{epochs}", leave=False):
-            loss = nn.functional.cross_entropy(model(images[batch]), labels[batch])
+            inputs = images[batch] if transform is None else transform(images[batch])
+            loss = nn.functional.cross_entropy(model(inputs), labels[batch])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             schedule.step()
+            if after_step:
+                after_step(model)
     return model.eval()
 
 

