@@ -200,6 +200,7 @@ int64_t int8_peak_chains_avx512_vnni(int64_t rounds);  // kernels/x86/gemm_int8_
 int64_t binary_peak_chains_avx512_vbmi(int64_t rounds);
 #endif
 
+#if QTK_X86_AVX512_VNNI  // every peak loop is AVX-512
 namespace {
 
 // Products per second of `chains(rounds)` (which returns its products), timed for `seconds`.
@@ -216,6 +217,7 @@ double products_per_second(int64_t (*chains)(int64_t), double seconds) {
 }
 
 }  // namespace
+#endif
 }  // namespace detail
 
 double measure_int8_peak(double seconds) {

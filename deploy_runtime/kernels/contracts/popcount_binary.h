@@ -30,6 +30,7 @@ struct BinaryPopcountUkernel {
 
 extern const BinaryPopcountUkernel kBinaryPopcount4x32Avx512Vbmi;
 extern const BinaryPopcountUkernel kBinaryPopcount4x8Avx2;
+extern const BinaryPopcountUkernel kBinaryPopcount4x8Neon;
 
 }  // namespace detail
 }  // namespace qtk

@@ -355,6 +355,11 @@ extern const OpAlgo kConv2dBinaryPopcount4x8Avx2 = {
     "conv2d_binary_popcount_4x8_avx2", IsaLevel::kAvx2,
     make<kBinaryPopcount4x8Avx2, &kInt8RequantizeAvx2>};
 #endif
+#if QTK_ARM_NEON
+extern const OpAlgo kConv2dBinaryPopcount4x8Neon = {
+    "conv2d_binary_popcount_4x8_neon", IsaLevel::kNeon,
+    make<kBinaryPopcount4x8Neon, &kInt8RequantizeNeon>};
+#endif
 extern const OpAlgo kConv2dBinaryPopcount4x8Portable = {
     "conv2d_binary_popcount_4x8_portable", IsaLevel::kScalar,
     make<kBinaryPopcount4x8Portable, nullptr>};
