@@ -1,4 +1,5 @@
-"""Binary convolution (conv2d_binary, spec 24) against qtk's int8 convolution of the same shape.
+"""Binary convolution (conv2d_binary, spec 24) against qtk's int8 convolution of the same shape,
+and a binary network against the same network in int8 and the fp32 peers.
 
     python -m benchmarks.binary [--runs 50] [--threads 1 2]
 
@@ -8,10 +9,18 @@ with int8 weights and inputs (qtk's default) or with bits_qconfig(1, 1) (binary 
 inputs), a few steps of BatchNorm statistics on random data. The two files run in alternation, and
 the conv node's time per run (profiled sessions) gives the median ms: a whole run would add the
 same float input quantization and output dequantization to both. Binary GMAC/s counts one
-multiply-accumulate per product as the int8 figures do. The JSON goes to
-benchmarks/results/binary_<cpu>.json; the table names this CPU and each kernel.
+multiply-accumulate per product as the int8 figures do, against the measured peak
+(qtk.measure_binary_peak).
+
+Network: model_zoo.binary.BiRealNet18 at 224x224, batch 1, random weights with BatchNorm statistics
+re-estimated: qtk binary (W1A1 in its 16 3x3 blocks), qtk int8 (the same network all int8), ONNX
+Runtime and OpenVINO fp32 on the float network, whole runs interleaved (median ms), and where the
+binary run's time goes by op. The JSON goes to benchmarks/results/binary_<cpu>.json; the tables
+name this CPU and each kernel.
 """
 import argparse
+import collections
+import copy
 import json
 import statistics
 import tempfile
@@ -22,7 +31,10 @@ from torch import nn
 
 import qtk
 from qtk import _C
-from benchmarks.peers import cpu_description, cpu_slug
+from benchmarks.peers import (cpu_description, cpu_slug, onnxruntime_fp32, openvino_fp32,
+                              time_interleaved)
+from model_zoo.binary import BiRealNet18, binary_mapping
+from model_zoo.training import reestimate_batchnorm
 
 SHAPES = [(64, 56), (128, 28), (256, 14), (512, 7)]  # (channels, height = width)
 
@@ -64,6 +76,45 @@ def conv_medians(sessions, inputs, runs, warmup=5):
     return {kind: 1e3 * statistics.median(s) for kind, s in samples.items()}
 
 
+def network_engines(workdir, threads):
+    """{engine: run} for BiRealNet18, and the qtk binary session (profiled)."""
+    torch.manual_seed(0)
+    model = reestimate_batchnorm(BiRealNet18(), (4, 3, 224, 224))
+    calibration = [torch.randn(1, 3, 224, 224) for _ in range(2)]
+    runs, binary = {}, None
+    for kind, qconfig in (("qtk binary", binary_mapping()), ("qtk int8", qtk.default_qat_qconfig)):
+        qat = qtk.quantize_qat(copy.deepcopy(model), qconfig)
+        qtk.freeze_bn_stats(qat)  # the observers see the re-estimated network
+        qat.train()
+        for x in calibration:
+            qat(x)
+        path = f"{workdir}/{kind.replace(' ', '_')}.qmodel"
+        qtk.export(qtk.convert(qat.eval()), calibration[0], path)
+        session = qtk.runtime.load(path, threads=threads, profile=kind == "qtk binary")
+        runs[kind] = session.run
+        binary = binary or session
+    for kind, engine in (("ONNX Runtime fp32", onnxruntime_fp32),
+                         ("OpenVINO fp32", openvino_fp32)):
+        runs[kind] = engine(model, calibration, workdir, threads)[0]
+    return runs, binary
+
+
+def network_rows(args):
+    rows = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for threads in args.threads:
+            runs, binary = network_engines(workdir, threads)
+            inputs = [torch.randn(1, 3, 224, 224) for _ in range(4)]
+            times = time_interleaved(runs, inputs, args.runs, warmup=5)
+            by_op = collections.Counter()
+            for node in binary.profile():
+                by_op[node["op"]] += node["seconds"] / max(node["runs"], 1)
+            rows.append({"threads": threads,
+                         "ms": {k: 1e3 * statistics.median(v) for k, v in times.items()},
+                         "binary_ms_by_op": {op: 1e3 * s for op, s in by_op.most_common()}})
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
@@ -101,9 +152,23 @@ def main(argv=None):
         print(f"| {r['channels']}@{r['size']}x{r['size']} | {r['threads']} | {r['ms']['int8']:.3f} "
               f"| {r['ms']['binary']:.3f} | {r['speedup']:.2f}x | {r['binary_gmacs']:.0f} | "
               f"{share} | {r['algorithm']['binary']}, {r['algorithm']['int8']} |")
+    network = network_rows(args)
+    print(f"\n### {cpu}: BiRealNet18, 224x224, batch 1, median ms of {args.runs} interleaved "
+          f"runs\n")
+    engines = list(network[0]["ms"])
+    print("| threads | " + " | ".join(engines) + " | int8 / binary | best fp32 / binary |")
+    print("|---:|" + "---:|" * (len(engines) + 2))
+    for r in network:
+        ms = r["ms"]
+        fp32 = min(v for k, v in ms.items() if "fp32" in k)
+        print(f"| {r['threads']} | " + " | ".join(f"{ms[k]:.2f}" for k in engines) +
+              f" | {ms['qtk int8'] / ms['qtk binary']:.2f}x | {fp32 / ms['qtk binary']:.2f}x |")
+    for r in network:
+        parts = ", ".join(f"{op} {ms:.2f}" for op, ms in r["binary_ms_by_op"].items())
+        print(f"\nqtk binary at {r['threads']} thread(s), ms per run by op: {parts}")
     out = Path(__file__).parent / "results" / f"binary_{cpu_slug()}.json"
-    out.write_text(json.dumps({"cpu": cpu, "runs": args.runs, "binary_peak": peak, "rows": rows},
-                              indent=1) + "\n")
+    out.write_text(json.dumps({"cpu": cpu, "runs": args.runs, "binary_peak": peak, "rows": rows,
+                               "network": network}, indent=1) + "\n")
     print(f"\nwritten: {out}")
 
 

@@ -62,6 +62,30 @@ class BinarySmallCNN(nn.Module):
         return self.dequant(self.head(self.blocks(self.stem(self.quant(x)))))
 
 
+class BiRealNet18(nn.Module):
+    """Bi-Real Net 18 (Liu et al. 2018) for 224x224 images: a 7x7 int8 stem and max pool, then 16
+    :class:`BiRealBlock` s (64, 128, 256, 512 channels, the first of each later stage halving the
+    size), average pool and an int8 linear: the binary network ``benchmarks.binary`` times."""
+
+    def __init__(self, num_classes=1000):
+        super().__init__()
+        self.quant, self.dequant = qtk.modules.QuantStub(), qtk.modules.DequantStub()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
+                                  nn.PReLU(64), nn.MaxPool2d(3, 2, 1))
+        blocks, channels = [], 64
+        for width in (64, 128, 256, 512):
+            for unit in range(4):
+                stride = 2 if unit == 0 and width != 64 else 1
+                blocks.append(BiRealBlock(channels, width, stride))
+                channels = width
+        self.blocks = nn.Sequential(*blocks)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                  nn.Linear(512, num_classes))
+
+    def forward(self, x):
+        return self.dequant(self.head(self.blocks(self.stem(self.quant(x)))))
+
+
 def binary_mapping(gradient="approx_sign"):
     """W1A1 on the blocks' 3x3 convs (ApproxSign gradients for the inputs), int8 elsewhere."""
     binary = qtk.QConfig(activation=qtk.default_qat_qconfig.activation,

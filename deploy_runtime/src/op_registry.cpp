@@ -30,7 +30,6 @@ std::unique_ptr<OpKernel> make_group_norm_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_group_norm_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_l2_normalize_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_l2_normalize_int8_reference(const NodeView& node);
-std::unique_ptr<OpKernel> make_prelu_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_prelu_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_clamp_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_clamp_float32_reference(const NodeView& node);
@@ -81,6 +80,7 @@ std::unique_ptr<OpKernel> make_image_to_int8_reference(const NodeView& node);
 #include "algo_lists/mul_float32.inc"
 #include "algo_lists/mul_int8.inc"
 #include "algo_lists/permute.inc"
+#include "algo_lists/prelu_int8.inc"
 #include "algo_lists/quantize.inc"
 #undef QTK_ALGO
 
@@ -128,6 +128,9 @@ const OpAlgo* const kMaxPool2dFloat32Algos[] = {
 };
 const OpAlgo* const kQuantizeAlgos[] = {
 #include "algo_lists/quantize.inc"
+};
+const OpAlgo* const kPReLUInt8Algos[] = {
+#include "algo_lists/prelu_int8.inc"
 };
 const OpAlgo* const kPermuteAlgos[] = {
 #include "algo_lists/permute.inc"
@@ -195,6 +198,7 @@ const MultiAlgorithmOp kMultiAlgorithmOps[] = {
     {"max_pool2d", DType::kFloat32, list_candidates<kMaxPool2dFloat32Algos>},
     {"quantize", DType::kFloat32, list_candidates<kQuantizeAlgos>},
     {"permute", DType::kInt8, list_candidates<kPermuteAlgos>},
+    {"prelu", DType::kInt8, list_candidates<kPReLUInt8Algos>},
     {"permute", DType::kFloat32, list_candidates<kPermuteAlgos>},
     {"global_avg_pool2d", DType::kInt8, list_candidates<kGlobalAvgPool2dInt8Algos>},
 };
@@ -226,7 +230,7 @@ constexpr OpEntry kOps[] = {
     {"group_norm", make_group_norm_int8_reference, make_group_norm_float32_reference},
     {"softmax", make_softmax_int8_reference, make_softmax_float32_reference},
     {"l2_normalize", make_l2_normalize_int8_reference, make_l2_normalize_float32_reference},
-    {"prelu", make_prelu_int8_reference, make_prelu_float32_reference},
+    {"prelu", nullptr, make_prelu_float32_reference},  // int8: kMultiAlgorithmOps
     {"clamp", make_clamp_int8_reference, make_clamp_float32_reference},
     {"lut", nullptr, nullptr},  // int8: kMultiAlgorithmOps
     {"concat", nullptr, make_concat_float32_reference},  // int8: kMultiAlgorithmOps

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "op_algo.h"
 #include "op_kernel.h"
 #include "qtk/arithmetic.h"
 #include "thread_pool.h"
@@ -66,15 +67,21 @@ class PReLUInt8Reference final : public OpKernel {
         int8_t* y = io.output<int8_t>(0);
         pool.parallel_for(element_count(*io.input_shapes[0]), [&](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; ++i) {
-                const int32_t d = int32_t{x[i]} - zero_point_;
-                const int64_t c = channels.of(i);
-                y[i] = d >= 0 ? arith::requantize(d, positive_multiplier_, positive_shift_,
-                                                  output_zero_point_, lo_, hi_)
-                              : arith::requantize(d, multipliers_[c], shifts_[c],
-                                                  output_zero_point_, lo_, hi_);
+                y[i] = apply(x[i], channels.of(i));
             }
         });
     }
+
+    // Spec 22 for input q of channel c (slope c).
+    int8_t apply(int8_t q, int64_t c) const {
+        const int32_t d = int32_t{q} - zero_point_;
+        return d >= 0 ? arith::requantize(d, positive_multiplier_, positive_shift_,
+                                          output_zero_point_, lo_, hi_)
+                      : arith::requantize(d, multipliers_[size_t(c)], shifts_[size_t(c)],
+                                          output_zero_point_, lo_, hi_);
+    }
+
+    int64_t slopes() const { return static_cast<int64_t>(multipliers_.size()); }
 
  private:
     int32_t zero_point_, output_zero_point_, positive_multiplier_, positive_shift_, lo_, hi_;
@@ -116,6 +123,21 @@ class PReLUFloat32Reference final : public OpKernel {
 }  // namespace
 
 QTK_KERNEL_FACTORY(make_prelu_int8_reference, PReLUInt8Reference)
+
+// The portable int8 algorithm, last in algo_lists/prelu_int8.inc.
+extern const OpAlgo kPReLUInt8Reference = {"prelu_int8_reference", IsaLevel::kScalar,
+                                           make_prelu_int8_reference};
+
+std::vector<int8_t> prelu_int8_tables(const NodeView& node) {
+    const PReLUInt8Reference prelu(node);
+    std::vector<int8_t> tables(size_t(prelu.slopes()) * 256);
+    for (int64_t c = 0; c < prelu.slopes(); ++c) {
+        for (int q = -128; q < 128; ++q) {
+            tables[size_t(c * 256 + q + 128)] = prelu.apply(static_cast<int8_t>(q), c);
+        }
+    }
+    return tables;
+}
 QTK_KERNEL_FACTORY(make_prelu_float32_reference, PReLUFloat32Reference)
 
 }  // namespace detail
