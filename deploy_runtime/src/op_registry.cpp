@@ -41,7 +41,6 @@ bool is_float32_function(const std::string& op);
 // (kernels/drivers/function_float32_vector.cpp).
 bool has_vector_float32_function(const std::string& op);
 std::unique_ptr<OpKernel> make_concat_float32_reference(const NodeView& node);
-std::unique_ptr<OpKernel> make_avg_pool2d_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_avg_pool2d_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_global_avg_pool2d_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_resize_bilinear_int8_reference(const NodeView& node);
@@ -70,6 +69,7 @@ std::unique_ptr<OpKernel> make_image_to_int8_reference(const NodeView& node);
 #include "algo_lists/conv2d_binary.inc"
 #include "algo_lists/function_float32.inc"
 #include "algo_lists/add_int8.inc"
+#include "algo_lists/avg_pool2d_int8.inc"
 #include "algo_lists/concat_int8.inc"
 #include "algo_lists/global_avg_pool2d_int8.inc"
 #include "algo_lists/linear_float32.inc"
@@ -116,6 +116,9 @@ const OpAlgo* const kMulFloat32Algos[] = {
 };
 const OpAlgo* const kLutInt8Algos[] = {
 #include "algo_lists/lut_int8.inc"
+};
+const OpAlgo* const kAvgPool2dInt8Algos[] = {
+#include "algo_lists/avg_pool2d_int8.inc"
 };
 const OpAlgo* const kConcatInt8Algos[] = {
 #include "algo_lists/concat_int8.inc"
@@ -194,6 +197,7 @@ const MultiAlgorithmOp kMultiAlgorithmOps[] = {
     {"mul", DType::kFloat32, list_candidates<kMulFloat32Algos>},
     {"lut", DType::kInt8, list_candidates<kLutInt8Algos>},
     {"concat", DType::kInt8, list_candidates<kConcatInt8Algos>},
+    {"avg_pool2d", DType::kInt8, list_candidates<kAvgPool2dInt8Algos>},
     {"max_pool2d", DType::kInt8, list_candidates<kMaxPool2dInt8Algos>},
     {"max_pool2d", DType::kFloat32, list_candidates<kMaxPool2dFloat32Algos>},
     {"quantize", DType::kFloat32, list_candidates<kQuantizeAlgos>},
@@ -235,7 +239,7 @@ constexpr OpEntry kOps[] = {
     {"lut", nullptr, nullptr},  // int8: kMultiAlgorithmOps
     {"concat", nullptr, make_concat_float32_reference},  // int8: kMultiAlgorithmOps
     {"max_pool2d", nullptr, nullptr},  // kMultiAlgorithmOps
-    {"avg_pool2d", make_avg_pool2d_int8_reference, make_avg_pool2d_float32_reference},
+    {"avg_pool2d", nullptr, make_avg_pool2d_float32_reference},  // int8: kMultiAlgorithmOps
     {"global_avg_pool2d", nullptr,
      make_global_avg_pool2d_float32_reference},  // int8: kMultiAlgorithmOps
     {"resize_bilinear", make_resize_bilinear_int8_reference,

@@ -1,4 +1,5 @@
-// Every algorithm of concat, global_avg_pool2d and lut (int8), of add, mul and max_pool2d (int8
+// Every algorithm of concat, global_avg_pool2d, avg_pool2d, prelu and lut (int8), of add, mul and
+// max_pool2d (int8
 // and float32; max_pool2d also channels-last, whose reference gives the NCHW bytes permuted, and in
 // ceil mode, whose output sizes are checked against torch's formula written out here), of quantize
 // (float32 in) and of permute (int8 and float32) against the op's reference, byte for byte. Each
@@ -429,6 +430,69 @@ void test_global_avg_pool2d() {
     }
 }
 
+// Windows of 1x1 to 4x4 and 3x2, strides 1 to 3, on planes either side of them; whole windows
+// (the constant-divisor path) and, now and then, padding, ceil mode or a divisor_override (up to
+// 2^31 - 1, past the path's 2^15) that send the fast path to the reference's loop; inputs all
+// -128 or 127 now and then, random zero points.
+void test_avg_pool2d() {
+    Rng rng(12);
+    const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33};
+    for (int trial = 0; trial < 300; ++trial) {
+        const int64_t kh = rng.uniform(1, 4), kw = trial % 9 == 4 ? 2 : rng.uniform(1, 4);
+        const Shape x = {rng.uniform(1, 2), rng.uniform(1, 5),
+                         std::max<int64_t>(kh, sizes[rng.uniform(0, 10)]),
+                         std::max<int64_t>(kw, sizes[rng.uniform(0, 10)])};
+        const int64_t pad = trial % 5 == 0 ? std::min(kh, kw) / 2 : 0;
+        std::vector<Attr> attrs = {ints("kernel", {kh, kw}),
+                                   ints("stride", {rng.uniform(1, 3), rng.uniform(1, 3)}),
+                                   ints("padding", {pad, pad}),
+                                   ints("count_include_pad", {rng.uniform(0, 1)})};
+        if (trial % 7 == 2) {
+            attrs.push_back(ints("ceil_mode", {1}));
+        }
+        if (trial % 6 == 1) {
+            const int64_t overrides[] = {1, 3, 7, 20, 40000, (int64_t{1} << 31) - 1};
+            attrs.push_back(ints("divisor_override", {overrides[rng.uniform(0, 5)]}));
+        }
+        const int32_t zp = int32_t(rng.uniform(-128, 127));
+        OneNode c("avg_pool2d", DType::kInt8, {x}, {zp}, zp, attrs);
+        c.inputs = {trial % 11 == 3   ? Bytes(size_t(count_of(x)), 0x80)
+                    : trial % 11 == 5 ? Bytes(size_t(count_of(x)), 0x7F)
+                                      : int8_data(rng, size_t(count_of(x)))};
+        check_all(c, "int8 avg_pool2d " + describe(x) + " kernel " + std::to_string(kh) + "x" +
+                         std::to_string(kw) + " zero point " + std::to_string(zp));
+    }
+}
+
+// One slope and one per channel (dim 1) on ranks 2 to 4, slopes of either sign and zero,
+// multipliers up to 2^31 - 1, shifts 1 to 62; the table algorithm per channel plane against the
+// reference's two requantizations.
+void test_prelu() {
+    Rng rng(13);
+    const int64_t sizes[] = {1, 3, 7, 16, 17, 63, 64, 65, 130};
+    for (int trial = 0; trial < 200; ++trial) {
+        Shape x = {rng.uniform(1, 2), rng.uniform(1, 6)};
+        for (int64_t d = 2; d < rng.uniform(2, 4); ++d) {
+            x.push_back(sizes[rng.uniform(0, 8)]);
+        }
+        const int64_t slopes = trial % 3 == 0 ? 1 : x[1];
+        std::vector<int64_t> multipliers, shifts;
+        for (int64_t c = 0; c < slopes; ++c) {
+            const auto [m, n] = random_requant(rng);
+            multipliers.push_back(rng.uniform(0, 2) == 0 ? -m : m);
+            shifts.push_back(n);
+        }
+        const auto [positive, positive_shift] = random_requant(rng);
+        const int32_t zp = int32_t(rng.uniform(-128, 127)), zy = int32_t(rng.uniform(-128, 127));
+        const int64_t lo = rng.uniform(-128, 0), hi = rng.uniform(0, 127);
+        OneNode c("prelu", DType::kInt8, {x}, {zp}, zy,
+                  {ints("positive_multiplier", {positive}), ints("positive_shift", {positive_shift}),
+                   ints("multiplier", multipliers), ints("shift", shifts), ints("clamp", {lo, hi})});
+        c.inputs = {int8_data(rng, size_t(count_of(x)))};
+        check_all(c, "int8 prelu " + describe(x) + " with " + std::to_string(slopes) + " slopes");
+    }
+}
+
 void test_add() {
     Rng rng(4);
     const int64_t sizes[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 1001};
@@ -689,6 +753,8 @@ int main() {
     test_max_pool2d_ceil_sizes();
     test_max_pool2d();
     test_global_avg_pool2d();
+    test_avg_pool2d();
+    test_prelu();
     test_add();
     test_mul();
     test_lut();

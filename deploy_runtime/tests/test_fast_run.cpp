@@ -58,10 +58,12 @@ void test_search_then_use() {
     const Bytes bytes = qtk_test::sample_model().build();
     const auto plain = load(bytes, qtk::FastRun::kOff);
     const auto searched = load(bytes, qtk::FastRun::kSearch);
-    // The sample's int8 ops with several algorithms: conv2d, linear and add only where a vector
-    // ISA runs; concat, max_pool2d and global_avg_pool2d everywhere (portable fast paths).
-    const std::set<std::string> vector_ops = {"conv2d", "linear", "add"};
-    const std::set<std::string> portable_ops = {"concat", "max_pool2d", "global_avg_pool2d"};
+    // The sample's int8 ops with several algorithms: conv2d, linear, add and prelu only where a
+    // vector ISA runs; concat, max_pool2d, avg_pool2d and global_avg_pool2d everywhere (portable
+    // fast paths).
+    const std::set<std::string> vector_ops = {"conv2d", "linear", "add", "prelu"};
+    const std::set<std::string> portable_ops = {"concat", "max_pool2d", "avg_pool2d",
+                                                "global_avg_pool2d"};
     size_t vector_layers = 0, portable_layers = 0;
     for (size_t i = 0; i < plain->op_names().size(); ++i) {
         const std::string op = plain->op_names()[i];

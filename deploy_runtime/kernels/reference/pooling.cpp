@@ -319,6 +319,9 @@ extern const OpAlgo kMaxPool2dFloat32Reference = {"max_pool2d_float32_reference"
                                                   make_max_pool2d_float32_reference};
 
 QTK_KERNEL_FACTORY(make_avg_pool2d_int8_reference, AvgPool2dReference<Int8Pooling>)
+
+extern const OpAlgo kAvgPool2dInt8Reference = {"avg_pool2d_int8_reference", IsaLevel::kScalar,
+                                               make_avg_pool2d_int8_reference};
 QTK_KERNEL_FACTORY(make_avg_pool2d_float32_reference, AvgPool2dReference<Float32Pooling>)
 QTK_KERNEL_FACTORY(make_global_avg_pool2d_int8_reference, GlobalAvgPool2dReference<Int8Pooling>)
 
