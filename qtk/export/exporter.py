@@ -176,11 +176,27 @@ def _export_module(writer, value_of, recorded, node, module):
                                         op.constant_bits.get(suffix, 8))
                     for suffix, tensor in op.constants]
     activation_ids = [value_of[n] for n in inputs]
+    if op.requantized_input is not None:
+        activation_ids[0] = _requantized_input(writer, node, recorded[inputs[0]].shape,
+                                               activation_ids[0], *op.requantized_input)
     input_ids = (constant_ids + activation_ids if op.constants_first
                  else activation_ids + constant_ids)
     value_of[node] = writer.add_activation(node.target, recorded[node].shape, output_qparams)
     writer.add_node(op.op, node.target, input_ids, [value_of[node]], op.attrs)
     _clamp_to_range(writer, value_of, recorded, node, op.op)
+
+
+def _requantized_input(writer, node, shape, source, qparams, multiplier, shift):
+    """A layer's own input quantizer as nodes before it: a one-input concat (spec 3's rescale) to
+    its (s, z), then a clamp to its range. Returns the value the layer reads."""
+    name = f"{node.target}.input"
+    rescaled = writer.add_activation(name, shape, qparams)
+    writer.add_node("concat", name, [source], [rescaled],
+                    {"axis": [1], "multiplier": [multiplier], "shift": [shift]})
+    clamped = writer.add_like(f"{name}.range", shape, rescaled)
+    writer.add_node("clamp", f"{name}.range", [rescaled], [clamped],
+                    {"clamp": [qparams.qmin, qparams.qmax]})
+    return clamped
 
 
 # Ops that compute new int8 values but have no clamp attribute of their own (the session's input

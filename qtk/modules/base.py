@@ -1,7 +1,7 @@
 """What every QAT and Quantized module shares: qparams records and the export hook."""
 import dataclasses
 import math
-from typing import Callable, Dict, List, NamedTuple, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
@@ -93,6 +93,9 @@ class QModelOp:
     attrs: Dict[str, list] = dataclasses.field(default_factory=dict)
     constant_bits: Dict[str, int] = dataclasses.field(default_factory=dict)  # packed storage
     constants_first: bool = False  # the constants are the node's first inputs (``c - x``)
+    # (QParams, M, n): input 0 is first requantized to these qparams and their range (spec 3 with
+    # one input), a layer's own input quantizer; the exporter writes that step as its own node.
+    requantized_input: Optional[tuple] = None
 
 
 class QATModule(nn.Module):
@@ -175,10 +178,11 @@ class QuantizedWeightLayer(QuantizedModule):
     """Shared by convolution and linear: int8 weight, int32 bias, per-channel requantization."""
 
     def __init__(self, weight, bias, weight_fake_quant, input_qparams, output_qparams, activation,
-                 where, binary_input=False):
+                 where, input_scale=None, input_bound=255):
         super().__init__(input_qparams, output_qparams)
-        # a layer that reads its input's signs (spec 24) reads them at scale 1
-        s_x = input_qparams[0].scale if not binary_input else 1.0
+        # the scale the layer reads its input at: its own input quantizer's (signs: 1, each at
+        # most input_bound in magnitude), or the int8 input's
+        s_x = input_qparams[0].scale if input_scale is None else input_scale
         if isinstance(weight_fake_quant, BinaryFakeQuantize):  # +-1, a scale per channel
             w_scale = weight_fake_quant.channel_scale(weight)
             w_q = arithmetic.binary_sign(weight.detach())
@@ -191,7 +195,7 @@ class QuantizedWeightLayer(QuantizedModule):
             bias = torch.zeros(weight.shape[0])
         bias_q, multiplier, shift = arithmetic.weight_layer_requantization(
             bias, w_q, s_x, w_scale, output_qparams.scale, where,
-            input_bound=1 if binary_input else 255)
+            input_bound=input_bound)
         self.register_buffer("weight_q", w_q.to(torch.int8))
         self.register_buffer("bias_q", bias_q.to(torch.int32))
         self.register_buffer("multiplier", multiplier)

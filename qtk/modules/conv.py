@@ -8,7 +8,8 @@ from .. import arithmetic
 from ..errors import UnsupportedOpError
 from ..fake_quant import BinaryFakeQuantize
 from .base import (QATModule, QModelOp, QuantizedWeightLayer, activation_kind, apply_activation,
-                   float_activation_attrs, float_export, refuse_binary_input)
+                   float_activation_attrs, float_export, per_tensor_qparams, refuse_binary_input,
+                   to_int8)
 
 
 # ---- float: fused containers that quantize as one layer ----------------------------------------
@@ -117,9 +118,12 @@ class QATConv2d(nn.Conv2d, QATModule):
         return self.weight, self.bias
 
     def convolve(self, x, weight, bias):
-        """The convolution of x, or of its signs padded with the binarizer's pad value."""
+        """The convolution of x as it is, of x quantized by the layer's own input quantizer, or of
+        its signs padded with the binarizer's pad value."""
         if self.input_fake_quant is None:
             return self._conv_forward(x, weight, bias)
+        if not isinstance(self.input_fake_quant, BinaryFakeQuantize):
+            return self._conv_forward(self.input_fake_quant(x), weight, bias)
         pad_h, pad_w = self.padding
         signs = F.pad(self.input_fake_quant(x), (pad_w, pad_w, pad_h, pad_h),
                       value=float(self.input_fake_quant.pad_value))
@@ -194,18 +198,37 @@ class QuantizedConv2d(QuantizedWeightLayer):
     @classmethod
     def from_module(cls, module, input_qparams, where=""):
         weight, bias = module.folded_weight_and_bias()
-        binarizer = module.input_fake_quant
+        own = module.input_fake_quant  # the layer's own input quantizer, if any
+        binary = isinstance(own, BinaryFakeQuantize)
+        # an affine one requantizes the int8 input to its own (s, z) and range first (spec 3)
+        read_qparams = None if own is None or binary else per_tensor_qparams(own)
         layer = cls(weight.detach(), None if bias is None else bias.detach(),
                     module.weight_fake_quant, input_qparams, module.output_qparams(),
-                    module.activation, where, binary_input=binarizer is not None)
+                    module.activation, where,
+                    input_scale=1.0 if binary else read_qparams and read_qparams.scale,
+                    input_bound=1 if binary else 255)
         layer.stride, layer.padding = tuple(module.stride), tuple(module.padding)
         layer.dilation, layer.groups = tuple(module.dilation), module.groups
         # reads the signs of its input, padded with this value (spec 24); None: int8 input
-        layer.pad_value = None if binarizer is None else binarizer.pad_value
+        layer.pad_value = own.pad_value if binary else None
+        layer.read_qparams = read_qparams
+        if read_qparams is not None:
+            (layer.read_multiplier,), (layer.read_shift,) = arithmetic.rescale_multipliers(
+                [input_qparams[0].scale], read_qparams.scale, shared_shift=False)
         return layer
 
+    def requantize_input(self, x):
+        """The int8 input at the layer's own input (s, z) and range (spec 3 with one input)."""
+        q = self.read_qparams
+        return to_int8(arithmetic.rescaled_sum(
+            [(x, self.input_qparams[0].zero_point, self.read_multiplier)], self.read_shift,
+            q.zero_point, q.qmin, q.qmax))
+
     def forward(self, x):
-        if self.pad_value is None:
+        if self.read_qparams is not None:
+            x, zero_point, padding = (self.requantize_input(x), self.read_qparams.zero_point,
+                                      self.padding)
+        elif self.pad_value is None:
             x, zero_point, padding = x, self.input_qparams[0].zero_point, self.padding
         else:
             pad_h, pad_w = self.padding
@@ -220,9 +243,12 @@ class QuantizedConv2d(QuantizedWeightLayer):
     def qmodel_op(self, input_shapes):
         attrs = {"stride": list(self.stride), "padding": list(self.padding),
                  "dilation": list(self.dilation), "groups": [self.groups]}
-        if self.pad_value is None:
-            return self._weight_op("conv2d", attrs)
-        return self._weight_op("conv2d_binary", {**attrs, "pad_value": [self.pad_value]})
+        if self.pad_value is not None:
+            return self._weight_op("conv2d_binary", {**attrs, "pad_value": [self.pad_value]})
+        op = self._weight_op("conv2d", attrs)
+        if self.read_qparams is not None:
+            op.requantized_input = (self.read_qparams, self.read_multiplier, self.read_shift)
+        return op
 
     def extra_repr(self):
         return (f"{tuple(self.weight_q.shape)}, stride={self.stride}, padding={self.padding}, "
