@@ -188,10 +188,11 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                             std::min<int64_t>(kWordBits, p.group_in_channels - j * kWordBits);
                         for (int64_t ix0 = 0; ix0 < width; ix0 += kWordBits) {
                             const int64_t pixels = std::min<int64_t>(kWordBits, width - ix0);
-                            for (int64_t c = 0; c < kWordBits; ++c) {
-                                const int8_t* in =
-                                    x + ((n * x_shape[1] + c0 + c) * height + iy) * width + ix0;
-                                bits[c] = c < channels ? sign_bits(in, pixels, zero_point) : 0;
+                            for (int64_t c = 0; c < kWordBits; ++c) {  // past channels: 0
+                                bits[c] = c >= channels ? 0
+                                          : sign_bits(x + ((n * x_shape[1] + c0 + c) * height +
+                                                           iy) * width + ix0,
+                                                      pixels, zero_point);
                             }
                             transpose_bits64(bits);
                             uint64_t* word = out + (p.pad_w + ix0) * pixel_words + g * words_ + j;
