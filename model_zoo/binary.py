@@ -1,6 +1,6 @@
 """A binary CNN (1-bit weights and inputs in every 3x3 block, spec 24) trained here, on real digits.
 
-    python -m model_zoo.binary [--epochs 20] [--width 32] [--threads 2]
+    python -m model_zoo.binary [--epochs 30] [--width 32] [--threads 2] [--input-bits 1 2]
 
 The network is a small Bi-Real Net (Liu et al. 2018): an int8 stem conv, six blocks of
 sign -> 3x3 binary conv -> BatchNorm -> + real-valued shortcut -> PReLU (the shortcut an average
@@ -129,7 +129,7 @@ def train_binary(data, epochs, lr=2e-3, width=32, seed=0, input_bits=1):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--width", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--input-bits", type=int, nargs="+", default=[1, 2],
@@ -148,7 +148,8 @@ def main(argv=None):
         quantized = qtk.convert(qat)
         blob = qtk.export(quantized, test_data[0][:1])
         deployed = compare_deployed(quantized, qtk.runtime.load(blob), test_data)
-        print(f"| {name} | W1A{bits} | {accuracy(qat, test_data):.2f} | {deployed.reference_accuracy:.2f} | "
+        print(f"| {name} | W1A{bits} | {accuracy(qat, test_data):.2f} | "
+              f"{deployed.reference_accuracy:.2f} | "
               f"{deployed.accuracy:.2f} | {deployed.identical} / {len(test_data[1])} | "
               f"{len(blob) / 1024:.0f} | {time.time() - start:.0f} |", flush=True)
 

@@ -182,7 +182,7 @@ def test_a_conv_with_its_own_input_quantizer_deploys_byte_identical(bits, signed
 
 def test_binary_inputs_on_a_layer_without_a_binary_form_are_refused_by_name():
     model = nn.Sequential(qtk.modules.QuantStub(), nn.Linear(4, 4))
-    with pytest.raises(qtk.UnsupportedOpError, match="Linear has no form that reads 1-bit"):
+    with pytest.raises(qtk.UnsupportedOpError, match="Linear cannot quantize its own input"):
         qtk.quantize_qat(model, qtk.bits_qconfig(1, 1))
 
 

@@ -60,8 +60,8 @@ Conv2dInt8Constants::Conv2dInt8Constants(const NodeView& node, const Conv2dParam
     has_residual = node.input_count() == 4;
     binary = node.op() == "conv2d_binary";
     if (binary) {
-        node.expect_attrs(
-            {"stride", "padding", "dilation", "groups", "multiplier", "shift", "clamp", "pad_value"});
+        node.expect_attrs({"stride", "padding", "dilation", "groups", "multiplier", "shift",
+                           "clamp", "pad_value"});
         if (has_residual) {
             node.fail("a binary convolution takes 3 inputs (x, weight, bias), not 4");
         }

@@ -267,7 +267,10 @@ std::string value_label(uint32_t id, const Value& v) {
 constexpr uint8_t kPackedInt4 = 4, kPackedInt2 = 5, kPackedBinary = 7;
 
 int packed_bits(uint8_t storage) {
-    return storage == kPackedInt4 ? 4 : storage == kPackedInt2 ? 2 : storage == kPackedBinary ? 1 : 0;
+    return storage == kPackedInt4     ? 4
+           : storage == kPackedInt2   ? 2
+           : storage == kPackedBinary ? 1
+                                      : 0;
 }
 
 std::shared_ptr<const std::vector<int8_t>> unpack(const uint8_t* data, int64_t elements, int bits) {

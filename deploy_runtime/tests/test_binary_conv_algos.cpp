@@ -72,7 +72,8 @@ Case build(const Geometry& g, int pad_value, Fill fill, uint64_t seed) {
     c.x = fill == Fill::kRandom      ? rng.int8s(x_count)
           : fill == Fill::kZeroPoint ? std::vector<int8_t>(x_count, int8_t(c.zx))
                                      : std::vector<int8_t>(x_count, int8_t(c.zx - 1));
-    const int64_t oh = output_size(g.height, g.kernel_h, g), ow = output_size(g.width, g.kernel_w, g);
+    const int64_t oh = output_size(g.height, g.kernel_h, g);
+    const int64_t ow = output_size(g.width, g.kernel_w, g);
 
     ModelBuilder b;
     const uint32_t x = b.activation("x", {1, g.in_channels, g.height, g.width}, 0.05f, c.zx);
@@ -101,7 +102,8 @@ Case build(const Geometry& g, int pad_value, Fill fill, uint64_t seed) {
 std::vector<int8_t> naive(const Case& c) {
     const Geometry& g = c.g;
     const int64_t cg = g.in_channels / g.groups, og = g.out_channels / g.groups;
-    const int64_t oh = output_size(g.height, g.kernel_h, g), ow = output_size(g.width, g.kernel_w, g);
+    const int64_t oh = output_size(g.height, g.kernel_h, g);
+    const int64_t ow = output_size(g.width, g.kernel_w, g);
     std::vector<int8_t> y;
     for (int64_t n = 0; n < 3; ++n) {
         for (int64_t o = 0; o < g.out_channels; ++o) {

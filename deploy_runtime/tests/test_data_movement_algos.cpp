@@ -486,8 +486,9 @@ void test_prelu() {
         const int32_t zp = int32_t(rng.uniform(-128, 127)), zy = int32_t(rng.uniform(-128, 127));
         const int64_t lo = rng.uniform(-128, 0), hi = rng.uniform(0, 127);
         OneNode c("prelu", DType::kInt8, {x}, {zp}, zy,
-                  {ints("positive_multiplier", {positive}), ints("positive_shift", {positive_shift}),
-                   ints("multiplier", multipliers), ints("shift", shifts), ints("clamp", {lo, hi})});
+                  {ints("positive_multiplier", {positive}),
+                   ints("positive_shift", {positive_shift}), ints("multiplier", multipliers),
+                   ints("shift", shifts), ints("clamp", {lo, hi})});
         c.inputs = {int8_data(rng, size_t(count_of(x)))};
         check_all(c, "int8 prelu " + describe(x) + " with " + std::to_string(slopes) + " slopes");
     }

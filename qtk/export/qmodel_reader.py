@@ -22,7 +22,8 @@ _NUMPY = {"int8": np.int8, "int32": np.int32, "float32": np.float32, "uint8": np
 class QValue:
     """One value record: an activation (``data`` None) or a constant."""
     name: str
-    dtype: str  # "int8", "int32", "float32", "uint8" (an image input), "int4"/"int2"/"int1" (packed)
+    # "int8", "int32", "float32", "uint8" (an image input), "int4"/"int2"/"int1" (packed)
+    dtype: str
     shape: List[int]
     scale: float
     zero_point: int

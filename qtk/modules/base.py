@@ -53,13 +53,15 @@ def float_activation_attrs(attrs, kind):
     return attrs if bounds is None else {**attrs, "bounds": bounds}
 
 
-def refuse_binary_input(qconfig, layer):
-    """A weight layer without a binary-input form (spec 24 has Conv2d's) refuses QConfig.input."""
+def refuse_own_input_quantizer(qconfig, layer):
+    """A weight layer that cannot quantize its own input (only Conv2d can: spec 16, 24) refuses
+    QConfig.input."""
     if qconfig.input is not None:
         raise UnsupportedOpError(
-            f"{layer} has no form that reads 1-bit inputs (only Conv2d has, spec 24); give it a "
-            f"QConfig without input, e.g. QConfigMapping(by_type={{nn.{layer}: qtk.bits_qconfig(1, "
-            f"8)}}) for binary weights on int8 inputs")
+            f"{layer} cannot quantize its own input (QConfig.input: 1-bit signs or an affine "
+            f"quantizer; only Conv2d can, spec 16 and 24); give it a QConfig without input, e.g. "
+            f"QConfigMapping(by_type={{nn.{layer}: qtk.bits_qconfig(1, 8)}}) for binary weights "
+            f"on int8 inputs")
 
 
 def apply_activation(x, kind):

@@ -8,8 +8,8 @@ from .. import arithmetic
 from ..errors import UnsupportedOpError
 from ..fake_quant import BinaryFakeQuantize
 from .base import (QATModule, QModelOp, QuantizedWeightLayer, activation_kind, apply_activation,
-                   float_activation_attrs, float_export, per_tensor_qparams, refuse_binary_input,
-                   to_int8)
+                   float_activation_attrs, float_export, per_tensor_qparams,
+                   refuse_own_input_quantizer, to_int8)
 
 
 # ---- float: fused containers that quantize as one layer ----------------------------------------
@@ -312,7 +312,7 @@ class QATConvTranspose2d(nn.ConvTranspose2d, QATModule):
 
     def __init__(self, *args, qconfig, **kwargs):
         super().__init__(*args, **kwargs)
-        refuse_binary_input(qconfig, "ConvTranspose2d")
+        refuse_own_input_quantizer(qconfig, "ConvTranspose2d")
         self.activation = None
         self.weight_fake_quant = qconfig.weight()
         self.activation_post_process = qconfig.activation()

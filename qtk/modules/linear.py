@@ -4,7 +4,7 @@ from torch import nn
 
 from .. import arithmetic
 from .base import (QATModule, QModelOp, QuantizedWeightLayer, activation_kind, apply_activation,
-                   float_activation_attrs, float_export, refuse_binary_input)
+                   float_activation_attrs, float_export, refuse_own_input_quantizer)
 
 
 class LinearReLU(nn.Sequential):
@@ -25,7 +25,7 @@ class QATLinear(nn.Linear, QATModule):
 
     def __init__(self, in_features, out_features, bias=True, *, activation=None, qconfig):
         super().__init__(in_features, out_features, bias)
-        refuse_binary_input(qconfig, "Linear")
+        refuse_own_input_quantizer(qconfig, "Linear")
         self.activation = activation
         self.weight_fake_quant = qconfig.weight()
         self.activation_post_process = qconfig.activation()
