@@ -104,16 +104,20 @@ void popcount_portable(const uint64_t* const* pixel, const int64_t* tap_offset, 
 
 const BinaryPopcountUkernel kBinaryPopcount4x8Portable = {4, 8, popcount_portable<4, 8>};
 
-// kRequantize: the level's vector epilogue (requantize_int8.h), or nullptr for the scalar one.
-template <const Int8RequantizeUkernel* kRequantize>
+// kVectorEpilogue: requantize by the level's vector epilogue (requantize_int8.h, `requantize`),
+// else by the scalar rule; a template parameter, so a build without the epilogues (which the
+// portable descriptor alone serves) never refers to their plans.
+template <bool kVectorEpilogue>
 class Conv2dBinaryPopcount final : public Conv2dKernel {
  public:
-    Conv2dBinaryPopcount(const NodeView& node, const BinaryPopcountUkernel& ukernel)
+    Conv2dBinaryPopcount(const NodeView& node, const BinaryPopcountUkernel& ukernel,
+                         const Int8RequantizeUkernel* requantize)
         : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
           c_(node, params_),
           ukernel_(ukernel),
+          requantize_(requantize),
           reference_(make_conv2d_int8_reference(node)) {
-        if constexpr (kRequantize != nullptr) {
+        if constexpr (kVectorEpilogue) {
             output_.emplace(c_.output_zero_point, c_.clamp.lo, c_.clamp.hi);
         }
         const Conv2dParams& p = params_;
@@ -304,8 +308,8 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     // A run of output channel o's plane: bias, then spec 2's requantization, by the vector
     // epilogue where the level has one.
     void requantize_run(int64_t o, const int32_t* sums, int64_t count, int8_t* y) const {
-        if constexpr (kRequantize != nullptr) {
-            kRequantize->channel(sums, count, 1, count, c_.bias[size_t(o)], c_.multiplier[o],
+        if constexpr (kVectorEpilogue) {
+            requantize_->channel(sums, count, 1, count, c_.bias[size_t(o)], c_.multiplier[o],
                                  c_.shift[o], *output_, y);
         } else {
             for (int64_t i = 0; i < count; ++i) {
@@ -331,6 +335,7 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
 
     const Conv2dInt8Constants c_;
     const BinaryPopcountUkernel& ukernel_;
+    const Int8RequantizeUkernel* const requantize_;  // kVectorEpilogue's
     const std::unique_ptr<OpKernel> reference_;
     std::optional<Int8Output> output_;  // the vector epilogue's plan
     int64_t taps_ = 0, words_ = 0, blocks_ = 0;
@@ -339,9 +344,14 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     std::vector<std::pair<int64_t, int64_t>> tap_offsets_;  // (dy, dx) of each tap
 };
 
-template <const BinaryPopcountUkernel& kUkernel, const Int8RequantizeUkernel* kRequantize>
-std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<Conv2dBinaryPopcount<kRequantize>>(node, kUkernel);
+template <const BinaryPopcountUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize>
+std::unique_ptr<OpKernel> make_vector(const NodeView& node) {
+    return std::make_unique<Conv2dBinaryPopcount<true>>(node, kUkernel, &kRequantize);
+}
+
+template <const BinaryPopcountUkernel& kUkernel>
+std::unique_ptr<OpKernel> make_scalar_epilogue(const NodeView& node) {
+    return std::make_unique<Conv2dBinaryPopcount<false>>(node, kUkernel, nullptr);
 }
 
 }  // namespace
@@ -349,21 +359,21 @@ std::unique_ptr<OpKernel> make(const NodeView& node) {
 #if QTK_X86_AVX512_VBMI
 extern const OpAlgo kConv2dBinaryPopcount4x32Avx512Vbmi = {
     "conv2d_binary_popcount_4x32_avx512_vbmi", IsaLevel::kAvx512Vbmi,
-    make<kBinaryPopcount4x32Avx512Vbmi, &kInt8RequantizeAvx512>};
+    make_vector<kBinaryPopcount4x32Avx512Vbmi, kInt8RequantizeAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const OpAlgo kConv2dBinaryPopcount4x8Avx2 = {
     "conv2d_binary_popcount_4x8_avx2", IsaLevel::kAvx2,
-    make<kBinaryPopcount4x8Avx2, &kInt8RequantizeAvx2>};
+    make_vector<kBinaryPopcount4x8Avx2, kInt8RequantizeAvx2>};
 #endif
 #if QTK_ARM_NEON
 extern const OpAlgo kConv2dBinaryPopcount4x8Neon = {
     "conv2d_binary_popcount_4x8_neon", IsaLevel::kNeon,
-    make<kBinaryPopcount4x8Neon, &kInt8RequantizeNeon>};
+    make_vector<kBinaryPopcount4x8Neon, kInt8RequantizeNeon>};
 #endif
 extern const OpAlgo kConv2dBinaryPopcount4x8Portable = {
     "conv2d_binary_popcount_4x8_portable", IsaLevel::kScalar,
-    make<kBinaryPopcount4x8Portable, nullptr>};
+    make_scalar_epilogue<kBinaryPopcount4x8Portable>};
 
 }  // namespace detail
 }  // namespace qtk
