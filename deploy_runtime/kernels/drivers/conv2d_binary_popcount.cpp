@@ -225,18 +225,20 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         pool.parallel_for_slots(batch * chunks, [&](int64_t slot, int64_t begin, int64_t end) {
             const int tile = ukernel_.pixels, lanes = ukernel_.channels;
             int32_t* sums = reinterpret_cast<int32_t*>(parts.slot(io.workspace, slot));
-            const uint64_t* pixel[kMaxPixels];
+            const uint64_t* field[kChunk];  // kChunk: whole tiles
             for (int64_t task = begin; task < end; ++task) {
                 const int64_t n = task / chunks, first = task % chunks * kChunk;
                 const int64_t count = std::min<int64_t>(kChunk, plane - first);
                 for (int64_t g = 0; g < p.groups; ++g) {
                     const uint64_t* sample = image + n * padded_h * padded_w * pixel_words +
                                              g * words_;
-                    const auto field = [&](int64_t i) {  // pixel i's receptive field
-                        const int64_t oy = i / out_w, ox = i % out_w;
-                        return sample + (oy * p.stride_h * padded_w + ox * p.stride_w) *
-                                            pixel_words;
-                    };
+                    // Each pixel's receptive field, once for every block; past the chunk, up to
+                    // whole tiles, its last pixel again.
+                    for (int64_t i = 0; i < ceil_div(count, tile) * tile; ++i) {
+                        const int64_t at = first + std::min(i, count - 1);
+                        field[i] = sample + ((at / out_w) * p.stride_h * padded_w +
+                                             (at % out_w) * p.stride_w) * pixel_words;
+                    }
                     for (int64_t block = 0; block < blocks_; ++block) {
                         const uint64_t* w =
                             &weights_[size_t((g * blocks_ + block) * taps_ * words_ * lanes)];
@@ -244,10 +246,7 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                         const int64_t outputs =
                             std::min<int64_t>(lanes, p.out_per_group() - block * lanes);
                         for (int64_t i0 = 0; i0 < count; i0 += tile) {
-                            for (int q = 0; q < tile; ++q) {  // past the chunk: its last pixel
-                                pixel[q] = field(first + std::min<int64_t>(i0 + q, count - 1));
-                            }
-                            ukernel_.run(pixel, offsets, taps_, words_, w,
+                            ukernel_.run(&field[i0], offsets, taps_, words_, w,
                                          int32_t(p.products_per_output()), sums + i0, kChunk);
                         }
                         if (c_.pad_value == 0) {
@@ -269,7 +268,6 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     // Output pixels per task: a multiple of every micro-kernel's pixels, and their sums of 32
     // channels take 8 KiB.
     static constexpr int64_t kChunk = 64;
-    static constexpr int kMaxPixels = 8;  // the largest micro-kernel tile's
 
     // The bit image and the tap offsets shared; a chunk's sums per thread.
     WorkspaceLayout layout(const Shape& x, const Shape&, int threads) const {
