@@ -109,7 +109,7 @@ size_t fuse_residual_adds(Graph& g) {
 namespace {
 
 // Ops that join a channels-last region, never pay for one: they read either layout alike.
-// max_pool2d and global_avg_pool2d (told by their "layout" attribute); the element-wise lut and
+// max_pool2d, global_avg_pool2d and lut (told by their "layout" attribute); the element-wise
 // mul (its broadcasts too: squeeze-excitation's [N, C, 1, 1] factors become [N, 1, 1, C] beside
 // the [N, H, W, C] activations).
 bool layout_free_member(const Node& n) {
@@ -287,7 +287,9 @@ size_t use_nhwc_layout(Graph& g, const NhwcChooser& choose) {
         const uint32_t out_nhwc = add_value(out, to_nhwc, " (NHWC)");
         nhwc_of.emplace(out, out_nhwc);
         node.outputs[0] = out_nhwc;
-        if (node.op != "lut" && node.op != "mul") {  // element-wise: the same in either layout
+        // mul is element-wise, the same in either layout; a lut's tables per channel (spec 25)
+        // need to know where the channels are
+        if (node.op != "mul") {
             node.attrs.push_back(ints_attr("layout", {kLayoutNhwc}));
         }
         nodes.push_back(std::move(node));

@@ -1,7 +1,7 @@
-// Every algorithm of concat, global_avg_pool2d, avg_pool2d, prelu and lut (int8), of add, mul and
-// max_pool2d (int8
-// and float32; max_pool2d also channels-last, whose reference gives the NCHW bytes permuted, and in
-// ceil mode, whose output sizes are checked against torch's formula written out here), of quantize
+// Every algorithm of concat, global_avg_pool2d, avg_pool2d, prelu and lut (int8; lut also with a
+// table per channel in either layout), of add, mul and max_pool2d (int8 and float32; max_pool2d
+// also channels-last, whose reference gives the NCHW bytes permuted, and in ceil mode, whose
+// output sizes are checked against torch's formula written out here), of quantize
 // (float32 in) and of permute (int8 and float32) against the op's reference, byte for byte. Each
 // node is built as a graph and every candidate the registry offers on this CPU (every ISA level it
 // runs, the portable fast paths, the reference last) runs with 1 and 2 threads over shapes around
@@ -582,6 +582,49 @@ void test_lut() {
     }
 }
 
+// int8 lut with a table per channel (spec 25): ranks 2 to 4, channels around the vector widths,
+// NCHW (a plane per channel) and channels-last (the "layout" attribute: the channel is the last
+// dim), against y = table[c][x + 128] written out here; a table of the wrong shape is refused.
+void test_lut_per_channel() {
+    Rng rng(18);
+    const int64_t sizes[] = {1, 3, 7, 16, 17, 63, 64, 65};
+    for (int trial = 0; trial < 120; ++trial) {
+        Shape x = {rng.uniform(1, 2), sizes[rng.uniform(0, 7)]};
+        for (int64_t d = 2; d < rng.uniform(2, 4); ++d) {
+            x.push_back(sizes[rng.uniform(0, 7)]);
+        }
+        const bool channels_last = x.size() == 4 && trial % 2 == 1;
+        const int64_t channels = channels_last ? x.back() : x[1];
+        OneNode c("lut", DType::kInt8, {x}, {0}, 0,
+                  channels_last ? std::vector<Attr>{ints("layout", {1})} : std::vector<Attr>{});
+        const Bytes table = random_bytes(rng, size_t(channels * 256));
+        c.graph.values.push_back({"table", DType::kInt8, {channels, 256}, 0.1f, 0, true, nullptr,
+                                  size_t(channels * 256)});
+        c.graph.nodes[0].inputs.push_back(uint32_t(c.graph.values.size() - 1));
+        c.graph.values.back().data = table.data();
+        c.inputs = {int8_data(rng, size_t(count_of(x))), table};
+        const std::string what = "int8 lut per channel " + describe(x) +
+                                 (channels_last ? " channels-last" : "");
+        const Bytes got = check_all(c, what);
+        const int64_t plane = channels_last ? 1 : count_of(x) / (x[0] * channels);
+        for (int64_t i = 0; i < count_of(x); ++i) {
+            const int64_t entry = i / plane % channels * 256 + int8_t(c.inputs[0][size_t(i)]) + 128;
+            if (got[size_t(i)] != table[size_t(entry)]) {
+                qtk_test::report_failure(__FILE__, __LINE__, what + ": not table[c][x + 128]");
+                break;
+            }
+        }
+        if (trial == 0) {  // one row short
+            c.graph.values.back().shape = {channels + 1, 256};
+            CHECK_THROWS_WITH(
+                qtk::detail::create_kernel(c.graph, c.graph.nodes[0],
+                                           [](const Graph&, const Node&,
+                                              const std::vector<KernelCandidate>&) { return 0; }),
+                "or [C, 256] (a table per channel C");
+        }
+    }
+}
+
 // float32 add and mul: same shapes (the flat loop) and broadcasts (the reference's walk), with and
 // without bounds.
 void test_float32_add_mul() {
@@ -759,6 +802,7 @@ int main() {
     test_add();
     test_mul();
     test_lut();
+    test_lut_per_channel();
     test_float32_add_mul();
     test_float32_functions();
     test_quantize();

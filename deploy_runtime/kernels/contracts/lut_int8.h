@@ -1,7 +1,8 @@
 // The int8 table lookup of docs/quantization_spec.md (a 'lut' node: y = table[x + 128], the
 // activation functions' int8 form), vectorized; one file per ISA, each compiled with its own flags
 // and called only where cpu_supports() its level. The drivers are kernels/drivers/
-// lut_int8_vector.cpp and concat_int8_table.cpp (an input's rescale as a table).
+// table_lookup_planes.h (lut and prelu, a table per tensor or per channel plane) and
+// concat_int8_table.cpp (an input's rescale as a table).
 //
 // Contract: y[i] = table[x[i] + 128] for i < count. No alignment is required.
 //

@@ -1,13 +1,14 @@
 // Elementwise ops, reference.
 // - int8: add (docs/quantization_spec.md section 3, same shapes), mul (section 9, broadcast),
 //   clamp (section 5: a clamp on the int8 values, keeps (scale, zp)), lut (section 10: a stored
-//   256-entry table, own (scale, zp)).
+//   256-entry table, or one per channel (section 25), own (scale, zp)).
 // - float32: add, sub, mul and div (broadcast like int8 mul, either input may be a constant,
 //   optional bounds), clamp (bounds), and torch's functions of one input (kFloat32Functions).
 #include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <vector>
 
 #include "op_algo.h"
 #include "op_kernel.h"
@@ -198,36 +199,54 @@ class ClampInt8Reference final : public OpKernel {
 
 class LutInt8Reference final : public OpKernel {
  public:
-    explicit LutInt8Reference(const NodeView& node) : OpKernel(node.label()) {
+    explicit LutInt8Reference(const NodeView& node)
+        : OpKernel(node.label()), channels_last_(node.channels_last()) {
         node.expect_input_count(2);
         node.expect_output_count(1);
-        node.expect_attrs({});
-        node.activation_input(0, DType::kInt8);
-        const Value& table = node.constant_input(1, "table", DType::kInt8, 1);
-        if (table.shape != Shape{256}) {
+        node.expect_attrs({}, {"layout"});
+        const Value& x = node.activation_input(0, DType::kInt8);
+        const Value& table = node.input_value(1);
+        // One table, or one per channel of x (spec 25): dim 1, the last dim when channels-last.
+        const bool per_channel = table.shape.size() == 2;
+        node.constant_input(1, "table", DType::kInt8, per_channel ? 2 : 1);
+        const size_t channel_dim = channels_last_ ? x.shape.size() - 1 : 1;
+        const int64_t channels = per_channel && x.shape.size() >= 2 ? x.shape[channel_dim] : 1;
+        if (table.shape != (per_channel ? Shape{channels, 256} : Shape{256}) ||
+            (per_channel && x.shape.size() < 2)) {
             node.fail("table '" + table.name + "' must have shape [256] (one entry per int8 " +
-                      "value), got " + to_string(table.shape));
+                      "value) or [C, 256] (a table per channel C of an input of rank >= 2, " +
+                      "spec 25), got " + to_string(table.shape) + " for input " +
+                      to_string(x.shape));
         }
         node.output(0, DType::kInt8);
-        std::memcpy(table_.data(), table.data, table_.size());
+        const int8_t* entries = reinterpret_cast<const int8_t*>(table.data);
+        tables_.assign(entries, entries + channels * 256);
     }
 
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
         return {inputs[0]};
     }
 
+    const std::vector<int8_t>& tables() const { return tables_; }
+
     void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Shape& shape = *io.input_shapes[0];
+        const int64_t channels = static_cast<int64_t>(tables_.size() / 256);
+        // NCHW: element i is in channel (i / plane) % C; channels-last: i % C.
+        const int64_t plane = channels_last_ ? 1 : element_count(shape) / (shape[0] * channels);
         const int8_t* x = io.input<int8_t>(0);
         int8_t* y = io.output<int8_t>(0);
-        pool.parallel_for(element_count(*io.output_shapes[0]), [&](int64_t begin, int64_t end) {
+        pool.parallel_for(element_count(shape), [&](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; ++i) {
-                y[i] = table_[static_cast<size_t>(int32_t{x[i]} + 128)];
+                const int64_t c = channels == 1 ? 0 : i / plane % channels;
+                y[i] = tables_[static_cast<size_t>(c * 256 + int32_t{x[i]} + 128)];
             }
         });
     }
 
  private:
-    std::array<int8_t, 256> table_;  // table_[q + 128] = f(q), computed at convert time
+    const bool channels_last_;
+    std::vector<int8_t> tables_;  // tables_[c * 256 + q + 128] = f(q) in channel c
 };
 
 // A float32 function's parameters: its f32 attributes in the order its kFloat32Functions line names
@@ -349,6 +368,10 @@ std::unique_ptr<OpKernel> make_clamp_float32_reference(const NodeView& node) {
 }
 
 QTK_KERNEL_FACTORY(make_lut_int8_reference, LutInt8Reference)
+
+std::vector<int8_t> lut_int8_tables(const NodeView& node) {
+    return LutInt8Reference(node).tables();
+}
 
 extern const OpAlgo kLutInt8Reference = {"lut_int8_reference", IsaLevel::kScalar,
                                          make_lut_int8_reference};

@@ -1,0 +1,59 @@
+// The driver of every op computed as int8 table lookups (lut, prelu): the reference's own tables,
+// one for the tensor or one per channel, and lut_int8.h's vector lookups over each channel plane,
+// threads splitting the elements. The op gives its reference factory and its tables.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "../contracts/lut_int8.h"
+#include "beside_reference.h"
+#include "thread_pool.h"
+
+namespace qtk {
+namespace detail {
+
+template <std::unique_ptr<OpKernel> (*kMakeReference)(const NodeView& node),
+          std::vector<int8_t> (*kTables)(const NodeView& node)>  // [channels][256]
+class TableLookupPlanes final : public BesideReference {
+ public:
+    TableLookupPlanes(const NodeView& node, const Int8LutUkernel& ukernel)
+        : BesideReference(node, kMakeReference),
+          ukernel_(ukernel),
+          tables_(kTables(node)),
+          channels_last_(node.channels_last()) {}
+
+    void run(const NodeIO& io, ThreadPool& pool) const override {
+        const int64_t channels = static_cast<int64_t>(tables_.size() / 256);
+        if (channels > 1 && channels_last_) {
+            // a table per element: nothing for the vector lookups to share
+            reference_->run(io, pool);
+            return;
+        }
+        const Shape& shape = *io.input_shapes[0];
+        // One table: the tensor is one plane. Per channel: x [N, C, ...], a plane per (n, c).
+        const int64_t planes = channels == 1 ? 1 : shape[0] * channels;
+        const int64_t plane = element_count(shape) / planes;
+        const int8_t* x = io.input<int8_t>(0);
+        int8_t* y = io.output<int8_t>(0);
+        // Ranges of elements, cut at plane boundaries so each piece has one table.
+        pool.parallel_for(planes * plane, [&](int64_t begin, int64_t end) {
+            while (begin < end) {
+                const int64_t p = begin / plane;
+                const int64_t stop = std::min(end, (p + 1) * plane);
+                ukernel_.run(x + begin, stop - begin, &tables_[size_t(p % channels * 256)],
+                             y + begin);
+                begin = stop;
+            }
+        });
+    }
+
+ private:
+    const Int8LutUkernel& ukernel_;
+    const std::vector<int8_t> tables_;
+    const bool channels_last_;
+};
+
+}  // namespace detail
+}  // namespace qtk
