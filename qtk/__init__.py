@@ -14,7 +14,7 @@ from .export.onnx_export import export_onnx
 from .preprocess import ImagePreprocess
 from .ptq import auto_mixed_precision, quantize_ptq
 from .qconfig import (PRESETS, QConfig, QConfigMapping, default_ptq_qconfig, default_qat_qconfig,
-                      bits_qconfig, bits_qconfig_mapping, with_args)
+                      bits_qconfig, bits_qconfig_mapping, per_channel_activations, with_args)
 from .quantization_report import Report, report
 from .quantize import (FloatFallbackWarning, calibrate, convert, freeze_bn_stats, int8_outputs,
                        prepare_ptq, quantize_qat)
@@ -37,6 +37,7 @@ __all__ = ["quantize_qat", "prepare_ptq", "calibrate", "convert", "export", "exp
            "auto_mixed_precision", "quantize_ptq", "BinaryFakeQuantize", "clip_latent_weights",
            "FloatFallbackWarning",
            "QConfig", "QConfigMapping", "PRESETS", "bits_qconfig", "bits_qconfig_mapping",
+           "per_channel_activations",
            "default_qat_qconfig", "default_ptq_qconfig", "with_args", "runtime",
            "QtkError", "UnsupportedOpError", "arithmetic", "modules", "observers", "fake_quant",
            "ptq", "__version__"]

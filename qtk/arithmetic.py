@@ -44,6 +44,28 @@ def qparams_from_range(min_val, max_val, qmin, qmax, symmetric):
     return scale, zero_point
 
 
+def shared_zero_point_qparams(min_val, max_val, qmin, qmax):
+    """Spec 25's per-channel activation qparams: a scale per channel and one zero point for all
+    (float32 scales, int64 zero points, one per channel and all equal). Each channel's range is
+    widened to include 0 and gets, for a zero point ``z``, the smallest scale that holds it,
+    ``s_c(z) = max(max_c / (qmax - z), -min_c / (z - qmin))``. The zero point is the ``z`` in
+    ``[qmin, qmax]`` with the least rounding noise over the channels, ``sum_c s_c(z)^2`` (the
+    first such ``z``); each scale is then floored as spec 1's."""
+    min_val = torch.clamp(min_val.detach().to(torch.float64).reshape(1, -1), max=0.0)
+    max_val = torch.clamp(max_val.detach().to(torch.float64).reshape(1, -1), min=0.0)
+    z = torch.arange(qmin, qmax + 1, dtype=torch.float64).reshape(-1, 1)
+    above = torch.where(max_val > 0, max_val / (qmax - z).clamp(min=1), 0.0)
+    below = torch.where(min_val < 0, -min_val / (z - qmin).clamp(min=1), 0.0)
+    scales = torch.maximum(above, below)
+    # a z at the end of the range cannot hold values on that side
+    unusable = ((max_val > 0) & (z >= qmax)) | ((min_val < 0) & (z <= qmin))
+    noise = torch.where(unusable, math.inf, scales.square()).sum(1)
+    best = int(torch.argmin(noise))
+    scale = scales[best].to(torch.float32)
+    scale = torch.where(scale == 0, ZERO_RANGE_SCALE, torch.clamp(scale, min=MIN_SCALE))
+    return scale, torch.full(scale.shape, qmin + best, dtype=torch.int64)
+
+
 def check_finite_scale(scale, what):
     """Convert's guard: ``scale`` (a tensor) must be finite; ``what`` names the quantizer."""
     if not bool(torch.isfinite(scale).all()):
@@ -165,8 +187,11 @@ def weight_layer_requantization(bias, weight_q, input_scale, weight_scale, outpu
         raise NonFiniteRangeError(f"the bias holds NaN or inf (channels "
                                   f"{torch.nonzero(~torch.isfinite(bias)).reshape(-1).tolist()[:4]})")
     zero_channel = (weight_q.reshape(weight_q.shape[0], -1) == 0).all(1)
-    products = float(input_scale) * weight_scale.to(torch.float64)
-    bias_scale = torch.where(zero_channel, float(output_scale), products)
+    # scales are floats or float64 tensors per output channel (spec 25)
+    input_scale = torch.as_tensor(input_scale, dtype=torch.float64)
+    output_scale = torch.as_tensor(output_scale, dtype=torch.float64)
+    products = input_scale * weight_scale.to(torch.float64)
+    bias_scale = torch.where(zero_channel, output_scale, products)
     bias_q = torch.round(bias.detach().to(torch.float64) / bias_scale)
     bias_q = torch.clamp(bias_q, INT32_MIN, INT32_MAX).to(torch.int64)
     # past +-2^16 a zero channel's output saturates alike; kernels keep their int32 headroom
@@ -183,7 +208,7 @@ def weight_layer_requantization(bias, weight_q, input_scale, weight_scale, outpu
                          f"{float(products[c]):.3g}; the layer's fan-in or that bias is too large "
                          f"for int8 inputs at that scale")
     multiplier, shift = quantize_multipliers(
-        torch.where(zero_channel, 1.0, products / float(output_scale)).tolist())
+        torch.where(zero_channel, 1.0, products / output_scale).tolist())
     return bias_q, multiplier, shift
 
 
@@ -216,6 +241,9 @@ def activation_bounds(activation, qparams):
     """(lo, hi) clamp bounds for None, 'relu' or 'relu6' on an output with ``qparams`` (scale,
     zero_point, qmin, qmax): the activation's range intersected with the output's integer range."""
     scale, zero_point, lo, hi = qparams
+    if activation == "relu6" and isinstance(scale, tuple):
+        raise ValueError("a ReLU6 on an output quantized per channel would clamp each channel at "
+                         "its own 6 (spec 25); quantize that output per tensor")
     if activation in ("relu", "relu6"):
         lo = max(lo, int(zero_point))
     if activation == "relu6":
@@ -244,15 +272,29 @@ def mul_multiplier(scale_a, scale_b, output_scale):
     return quantize_multiplier(float(scale_a) * float(scale_b) / float(output_scale))
 
 
-def lookup_table(function, input_qparams, output_qparams):
-    """Spec 10: the 256-entry int8 table of ``function`` (evaluated by torch in float32)."""
+def lookup_table(function, input_qparams, output_qparams, channels=1):
+    """Spec 10: the 256-entry int8 table of ``function`` (evaluated by torch in float32), or with
+    ``channels`` > 1 a table per channel, [channels, 256], from each channel's (s, z) (spec 25)."""
     q = torch.arange(INT8_MIN, INT8_MAX + 1)
-    x = dequantize(q, input_qparams.scale, input_qparams.zero_point)
-    return quantize(function(x), *output_qparams).to(torch.int8)
+
+    def table(x_qparams, y_qparams):
+        x = dequantize(q, x_qparams.scale, x_qparams.zero_point)
+        return quantize(function(x), *y_qparams).to(torch.int8)
+
+    if channels == 1:
+        return table(input_qparams, output_qparams)
+    return torch.stack([table(input_qparams.channel(c), output_qparams.channel(c))
+                        for c in range(channels)])
 
 
 def apply_lookup_table(q, table):
-    return table[q.to(torch.int64) + 128]
+    """y = table[q + 128]; a table per channel (spec 25) looks up each channel along dim 1 in its
+    own row."""
+    index = q.to(torch.int64) + 128
+    if table.dim() == 1:
+        return table[index]
+    channel = torch.arange(table.shape[0]).reshape([1, -1] + [1] * (q.dim() - 2))
+    return table[channel, index]
 
 
 BILINEAR_WEIGHT_BITS = 10

@@ -33,14 +33,21 @@ class QConfig:
             quantizer: :class:`qtk.BinaryFakeQuantize` for 1-bit inputs (spec 24), or an affine
             one (e.g. 2 bits) that the layer's int8 input is requantized to (spec 16). ``None``:
             the layer reads its producer's int8 output as it is.
+        channel_activation: the factory of the output's fake quantizer where the output can be
+            quantized per channel: where every layer that reads it folds a scale per channel
+            (depthwise convolutions, table functions) and its producer writes one (a convolution
+            without ReLU6, a table function); spec 25. Its observer has ``ch_axis=1`` and
+            ``shared_zero_point=True`` (:func:`per_channel_activations`). ``None``: every
+            output per tensor.
     """
     activation: Callable
     weight: Callable
     input: Optional[Callable] = None
+    channel_activation: Optional[Callable] = None
 
     def __post_init__(self):
-        for field in ("activation", "weight", "input"):
-            if field == "input" and self.input is None:
+        for field in ("activation", "weight", "input", "channel_activation"):
+            if field in ("input", "channel_activation") and getattr(self, field) is None:
                 continue
             if not callable(getattr(self, field)) or isinstance(getattr(self, field), nn.Module):
                 raise TypeError(f"QConfig.{field} must be a factory (a class or "
@@ -154,6 +161,16 @@ def with_observer_args(fake_quant_factory, **observer_kwargs):
         raise TypeError("with_observer_args needs a factory made by with_args(FakeQuantizeClass, "
                         "observer=...)")
     return functools.partial(fake_quant_factory, observer=with_args(observer, **observer_kwargs))
+
+
+def per_channel_activations(qconfig):
+    """``qconfig`` with outputs quantized per channel where every reader can take it (spec 25):
+    its activation quantizer with a scale per channel and one zero point. The channels of a
+    convolution's output that feeds a depthwise convolution, often through a HardSwish or SiLU,
+    can be 50x apart after BatchNorm folding; one scale for them all leaves the small ones a
+    handful of levels."""
+    return dataclasses.replace(qconfig, channel_activation=with_observer_args(
+        qconfig.activation, ch_axis=1, shared_zero_point=True))
 
 
 def bits_qconfig(weight_bits=8, activation_bits=8, base=None, signed_activations=True,

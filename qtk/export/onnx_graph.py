@@ -27,6 +27,13 @@ class OnnxGraph:
         self.nodes, self.initializers, self.float_of = [], [], {}
         self.names = {}  # value id -> ONNX tensor name
         self.batch = "N" if dynamic_batch else None
+        per_channel = [v["name"] for v in writer.values
+                       if v["qparams"] is not None and v["qparams"].per_channel]
+        if per_channel:
+            raise UnsupportedOpError(
+                f"{len(per_channel)} tensors (first {per_channel[0]!r}) are quantized per channel "
+                f"(spec 25), which the {self.FORM} ONNX form does not write yet; quantize with a "
+                f"QConfig whose channel_activation is None to export ONNX")
         self.inputs = []
         for vid in writer.inputs:
             value = writer.values[vid]

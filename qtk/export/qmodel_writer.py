@@ -93,8 +93,11 @@ class QModelWriter:
 
     def _add(self, name, dtype, shape, qparams, data):
         """``qparams``: an int8 activation's QParams (its range is the writer's business only:
-        the file stores scale and zero point, and clamps enforce the range)."""
-        scale, zero_point = (qparams.scale, qparams.zero_point) if qparams else (0.0, 0)
+        the file stores scale and zero point, and clamps enforce the range). A tensor quantized
+        per channel records its largest channel scale: its readers' attributes hold the scales
+        (spec 25)."""
+        scale, zero_point = (max(qparams.scale) if qparams.per_channel else qparams.scale,
+                             qparams.zero_point) if qparams else (0.0, 0)
         self.values.append(dict(name=name, dtype=dtype, shape=[int(d) for d in shape],
                                 scale=float(scale), zero_point=int(zero_point), qparams=qparams,
                                 data=data))

@@ -74,14 +74,17 @@ class QATTableFunction(QATFloatThenQuantize):
 
 
 class QuantizedLookupTable(QuantizedModule):
-    """Any one-input int8 function as a 256-entry table computed at convert time (spec 10)."""
+    """Any one-input int8 function as a 256-entry table computed at convert time (spec 10), one
+    per channel where its input or output is quantized per channel (spec 25)."""
     SOURCE_TYPES = (QATTableFunction,)
+    CHANNEL_SCALES = True
 
     @classmethod
     def from_module(cls, module, input_qparams, where=""):
         layer = cls(input_qparams, module.output_qparams())
-        layer.register_buffer("table", arithmetic.lookup_table(module.module, input_qparams[0],
-                                                               layer.output_qparams))
+        x, y = input_qparams[0], layer.output_qparams
+        channels = max(len(q.scale) if q.per_channel else 1 for q in (x, y))
+        layer.register_buffer("table", arithmetic.lookup_table(module.module, x, y, channels))
         layer.function_name = type(module.module).__name__
         return layer
 

@@ -12,9 +12,11 @@ from ..fake_quant import BinaryFakeQuantize
 
 
 class QParams(NamedTuple):
-    """Per-tensor quantization parameters of an activation stored as int8: its scale, zero point
-    and integer range, which is narrower than [-128, 127] for sub-8-bit activations (spec 16)."""
-    scale: float
+    """Quantization parameters of an activation stored as int8: its scale, zero point and integer
+    range, which is narrower than [-128, 127] for sub-8-bit activations (spec 16). ``scale`` is a
+    float, or a tuple of floats with one per channel along dim 1 (spec 25: only layers with
+    ``CHANNEL_SCALES`` read or write such a tensor)."""
+    scale: object
     zero_point: int
     qmin: int = arithmetic.INT8_MIN
     qmax: int = arithmetic.INT8_MAX
@@ -23,17 +25,39 @@ class QParams(NamedTuple):
     def narrow(self):
         return (self.qmin, self.qmax) != (arithmetic.INT8_MIN, arithmetic.INT8_MAX)
 
+    @property
+    def per_channel(self):
+        return isinstance(self.scale, tuple)
+
+    def channel(self, c):
+        """The per-tensor qparams of channel ``c`` (every channel's, when per tensor)."""
+        return self._replace(scale=self.scale[c]) if self.per_channel else self
+
+    def scales(self):
+        """The scale as a float64 tensor: one value, or one per channel."""
+        return torch.tensor(self.scale, dtype=torch.float64)
+
 
 def per_tensor_qparams(fake_quant):
     """The output qparams a fake quantizer deploys as. An unsigned range such as [0, 255] moves
-    down by 128 into the int8 container: (q - z) and so every real value stay the same."""
+    down by 128 into the int8 container: (q - z) and so every real value stay the same. A
+    per-channel activation quantizer (spec 25) gives a scale per channel and its one zero point."""
     scale, zero_point = fake_quant.calculate_qparams()
     arithmetic.check_finite_scale(scale, "output")
-    qmin, qmax, zero_point = fake_quant.qmin, fake_quant.qmax, int(zero_point.reshape(()))
+    qmin, qmax = fake_quant.qmin, fake_quant.qmax
     if qmax - qmin > arithmetic.INT8_MAX - arithmetic.INT8_MIN:
         raise ValueError(f"activation range [{qmin}, {qmax}] is wider than 8 bits")
+    if getattr(fake_quant, "ch_axis", None) is None:
+        scale, zero_point = float(scale.reshape(())), int(zero_point.reshape(()))
+    elif fake_quant.ch_axis != 1 or not bool((zero_point == zero_point.reshape(-1)[0]).all()):
+        raise ValueError(f"a per-channel activation quantizer needs ch_axis=1 and one zero point "
+                         f"for every channel (observer shared_zero_point=True, spec 25); got "
+                         f"ch_axis={fake_quant.ch_axis}, zero points "
+                         f"{zero_point.reshape(-1).tolist()[:4]}")
+    else:
+        scale, zero_point = tuple(scale.reshape(-1).tolist()), int(zero_point.reshape(-1)[0])
     offset = max(0, qmax - arithmetic.INT8_MAX)
-    return QParams(float(scale.reshape(())), zero_point - offset, qmin - offset, qmax - offset)
+    return QParams(scale, zero_point - offset, qmin - offset, qmax - offset)
 
 
 def activation_kind(module):
@@ -150,6 +174,7 @@ class QuantizedModule(nn.Module):
     ``from_module(module, input_qparams)``; ``qmodel_op()`` describes the node for export.
     """
     SOURCE_TYPES: Tuple[type, ...] = ()
+    CHANNEL_SCALES = False  # reads and writes tensors quantized per channel (spec 25)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -184,7 +209,13 @@ class QuantizedWeightLayer(QuantizedModule):
         super().__init__(input_qparams, output_qparams)
         # the scale the layer reads its input at: its own input quantizer's (signs: 1, each at
         # most input_bound in magnitude), or the int8 input's
-        s_x = input_qparams[0].scale if input_scale is None else input_scale
+        s_x = input_qparams[0].scales() if input_scale is None else input_scale
+        if input_qparams[0].per_channel and input_scale is None:
+            # a depthwise layer's output channel o reads input channel o // (O / C) (spec 25)
+            if weight.shape[1] != 1:
+                raise UnsupportedOpError(f"{where}: only a depthwise convolution reads an input "
+                                         f"quantized per channel (spec 25)")
+            s_x = s_x.repeat_interleave(weight.shape[0] // s_x.numel())
         if isinstance(weight_fake_quant, BinaryFakeQuantize):  # +-1, a scale per channel
             w_scale = weight_fake_quant.channel_scale(weight)
             w_q = arithmetic.binary_sign(weight.detach())
@@ -196,7 +227,7 @@ class QuantizedWeightLayer(QuantizedModule):
         if bias is None:
             bias = torch.zeros(weight.shape[0])
         bias_q, multiplier, shift = arithmetic.weight_layer_requantization(
-            bias, w_q, s_x, w_scale, output_qparams.scale, where,
+            bias, w_q, s_x, w_scale, output_qparams.scales(), where,
             input_bound=input_bound)
         self.register_buffer("weight_q", w_q.to(torch.int8))
         self.register_buffer("bias_q", bias_q.to(torch.int32))

@@ -192,20 +192,30 @@ class QATConvBn2d(QATConv2d):
 
 class QuantizedConv2d(QuantizedWeightLayer):
     """int8 convolution: exact int32 sums, per-channel requantization, fused clamp (spec 4, 5);
-    or binary, reading its input's signs (spec 24)."""
+    or binary, reading its input's signs (spec 24). A depthwise one may read an input quantized
+    per channel; any one may write its output so (spec 25)."""
     SOURCE_TYPES = (QATConv2d,)
+    CHANNEL_SCALES = True
 
     @classmethod
     def from_module(cls, module, input_qparams, where=""):
         weight, bias = module.folded_weight_and_bias()
         own = module.input_fake_quant  # the layer's own input quantizer, if any
         binary = isinstance(own, BinaryFakeQuantize)
+        if own is not None and input_qparams[0].per_channel:
+            raise UnsupportedOpError(f"{where}: a layer with its own input quantizer reads an "
+                                     f"input quantized per tensor (spec 25)")
         # an affine one requantizes the int8 input to its own (s, z) and range first (spec 3)
         read_qparams = None if own is None or binary else per_tensor_qparams(own)
+        if binary:
+            input_scale = 1.0
+        elif read_qparams is not None:
+            input_scale = read_qparams.scale
+        else:
+            input_scale = None  # the int8 input's
         layer = cls(weight.detach(), None if bias is None else bias.detach(),
                     module.weight_fake_quant, input_qparams, module.output_qparams(),
-                    module.activation, where,
-                    input_scale=1.0 if binary else read_qparams and read_qparams.scale,
+                    module.activation, where, input_scale=input_scale,
                     input_bound=1 if binary else 255)
         layer.stride, layer.padding = tuple(module.stride), tuple(module.padding)
         layer.dilation, layer.groups = tuple(module.dilation), module.groups

@@ -103,7 +103,7 @@ class HistogramObserver(Observer):
         lo, hi = self._clip_range()
         lo = torch.clamp(lo.reshape(self.min_val.shape).float(), min=self.min_val)
         hi = torch.clamp(hi.reshape(self.max_val.shape).float(), max=self.max_val)
-        return qparams_from_range(lo, hi, self.qmin, self.qmax, self.symmetric)
+        return self.qparams_from_range(lo, hi)
 
     def _clip_range(self):
         """(lo, hi) per row, float64 tensors of shape [rows]."""

@@ -20,20 +20,26 @@ class Observer(nn.Module):
         ch_axis: ``None`` for per-tensor statistics, else the channel axis of per-channel ones.
         averaging_constant: ``None`` keeps the running min/max over everything observed; a value
             in (0, 1] keeps an exponential moving average instead (1.0 = the latest tensor only).
+        shared_zero_point: with ``ch_axis``, a scale per channel and one zero point for all
+            (an activation quantized per channel, spec 1) instead of a zero point per channel.
     """
     _version = 1
 
     def __init__(self, qmin=arithmetic.INT8_MIN, qmax=arithmetic.INT8_MAX, symmetric=False,
-                 ch_axis=None, averaging_constant=None):
+                 ch_axis=None, averaging_constant=None, shared_zero_point=False):
         super().__init__()
         if qmin >= qmax:
             raise ValueError(f"observer range must have qmin < qmax, got [{qmin}, {qmax}]")
         if averaging_constant is not None and not 0.0 < averaging_constant <= 1.0:
             raise ValueError(f"averaging_constant must be in (0, 1], got {averaging_constant}")
+        if shared_zero_point and (ch_axis is None or symmetric):
+            raise ValueError("shared_zero_point is for asymmetric per-channel ranges: give a "
+                             "ch_axis and symmetric=False")
         self.qmin, self.qmax = qmin, qmax
         self.symmetric = symmetric
         self.ch_axis = ch_axis
         self.averaging_constant = averaging_constant
+        self.shared_zero_point = shared_zero_point
         self.register_buffer("min_val", torch.tensor([]))
         self.register_buffer("max_val", torch.tensor([]))
 
@@ -78,7 +84,13 @@ class Observer(nn.Module):
         if not self.has_statistics:
             raise RuntimeError(f"{type(self).__name__} has observed nothing yet: run calibration "
                                f"or training batches through the model before convert()")
-        return qparams_from_range(self.min_val, self.max_val, self.qmin, self.qmax, self.symmetric)
+        return self.qparams_from_range(self.min_val, self.max_val)
+
+    def qparams_from_range(self, lo, hi):
+        """(scale, zero point) of ranges ``[lo, hi]`` by this observer's integer range and rule."""
+        if self.shared_zero_point:
+            return arithmetic.shared_zero_point_qparams(lo, hi, self.qmin, self.qmax)
+        return qparams_from_range(lo, hi, self.qmin, self.qmax, self.symmetric)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         for name in ("min_val", "max_val"):
@@ -88,7 +100,8 @@ class Observer(nn.Module):
 
     def extra_repr(self):
         return (f"range=[{self.qmin}, {self.qmax}], symmetric={self.symmetric}, "
-                f"ch_axis={self.ch_axis}, averaging_constant={self.averaging_constant}")
+                f"ch_axis={self.ch_axis}, averaging_constant={self.averaging_constant}"
+                + (", shared_zero_point=True" if self.shared_zero_point else ""))
 
 
 class MinMaxObserver(Observer):

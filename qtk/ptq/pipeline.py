@@ -1,6 +1,7 @@
 """PTQ in one call (``qtk.quantize_ptq``): the steps of this package in the order they compose."""
 import itertools
 
+from ..qconfig import default_ptq_qconfig, per_channel_activations
 from ..quantize import calibrate, prepare_ptq
 from .adaround import adaround as learn_rounding
 from .equalization import equalize as equalize_layers
@@ -32,10 +33,13 @@ def quantize_ptq(model, data, method="percentile", equalize=False, adaround=Fals
         method: ``"minmax"``, ``"percentile"``, ``"mse"`` or ``"kl"``.
         metric: what ``target`` measures: ``"sqnr"`` (dB) or ``"agreement"`` (top-1 fraction).
         num_batches: use the first ``num_batches`` batches of ``data``.
-        qconfig: the :class:`qtk.QConfig` (default :data:`qtk.default_ptq_qconfig`).
+        qconfig: the :class:`qtk.QConfig` or :class:`qtk.QConfigMapping`; default
+            :data:`qtk.default_ptq_qconfig` with the outputs that depthwise convolutions read
+            quantized per channel (:func:`qtk.per_channel_activations`, spec 25).
     Returns:
         the prepared, calibrated model.
     """
+    qconfig = qconfig or per_channel_activations(default_ptq_qconfig)
     batches = [batch[0] if isinstance(batch, (tuple, list)) else batch
                for batch in itertools.islice(data, num_batches)]
     if equalize:
