@@ -153,14 +153,14 @@ QTK_METHODS = {
     "Histogram MSE": _calibrated("mse"),
     "Histogram KL (entropy)": _calibrated("kl"),
     "MinMax + bias correction": _calibrated("minmax", bias_correction=True),
-    "quantize_ptq (percentile)": _one_call(),
+    "quantize_ptq (auto rule)": _one_call(),
     "quantize_ptq + equalize": _one_call(equalize=True),
     "quantize_ptq + AdaRound": _one_call(adaround=True, adaround_time_budget_s=ADAROUND_BUDGET_S),
     "quantize_ptq + equalize + AdaRound": _one_call(
         equalize=True, adaround=True, adaround_time_budget_s=ADAROUND_BUDGET_S),
     f"quantize_ptq, target {MIXED_TARGET_DB} dB": _one_call(target=MIXED_TARGET_DB),
 }
-DEFAULT_EFFORT = "quantize_ptq (percentile)"
+DEFAULT_EFFORT = "quantize_ptq (auto rule)"
 
 
 @dataclass
@@ -179,12 +179,18 @@ def qtk_row(label, method, model, calibration, test, reference, task):
     prepared = method(model, calibration)
     seconds = time.perf_counter() - start
     quantized = qtk.convert(prepared)
+    notes = []
+    scores = getattr(prepared, "qtk_calibration_scores", None)
+    if scores:  # method="auto": the rule it kept
+        notes.append(f"rule: {max(scores, key=scores.get)}")
     mixed = getattr(prepared, "qtk_mixed_precision", None)
-    note = "" if mixed is None else f"{len(mixed.kept)} layer(s) in float: {', '.join(mixed.kept)}"
+    if mixed is not None:
+        notes.append(f"{len(mixed.kept)} layer(s) in float: {', '.join(mixed.kept)}")
     steps = getattr(prepared, "qtk_adaround_steps", None)
     if steps and not all(steps.values()):  # the budget ran out: the rest rounded to nearest
-        note = (f"{sum(map(bool, steps.values()))} of {len(steps)} layers stepped within "
-                f"{ADAROUND_BUDGET_S} s")
+        notes.append(f"{sum(map(bool, steps.values()))} of {len(steps)} layers stepped within "
+                     f"{ADAROUND_BUDGET_S} s")
+    note = "; ".join(notes)
     output = forward(quantized, test)
     session = qtk.runtime.load(qtk.export(quantized, calibration[:1]))
     with qtk.int8_outputs(quantized):
@@ -405,6 +411,13 @@ INTRO = [
     "OpenVINO NNCF `nncf.quantize` on the model converted from the float ONNX (default and "
     "MIXED presets), run by OpenVINO; torch.ao FX PTQ with the 'x86' default qconfig mapping, "
     "run by its own kernels. All on the same calibration and test tensors.", "",
+    "qtk's calibration rows (MinMax to MinMax + bias correction) quantize every activation per "
+    "tensor, `prepare_ptq`'s default. The `quantize_ptq` rows quantize **per channel**, with one "
+    "zero point, the activations that depthwise convolutions read and the table function "
+    "(HardSwish) before them (spec 25, `qtk.per_channel_activations`), every other per tensor: "
+    "of the study's networks only PP-LCNet has depthwise convolutions. They read their "
+    "histograms by the rule (percentile, MSE or min/max) under which the model is closest to the "
+    "float model on the calibration inputs (`method=\"auto\"`; the row's note names it).", "",
     "What the peers do by default, read from their code and the models they write: **NNCF** "
     "(`nncf.quantize`) inserts FakeQuantize only at the inputs of convolutions, matmuls and a few "
     "element-wise ops (38 on PP-LCNet against qtk's 108 quantized tensors: activation functions, "

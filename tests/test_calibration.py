@@ -27,6 +27,16 @@ def test_histogram_rules_clip_outliers(method):
     assert -128 <= int(zero_point) <= 127
 
 
+def test_histogram_minmax_rule_is_the_observed_range():
+    data = _outlier_data()
+    histogram, minmax = HistogramObserver(method="minmax"), MinMaxObserver()
+    for observer in (histogram, minmax):
+        observer(data[:10000])
+        observer(data[10000:] * 1.2)
+    assert all(torch.equal(a, b) for a, b in zip(histogram.calculate_qparams(),
+                                                 minmax.calculate_qparams()))
+
+
 def test_histogram_observer_is_registered():
     assert get_observer("HistogramObserver") is HistogramObserver
     with pytest.raises(ValueError, match="unknown histogram method"):

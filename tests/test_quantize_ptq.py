@@ -5,6 +5,7 @@ import torch
 
 import qtk
 from conftest import assert_not_degenerate, reference_and_runtime, trained_small_cnn
+from qtk.observers import HistogramObserver
 from qtk.ptq.mixed_precision import _sqnr
 from qtk.ptq.sensitivity import run
 
@@ -21,6 +22,23 @@ def _deployed(prepared, calibration, test):
     assert torch.equal(torch.as_tensor(deployed), reference)
     assert_not_degenerate(reference, min_distinct=32)
     return quantized
+
+
+def test_auto_keeps_the_rule_closest_to_float(digits, one_torch_thread):
+    """method="auto" scores each rule in fake quantization and leaves the best one's observers."""
+    model, calibration, test = digits
+    prepared = qtk.quantize_ptq(model, calibration)
+    scores = prepared.qtk_calibration_scores
+    assert set(scores) == {"percentile", "mse", "minmax"}
+    best = max(scores, key=scores.get)
+    histograms = [m for m in prepared.modules() if isinstance(m, HistogramObserver)]
+    assert histograms and all(m.method == best for m in histograms)
+    # each score is the converted model's within integer rounding
+    for method in scores:
+        chosen = qtk.quantize_ptq(model, calibration, method=method)
+        converted = _sqnr(run(model, calibration), run(qtk.convert(chosen), calibration))
+        assert abs(converted - scores[method]) < 1.0, (method, converted, scores[method])
+    _deployed(prepared, calibration, test)
 
 
 def test_one_call_with_adaround_deploys_byte_identical(digits, one_torch_thread):

@@ -4,10 +4,12 @@ The histogram is symmetric about zero: ``bins`` equal bins over [-amax, amax], a
 magnitude observed so far, one row per tensor or per channel (a row's counts are re-binned when
 its amax grows). Zero is the edge between the two middle bins, so the entropy rule's windows can
 grow around it as ONNX Runtime's do. ``calculate_qparams`` picks each row's clipping range by one
-of three rules, computed for all rows at once, and clips it to the observed [min, max]:
+of these rules, computed for all rows at once, and clips it to the observed [min, max]:
 
 - ``percentile``: drop the outermost ``(100 - percentile) / 2`` percent of the mass on each side.
 - ``mse``: the least expected squared quantization error among ``candidates`` shrunken ranges.
+- ``minmax``: the observed [min, max] itself (so one calibration can be read by every rule:
+  ``qtk.quantize_ptq(method="auto")``).
 - ``kl``: entropy calibration (TensorRT's, S. Migacz, "8-bit Inference with TensorRT", GTC 2017)
   in the form ONNX Runtime implements (``onnxruntime.quantization.calibrate``,
   ``HistogramCollector.get_entropy_threshold``; see :func:`entropy_windows`), with two details
@@ -25,7 +27,7 @@ from .. import arithmetic
 from ..arithmetic import qparams_from_range
 from .minmax import Observer, _distributed
 
-METHODS = ("percentile", "mse", "kl")
+METHODS = ("percentile", "mse", "kl", "minmax")
 SMOOTHING = 1e-4  # ONNX Runtime's smooth_distribution: an empty Q bin holds 1e-4 of a count
 ENTROPY_ROWS_AT_ONCE = 32  # bounds the sweep's [rows, candidates, groups] tensors to ~4M values
 
@@ -34,7 +36,7 @@ class HistogramObserver(Observer):
     """Range from a histogram of everything observed (PTQ calibration), per tensor or per channel.
 
     Args:
-        method: ``"percentile"``, ``"mse"`` or ``"kl"``.
+        method: ``"percentile"``, ``"mse"``, ``"kl"`` or ``"minmax"``.
         bins: histogram resolution per row (even; 2048 as in TensorRT).
         percentile: two-sided mass kept by the percentile rule, in percent.
         candidates: clipping ranges tried by the mse rule.
@@ -108,6 +110,8 @@ class HistogramObserver(Observer):
     def _clip_range(self):
         """(lo, hi) per row, float64 tensors of shape [rows]."""
         counts, amax = self.histogram.reshape(-1, self.bins), self._amax()
+        if self.method == "minmax":
+            return self.min_val.reshape(-1).double(), self.max_val.reshape(-1).double()
         if self.method == "kl":
             first, end = self._entropy_windows(counts)
             width = 2 * amax / self.bins
