@@ -186,6 +186,10 @@ def qtk_row(label, method, model, calibration, test, reference, task):
     mixed = getattr(prepared, "qtk_mixed_precision", None)
     if mixed is not None:
         notes.append(f"{len(mixed.kept)} layer(s) in float: {', '.join(mixed.kept)}")
+    for step, kept in (("equalization", getattr(prepared, "qtk_equalized", None)),
+                       ("AdaRound", getattr(prepared, "qtk_adaround_kept", None))):
+        if kept is False:
+            notes.append(f"{step} not kept: it moved the model away from float")
     steps = getattr(prepared, "qtk_adaround_steps", None)
     if steps and not all(steps.values()):  # the budget ran out: the rest rounded to nearest
         notes.append(f"{sum(map(bool, steps.values()))} of {len(steps)} layers stepped within "

@@ -86,3 +86,35 @@ def test_adaround_beats_nearest_rounding_on_mnist_at_4_bits(mnist_model):
     assert adaround_sqnr > nearest_sqnr + 3, (nearest_sqnr, adaround_sqnr)
     assert _accuracy(target, labels) > 90
     assert _accuracy(adaround_out, labels) >= _accuracy(nearest_out, labels)
+
+
+@pytest.mark.parametrize("stride, dilation, padding", [(1, 1, 1), (2, 2, 1), (3, 1, 0)])
+def test_a_step_window_is_the_convolution_of_its_input_window(stride, dilation, padding):
+    """A step reads a window of a large output map: that window of the full convolution equals
+    the convolution, without padding, of the input part the window says it reads."""
+    from qtk.ptq.adaround import WINDOW, _window
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 4, 3, stride, padding, dilation)
+    x = torch.randn(2, 3, 101, 77)
+    full = conv(x)
+    padded = torch.nn.functional.pad(x, (padding,) * 4)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        x_window, y_window = _window(conv, padded, full, generator)
+        assert y_window.shape[2:] == (min(WINDOW, full.shape[2]), min(WINDOW, full.shape[3]))
+        windowed = torch.nn.functional.conv2d(x_window, conv.weight, conv.bias, stride, 0,
+                                              dilation)
+        assert torch.allclose(windowed, y_window, atol=1e-5)
+
+
+def test_a_layer_with_fewer_rows_than_weights_keeps_nearest_rounding():
+    """8 samples cannot decide the rounding of 144 weights per output: the linear layer is
+    skipped, the conv (8 x 36 rows for 27 weights) is rounded."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 6 * 6, 10)).eval()
+    batches = [torch.randn(8, 3, 8, 8)]
+    prepared = qtk.ptq.adaround(qtk.calibrate(qtk.prepare_ptq(model), batches), batches,
+                                iterations=5, progress=False)
+    assert list(prepared.qtk_adaround) == ["0"] and prepared.qtk_adaround_skipped == ["2"]

@@ -1,11 +1,14 @@
 """qtk.quantize_ptq: PTQ in one call (docs/quantizers.md, "PTQ in one call"): its steps compose,
 and what it returns converts, exports and deploys byte-identical like any PTQ model."""
+import copy
+
 import pytest
 import torch
 
 import qtk
 from conftest import assert_not_degenerate, reference_and_runtime, trained_small_cnn
 from qtk.observers import HistogramObserver
+from qtk.ptq import pipeline
 from qtk.ptq.mixed_precision import _sqnr
 from qtk.ptq.sensitivity import run
 
@@ -44,7 +47,7 @@ def test_auto_keeps_the_rule_closest_to_float(digits, one_torch_thread):
 def test_one_call_with_adaround_deploys_byte_identical(digits, one_torch_thread):
     model, calibration, test = digits
     prepared = qtk.quantize_ptq(model, calibration, adaround=True, adaround_time_budget_s=10)
-    assert prepared.qtk_adaround, "AdaRound chose no rounding"
+    assert prepared.qtk_adaround_kept and prepared.qtk_adaround, "AdaRound chose no rounding"
     quantized = _deployed(prepared, calibration, test)
     assert _sqnr(run(model, [test]), run(quantized, [test])) > 25
 
@@ -62,3 +65,31 @@ def test_a_target_keeps_the_layers_it_needs_in_float(digits, one_torch_thread):
     deployed = torch.as_tensor(qtk.runtime.load(qtk.export(quantized, test[:1])).run(test))
     assert_not_degenerate(deployed, min_distinct=32)
     assert _sqnr(run(quantized, [test]), [deployed]) > 40
+
+
+def test_a_step_that_moves_away_from_float_is_undone(digits, one_torch_thread, monkeypatch):
+    """Equalization and AdaRound optimize proxies; quantize_ptq keeps them only where the model
+    gets closer to float on the calibration data. Here both are made to spoil the weights."""
+    model, calibration, _ = digits
+    plain = qtk.quantize_ptq(model, calibration)
+
+    def spoiled_copy(float_model, example):
+        spoiled = copy.deepcopy(float_model)
+        with torch.no_grad():
+            for parameter in spoiled.parameters():
+                parameter.mul_(1 + 0.5 * torch.randn_like(parameter))
+        return spoiled
+
+    def spoiled_rounding(prepared, batches, time_budget_s=None):
+        with torch.no_grad():
+            for name, parameter in prepared.named_parameters():
+                if name.endswith("weight"):
+                    parameter.neg_()
+        return prepared
+
+    monkeypatch.setattr(pipeline, "equalize_layers", spoiled_copy)
+    monkeypatch.setattr(pipeline, "learn_rounding", spoiled_rounding)
+    prepared = qtk.quantize_ptq(model, calibration, equalize=True, adaround=True)
+    assert prepared.qtk_equalized is False and prepared.qtk_adaround_kept is False
+    assert _sqnr(run(model, calibration), run(qtk.convert(prepared), calibration)) == \
+        _sqnr(run(model, calibration), run(qtk.convert(plain), calibration))

@@ -1,5 +1,6 @@
 """PTQ in one call (``qtk.quantize_ptq``): the steps of this package in the order they compose."""
 import contextlib
+import copy
 import itertools
 
 from ..fake_quant import FakeQuantize
@@ -23,20 +24,25 @@ def quantize_ptq(model, data, method="auto", equalize=False, adaround=False,
     :func:`qtk.quantize_qat` is for QAT: the result goes to :func:`qtk.convert`, then
     :func:`qtk.export`.
 
-    The steps, each optional but the calibration:
+    The steps, each optional but the calibration, in the order they compose. A step that is
+    asked for but makes the model (in fake quantization) farther from the float model on
+    ``data`` is undone: equalization and AdaRound optimize proxies (weight ranges, each layer's
+    own output), which need not be the network output.
 
-    1. ``equalize``: cross-layer equalization with bias absorption (:func:`qtk.ptq.equalize`).
+    1. ``equalize``: cross-layer equalization with bias absorption (:func:`qtk.ptq.equalize`),
+       kept if the equalized model calibrates closer to float (the result's ``qtk_equalized``).
        Off by default: with qtk's per-channel weights it balances little that matters, and it
        moved the output SQNR of the study's networks by -2.7 to 0 dB (``docs/ptq.md``).
-    2. ``target``: keep the fewest layers in float for the Quantized model to reach ``target``
-       (:func:`qtk.auto_mixed_precision`; its report is the result's
-       ``qtk_mixed_precision`` attribute); otherwise every layer is quantized.
-    3. calibration of the activation ranges with ``method`` (:func:`qtk.calibrate`); ``"auto"``
+    2. calibration of the activation ranges with ``method`` (:func:`qtk.calibrate`); ``"auto"``
        collects one histogram per activation and keeps the rule of :data:`AUTO_METHODS` whose
        model (in fake quantization) is closest to the float model on ``data`` by output SQNR
        (the result's ``qtk_calibration_scores``: dB per rule).
+    3. ``target``: keep the fewest layers in float for the Quantized model to reach ``target``
+       (:func:`qtk.auto_mixed_precision`, calibrated by the rule step 2 chose; its report is the
+       result's ``qtk_mixed_precision`` attribute); otherwise every layer is quantized.
     4. ``adaround``: learned weight rounding (:func:`qtk.ptq.adaround`), within
-       ``adaround_time_budget_s`` seconds if given.
+       ``adaround_time_budget_s`` seconds if given, kept if it brings the model closer to float
+       (the result's ``qtk_adaround_kept``).
 
     Args:
         model: a trained float ``nn.Module`` (copied, not changed).
@@ -53,21 +59,45 @@ def quantize_ptq(model, data, method="auto", equalize=False, adaround=False,
     qconfig = qconfig or per_channel_activations(default_ptq_qconfig)
     batches = [batch[0] if isinstance(batch, (tuple, list)) else batch
                for batch in itertools.islice(data, num_batches)]
-    if equalize:
-        model = equalize_layers(model, batches[0][:1])
-    prepared = calibrate(prepare_ptq(model, qconfig, example_inputs=(batches[0][:1],)), batches,
-                         method="percentile" if method == "auto" else method)
-    scores = None
-    if method == "auto":
-        method, scores = best_calibration_method(prepared, batches, run(model.eval(), batches))
+    reference = run(model.eval(), batches)
+    candidates = [model] + ([equalize_layers(model, batches[0][:1])] if equalize else [])
+    calibrated = [_calibrated(candidate, qconfig, batches, method, reference)
+                  for candidate in candidates]
+    best = max(range(len(candidates)), key=lambda i: calibrated[i][2])
+    model, (prepared, method, score, scores) = candidates[best], calibrated[best]
     if target is not None:
         prepared, report = auto_mixed_precision(model, batches, target, metric, method,
                                                 qconfig=qconfig)
         prepared.qtk_mixed_precision = report
+        score = _score(prepared, batches, reference)
+    adaround_kept = None
     if adaround:
-        learn_rounding(prepared, batches, time_budget_s=adaround_time_budget_s)
+        rounded = learn_rounding(copy.deepcopy(prepared), batches,
+                                 time_budget_s=adaround_time_budget_s)
+        adaround_kept = _score(rounded, batches, reference) > score
+        if adaround_kept:
+            prepared = rounded
     prepared.qtk_calibration_scores = scores
+    prepared.qtk_equalized = best == 1 if equalize else None
+    prepared.qtk_adaround_kept = adaround_kept
     return prepared
+
+
+def _calibrated(model, qconfig, batches, method, reference):
+    """(prepared and calibrated, the rule used, its output SQNR on the batches, the SQNR of each
+    rule tried or None)."""
+    prepared = calibrate(prepare_ptq(model, qconfig, example_inputs=(batches[0][:1],)), batches,
+                         method="percentile" if method == "auto" else method)
+    if method != "auto":
+        return prepared, method, _score(prepared, batches, reference), None
+    method, scores = best_calibration_method(prepared, batches, reference)
+    return prepared, method, scores[method], scores
+
+
+def _score(prepared, inputs, reference):
+    """Output SQNR (dB) against the float outputs, in fake quantization as converted."""
+    with _fake_quantized_as_converted(prepared):
+        return _sqnr(reference, run(prepared, inputs))
 
 
 def best_calibration_method(prepared, inputs, reference, methods=AUTO_METHODS):
@@ -82,8 +112,7 @@ def best_calibration_method(prepared, inputs, reference, methods=AUTO_METHODS):
     for method in methods:
         for observer in observers:
             observer.method = method
-        with _fake_quantized_as_converted(prepared):
-            scores[method] = _sqnr(reference, run(prepared, inputs))
+        scores[method] = _score(prepared, inputs, reference)
     best = max(scores, key=scores.get)
     for observer in observers:
         observer.method = best
