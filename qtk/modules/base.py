@@ -38,7 +38,7 @@ class QParams(NamedTuple):
         return torch.tensor(self.scale, dtype=torch.float64)
 
 
-def per_tensor_qparams(fake_quant):
+def deployed_qparams(fake_quant):
     """The output qparams a fake quantizer deploys as. An unsigned range such as [0, 255] moves
     down by 128 into the int8 container: (q - z) and so every real value stay the same. A
     per-channel activation quantizer (spec 25) gives a scale per channel and its one zero point."""
@@ -148,7 +148,7 @@ class QATModule(nn.Module):
         return cls(qconfig)
 
     def output_qparams(self):
-        return per_tensor_qparams(self.activation_post_process)
+        return deployed_qparams(self.activation_post_process)
 
 
 class QATFloatThenQuantize(QATModule):

@@ -8,7 +8,7 @@ from .. import arithmetic
 from ..errors import UnsupportedOpError
 from ..fake_quant import BinaryFakeQuantize
 from .base import (QATModule, QModelOp, QuantizedWeightLayer, activation_kind, apply_activation,
-                   float_activation_attrs, float_export, per_tensor_qparams,
+                   deployed_qparams, float_activation_attrs, float_export,
                    refuse_own_input_quantizer, to_int8)
 
 
@@ -95,7 +95,8 @@ class QATConv2d(nn.Conv2d, QATModule):
         self.activation = activation
         self.weight_fake_quant = qconfig.weight()
         self.activation_post_process = qconfig.activation()
-        # a binary layer's sign of its input (spec 24); None: the int8 input as it is
+        # the layer's own quantizer of its input: signs (spec 24) or fewer bits (spec 16);
+        # None: the int8 input as it is
         self.input_fake_quant = qconfig.input() if qconfig.input is not None else None
 
     @classmethod
@@ -192,8 +193,9 @@ class QATConvBn2d(QATConv2d):
 
 class QuantizedConv2d(QuantizedWeightLayer):
     """int8 convolution: exact int32 sums, per-channel requantization, fused clamp (spec 4, 5);
-    or binary, reading its input's signs (spec 24). A depthwise one may read an input quantized
-    per channel; any one may write its output so (spec 25)."""
+    reading its input requantized to its own fewer bits (spec 16), or binary, reading its input's
+    signs (spec 24). A depthwise one may read an input quantized per channel; any one may write
+    its output so (spec 25)."""
     SOURCE_TYPES = (QATConv2d,)
     CHANNEL_SCALES = True
 
@@ -203,10 +205,10 @@ class QuantizedConv2d(QuantizedWeightLayer):
         own = module.input_fake_quant  # the layer's own input quantizer, if any
         binary = isinstance(own, BinaryFakeQuantize)
         if own is not None and input_qparams[0].per_channel:
-            raise UnsupportedOpError(f"{where}: a layer with its own input quantizer reads an "
-                                     f"input quantized per tensor (spec 25)")
+            raise UnsupportedOpError(f"{where}: a layer with its own input quantizer cannot read "
+                                     f"an input quantized per channel (spec 25)")
         # an affine one requantizes the int8 input to its own (s, z) and range first (spec 3)
-        read_qparams = None if own is None or binary else per_tensor_qparams(own)
+        read_qparams = None if own is None or binary else deployed_qparams(own)
         if binary:
             input_scale = 1.0
         elif read_qparams is not None:
