@@ -1,6 +1,7 @@
 // The driver of every op computed as int8 table lookups (lut, prelu): the reference's own tables,
 // one for the tensor or one per channel, and lut_int8.h's vector lookups over each channel plane,
-// threads splitting the elements. The op gives its reference factory and its tables.
+// threads splitting the elements (channels-last with a table per channel: a byte at a time). The
+// op gives its reference factory and its tables.
 #pragma once
 
 #include <algorithm>
@@ -26,17 +27,24 @@ class TableLookupPlanes final : public BesideReference {
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const int64_t channels = static_cast<int64_t>(tables_.size() / 256);
+        const Shape& shape = *io.input_shapes[0];
+        const int8_t* x = io.input<int8_t>(0);
+        int8_t* y = io.output<int8_t>(0);
         if (channels > 1 && channels_last_) {
-            // a table per element: nothing for the vector lookups to share
-            reference_->run(io, pool);
+            // Each pixel's channels, each from its own table: nothing for the vector lookups to
+            // share, so a byte at a time, threads splitting the pixels.
+            pool.parallel_for(element_count(shape) / channels, [&](int64_t begin, int64_t end) {
+                for (int64_t i = begin * channels; i < end * channels; i += channels) {
+                    for (int64_t c = 0; c < channels; ++c) {
+                        y[i + c] = tables_[size_t(c * 256 + int32_t{x[i + c]} + 128)];
+                    }
+                }
+            });
             return;
         }
-        const Shape& shape = *io.input_shapes[0];
         // One table: the tensor is one plane. Per channel: x [N, C, ...], a plane per (n, c).
         const int64_t planes = channels == 1 ? 1 : shape[0] * channels;
         const int64_t plane = element_count(shape) / planes;
-        const int8_t* x = io.input<int8_t>(0);
-        int8_t* y = io.output<int8_t>(0);
         // Ranges of elements, cut at plane boundaries so each piece has one table.
         pool.parallel_for(planes * plane, [&](int64_t begin, int64_t end) {
             while (begin < end) {
