@@ -139,7 +139,9 @@ def read_qmodel(source):
 
 
 class _QParams:
-    """What QModelWriter reads of a qparams object."""
+    """What QModelWriter reads of a qparams object: a file's value holds one scale (a tensor
+    quantized per channel, spec 25, its largest, which is what a copy writes back)."""
+    per_channel = False
 
     def __init__(self, scale, zero_point):
         self.scale, self.zero_point = scale, zero_point
