@@ -374,32 +374,40 @@ void test_nhwc_layout_squeeze_excitation() {
 }
 
 // mobilenet_v3's block with a HardSwish between the expand and the depthwise conv, 40 channels,
-// 6 blocks: with one table per lut (`tables` 1) the lut joins the convs' region as in
-// test_nhwc_layout; with a table per channel (spec 25) channels-last would look up a byte at a
-// time, so those luts stay NCHW, which leaves no region worth its permutes: every node runs NCHW,
-// bytes as the file's own nodes.
+// 6 blocks. With one table per lut, the lut joins the convs' region as in test_nhwc_layout: every
+// conv runs NHWC behind one permute in and one out. With a table per channel (spec 25)
+// channels-last would look up a byte at a time, so those luts stay NCHW, which leaves no region
+// worth its permutes: every node runs NCHW. Bytes as the file's own nodes in both.
 void test_nhwc_layout_per_channel_lut() {
     constexpr int64_t channels = 40;
     constexpr int blocks = 6;
-    Rng rng(17);
-    ModelBuilder b;
-    uint32_t block = b.activation("x", {1, channels, kSize, kSize}, 0.05f, 4);
-    b.inputs = {block};
-    for (int i = 0; i < blocks; ++i) {
-        const std::string name = "block" + std::to_string(i);
-        const uint32_t expand = conv(b, rng, name + ".expand", block, false, 1, channels);
-        const uint32_t table = b.weight(name + ".table", {channels, 256},
-                                        rng.int8s(size_t(channels * 256)));
-        const uint32_t swished = b.activation(name + ".hswish", {1, channels, kSize, kSize}, 0.1f,
-                                              b.values[expand].zero_point);
-        b.node("lut", name + ".hswish", {expand, table}, {swished});
-        const uint32_t dw = conv(b, rng, name + ".dw", swished, true, 3, channels);
-        block = add(b, name + ".add", conv(b, rng, name + ".project", dw, false, 1, channels),
-                    block, channels);
+    for (bool per_channel : {false, true}) {
+        Rng rng(17);
+        ModelBuilder b;
+        uint32_t block = b.activation("x", {1, channels, kSize, kSize}, 0.05f, 4);
+        b.inputs = {block};
+        const int64_t tables = per_channel ? channels : 1;
+        for (int i = 0; i < blocks; ++i) {
+            const std::string name = "block" + std::to_string(i);
+            const uint32_t expand = conv(b, rng, name + ".expand", block, false, 1, channels);
+            const uint32_t table =
+                b.weight(name + ".table", per_channel ? std::vector<int64_t>{channels, 256}
+                                                      : std::vector<int64_t>{256},
+                         rng.int8s(size_t(tables * 256)));
+            const uint32_t swished = b.activation(name + ".hswish", {1, channels, kSize, kSize},
+                                                  0.1f, b.values[expand].zero_point);
+            b.node("lut", name + ".hswish", {expand, table}, {swished});
+            const uint32_t dw = conv(b, rng, name + ".dw", swished, true, 3, channels);
+            block = add(b, name + ".add", conv(b, rng, name + ".project", dw, false, 1, channels),
+                        block, channels);
+        }
+        b.outputs = {block};
+        // 4 nodes a block once the add is fused (+ 2 permutes where the region converts).
+        check_layout_at_each_cap(b.build(), rng, channels, !per_channel, size_t(4 * blocks), 2,
+                                 per_channel ? 0 : size_t(3 * blocks),
+                                 std::to_string(blocks) + " blocks with " +
+                                     std::to_string(tables) + " table(s) per lut");
     }
-    b.outputs = {block};
-    check_layout_at_each_cap(b.build(), rng, channels, false, size_t(4 * blocks), 0, 0,
-                             std::to_string(blocks) + " blocks with a table per channel");
 }
 
 int main() {
