@@ -99,12 +99,17 @@ def per_op_model(proto, known):
             unmatched.append(name)
             continue
         scale, zero_point = (initializers[n] for n in node.input[1:3])
-        feeds[name + ".feed"] = ((known[name].astype(np.float32) - np.float32(zero_point))
-                                 * scale).astype(np.float32)
+        per_axis = [1] * known[name].ndim  # a scale per channel (spec 25) along the node's axis
+        if scale.ndim:
+            per_axis[next((a.i for a in node.attribute if a.name == "axis"), 1)] = -1
+        feeds[name + ".feed"] = ((known[name].astype(np.float32)
+                                  - zero_point.reshape(per_axis).astype(np.float32))
+                                 * scale.reshape(per_axis)).astype(np.float32)
         node.output[0] = name + ".ort"
-        graph.node.insert(0, onnx.helper.make_node("QuantizeLinear",  # reads inputs only
-                                                   [name + ".feed", *node.input[1:]], [name],
-                                                   name=name + ".fed"))
+        fed = onnx.helper.make_node("QuantizeLinear",  # reads inputs only
+                                    [name + ".feed", *node.input[1:]], [name], name=name + ".fed")
+        fed.attribute.extend(node.attribute)
+        graph.node.insert(0, fed)
         graph.input.append(onnx.helper.make_tensor_value_info(name + ".feed",
                                                               onnx.TensorProto.FLOAT,
                                                               list(known[name].shape)))
@@ -377,4 +382,27 @@ def test_pp_lcnet_round_trip_to_onnx_qdq(pp_lcnet_ptq):
 def test_pp_lcnet_round_trip_to_onnx_integer(pp_lcnet_ptq):
     """Real weights and photos: the integer form of the quantized import is byte-identical."""
     _, _, quantized, test = pp_lcnet_ptq
+    assert assert_integer_form_is_exact(quantized, test, min_distinct=8) > 1_000_000
+
+
+@pytest.fixture(scope="module")
+def pp_lcnet_per_channel(pp_lcnet_ptq):
+    """PP-LCNet with the activations its depthwise convs read quantized per channel (spec 25), as
+    qtk.quantize_ptq does: (Quantized model, test photos)."""
+    model, _, _, test = pp_lcnet_ptq
+    prepared = qtk.prepare_ptq(model, qtk.per_channel_activations(qtk.default_ptq_qconfig))
+    with torch.no_grad():
+        prepared(photos(["astronaut", "coffee", "chelsea", "rocket"]))
+    assert any(getattr(m, "ch_axis", None) == 1 for m in prepared.modules())
+    return qtk.convert(prepared), test
+
+
+def test_per_channel_activations_round_trip_to_onnx_qdq(pp_lcnet_per_channel):
+    """Per-axis QuantizeLinear / DequantizeLinear, and a table per channel as one Gather."""
+    quantized, test = pp_lcnet_per_channel
+    assert compare_with_onnx_runtime(quantized, test, "PP-LCNet per channel") < 0.01
+
+
+def test_per_channel_activations_round_trip_to_onnx_integer(pp_lcnet_per_channel):
+    quantized, test = pp_lcnet_per_channel
     assert assert_integer_form_is_exact(quantized, test, min_distinct=8) > 1_000_000

@@ -2,7 +2,7 @@
 and one zero point, on the outputs a depthwise convolution reads (directly or through a table
 function). Which tensors qualify, the shared zero point rule, the accuracy it buys where channel
 ranges are far apart, byte-identical deployment at every ISA level and thread count, and the
-refusals where a reader cannot fold the scales."""
+refusals where a reader cannot fold the scales. Their ONNX forms: tests/test_onnx.py."""
 import itertools
 
 import pytest
@@ -174,11 +174,3 @@ def test_a_reader_that_cannot_fold_channel_scales_is_refused():
     prepared(torch.randn(2, 3, 4, 4))
     with pytest.raises(UnsupportedOpError, match="cannot read or write a tensor quantized per"):
         qtk.convert(prepared)
-
-
-def test_onnx_export_refuses_per_channel_activations(block, tmp_path):
-    model, calibration, _ = block
-    quantized = qtk.convert(_calibrated(model, per_channel_activations(qtk.default_ptq_qconfig),
-                                        calibration))
-    with pytest.raises(UnsupportedOpError, match="quantized per channel"):
-        qtk.export_onnx(quantized, calibration[:1], str(tmp_path / "m.onnx"))

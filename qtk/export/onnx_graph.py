@@ -27,13 +27,6 @@ class OnnxGraph:
         self.nodes, self.initializers, self.float_of = [], [], {}
         self.names = {}  # value id -> ONNX tensor name
         self.batch = "N" if dynamic_batch else None
-        per_channel = [v["name"] for v in writer.values
-                       if v["qparams"] is not None and v["qparams"].per_channel]
-        if per_channel:
-            raise UnsupportedOpError(
-                f"{len(per_channel)} tensors (first {per_channel[0]!r}) are quantized per channel "
-                f"(spec 25), which the {self.FORM} ONNX form does not write yet; quantize with a "
-                f"QConfig whose channel_activation is None to export ONNX")
         self.inputs = []
         for vid in writer.inputs:
             value = writer.values[vid]
@@ -93,13 +86,21 @@ class OnnxGraph:
         if vid not in self.float_of:
             out = f"{self._name(vid)}.dq"
             self._node("DequantizeLinear", [self._name(vid), *self._scale_zp(qparams, out)], [out],
-                       out)
+                       out, **self._axis(qparams))
             self.float_of[vid] = out
         return self.float_of[vid]
 
     def _scale_zp(self, qparams, where):
-        return (self._const(f"{where}.scale", np.float32(qparams.scale)),
-                self._const(f"{where}.zero_point", np.int8(qparams.zero_point)))
+        """QuantizeLinear's and DequantizeLinear's scale and zero point: one, or one per channel
+        (spec 25: the zero point repeated) along ``_axis``."""
+        scale = np.array(qparams.scale, np.float32)
+        return (self._const(f"{where}.scale", scale),
+                self._const(f"{where}.zero_point",
+                            np.full(scale.shape, qparams.zero_point, np.int8)))
+
+    @staticmethod
+    def _axis(qparams):
+        return {"axis": 1} if qparams.per_channel else {}
 
     # ---- dispatch -------------------------------------------------------------------------------
 
@@ -194,10 +195,16 @@ class OnnxGraph:
 
     def _op_lut(self, node, inputs, outputs):
         """A table function (HardSwish, Sigmoid, ...: spec 10) as the exact table qtk computed:
-        ``y = table[x + 128]``, a Gather of int8 (ONNX has no op with qtk's table rounding)."""
+        ``y = table[x + 128]``, a Gather of int8 (ONNX has no op with qtk's table rounding). A
+        table per channel (spec 25) is one flat table, channel c's row at ``256 c``."""
         out = outputs[0]
-        table = self._const(f"{node['name']}.table", self._constant_input(node, 1))
+        tables = self._constant_input(node, 1)
+        table = self._const(f"{node['name']}.table", tables.reshape(-1))
         index = self._int32_index(inputs[0], out)
+        if tables.ndim == 2:
+            rank = len(self._shape(node["inputs"][0]))
+            rows = 256 * np.arange(len(tables), dtype=np.int32).reshape([1, -1] + [1] * (rank - 2))
+            index = self._step("Add", [index, self._const(f"{out}.rows", rows)], f"{out}.row_index")
         self._step("Gather", [table, index], out, axis=0)
 
     def _int32_index(self, int8_name, where):

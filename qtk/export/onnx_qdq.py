@@ -1,7 +1,8 @@
 """The QDQ form of :func:`qtk.export_onnx`: a Quantized model as an ONNX QDQ graph, the form other
 ONNX tools and accelerators understand.
 
-Every int8 activation is an int8 tensor made by ``QuantizeLinear`` with its ``(s, z)``; each op
+Every int8 activation is an int8 tensor made by ``QuantizeLinear`` with its ``(s, z)`` (a scale
+per channel, ``axis=1``, where it is quantized per channel: spec 25); each op
 reads its inputs through ``DequantizeLinear`` and computes in float (``Conv``, ``Gemm``, ``Add``,
 ...), weights are int8 initializers dequantized per output channel (``axis=0``, zero point 0),
 biases int32 initializers dequantized with scale ``s_x * s_w[c]`` (``s_y`` for a channel whose int8
@@ -56,20 +57,31 @@ class QdqGraph(OnnxGraph):
         first (quantize is monotonic, so a float clip at the dequantized bounds is that clamp)."""
         qparams = self._qparams(vid)
         lo, hi = max(lo, qparams.qmin), min(hi, qparams.qmax)
-        s, z = qparams.scale, qparams.zero_point
+        z = qparams.zero_point
         where = self._name(vid)
         if (lo, hi) != (-128, 127):
             clipped = f"{where}.clip"
             if hi == 127 and lo == z:
                 self._step("Relu", [float_name], clipped)
+            elif qparams.per_channel:  # spec 25: bounds per channel, which Clip cannot take
+                s = np.array(qparams.scale, np.float32).reshape(
+                    [1, -1] + [1] * (len(self._shape(vid)) - 2))
+                low = self._const(f"{where}.lo", s * np.float32(lo - z) if lo > -128 else
+                                  np.full(s.shape, -np.inf, np.float32))
+                high = self._const(f"{where}.hi", s * np.float32(hi - z) if hi < 127 else
+                                   np.full(s.shape, np.inf, np.float32))
+                above = self._step("Max", [float_name, low], f"{where}.above_lo")
+                self._step("Min", [above, high], clipped)
             else:
+                s = qparams.scale
                 low = self._const(f"{where}.lo", np.float32(s * (lo - z)) if lo > -128 else
                                   np.float32(-np.inf))
                 high = self._const(f"{where}.hi", np.float32(s * (hi - z)) if hi < 127 else
                                    np.float32(np.inf))
                 self._step("Clip", [float_name, low, high], clipped)
             float_name = clipped
-        self._step("QuantizeLinear", [float_name, *self._scale_zp(qparams, where)], where)
+        self._step("QuantizeLinear", [float_name, *self._scale_zp(qparams, where)], where,
+                   **self._axis(qparams))
 
     # ---- ops that compute in float --------------------------------------------------------------
 
@@ -78,10 +90,13 @@ class QdqGraph(OnnxGraph):
         layer = self.model.get_submodule(node["name"])
         weight, bias = self._constant_input(node, 1), self._constant_input(node, 2)
         s_w = layer.weight_scale.to(torch.float32).numpy()
-        s_x = np.float32(layer.input_qparams[0].scale)
+        # scales per channel (spec 25): a depthwise layer's output channel o reads input channel
+        # o // (O / C)
+        s_x = np.array(layer.input_qparams[0].scale, np.float32)
+        s_x = np.repeat(s_x, len(s_w) // s_x.size) if s_x.ndim else s_x
         zero_channel = ~weight.reshape(weight.shape[0], -1).any(axis=1)
-        s_b = np.where(zero_channel, np.float32(layer.output_qparams.scale),
-                       (np.float64(s_x) * s_w.astype(np.float64))).astype(np.float32)
+        s_b = np.where(zero_channel, np.array(layer.output_qparams.scale, np.float32),
+                       (s_x.astype(np.float64) * s_w.astype(np.float64))).astype(np.float32)
         name = node["name"]
         w_float, b_float = f"{name}.weight.dq", f"{name}.bias.dq"
         for tensor, scale, zero_point, out in (
