@@ -76,10 +76,10 @@ def qtk_isa(session):
         for algorithm in session.algorithms)
 
 
-def _qmodel_file(model, calibration, workdir):
+def _qmodel_file(model, calibration, workdir, qconfig=None):
     path = os.path.join(workdir, "model.qmodel")
     if not os.path.exists(path):
-        prepared = qtk.prepare_ptq(model)
+        prepared = qtk.prepare_ptq(model, qconfig)
         qtk.calibrate(prepared, calibration)
         qtk.export(qtk.convert(prepared), calibration[0], path)
     return path
@@ -87,6 +87,15 @@ def _qmodel_file(model, calibration, workdir):
 
 def qtk_int8(model, calibration, workdir, threads):
     path = _qmodel_file(model, calibration, workdir)
+    session = qtk.runtime.load(path, threads=threads)
+    return session.run, path, qtk_isa(session)
+
+
+def qtk_int8_per_channel(model, calibration, workdir, threads):
+    """The activations that depthwise convs read quantized per channel, as qtk.quantize_ptq does
+    (spec 25): what its accuracy costs in speed."""
+    path = _qmodel_file(model, calibration, workdir,
+                        qtk.per_channel_activations(qtk.default_ptq_qconfig))
     session = qtk.runtime.load(path, threads=threads)
     return session.run, path, qtk_isa(session)
 
@@ -253,6 +262,7 @@ def openvino_int8(model, calibration, workdir, threads):
 # On a CPU with AMX, qtk capped at AVX-512 VNNI shows what the tile unit gives (and how qtk
 # stands on a CPU without one).
 QTK_CAPPED = "qtk int8 (QTK_ISA=avx512_vnni)"
+QTK_PER_CHANNEL = "qtk int8 per-channel activations"
 
 # name: (build, the package it needs, the environment it loads under). QTK_ISA is read when a model
 # is loaded (kernel choice), so it is set while the engine builds and in its peak RSS child.
@@ -260,6 +270,7 @@ ENGINES = {
     "qtk int8": (qtk_int8, None, {}),
     QTK_CAPPED: (qtk_int8, None, {"QTK_ISA": "avx512_vnni"}),
     "qtk int8 Fast-Run": (qtk_int8_fast_run, None, {}),
+    QTK_PER_CHANNEL: (qtk_int8_per_channel, None, {}),
     "qtk fp32": (qtk_fp32, None, {}),
     "PyTorch fp32": (torch_fp32, None, {}),
     "PyTorch int8": (torch_int8, None, {}),
@@ -272,9 +283,10 @@ ENGINES = {
 
 
 def default_engines():
-    """Every engine; the capped qtk only where there is something to cap."""
-    return [name for name in ENGINES
-            if name != QTK_CAPPED or "amx_int8" in cpu_info().get("flags", "").split()]
+    """Every engine; the capped qtk only where there is something to cap; qtk with per-channel
+    activations only when asked (``--engines``)."""
+    return [name for name in ENGINES if name != QTK_PER_CHANNEL and (
+        name != QTK_CAPPED or "amx_int8" in cpu_info().get("flags", "").split())]
 
 
 @contextlib.contextmanager
