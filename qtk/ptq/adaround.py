@@ -11,6 +11,7 @@ written as ``scale * q`` and the weight quantizer's observer is frozen (``observ
 False``), so convert keeps the calibrated scale and :func:`qtk.arithmetic.quantize` gives back
 exactly ``q``: the integers come from the one quantize rule, nothing is stored beside it.
 """
+import contextlib
 import copy
 import itertools
 import math
@@ -78,18 +79,12 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
         raise ValueError("adaround needs at least one calibration batch")
     layers = _weight_layers(model)
     float_model = copy.deepcopy(model)
-    fake_quants = [m for m in model.modules() if isinstance(m, FakeQuantize)]
-    saved = [(m.fake_quant_enabled, m.observer_enabled, m.observer) for m in fake_quants]
     _set_fake_quant(float_model, enabled=False)
-    _set_fake_quant(model, enabled=True)  # the deployed rounding, calibrated qparams unchanged
-    for module in fake_quants:
-        if type(module).forward is FakeQuantize.forward:  # reads its observer at every call
-            module.observer = _Settled(module.observer)
     model.eval()
     decisions, steps, skipped = {}, {}, []
     deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
     bar = tqdm(layers, desc="adaround", disable=not progress)
-    try:
+    with fake_quantized_as_converted(model):  # the deployed rounding, calibrated qparams
         for index, path in enumerate(bar):
             layer_deadline = None if deadline is None else (
                 time.monotonic() + (deadline - time.monotonic()) / (len(layers) - index))
@@ -103,9 +98,6 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
                 layer, inputs, targets, iterations, layer_deadline, regularization, learning_rate,
                 beta_range, warm_up)
             bar.set_postfix(layer=path, loss=f"{loss:.3g}")
-    finally:
-        for module, state in zip(fake_quants, saved):
-            module.fake_quant_enabled, module.observer_enabled, module.observer = state
     for path in decisions:  # convert must keep the scales the integers were chosen for
         model.get_submodule(path).weight_fake_quant.observer_enabled = False
     model.qtk_adaround, model.qtk_adaround_steps = decisions, steps
@@ -141,6 +133,24 @@ def _set_fake_quant(model, enabled):
     for module in model.modules():
         if isinstance(module, FakeQuantize):
             module.fake_quant_enabled, module.observer_enabled = enabled, False
+
+
+@contextlib.contextmanager
+def fake_quantized_as_converted(model):
+    """Inside the block every quantizer of ``model`` fake-quantizes with the qparams it has now,
+    computed once (observers stop): the model convert() would make, but for integer rounding, at
+    float speed. Restored after the block."""
+    quantizers = [m for m in model.modules() if isinstance(m, FakeQuantize)]
+    saved = [(m.fake_quant_enabled, m.observer_enabled, m.observer) for m in quantizers]
+    for quantizer in quantizers:
+        quantizer.fake_quant_enabled, quantizer.observer_enabled = True, False
+        if type(quantizer).forward is FakeQuantize.forward:  # reads its observer at every call
+            quantizer.observer = _Settled(quantizer.observer)
+    try:
+        yield
+    finally:
+        for quantizer, state in zip(quantizers, saved):
+            quantizer.fake_quant_enabled, quantizer.observer_enabled, quantizer.observer = state
 
 
 class _Settled(nn.Module):

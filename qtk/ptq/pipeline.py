@@ -1,5 +1,4 @@
 """PTQ in one call (``qtk.quantize_ptq``): the steps of this package in the order they compose."""
-import contextlib
 import copy
 import itertools
 
@@ -7,7 +6,7 @@ from ..fake_quant import FakeQuantize
 from ..observers import HistogramObserver
 from ..qconfig import default_ptq_qconfig, per_channel_activations
 from ..quantize import calibrate, prepare_ptq
-from .adaround import adaround as learn_rounding
+from .adaround import adaround as learn_rounding, fake_quantized_as_converted
 from .equalization import equalize as equalize_layers
 from .mixed_precision import _sqnr, auto_mixed_precision
 from .sensitivity import run
@@ -96,7 +95,7 @@ def _calibrated(model, qconfig, batches, method, reference):
 
 def _score(prepared, inputs, reference):
     """Output SQNR (dB) against the float outputs, in fake quantization as converted."""
-    with _fake_quantized_as_converted(prepared):
+    with fake_quantized_as_converted(prepared):
         return _sqnr(reference, run(prepared, inputs))
 
 
@@ -117,22 +116,3 @@ def best_calibration_method(prepared, inputs, reference, methods=AUTO_METHODS):
     for observer in observers:
         observer.method = best
     return best, scores
-
-
-@contextlib.contextmanager
-def _fake_quantized_as_converted(prepared):
-    """Every quantizer of ``prepared`` fake-quantizes with the qparams it has now, computed once
-    (its observer stops): the model convert() would make, but for integer rounding, at float
-    speed."""
-    quantizers = [m for m in prepared.modules() if isinstance(m, FakeQuantize)]
-    states = [(m.fake_quant_enabled, m.observer_enabled) for m in quantizers]
-    for quantizer in quantizers:
-        qparams = quantizer.calculate_qparams()
-        quantizer.calculate_qparams = lambda qparams=qparams: qparams
-        quantizer.fake_quant_enabled, quantizer.observer_enabled = True, False
-    try:
-        yield
-    finally:
-        for quantizer, (fake_quant, observe) in zip(quantizers, states):
-            del quantizer.calculate_qparams
-            quantizer.fake_quant_enabled, quantizer.observer_enabled = fake_quant, observe
