@@ -174,6 +174,19 @@ def rescaled_sum(terms, shift, zero_point, lo=INT8_MIN, hi=INT8_MAX):
 ZERO_CHANNEL_BIAS = 2**16
 
 
+def _zero_channels(weight_q):
+    return (weight_q.reshape(weight_q.shape[0], -1) == 0).all(1)
+
+
+def bias_scales(weight_q, input_scale, weight_scale, output_scale):
+    """Spec 4: the scale of each output channel's int32 bias, float64: ``s_x * s_w[c]``, or
+    ``s_y`` for a channel whose int8 weights are all zero. Scales are floats or float64 tensors
+    per output channel (spec 25)."""
+    products = torch.as_tensor(input_scale, dtype=torch.float64) * weight_scale.to(torch.float64)
+    return torch.where(_zero_channels(weight_q),
+                       torch.as_tensor(output_scale, dtype=torch.float64), products)
+
+
 def weight_layer_requantization(bias, weight_q, input_scale, weight_scale, output_scale, where,
                                 input_bound=255):
     """Spec 4: a conv or linear layer's int32 bias and (M, n) per output channel, as int64 tensors.
@@ -186,13 +199,11 @@ def weight_layer_requantization(bias, weight_q, input_scale, weight_scale, outpu
     if not bool(torch.isfinite(bias).all()):
         raise NonFiniteRangeError(f"the bias holds NaN or inf (channels "
                                   f"{torch.nonzero(~torch.isfinite(bias)).reshape(-1).tolist()[:4]})")
-    zero_channel = (weight_q.reshape(weight_q.shape[0], -1) == 0).all(1)
-    # scales are floats or float64 tensors per output channel (spec 25)
-    input_scale = torch.as_tensor(input_scale, dtype=torch.float64)
+    zero_channel = _zero_channels(weight_q)
+    products = torch.as_tensor(input_scale, dtype=torch.float64) * weight_scale.to(torch.float64)
     output_scale = torch.as_tensor(output_scale, dtype=torch.float64)
-    products = input_scale * weight_scale.to(torch.float64)
-    bias_scale = torch.where(zero_channel, output_scale, products)
-    bias_q = torch.round(bias.detach().to(torch.float64) / bias_scale)
+    bias_q = torch.round(bias.detach().to(torch.float64) /
+                         bias_scales(weight_q, input_scale, weight_scale, output_scale))
     bias_q = torch.clamp(bias_q, INT32_MIN, INT32_MAX).to(torch.int64)
     # past +-2^16 a zero channel's output saturates alike; kernels keep their int32 headroom
     bias_q = torch.where(zero_channel, bias_q.clamp(-ZERO_CHANNEL_BIAS, ZERO_CHANNEL_BIAS), bias_q)

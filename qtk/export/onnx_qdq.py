@@ -90,13 +90,7 @@ class QdqGraph(OnnxGraph):
         layer = self.model.get_submodule(node["name"])
         weight, bias = self._constant_input(node, 1), self._constant_input(node, 2)
         s_w = layer.weight_scale.to(torch.float32).numpy()
-        # scales per channel (spec 25): a depthwise layer's output channel o reads input channel
-        # o // (O / C)
-        s_x = np.array(layer.input_qparams[0].scale, np.float32)
-        s_x = np.repeat(s_x, len(s_w) // s_x.size) if s_x.ndim else s_x
-        zero_channel = ~weight.reshape(weight.shape[0], -1).any(axis=1)
-        s_b = np.where(zero_channel, np.array(layer.output_qparams.scale, np.float32),
-                       (s_x.astype(np.float64) * s_w.astype(np.float64))).astype(np.float32)
+        s_b = layer.bias_scale.to(torch.float32).numpy()
         name = node["name"]
         w_float, b_float = f"{name}.weight.dq", f"{name}.bias.dq"
         for tensor, scale, zero_point, out in (

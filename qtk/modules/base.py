@@ -234,6 +234,8 @@ class QuantizedWeightLayer(QuantizedModule):
         self.register_buffer("multiplier", multiplier)
         self.register_buffer("shift", shift)
         self.register_buffer("weight_scale", w_scale)
+        self.register_buffer("bias_scale", arithmetic.bias_scales(
+            w_q, s_x, w_scale, output_qparams.scales()))  # read by the ONNX QDQ exporter
         self.activation = activation
         self.lo, self.hi = arithmetic.activation_bounds(activation, output_qparams)
 
