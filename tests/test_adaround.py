@@ -118,3 +118,43 @@ def test_a_layer_with_fewer_rows_than_weights_keeps_nearest_rounding():
     prepared = qtk.ptq.adaround(qtk.calibrate(qtk.prepare_ptq(model), batches), batches,
                                 iterations=5, progress=False)
     assert list(prepared.qtk_adaround) == ["0"] and prepared.qtk_adaround_skipped == ["2"]
+
+
+def test_one_pass_gives_each_layer_what_a_forward_gives_it(mnist_model):
+    """The layers' inputs (in the model quantized so far) and float targets come from one pass
+    through each model, paused at every layer: they equal what a fresh forward records, through
+    the residual block too."""
+    from qtk.ptq.adaround import _GraphPass, _weight_layers
+
+    model, train_data, _ = mnist_model
+    batches = list(train_data[0][:96].split(48))
+    prepared = _calibrated(model, batches)
+    one_pass = _GraphPass(prepared, batches)
+    for path in _weight_layers(prepared):
+        recorded = []
+        hook = prepared.get_submodule(path).register_forward_pre_hook(
+            lambda module, inputs: recorded.append(inputs[0]))
+        with torch.no_grad():
+            for batch in batches:
+                prepared(batch)
+        hook.remove()
+        assert torch.equal(one_pass.run_to(path, output=False), torch.cat(recorded)), path
+
+
+def test_a_layer_is_rounded_for_its_activated_output():
+    """The target is the output of the element-wise activation module that alone reads the layer:
+    a conv before a PReLU of slope 0 rounds exactly as the same conv with a fused ReLU, and not
+    as the conv alone."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 8, 3)
+    prelu = torch.nn.PReLU(8, init=0.0)
+    batches = [torch.randn(16, 3, 12, 12)]
+    rounded = {}
+    for name, activation in (("prelu", prelu), ("relu", torch.nn.ReLU()),
+                             ("none", torch.nn.Identity())):
+        model = torch.nn.Sequential(conv, activation).eval()
+        prepared = qtk.calibrate(qtk.prepare_ptq(model, W4A8_PTQ), batches, method="minmax")
+        rounded[name] = qtk.ptq.adaround(prepared, batches, iterations=200, learning_rate=1e-2,
+                                         progress=False).qtk_adaround["0"]
+    assert torch.equal(rounded["prelu"], rounded["relu"])
+    assert not torch.equal(rounded["prelu"], rounded["none"])
