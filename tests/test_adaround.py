@@ -124,13 +124,14 @@ def test_one_pass_gives_each_layer_what_a_forward_gives_it(mnist_model):
     """The layers' inputs (in the model quantized so far) and float targets come from one pass
     through each model, paused at every layer: they equal what a fresh forward records, through
     the residual block too."""
-    from qtk.ptq.adaround import _GraphPass, _weight_layers
+    from qtk.ptq.adaround import _GraphPass, _weight_layer_calls
 
     model, train_data, _ = mnist_model
     batches = list(train_data[0][:96].split(48))
     prepared = _calibrated(model, batches)
     one_pass = _GraphPass(prepared, batches)
-    for path in _weight_layers(prepared):
+    for call in _weight_layer_calls(prepared):
+        path = call.target
         recorded = []
         hook = prepared.get_submodule(path).register_forward_pre_hook(
             lambda module, inputs: recorded.append(inputs[0]))
@@ -138,7 +139,7 @@ def test_one_pass_gives_each_layer_what_a_forward_gives_it(mnist_model):
             for batch in batches:
                 prepared(batch)
         hook.remove()
-        assert torch.equal(one_pass.run_to(path, output=False), torch.cat(recorded)), path
+        assert torch.equal(one_pass.run_to(call, output=False), torch.cat(recorded)), path
 
 
 def test_a_layer_is_rounded_for_its_activated_output():
