@@ -415,6 +415,10 @@ INTRO = [
     "OpenVINO NNCF `nncf.quantize` on the model converted from the float ONNX (default and "
     "MIXED presets), run by OpenVINO; torch.ao FX PTQ with the 'x86' default qconfig mapping, "
     "run by its own kernels. All on the same calibration and test tensors.", "",
+    f"The AdaRound rows stop each network's rounding at a time budget ({ADAROUND_BUDGET_S} s), "
+    "so their steps, and their figures, depend on the machine and vary from run to run: where "
+    "equalization is not kept the two AdaRound rows are the same configuration, and on CRAFT "
+    "they once gave 26.1 and 25.0 dB in one run.", "",
     "qtk's calibration rows (MinMax to MinMax + bias correction) quantize every activation per "
     "tensor, `prepare_ptq`'s default. The `quantize_ptq` rows quantize **per channel**, with one "
     "zero point, the activations that depthwise convolutions read and the table function "
