@@ -93,3 +93,24 @@ def test_a_step_that_moves_away_from_float_is_undone(digits, one_torch_thread, m
     assert prepared.qtk_equalized is False and prepared.qtk_adaround_kept is False
     assert _sqnr(run(model, calibration), run(qtk.convert(prepared), calibration)) == \
         _sqnr(run(model, calibration), run(qtk.convert(plain), calibration))
+
+
+def test_validation_data_is_what_the_choices_are_measured_on(digits, one_torch_thread):
+    """With ``validation_data`` the rule's scores and the target are measured on it, not on the
+    calibration batches that the ranges were fitted to."""
+    model, calibration, test = digits
+    validation = list(test.split(64))
+    reference = run(model, validation)
+    plain = qtk.quantize_ptq(model, calibration, validation_data=validation)
+    scores = plain.qtk_calibration_scores
+    assert scores[max(scores, key=scores.get)] == pytest.approx(
+        pipeline._score(plain, validation, reference))
+    assert scores != qtk.quantize_ptq(model, calibration).qtk_calibration_scores
+    all_int8 = _sqnr(reference, run(qtk.convert(plain), validation))
+    prepared = qtk.quantize_ptq(model, calibration, validation_data=validation,
+                                target=all_int8 + 2)
+    report = prepared.qtk_mixed_precision
+    assert report.all_quantized == pytest.approx(all_int8, abs=0.01)
+    assert report.kept and report.achieved >= all_int8 + 2
+    assert report.achieved == pytest.approx(
+        _sqnr(reference, run(qtk.convert(prepared), validation)), abs=0.01)
