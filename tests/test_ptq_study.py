@@ -32,3 +32,18 @@ def test_grid_crops_cover_the_image_corners():
     crops = photos.grid_crops(x, 100, 4)
     assert crops.shape == (4, 1, 100, 100)
     assert crops[0, 0, 0, 0] == x[0, 0, 0, 0] and crops[-1, 0, -1, -1] == x[0, 0, -1, -1]
+
+
+def test_validation_halves_keep_each_photo_whole():
+    """The validated target calibrates on half the calibration photos and measures on the other:
+    all four rotations of a photo, or all crops of a text photo, fall in one half."""
+    calibration, _ = ptq_study.TASKS["PP-LCNet"].data(None)
+    fit, validation = ptq_study.TASKS["PP-LCNet"].halves(calibration)
+    assert len(fit) + len(validation) == len(calibration)
+    for half in (fit, validation):
+        quarter = len(half) // 4  # rotation-major: the second quarter is the first turned 90
+        assert torch.equal(torch.rot90(half[:quarter], 1, (2, 3)), half[quarter:2 * quarter])
+    crops = torch.arange(5 * ptq_study.CRAFT_CROPS_PER_IMAGE).reshape(-1, 1, 1, 1).float()
+    fit, validation = ptq_study.TASKS["CRAFT"].halves(crops)
+    photo = lambda x: set((x.reshape(-1) // ptq_study.CRAFT_CROPS_PER_IMAGE).tolist())  # noqa: E731
+    assert photo(fit) == {0, 2, 4} and photo(validation) == {1, 3}
