@@ -24,8 +24,8 @@ def quantize_ptq(model, data, method="auto", equalize=False, adaround=False,
 
     The steps, each optional but the calibration, in the order they compose. A step that is
     asked for but makes the model (in fake quantization) farther from the float model on
-    ``data`` (or on ``validation_data``) is undone: equalization and AdaRound optimize proxies (weight ranges, each layer's
-    own output), which need not be the network output.
+    ``data`` (or on ``validation_data``) is undone: equalization and AdaRound optimize proxies
+    (weight ranges, each layer's own output), which need not be the network output.
 
     1. ``equalize``: cross-layer equalization with bias absorption (:func:`qtk.ptq.equalize`),
        kept if the equalized model calibrates closer to float (the result's ``qtk_equalized``).
