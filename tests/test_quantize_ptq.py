@@ -114,3 +114,11 @@ def test_validation_data_is_what_the_choices_are_measured_on(digits, one_torch_t
     assert report.kept and report.achieved >= all_int8 + 2
     assert report.achieved == pytest.approx(
         _sqnr(reference, run(qtk.convert(prepared), validation)), abs=0.01)
+
+
+@pytest.mark.parametrize("argument", ["data", "validation_data"])
+def test_empty_batches_are_refused_by_name(digits, argument):
+    model, calibration, _ = digits
+    arguments = {"data": calibration, argument: []}
+    with pytest.raises(ValueError, match=f"^{argument} holds no batches"):
+        qtk.quantize_ptq(model, **arguments)

@@ -91,7 +91,8 @@ def auto_mixed_precision(model, data, target, metric="sqnr", method=None, low_bi
     quantized = qconfig if low_bits is None else bits_qconfig(low_bits, low_bits, base=qconfig)
     kept_as = None if low_bits is None else qconfig
     inputs = input_batches(data, num_batches)
-    checks = inputs if validation_data is None else input_batches(validation_data)
+    checks = inputs if validation_data is None else input_batches(validation_data,
+                                                                 name="validation_data")
     reference = run(model.eval(), checks)
     score = _SCORES[metric]
     with tqdm(desc="mixed precision search", unit="model") as progress:

@@ -60,7 +60,8 @@ def quantize_ptq(model, data, method="auto", equalize=False, adaround=False,
     """
     qconfig = qconfig or per_channel_activations(default_ptq_qconfig)
     batches = input_batches(data, num_batches)
-    checks = batches if validation_data is None else input_batches(validation_data)
+    checks = batches if validation_data is None else input_batches(validation_data,
+                                                                 name="validation_data")
     reference = run(model.eval(), checks)
     candidates = [model] + ([equalize_layers(model, batches[0][:1])] if equalize else [])
     calibrated = [_calibrated(candidate, qconfig, batches, method, checks, reference)

@@ -56,11 +56,14 @@ class Sqnr:
         return 10 * math.log10(self.signal / self.noise) if self.signal else -math.inf
 
 
-def input_batches(data, num_batches=None):
+def input_batches(data, num_batches=None, name="data"):
     """The input tensors of ``data`` (tensors or ``(input, ...)`` tuples), kept in memory: the
-    analysis runs them many times."""
-    return [batch[0] if isinstance(batch, (tuple, list)) else batch
-            for batch in itertools.islice(data, num_batches)]
+    analysis runs them many times. ``name`` is the argument an empty ``data`` is reported as."""
+    batches = [batch[0] if isinstance(batch, (tuple, list)) else batch
+               for batch in itertools.islice(data, num_batches)]
+    if not batches:
+        raise ValueError(f"{name} holds no batches: pass a list (or DataLoader) of input tensors")
+    return batches
 
 
 def output_tensor(output):
