@@ -430,20 +430,25 @@ void test_global_avg_pool2d() {
     }
 }
 
-// Windows of 1x1 to 4x4 and 3x2, strides 1 to 3, on planes either side of them; whole windows
-// (the constant-divisor path) and, now and then, padding, ceil mode or a divisor_override (up to
-// 2^31 - 1, past the path's 2^15) that send the fast path to the reference's loop; inputs all
-// -128 or 127 now and then, random zero points.
+// Windows of 1x1 to 5x5, 7x7 and 3x2, strides 1 to 3, on planes either side of them and of the
+// row passes' vector widths (16 bytes, 8 columns); whole windows (the constant-divisor path) and,
+// now and then, padding, ceil mode or a divisor_override (up to 2^31 - 1, past the path's 2^30)
+// that send the fast path to the reference's loop, and a window of 256 rows (past its int16
+// column sums); inputs all -128 or 127 now and then, random zero points.
 void test_avg_pool2d() {
     Rng rng(12);
-    const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33};
-    for (int trial = 0; trial < 300; ++trial) {
-        const int64_t kh = rng.uniform(1, 4), kw = trial % 9 == 4 ? 2 : rng.uniform(1, 4);
-        const Shape x = {rng.uniform(1, 2), rng.uniform(1, 5),
-                         std::max<int64_t>(kh, sizes[rng.uniform(0, 10)]),
-                         std::max<int64_t>(kw, sizes[rng.uniform(0, 10)])};
+    const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 56, 63, 64, 65};
+    for (int trial = 0; trial < 400; ++trial) {
+        const int64_t kh = trial % 10 == 7 ? 7 : rng.uniform(1, 5);
+        const int64_t kw = trial % 9 == 4 ? 2 : trial % 10 == 7 ? 7 : rng.uniform(1, 5);
+        Shape x = {rng.uniform(1, 2), rng.uniform(1, 5),
+                   std::max<int64_t>(kh, sizes[rng.uniform(0, 14)]),
+                   std::max<int64_t>(kw, sizes[rng.uniform(0, 14)])};
+        if (trial == 399) {  // 256 rows: the reference's loop
+            x = {1, 2, 256, std::max<int64_t>(kw, 3)};
+        }
         const int64_t pad = trial % 5 == 0 ? std::min(kh, kw) / 2 : 0;
-        std::vector<Attr> attrs = {ints("kernel", {kh, kw}),
+        std::vector<Attr> attrs = {ints("kernel", {trial == 399 ? 256 : kh, kw}),
                                    ints("stride", {rng.uniform(1, 3), rng.uniform(1, 3)}),
                                    ints("padding", {pad, pad}),
                                    ints("count_include_pad", {rng.uniform(0, 1)})};
