@@ -2,7 +2,8 @@
 //
 // Each run packs the input's signs into a bit image [N, H + 2 pad_h, W + 2 pad_w, groups, words]
 // of 64-bit words (bit 1 for -1, channel c of a group at bit c mod 64 of word c / 64; padding and
-// the bits past a group's channels 0), so every output pixel's receptive field is `taps` runs of
+// the bits past a group's channels 0; 64 channels by 64 pixels at a time, by the micro-kernel's
+// packing where it has one), so every output pixel's receptive field is `taps` runs of
 // `words` words at fixed offsets from its first word. A micro-kernel (popcount_binary.h) counts
 // differing bits against the weights packed alike, and the epilogue turns counts into the sum:
 //   sum = K - 2 count                              padded bits read +1, as pad_value 1 wants;
@@ -79,6 +80,18 @@ void transpose_bits64(uint64_t* a) {
     }
 }
 
+// The portable packing (popcount_binary.h's `pack`): each channel's sign mask of the pixels, then
+// the bit transpose.
+void pack_portable(const int8_t* x, int64_t channel_stride, int64_t channels, int64_t pixels,
+                   int8_t z, uint64_t* words) {
+    uint64_t bits[kWordBits];
+    for (int64_t c = 0; c < kWordBits; ++c) {
+        bits[c] = c < channels ? sign_bits(x + c * channel_stride, pixels, z) : 0;
+    }
+    transpose_bits64(bits);
+    std::copy(bits, bits + pixels, words);
+}
+
 // The portable micro-kernel: any CPU, and the contract in its plainest form.
 template <int kPixels, int kChannels>
 void popcount_portable(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps,
@@ -102,7 +115,8 @@ void popcount_portable(const uint64_t* const* pixel, const int64_t* tap_offset, 
     }
 }
 
-const BinaryPopcountUkernel kBinaryPopcount4x8Portable = {4, 8, popcount_portable<4, 8>};
+const BinaryPopcountUkernel kBinaryPopcount4x8Portable = {4, 8, popcount_portable<4, 8>,
+                                                          pack_portable};
 
 // kVectorEpilogue: requantize by the level's vector epilogue (requantize_int8.h, `requantize`),
 // else by the scalar rule; a template parameter, so a build without the epilogues (which the
@@ -170,14 +184,14 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         uint64_t* image = reinterpret_cast<uint64_t*>(io.workspace);
         const int8_t* x = io.input<int8_t>(0);
 
-        // Pack: one task per padded row. Per group and word of 64 channels, each run of 64
-        // pixels takes one sign mask per channel (bit i: pixel i), which a bit transpose turns
-        // into one word per pixel.
+        // Pack: the image's border zeroed, one task per padded row; then one task per run of 64
+        // pixels of a plane (across its rows where they are short), group and word of 64
+        // channels, whose signs the micro-kernel's packing (or the portable one) turns into one
+        // word per pixel, each put in its place in the padded image.
         pool.parallel_for(batch * padded_h, [&](int64_t begin, int64_t end) {
-            uint64_t bits[kWordBits];
             for (int64_t row = begin; row < end; ++row) {
-                const int64_t n = row / padded_h, iy = row % padded_h - p.pad_h;
                 uint64_t* out = image + row * padded_w * pixel_words;
+                const int64_t iy = row % padded_h - p.pad_h;
                 if (iy < 0 || iy >= height) {
                     std::fill(out, out + padded_w * pixel_words, uint64_t{0});
                     continue;
@@ -185,25 +199,27 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                 std::fill(out, out + p.pad_w * pixel_words, uint64_t{0});
                 std::fill(out + (p.pad_w + width) * pixel_words, out + padded_w * pixel_words,
                           uint64_t{0});
-                for (int64_t g = 0; g < p.groups; ++g) {
-                    for (int64_t j = 0; j < words_; ++j) {
-                        const int64_t c0 = g * p.group_in_channels + j * kWordBits;
-                        const int64_t channels =
-                            std::min<int64_t>(kWordBits, p.group_in_channels - j * kWordBits);
-                        for (int64_t ix0 = 0; ix0 < width; ix0 += kWordBits) {
-                            const int64_t pixels = std::min<int64_t>(kWordBits, width - ix0);
-                            for (int64_t c = 0; c < kWordBits; ++c) {  // past channels: 0
-                                bits[c] = c >= channels ? 0
-                                          : sign_bits(x + ((n * x_shape[1] + c0 + c) * height +
-                                                           iy) * width + ix0,
-                                                      pixels, zero_point);
-                            }
-                            transpose_bits64(bits);
-                            uint64_t* word = out + (p.pad_w + ix0) * pixel_words + g * words_ + j;
-                            for (int64_t i = 0; i < pixels; ++i) {
-                                word[i * pixel_words] = bits[i];
-                            }
-                        }
+            }
+        });
+        const int64_t plane_pixels = height * width, runs = ceil_div(plane_pixels, kWordBits);
+        const auto pack = ukernel_.pack != nullptr ? ukernel_.pack : pack_portable;
+        pool.parallel_for(batch * p.groups * words_ * runs, [&](int64_t begin, int64_t end) {
+            uint64_t bits[kWordBits];
+            for (int64_t task = begin; task < end; ++task) {
+                const int64_t first = task % runs * kWordBits, j = task / runs % words_;
+                const int64_t g = task / runs / words_ % p.groups;
+                const int64_t n = task / runs / words_ / p.groups;
+                const int64_t c0 = g * p.group_in_channels + j * kWordBits;
+                const int64_t pixels = std::min(kWordBits, plane_pixels - first);
+                pack(x + (n * x_shape[1] + c0) * plane_pixels + first, plane_pixels,
+                     std::min(kWordBits, p.group_in_channels - j * kWordBits), pixels, zero_point,
+                     bits);
+                uint64_t* word = image + n * padded_h * padded_w * pixel_words + g * words_ + j;
+                for (int64_t i = 0, iy = first / width, ix = first % width; i < pixels; ++i) {
+                    word[((iy + p.pad_h) * padded_w + p.pad_w + ix) * pixel_words] = bits[i];
+                    if (++ix == width) {
+                        ix = 0;
+                        ++iy;
                     }
                 }
             }

@@ -59,7 +59,7 @@ void run(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps, 
 
 }  // namespace
 
-extern const BinaryPopcountUkernel kBinaryPopcount4x8Avx2 = {kPixels, 4 * kBlocks, run};
+extern const BinaryPopcountUkernel kBinaryPopcount4x8Avx2 = {kPixels, 4 * kBlocks, run, nullptr};
 
 }  // namespace detail
 }  // namespace qtk
