@@ -147,7 +147,7 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
             for (int64_t ic = 0; ic < p.group_in_channels; ++ic) {
                 for (int64_t t = 0; t < taps_; ++t) {
                     const int8_t w = c_.weight[(o * p.group_in_channels + ic) * taps_ + t];
-                    tap_sums_[size_t(o * taps_ + t)] += w;
+                    tap_sums_[size_t(t * p.out_channels + o)] += w;
                     const int64_t j = ic / kWordBits;
                     const size_t at = size_t(
                         (((g * blocks_ + block) * taps_ + t) * words_ + j) * ukernel_.channels +
@@ -234,6 +234,8 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         }
         const int64_t out_h = y_shape[2], out_w = y_shape[3], plane = out_h * out_w;
         const int64_t chunks = ceil_div(plane, kChunk);
+        const PaddedClasses classes =
+            c_.pad_value == 0 ? padded_classes(height, width, out_h, out_w) : PaddedClasses{};
         int8_t* y = io.output<int8_t>(0);
         // Compute: one task per chunk of kChunk output pixels of a sample, in the output plane's
         // order (rows one after another), so a block's weights serve the whole chunk from L1 and
@@ -241,19 +243,39 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         pool.parallel_for_slots(batch * chunks, [&](int64_t slot, int64_t begin, int64_t end) {
             const int tile = ukernel_.pixels, lanes = ukernel_.channels;
             int32_t* sums = reinterpret_cast<int32_t*>(parts.slot(io.workspace, slot));
-            const uint64_t* field[kChunk];  // kChunk: whole tiles
+            int64_t field[kChunk];  // kChunk: whole tiles
+            const uint64_t* fields[kChunk];
+            int32_t border_at[kChunk], border_missed[kChunk];  // pixel, its class's sums
             for (int64_t task = begin; task < end; ++task) {
                 const int64_t n = task / chunks, first = task % chunks * kChunk;
                 const int64_t count = std::min<int64_t>(kChunk, plane - first);
+                // Each pixel's receptive field (its first word in a sample's group), once for
+                // every group and block, past the chunk up to whole tiles its last pixel again;
+                // and the pixels whose windows pass the input (pad_value 0).
+                int64_t borders = 0;
+                for (int64_t i = 0, oy = first / out_w, ox = first % out_w; i < count; ++i) {
+                    field[i] = (oy * p.stride_h * padded_w + ox * p.stride_w) * pixel_words;
+                    if (!classes.row.empty()) {
+                        const int32_t c = classes.row[size_t(oy)] * classes.columns +
+                                          classes.column[size_t(ox)];
+                        if (c != classes.interior) {
+                            border_at[borders] = int32_t(i);
+                            border_missed[borders++] = c * int32_t(p.out_channels);
+                        }
+                    }
+                    if (++ox == out_w) {
+                        ox = 0;
+                        ++oy;
+                    }
+                }
+                for (int64_t i = count; i < ceil_div(count, tile) * tile; ++i) {
+                    field[i] = field[count - 1];
+                }
                 for (int64_t g = 0; g < p.groups; ++g) {
                     const uint64_t* sample = image + n * padded_h * padded_w * pixel_words +
                                              g * words_;
-                    // Each pixel's receptive field, once for every block; past the chunk, up to
-                    // whole tiles, its last pixel again.
                     for (int64_t i = 0; i < ceil_div(count, tile) * tile; ++i) {
-                        const int64_t at = first + std::min(i, count - 1);
-                        field[i] = sample + ((at / out_w) * p.stride_h * padded_w +
-                                             (at % out_w) * p.stride_w) * pixel_words;
+                        fields[i] = sample + field[i];
                     }
                     for (int64_t block = 0; block < blocks_; ++block) {
                         const uint64_t* w =
@@ -262,12 +284,16 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                         const int64_t outputs =
                             std::min<int64_t>(lanes, p.out_per_group() - block * lanes);
                         for (int64_t i0 = 0; i0 < count; i0 += tile) {
-                            ukernel_.run(&field[i0], offsets, taps_, words_, w,
+                            ukernel_.run(&fields[i0], offsets, taps_, words_, w,
                                          int32_t(p.products_per_output()), sums + i0, kChunk);
                         }
-                        if (c_.pad_value == 0) {
-                            remove_padded_taps(first, count, out_w, o0, outputs, height, width,
-                                               sums);
+                        // pad_value 0: less the missed taps' weights (PaddedClasses)
+                        for (int64_t k = 0; k < outputs && borders > 0; ++k) {
+                            int32_t* row = sums + k * kChunk;
+                            const int32_t* missed = classes.missed.data() + o0 + k;
+                            for (int64_t b = 0; b < borders; ++b) {
+                                row[border_at[b]] -= missed[border_missed[b]];
+                            }
                         }
                         for (int64_t k = 0; k < outputs; ++k) {
                             const int64_t o = o0 + k;
@@ -294,29 +320,80 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         return parts;
     }
 
-    // pad_value 0: a padded tap adds nothing, but the image read it as +1; for the chunk's pixels
-    // [first, first + count) on the border, remove each padded tap's sum of the weights.
-    void remove_padded_taps(int64_t first, int64_t count, int64_t out_w, int64_t o0,
-                            int64_t outputs, int64_t height, int64_t width, int32_t* sums) const {
-        const Conv2dParams& p = params_;
-        for (int64_t i = 0; i < count; ++i) {
-            const int64_t iy0 = (first + i) / out_w * p.stride_h - p.pad_h;
-            const int64_t ix0 = (first + i) % out_w * p.stride_w - p.pad_w;
-            if (iy0 >= 0 && iy0 + (p.kernel_h - 1) * p.dilation_h < height && ix0 >= 0 &&
-                ix0 + (p.kernel_w - 1) * p.dilation_w < width) {
-                continue;
+    // pad_value 0: a padded tap adds nothing, but the image read it as +1, so a window that passes
+    // the input sums less the weights of the taps it misses. Which those are depends only on the
+    // range of kernel rows its output row keeps inside the input and the range of kernel columns
+    // its column keeps: one class per pair of ranges (a 3x3 window with padding 1 has 3 x 3, one
+    // of them the interior's), and per class and output channel the missed taps' sum of weights,
+    // computed once a run.
+    struct PaddedClasses {
+        std::vector<int32_t> row, column;  // per output row / column: its range's index
+        int32_t columns = 0;               // column ranges
+        int32_t interior = -1;             // the class missing no tap, if any
+        std::vector<int32_t> missed;       // [row range][column range][O]
+    };
+
+    // Per output position along one axis, the index of its range [lo, hi) of kernel positions
+    // inside the input (of `size`), and the ranges.
+    static std::vector<int32_t> kept_ranges(int64_t outputs, int64_t stride, int64_t pad,
+                                            int64_t kernel, int64_t dilation, int64_t size,
+                                            std::vector<std::pair<int64_t, int64_t>>* ranges) {
+        std::vector<int32_t> index(static_cast<size_t>(outputs));
+        for (int64_t o = 0; o < outputs; ++o) {
+            const int64_t start = o * stride - pad;
+            int64_t lo = 0;
+            while (lo < kernel && start + lo * dilation < 0) {
+                ++lo;
             }
-            for (int64_t t = 0; t < taps_; ++t) {
-                const int64_t iy = iy0 + tap_offsets_[size_t(t)].first;
-                const int64_t ix = ix0 + tap_offsets_[size_t(t)].second;
-                if (iy >= 0 && iy < height && ix >= 0 && ix < width) {
-                    continue;
+            int64_t hi = lo;
+            while (hi < kernel && start + hi * dilation < size) {
+                ++hi;
+            }
+            const auto at = std::find(ranges->begin(), ranges->end(), std::make_pair(lo, hi));
+            index[size_t(o)] = int32_t(at - ranges->begin());
+            if (at == ranges->end()) {
+                ranges->emplace_back(lo, hi);
+            }
+        }
+        return index;
+    }
+
+    PaddedClasses padded_classes(int64_t height, int64_t width, int64_t out_h,
+                                 int64_t out_w) const {
+        const Conv2dParams& p = params_;
+        std::vector<std::pair<int64_t, int64_t>> rows, columns;
+        PaddedClasses classes;
+        classes.row = kept_ranges(out_h, p.stride_h, p.pad_h, p.kernel_h, p.dilation_h, height,
+                                  &rows);
+        classes.column = kept_ranges(out_w, p.stride_w, p.pad_w, p.kernel_w, p.dilation_w,
+                                     width, &columns);
+        classes.columns = int32_t(columns.size());
+        classes.missed.assign(rows.size() * columns.size() * size_t(p.out_channels), 0);
+        for (size_t r = 0; r < rows.size(); ++r) {
+            for (size_t c = 0; c < columns.size(); ++c) {
+                const int32_t at = int32_t(r * columns.size() + c);
+                int32_t* missed = classes.missed.data() + at * p.out_channels;
+                bool none = true;
+                for (int64_t ky = 0; ky < p.kernel_h; ++ky) {
+                    for (int64_t kx = 0; kx < p.kernel_w; ++kx) {
+                        if (ky >= rows[r].first && ky < rows[r].second &&
+                            kx >= columns[c].first && kx < columns[c].second) {
+                            continue;
+                        }
+                        none = false;
+                        const int32_t* sums = &tap_sums_[size_t((ky * p.kernel_w + kx) *
+                                                                p.out_channels)];
+                        for (int64_t o = 0; o < p.out_channels; ++o) {
+                            missed[o] += sums[o];
+                        }
+                    }
                 }
-                for (int64_t k = 0; k < outputs; ++k) {
-                    sums[k * kChunk + i] -= tap_sums_[size_t((o0 + k) * taps_ + t)];
+                if (none) {
+                    classes.interior = at;
                 }
             }
         }
+        return classes;
     }
 
     // A run of output channel o's plane: bias, then spec 2's requantization, by the vector
@@ -354,7 +431,7 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     std::optional<Int8Output> output_;  // the vector epilogue's plan
     int64_t taps_ = 0, words_ = 0, blocks_ = 0;
     std::vector<uint64_t> weights_;
-    std::vector<int32_t> tap_sums_;                       // [O][taps]: sum over channels of w
+    std::vector<int32_t> tap_sums_;                       // [taps][O]: sum over channels of w
     std::vector<std::pair<int64_t, int64_t>> tap_offsets_;  // (dy, dx) of each tap
 };
 
