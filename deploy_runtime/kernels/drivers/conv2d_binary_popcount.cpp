@@ -239,15 +239,20 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         int8_t* y = io.output<int8_t>(0);
         // Compute: one task per chunk of kChunk output pixels of a sample, in the output plane's
         // order (rows one after another), so a block's weights serve the whole chunk from L1 and
-        // each channel's sums requantize as one run of its plane.
-        pool.parallel_for_slots(batch * chunks, [&](int64_t slot, int64_t begin, int64_t end) {
+        // each channel's sums requantize as one run of its plane; and per part of the blocks
+        // where the chunks are fewer than 4 a thread (a 7x7 plane is one chunk).
+        const int64_t block_parts = std::min(
+            blocks_, std::max<int64_t>(1, ceil_div(4 * pool.threads(), batch * chunks)));
+        pool.parallel_for_slots(batch * chunks * block_parts, [&](int64_t slot, int64_t begin,
+                                                            int64_t end) {
             const int tile = ukernel_.pixels, lanes = ukernel_.channels;
             int32_t* sums = reinterpret_cast<int32_t*>(parts.slot(io.workspace, slot));
             int64_t field[kChunk];  // kChunk: whole tiles
             const uint64_t* fields[kChunk];
             int32_t border_at[kChunk], border_missed[kChunk];  // pixel, its class's sums
             for (int64_t task = begin; task < end; ++task) {
-                const int64_t n = task / chunks, first = task % chunks * kChunk;
+                const int64_t part = task % block_parts, n = task / block_parts / chunks;
+                const int64_t first = task / block_parts % chunks * kChunk;
                 const int64_t count = std::min<int64_t>(kChunk, plane - first);
                 // Each pixel's receptive field (its first word in a sample's group), once for
                 // every group and block, past the chunk up to whole tiles its last pixel again;
@@ -277,7 +282,8 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                     for (int64_t i = 0; i < ceil_div(count, tile) * tile; ++i) {
                         fields[i] = sample + field[i];
                     }
-                    for (int64_t block = 0; block < blocks_; ++block) {
+                    for (int64_t block = part * blocks_ / block_parts;
+                         block < (part + 1) * blocks_ / block_parts; ++block) {
                         const uint64_t* w =
                             &weights_[size_t((g * blocks_ + block) * taps_ * words_ * lanes)];
                         const int64_t o0 = g * p.out_per_group() + block * lanes;
