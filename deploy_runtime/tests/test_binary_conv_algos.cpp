@@ -2,7 +2,7 @@
 // Session: at each QTK_ISA level this CPU runs, the algorithm the level picks (checked by name),
 // over channel counts either side of the 64-bit words (1, 63, 64, 65, 130), output channels either
 // side of the micro-kernels' 8 and 32, widths either side of the 4-pixel tiles, the 64-pixel masks
-// and the 64-pixel tasks (the packing's runs of 64 pixels crossing rows), kernels 1x1 to 5x5 and
+// and the 128-pixel tasks (the packing's runs of 64 pixels crossing rows), kernels 1x1 to 5x5 and
 // 1x3, strides 1 to 3, padding 0 to 2 with both pad values, dilation 2, groups 2 and 3, batch 3
 // and 1, 1 and 2 threads; padding far past the input (the driver's reference loop); inputs all at
 // the zero point (every sign +1) and all below it.
@@ -227,7 +227,8 @@ int main() {
         for (int64_t width : {1, 3, 4, 5, 9, 63, 64, 65, 70}) {
             check_case({16, 32, 3, 3, 1, 1, 1, 1, 3, width}, pad_value);
         }
-        check_case({8, 8, 3, 3, 1, 1, 1, 1, 9, 9}, pad_value);   // 81 pixels: two 64-pixel tasks
+        check_case({8, 8, 3, 3, 1, 1, 1, 1, 9, 9}, pad_value);     // 81 pixels: 64-pixel packs
+        check_case({8, 8, 3, 3, 1, 1, 1, 1, 12, 12}, pad_value);   // 144: two 128-pixel tasks
         check_case({130, 9, 3, 3, 1, 1, 1, 1, 13, 17}, pad_value);  // packed 64 pixels across rows
         check_case({8, 40, 1, 1, 1, 0, 1, 1, 7, 7}, pad_value);
         check_case({8, 40, 1, 3, 1, 1, 1, 1, 4, 9}, pad_value);

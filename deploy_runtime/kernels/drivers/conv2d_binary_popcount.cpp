@@ -8,7 +8,7 @@
 // differing bits against the weights packed alike, and the epilogue turns counts into the sum:
 //   sum = K - 2 count                              padded bits read +1, as pad_value 1 wants;
 //   sum -= sum over padded taps of sum_c w[o][c][t]  for pad_value 0, on border pixels only.
-// Then bias and the int8 conv's requantization. Threads take chunks of 64 output pixels.
+// Then bias and the int8 conv's requantization. Threads take chunks of 128 output pixels.
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -313,9 +313,10 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     }
 
  private:
-    // Output pixels per task: a multiple of every micro-kernel's pixels, and their sums of 32
-    // channels take 8 KiB.
-    static constexpr int64_t kChunk = 64;
+    // Output pixels per task: a multiple of every micro-kernel's pixels, whose sums of 32 channels
+    // take 16 KiB. Each channel's run of them is one call of the requantization, whose setup
+    // 64-pixel runs paid too often (BiRealNet18 1.93 -> 1.88 ms, Zen 5, 1 thread).
+    static constexpr int64_t kChunk = 128;
 
     // The bit image and the tap offsets shared; a chunk's sums per thread.
     WorkspaceLayout layout(const Shape& x, const Shape&, int threads) const {
