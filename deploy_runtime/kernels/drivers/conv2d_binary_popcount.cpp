@@ -184,28 +184,28 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         uint64_t* image = reinterpret_cast<uint64_t*>(io.workspace);
         const int8_t* x = io.input<int8_t>(0);
 
-        // Pack: the image's border zeroed, one task per padded row; then one task per run of 64
-        // pixels of a plane (across its rows where they are short), group and word of 64
-        // channels, whose signs the micro-kernel's packing (or the portable one) turns into one
-        // word per pixel, each put in its place in the padded image.
-        pool.parallel_for(batch * padded_h, [&](int64_t begin, int64_t end) {
-            for (int64_t row = begin; row < end; ++row) {
-                uint64_t* out = image + row * padded_w * pixel_words;
-                const int64_t iy = row % padded_h - p.pad_h;
-                if (iy < 0 || iy >= height) {
-                    std::fill(out, out + padded_w * pixel_words, uint64_t{0});
-                    continue;
-                }
-                std::fill(out, out + p.pad_w * pixel_words, uint64_t{0});
-                std::fill(out + (p.pad_w + width) * pixel_words, out + padded_w * pixel_words,
-                          uint64_t{0});
-            }
-        });
+        // Pack: one task per run of 64 pixels of a plane (across its rows where they are short),
+        // group and word of 64 channels, whose signs the micro-kernel's packing (or the portable
+        // one) turns into one word per pixel, each put in its place in the padded image; and one
+        // per padded row, which zeroes the row's border (in the same call: one wait less).
         const int64_t plane_pixels = height * width, runs = ceil_div(plane_pixels, kWordBits);
+        const int64_t pack_tasks = batch * p.groups * words_ * runs;
         const auto pack = ukernel_.pack != nullptr ? ukernel_.pack : pack_portable;
-        pool.parallel_for(batch * p.groups * words_ * runs, [&](int64_t begin, int64_t end) {
+        pool.parallel_for(pack_tasks + batch * padded_h, [&](int64_t begin, int64_t end) {
             uint64_t bits[kWordBits];
             for (int64_t task = begin; task < end; ++task) {
+                if (task >= pack_tasks) {
+                    const int64_t row = task - pack_tasks, iy = row % padded_h - p.pad_h;
+                    uint64_t* out = image + row * padded_w * pixel_words;
+                    if (iy < 0 || iy >= height) {
+                        std::fill(out, out + padded_w * pixel_words, uint64_t{0});
+                        continue;
+                    }
+                    std::fill(out, out + p.pad_w * pixel_words, uint64_t{0});
+                    std::fill(out + (p.pad_w + width) * pixel_words,
+                              out + padded_w * pixel_words, uint64_t{0});
+                    continue;
+                }
                 const int64_t first = task % runs * kWordBits, j = task / runs % words_;
                 const int64_t g = task / runs / words_ % p.groups;
                 const int64_t n = task / runs / words_ / p.groups;
