@@ -90,9 +90,10 @@ def network_engines(workdir, threads):
             qat(x)
         path = f"{workdir}/{kind.replace(' ', '_')}.qmodel"
         qtk.export(qtk.convert(qat.eval()), calibration[0], path)
-        session = qtk.runtime.load(path, threads=threads, profile=kind == "qtk binary")
-        runs[kind] = session.run
-        binary = binary or session
+        runs[kind] = qtk.runtime.load(path, threads=threads).run
+        # a session of its own for the breakdown: profiling times every range of every node,
+        # which the timed runs should not pay (at 2 threads it added about 0.1 ms a run)
+        binary = binary or qtk.runtime.load(path, threads=threads, profile=True)
     for kind, engine in (("ONNX Runtime fp32", onnxruntime_fp32),
                          ("OpenVINO fp32", openvino_fp32)):
         runs[kind] = engine(model, calibration, workdir, threads)[0]
@@ -105,13 +106,19 @@ def network_rows(args):
         for threads in args.threads:
             runs, binary = network_engines(workdir, threads)
             inputs = [torch.randn(1, 3, 224, 224) for _ in range(4)]
+            # the 2 vCPUs' placement (benchmarks/README.md, Zen 5 notes) before and after
+            before = _C.measure_core_to_core() if threads > 1 else None
             times = time_interleaved(runs, inputs, args.runs, warmup=5)
+            placement = [before, _C.measure_core_to_core()] if before else None
+            for i in range(args.runs):
+                binary.run(inputs[i % len(inputs)])
             by_op = collections.Counter()
             for node in binary.profile():
                 by_op[node["op"]] += node["seconds"] / max(node["runs"], 1)
             rows.append({"threads": threads,
                          "ms": {k: 1e3 * statistics.median(v) for k, v in times.items()},
-                         "binary_ms_by_op": {op: 1e3 * s for op, s in by_op.most_common()}})
+                         "binary_ms_by_op": {op: 1e3 * s for op, s in by_op.most_common()},
+                         "core_to_core": placement})
     return rows
 
 
@@ -166,6 +173,10 @@ def main(argv=None):
     for r in network:
         parts = ", ".join(f"{op} {ms:.2f}" for op, ms in r["binary_ms_by_op"].items())
         print(f"\nqtk binary at {r['threads']} thread(s), ms per run by op: {parts}")
+        if r["core_to_core"]:
+            (own0, other0), (own1, other1) = r["core_to_core"]
+            print(f"Reading the other thread's fresh writes, ns per KiB (one's own in brackets), "
+                  f"before and after: {other0:.1f} ({own0:.1f}) / {other1:.1f} ({own1:.1f})")
     out = Path(__file__).parent / "results" / f"binary_{cpu_slug()}.json"
     out.write_text(json.dumps({"cpu": cpu, "runs": args.runs, "binary_peak": peak, "rows": rows,
                                "network": network}, indent=1) + "\n")

@@ -239,10 +239,14 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         int8_t* y = io.output<int8_t>(0);
         // Compute: one task per chunk of kChunk output pixels of a sample, in the output plane's
         // order (rows one after another), so a block's weights serve the whole chunk from L1 and
-        // each channel's sums requantize as one run of its plane; and per part of the blocks
-        // where the chunks are fewer than 4 a thread (a 7x7 plane is one chunk).
+        // each channel's sums requantize as one run of its plane; and per part of the blocks, a
+        // part a thread where the blocks allow (more where the chunks are fewer than 4 a thread:
+        // a 7x7 plane is one chunk). Tasks go part by part, so each thread writes its own
+        // channels' planes, the part of the output that an element-wise op after it (the add,
+        // the PReLU) gives the same thread.
         const int64_t block_parts = std::min(
-            blocks_, std::max<int64_t>(1, ceil_div(4 * pool.threads(), batch * chunks)));
+            blocks_, std::max<int64_t>(pool.threads(),
+                                       ceil_div(4 * pool.threads(), batch * chunks)));
         pool.parallel_for_slots(batch * chunks * block_parts, [&](int64_t slot, int64_t begin,
                                                             int64_t end) {
             const int tile = ukernel_.pixels, lanes = ukernel_.channels;
@@ -251,8 +255,8 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
             const uint64_t* fields[kChunk];
             int32_t border_at[kChunk], border_missed[kChunk];  // pixel, its class's sums
             for (int64_t task = begin; task < end; ++task) {
-                const int64_t part = task % block_parts, n = task / block_parts / chunks;
-                const int64_t first = task / block_parts % chunks * kChunk;
+                const int64_t part = task / (batch * chunks), n = task % (batch * chunks) / chunks;
+                const int64_t first = task % chunks * kChunk;
                 const int64_t count = std::min<int64_t>(kChunk, plane - first);
                 // Each pixel's receptive field (its first word in a sample's group), once for
                 // every group and block, past the chunk up to whole tiles its last pixel again;
