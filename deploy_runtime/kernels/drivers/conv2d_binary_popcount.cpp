@@ -161,6 +161,11 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                 tap_offsets_.emplace_back(ky * p.dilation_h, kx * p.dilation_w);
             }
         }
+        if (c_.pad_value == 0) {  // the file's sizes, which runs nearly always have
+            const Shape& x = node.activation_input(0, DType::kInt8).shape;
+            const Shape& y = node.output(0, DType::kInt8).shape;
+            classes_ = padded_classes(x[2], x[3], y[2], y[3]);
+        }
     }
 
     size_t workspace_bytes(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs,
@@ -234,8 +239,11 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         }
         const int64_t out_h = y_shape[2], out_w = y_shape[3], plane = out_h * out_w;
         const int64_t chunks = ceil_div(plane, kChunk);
-        const PaddedClasses classes =
-            c_.pad_value == 0 ? padded_classes(height, width, out_h, out_w) : PaddedClasses{};
+        std::optional<PaddedClasses> resized;  // other sizes than the file's
+        if (c_.pad_value == 0 && (height != classes_.height || width != classes_.width)) {
+            resized = padded_classes(height, width, out_h, out_w);
+        }
+        const PaddedClasses& classes = resized ? *resized : classes_;
         int8_t* y = io.output<int8_t>(0);
         // Compute: one task per chunk of kChunk output pixels of a sample, in the output plane's
         // order (rows one after another), so a block's weights serve the whole chunk from L1 and
@@ -336,8 +344,9 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     // range of kernel rows its output row keeps inside the input and the range of kernel columns
     // its column keeps: one class per pair of ranges (a 3x3 window with padding 1 has 3 x 3, one
     // of them the interior's), and per class and output channel the missed taps' sum of weights,
-    // computed once a run.
+    // computed at load for the file's sizes (once a run for others).
     struct PaddedClasses {
+        int64_t height = -1, width = -1;   // the input's, which they are for
         std::vector<int32_t> row, column;  // per output row / column: its range's index
         int32_t columns = 0;               // column ranges
         int32_t interior = -1;             // the class missing no tap, if any
@@ -374,6 +383,8 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         const Conv2dParams& p = params_;
         std::vector<std::pair<int64_t, int64_t>> rows, columns;
         PaddedClasses classes;
+        classes.height = height;
+        classes.width = width;
         classes.row = kept_ranges(out_h, p.stride_h, p.pad_h, p.kernel_h, p.dilation_h, height,
                                   &rows);
         classes.column = kept_ranges(out_w, p.stride_w, p.pad_w, p.kernel_w, p.dilation_w,
@@ -444,6 +455,7 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     std::vector<uint64_t> weights_;
     std::vector<int32_t> tap_sums_;                       // [taps][O]: sum over channels of w
     std::vector<std::pair<int64_t, int64_t>> tap_offsets_;  // (dy, dx) of each tap
+    PaddedClasses classes_;  // pad_value 0: for the file's sizes
 };
 
 template <const BinaryPopcountUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize>
