@@ -170,11 +170,12 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
 
     size_t workspace_bytes(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs,
                            int threads) const override {
-        return packs(inputs[0], outputs[0]) ? layout(inputs[0], outputs[0], threads).bytes() : 0;
+        return runs_fast(inputs[0], outputs[0]) ? layout(inputs[0], outputs[0], threads).bytes()
+                                                  : 0;
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
-        if (!packs(*io.input_shapes[0], *io.output_shapes[0])) {
+        if (!runs_fast(*io.input_shapes[0], *io.output_shapes[0])) {
             reference_->run(io, pool);
             return;
         }
@@ -239,11 +240,7 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         }
         const int64_t out_h = y_shape[2], out_w = y_shape[3], plane = out_h * out_w;
         const int64_t chunks = ceil_div(plane, kChunk);
-        std::optional<PaddedClasses> resized;  // other sizes than the file's
-        if (c_.pad_value == 0 && (height != classes_.height || width != classes_.width)) {
-            resized = padded_classes(height, width, out_h, out_w);
-        }
-        const PaddedClasses& classes = resized ? *resized : classes_;
+        const PaddedClasses& classes = classes_;
         int8_t* y = io.output<int8_t>(0);
         // Compute: one task per chunk of kChunk output pixels of a sample, in the output plane's
         // order (rows one after another), so a block's weights serve the whole chunk from L1 and
@@ -344,7 +341,7 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     // range of kernel rows its output row keeps inside the input and the range of kernel columns
     // its column keeps: one class per pair of ranges (a 3x3 window with padding 1 has 3 x 3, one
     // of them the interior's), and per class and output channel the missed taps' sum of weights,
-    // computed at load for the file's sizes (once a run for others).
+    // computed at load for the file's sizes.
     struct PaddedClasses {
         int64_t height = -1, width = -1;   // the input's, which they are for
         std::vector<int32_t> row, column;  // per output row / column: its range's index
@@ -431,10 +428,14 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         }
     }
 
-    // Whether the padded bit image stays within a few times the tensors' own size. Padding far
-    // wider than the input (a stride that skips most of it) would make it huge for a small output:
-    // such a layer takes the reference's loop.
-    bool packs(const Shape& x, const Shape& y) const {
+    // Whether the padded bit image stays within a few times the tensors' own size (padding far
+    // wider than the input, a stride that skips most of it, would make it huge for a small
+    // output), and with pad_value 0 whether the input has the file's size, whose classes of
+    // windows it has (a session changes only the batch). Else the reference's loop runs.
+    bool runs_fast(const Shape& x, const Shape& y) const {
+        if (c_.pad_value == 0 && (x[2] != classes_.height || x[3] != classes_.width)) {
+            return false;
+        }
         const Conv2dParams& p = params_;
         const double words = double(x[0]) * double(x[2] + 2 * p.pad_h) *
                              double(x[3] + 2 * p.pad_w) * double(p.groups * words_);  // no overflow
