@@ -240,7 +240,6 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         }
         const int64_t out_h = y_shape[2], out_w = y_shape[3], plane = out_h * out_w;
         const int64_t chunks = ceil_div(plane, kChunk);
-        const PaddedClasses& classes = classes_;
         int8_t* y = io.output<int8_t>(0);
         // Compute: one task per chunk of kChunk output pixels of a sample, in the output plane's
         // order (rows one after another), so a block's weights serve the whole chunk from L1 and
@@ -269,10 +268,10 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                 int64_t borders = 0;
                 for (int64_t i = 0, oy = first / out_w, ox = first % out_w; i < count; ++i) {
                     field[i] = (oy * p.stride_h * padded_w + ox * p.stride_w) * pixel_words;
-                    if (!classes.row.empty()) {
-                        const int32_t c = classes.row[size_t(oy)] * classes.columns +
-                                          classes.column[size_t(ox)];
-                        if (c != classes.interior) {
+                    if (!classes_.row.empty()) {
+                        const int32_t c = classes_.row[size_t(oy)] * classes_.columns +
+                                          classes_.column[size_t(ox)];
+                        if (c != classes_.interior) {
                             border_at[borders] = int32_t(i);
                             border_missed[borders++] = c * int32_t(p.out_channels);
                         }
@@ -305,7 +304,7 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                         // pad_value 0: less the missed taps' weights (PaddedClasses)
                         for (int64_t k = 0; k < outputs && borders > 0; ++k) {
                             int32_t* row = sums + k * kChunk;
-                            const int32_t* missed = classes.missed.data() + o0 + k;
+                            const int32_t* missed = classes_.missed.data() + o0 + k;
                             for (int64_t b = 0; b < borders; ++b) {
                                 row[border_at[b]] -= missed[border_missed[b]];
                             }
