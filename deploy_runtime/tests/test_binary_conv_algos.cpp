@@ -5,7 +5,8 @@
 // and the 128-pixel tasks (the packing's runs of 64 pixels crossing rows), kernels 1x1 to 5x5 and
 // 1x3, strides 1 to 3, padding 0 to 2 with both pad values, dilation 2, groups 2 and 3, batch 3
 // and 1, 1 and 2 threads; padding far past the input (the driver's reference loop); inputs all at
-// the zero point (every sign +1) and all below it.
+// the zero point (every sign +1) and all below it; requantization shifts either side of 33.
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -63,7 +64,17 @@ Case build(const Geometry& g, int pad_value, Fill fill, uint64_t seed) {
     for (int8_t& w : c.weight) {
         w = static_cast<int8_t>(rng.uniform(0, 1) == 0 ? -1 : 1);
     }
+    // Every other case a scale ratio of 20 / sqrt(K), the spread of K random signs over a few
+    // steps, with biases of that size: shifts 28 to 33, below the high-half form's (the driver
+    // scales the sums up); else the common small ratio, shifts of 35 and more.
+    const bool large_ratio = seed % 2 == 0;
+    const double spread = std::sqrt(double(products));
     c.bias = qtk_test::random_bias(rng, size_t(g.out_channels));
+    if (large_ratio) {
+        for (int32_t& b : c.bias) {
+            b = static_cast<int32_t>(b * 2.0 * spread / 2000.0);
+        }
+    }
     c.zx = static_cast<int32_t>(rng.uniform(-100, 100));
     c.zy = static_cast<int32_t>(rng.uniform(-128, 127));
     if (rng.uniform(0, 2) == 0) {
@@ -84,7 +95,8 @@ Case build(const Geometry& g, int pad_value, Fill fill, uint64_t seed) {
     const uint32_t y = b.activation("y", {1, g.out_channels, oh, ow}, 0.1f, c.zy);
     // sums of up to `products` signs: aim the scale at their typical size
     std::vector<AttrSpec> attrs = qtk_test::requant_attrs(
-        size_t(g.out_channels), 1.0, 40.0 / (double(products) + 2000.0), 0.3, c.lo, c.hi);
+        size_t(g.out_channels), 1.0,
+        large_ratio ? 6.0 / spread : 40.0 / (double(products) + 2000.0), 0.3, c.lo, c.hi);
     c.multiplier.assign(attrs[0].ints.begin(), attrs[0].ints.end());
     c.shift.assign(attrs[1].ints.begin(), attrs[1].ints.end());
     attrs.insert(attrs.begin(),

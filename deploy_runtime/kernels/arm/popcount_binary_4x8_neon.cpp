@@ -13,7 +13,7 @@ namespace {
 constexpr int kPixels = 4, kBlocks = 4;  // kBlocks q registers of 2 channels
 
 void run(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps, int64_t words,
-         const uint64_t* w, int32_t products, int32_t* sums, int64_t sums_stride) {
+         const uint64_t* w, int32_t products, int scale, int32_t* sums, int64_t sums_stride) {
     uint16x8_t acc[kPixels][kBlocks];
     for (auto& row : acc) {
         for (uint16x8_t& a : row) {
@@ -39,10 +39,12 @@ void run(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps, 
     for (int p = 0; p < kPixels; ++p) {
         for (int b = 0; b < kBlocks; ++b) {
             const uint64x2_t count = vpaddlq_u32(vpaddlq_u16(acc[p][b]));
-            sums[(2 * b) * sums_stride + p] =
-                products - 2 * static_cast<int32_t>(vgetq_lane_u64(count, 0));
-            sums[(2 * b + 1) * sums_stride + p] =
-                products - 2 * static_cast<int32_t>(vgetq_lane_u64(count, 1));
+            const uint64_t counts[2] = {vgetq_lane_u64(count, 0), vgetq_lane_u64(count, 1)};
+            for (int lane = 0; lane < 2; ++lane) {
+                const int32_t sum = products - 2 * static_cast<int32_t>(counts[lane]);
+                sums[(2 * b + lane) * sums_stride + p] =
+                    static_cast<int32_t>(uint32_t(sum) << scale);
+            }
         }
     }
 }

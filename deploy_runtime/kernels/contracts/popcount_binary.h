@@ -1,7 +1,7 @@
 // The binary convolution micro-kernels behind conv2d_binary (conv2d_binary_popcount.cpp): one file
 // per ISA, each compiled with its own flags and called only where cpu_supports() its level.
 //
-// Contract: sums[o * sums_stride + p] = products - 2 count[p][o], with
+// Contract: sums[o * sums_stride + p] = (products - 2 count[p][o]) 2^scale, with
 //   count[p][o] = sum over taps t < taps, words j < words of
 //                 popcount(pixel[p][tap_offset[t] + j] xor w[t][j][o]),
 // for p < pixels, o < channels (the sum of spec 24 where padded bits read +1), with
@@ -9,7 +9,9 @@
 //          receptive field's first word of one output pixel;
 //   w      the weight bits of `channels` output channels, packed [taps][words][channels];
 //   sums   int32, a row of `pixels` values per output channel, sums_stride apart (the layout in
-//          which the epilogue requantizes a channel's output row).
+//          which the epilogue requantizes a channel's output row);
+//   scale  where the caller's requantization wants the sums scaled (at most what keeps them in
+//          int32; 0 else).
 // No alignment is required. A count is at most 64 * taps * words, far inside int32.
 //
 // The ISA files include only intrinsics and this header (see gemm_int8.h for why).
@@ -24,7 +26,7 @@ struct BinaryPopcountUkernel {
     int pixels;    // output pixels per call
     int channels;  // output channels per call
     void (*run)(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps,
-                int64_t words, const uint64_t* w, int32_t products, int32_t* sums,
+                int64_t words, const uint64_t* w, int32_t products, int scale, int32_t* sums,
                 int64_t sums_stride);
     // The packing of an int8 activation's signs into the bit image, 64 channels by 64 pixels:
     //   words[i] bit c = (x[c * channel_stride + i] < z), for i < pixels, c < channels (<= 64),
