@@ -10,8 +10,10 @@
 // Both forms are exact in int64 lanes (vpmuldq). For shift n in 33..54 (at AVX-512 also in the
 // per-channel form, where a vector's 16 channels all have it) they need only the products' high
 // halves: with p = h 2^32 + l (0 <= l < 2^32), (p + 2^(n-1)) >> n = (h + 2^(n-33)) >> (n - 32),
-// all in int32 (|h| < 2^30), which saves the int64 shift and clamp; real layers' shifts are 33 and
-// more (a scale ratio s_x s_w / s_y below 1/4). Both ISAs also fold the zero point z into that
+// all in int32 (|h| < 2^30), which saves the int64 shift and clamp; real int8 layers' shifts are 33
+// and more (a scale ratio s_x s_w / s_y below 1/4). Binary convs' are lower (sums of signs, scale
+// ratios near 1): they scale their small sums up into the form's range
+// (conv2d_binary_popcount.cpp). Both ISAs also fold the zero point z into that
 // rounding constant: (h + 2^(n-33) + z 2^(n-32)) >> (n - 32) = ((h + 2^(n-33)) >> (n - 32)) + z,
 // as z 2^(n-32) is a multiple of the divisor, and the sum stays below 2^30 + 2^21 + 2^29 < 2^31 in
 // magnitude for n <= 54 (|h| <= 2^30, |z| <= 128). The constant is (2 z + 1) 2^(n-33).
