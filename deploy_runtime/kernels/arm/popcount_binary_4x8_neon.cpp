@@ -13,7 +13,8 @@ namespace {
 constexpr int kPixels = 4, kBlocks = 4;  // kBlocks q registers of 2 channels
 
 void run(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps, int64_t words,
-         const uint64_t* w, int32_t products, int scale, int32_t* sums, int64_t sums_stride) {
+         const uint64_t* w, int32_t products, int scale, const int32_t* const* missed,
+         int32_t* sums, int64_t sums_stride) {
     uint16x8_t acc[kPixels][kBlocks];
     for (auto& row : acc) {
         for (uint16x8_t& a : row) {
@@ -43,7 +44,8 @@ void run(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps, 
             for (int lane = 0; lane < 2; ++lane) {
                 const int32_t sum = products - 2 * static_cast<int32_t>(counts[lane]);
                 sums[(2 * b + lane) * sums_stride + p] =
-                    static_cast<int32_t>(uint32_t(sum) << scale);
+                    static_cast<int32_t>(uint32_t(sum) << scale) -
+                    (missed != nullptr ? missed[p][2 * b + lane] : 0);
             }
         }
     }

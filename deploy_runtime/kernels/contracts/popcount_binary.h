@@ -1,7 +1,7 @@
 // The binary convolution micro-kernels behind conv2d_binary (conv2d_binary_popcount.cpp): one file
 // per ISA, each compiled with its own flags and called only where cpu_supports() its level.
 //
-// Contract: sums[o * sums_stride + p] = (products - 2 count[p][o]) 2^scale, with
+// Contract: sums[o * sums_stride + p] = (products - 2 count[p][o]) 2^scale - missed[p][o], with
 //   count[p][o] = sum over taps t < taps, words j < words of
 //                 popcount(pixel[p][tap_offset[t] + j] xor w[t][j][o]),
 // for p < pixels, o < channels (the sum of spec 24 where padded bits read +1), with
@@ -11,7 +11,9 @@
 //   sums   int32, a row of `pixels` values per output channel, sums_stride apart (the layout in
 //          which the epilogue requantizes a channel's output row);
 //   scale  where the caller's requantization wants the sums scaled (at most what keeps them in
-//          int32; 0 else).
+//          int32; 0 else);
+//   missed null (read as 0), or per pixel a row of `channels` values to subtract: the weights
+//          of the taps a window that passes the input misses (pad_value 0), scaled alike.
 // No alignment is required. A count is at most 64 * taps * words, far inside int32.
 //
 // The ISA files include only intrinsics and this header (see gemm_int8.h for why).
@@ -23,11 +25,11 @@ namespace qtk {
 namespace detail {
 
 struct BinaryPopcountUkernel {
-    int pixels;    // output pixels per call
+    int pixels;    // output pixels per call, at most 8
     int channels;  // output channels per call
     void (*run)(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps,
-                int64_t words, const uint64_t* w, int32_t products, int scale, int32_t* sums,
-                int64_t sums_stride);
+                int64_t words, const uint64_t* w, int32_t products, int scale,
+                const int32_t* const* missed, int32_t* sums, int64_t sums_stride);
     // The packing of an int8 activation's signs into the bit image, 64 channels by 64 pixels:
     //   words[i] bit c = (x[c * channel_stride + i] < z), for i < pixels, c < channels (<= 64),
     // the bits from `channels` on 0. Null where the driver's portable packing serves.

@@ -97,7 +97,7 @@ void pack_portable(const int8_t* x, int64_t channel_stride, int64_t channels, in
 template <int kPixels, int kChannels>
 void popcount_portable(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps,
                        int64_t words, const uint64_t* w, int32_t products, int scale,
-                       int32_t* sums, int64_t sums_stride) {
+                       const int32_t* const* missed, int32_t* sums, int64_t sums_stride) {
     int32_t acc[kPixels][kChannels] = {};
     for (int64_t t = 0; t < taps; ++t) {
         for (int64_t j = 0; j < words; ++j, w += kChannels) {
@@ -112,7 +112,8 @@ void popcount_portable(const uint64_t* const* pixel, const int64_t* tap_offset, 
     for (int o = 0; o < kChannels; ++o) {
         for (int p = 0; p < kPixels; ++p) {
             sums[o * sums_stride + p] =
-                static_cast<int32_t>(uint32_t(products - 2 * acc[p][o]) << scale);
+                static_cast<int32_t>(uint32_t(products - 2 * acc[p][o]) << scale) -
+                (missed != nullptr ? missed[p][o] : 0);
         }
     }
 }
@@ -260,7 +261,8 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
             int32_t* sums = reinterpret_cast<int32_t*>(parts.slot(io.workspace, slot));
             int64_t field[kChunk];  // kChunk: whole tiles
             const uint64_t* fields[kChunk];
-            int32_t border_at[kChunk], border_missed[kChunk];  // pixel, its class's sums
+            int32_t missed_at[kChunk];  // per pixel: its class's row in classes_.missed
+            bool passes[kChunk];        // per tile: whether a window passes the input
             for (int64_t task = begin; task < end; ++task) {
                 const int64_t part = task / (batch * chunks), n = task % (batch * chunks) / chunks;
                 const int64_t first = task % chunks * kChunk;
@@ -268,16 +270,14 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                 // Each pixel's receptive field (its first word in a sample's group), once for
                 // every group and block, past the chunk up to whole tiles its last pixel again;
                 // and the pixels whose windows pass the input (pad_value 0).
-                int64_t borders = 0;
+                std::fill(passes, passes + ceil_div(count, tile), false);
                 for (int64_t i = 0, oy = first / out_w, ox = first % out_w; i < count; ++i) {
                     field[i] = (oy * p.stride_h * padded_w + ox * p.stride_w) * pixel_words;
                     if (!classes_.row.empty()) {
                         const int32_t c = classes_.row[size_t(oy)] * classes_.columns +
                                           classes_.column[size_t(ox)];
-                        if (c != classes_.interior) {
-                            border_at[borders] = int32_t(i);
-                            border_missed[borders++] = c * int32_t(p.out_channels);
-                        }
+                        missed_at[i] = c * int32_t(p.out_channels);
+                        passes[i / tile] = passes[i / tile] || c != classes_.interior;
                     }
                     if (++ox == out_w) {
                         ox = 0;
@@ -286,6 +286,7 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                 }
                 for (int64_t i = count; i < ceil_div(count, tile) * tile; ++i) {
                     field[i] = field[count - 1];
+                    missed_at[i] = missed_at[count - 1];
                 }
                 for (int64_t g = 0; g < p.groups; ++g) {
                     const uint64_t* sample = image + n * padded_h * padded_w * pixel_words +
@@ -300,18 +301,17 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                         const int64_t o0 = g * p.out_per_group() + block * lanes;
                         const int64_t outputs =
                             std::min<int64_t>(lanes, p.out_per_group() - block * lanes);
+                        // pad_value 0: tiles with a window that passes the input less the
+                        // missed taps' weights (PaddedClasses)
+                        const int32_t* missed_rows[kMaxTilePixels];
                         for (int64_t i0 = 0; i0 < count; i0 += tile) {
-                            ukernel_.run(&fields[i0], offsets, taps_, words_, w,
-                                         int32_t(p.products_per_output()), scale_, sums + i0,
-                                         kChunk);
-                        }
-                        // pad_value 0: less the missed taps' weights (PaddedClasses)
-                        for (int64_t k = 0; k < outputs && borders > 0; ++k) {
-                            int32_t* row = sums + k * kChunk;
-                            const int32_t* missed = classes_.missed.data() + o0 + k;
-                            for (int64_t b = 0; b < borders; ++b) {
-                                row[border_at[b]] -= missed[border_missed[b]];
+                            for (int j = 0; j < tile && passes[i0 / tile]; ++j) {
+                                missed_rows[j] = classes_.missed.data() + missed_at[i0 + j] + o0;
                             }
+                            ukernel_.run(&fields[i0], offsets, taps_, words_, w,
+                                         int32_t(p.products_per_output()), scale_,
+                                         passes[i0 / tile] ? missed_rows : nullptr, sums + i0,
+                                         kChunk);
                         }
                         for (int64_t k = 0; k < outputs; ++k) {
                             const int64_t o = o0 + k;
@@ -329,6 +329,7 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     // take 16 KiB. Each channel's run of them is one call of the requantization, whose setup
     // 64-pixel runs paid too often (BiRealNet18 1.93 -> 1.88 ms, Zen 5, 1 thread).
     static constexpr int64_t kChunk = 128;
+    static constexpr int kMaxTilePixels = 8;  // of any micro-kernel
 
     // The bit image and the tap offsets shared; a chunk's sums per thread.
     WorkspaceLayout layout(const Shape& x, const Shape&, int threads) const {
@@ -420,7 +421,9 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         classes.column = kept_ranges(out_w, p.stride_w, p.pad_w, p.kernel_w, p.dilation_w,
                                      width, &columns);
         classes.columns = int32_t(columns.size());
-        classes.missed.assign(rows.size() * columns.size() * size_t(p.out_channels), 0);
+        // with a micro-kernel's channels of zeros past the last row, which its last block reads
+        classes.missed.assign(
+            rows.size() * columns.size() * size_t(p.out_channels) + size_t(ukernel_.channels), 0);
         for (size_t r = 0; r < rows.size(); ++r) {
             for (size_t c = 0; c < columns.size(); ++c) {
                 const int32_t at = int32_t(r * columns.size() + c);

@@ -13,7 +13,8 @@ namespace {
 constexpr int kPixels = 4, kBlocks = 4;  // kBlocks zmm of 8 channels
 
 void run(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps, int64_t words,
-         const uint64_t* w, int32_t products, int scale, int32_t* sums, int64_t sums_stride) {
+         const uint64_t* w, int32_t products, int scale, const int32_t* const* missed,
+         int32_t* sums, int64_t sums_stride) {
     // The loops over pixels and blocks unrolled (GCC would not), so the accumulators stay in
     // registers.
     __m512i acc[kPixels][kBlocks];
@@ -43,10 +44,10 @@ void run(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps, 
             }
         }
     }
-    // (products - 2 count) 2^scale, then each block's 4 pixels x 8 channels transposed into a
-    // row of 4 pixels per channel: 32-bit unpacks pair the pixels, 64-bit unpacks make each
-    // 128-bit lane one channel's 4 pixels (channels c and c + 4 in the low and high lanes of a
-    // ymm).
+    // (products - 2 count) 2^scale - missed, then each block's 4 pixels x 8 channels transposed
+    // into a row of 4 pixels per channel: 32-bit unpacks pair the pixels, 64-bit unpacks make
+    // each 128-bit lane one channel's 4 pixels (channels c and c + 4 in the low and high lanes of
+    // a ymm).
     const __m256i base = _mm256_set1_epi32(static_cast<int32_t>(uint32_t(products) << scale));
     const __m128i count_shift = _mm_cvtsi32_si128(scale + 1);
 #pragma GCC unroll 4
@@ -56,6 +57,10 @@ void run(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps, 
         for (int p = 0; p < kPixels; ++p) {
             const __m256i count = _mm512_maskz_cvtepi64_epi32(0xff, acc[p][b]);
             s[p] = _mm256_sub_epi32(base, _mm256_sll_epi32(count, count_shift));
+            if (missed != nullptr) {
+                s[p] = _mm256_sub_epi32(s[p], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                                  missed[p] + 8 * b)));
+            }
         }
         const __m256i p01_lo = _mm256_unpacklo_epi32(s[0], s[1]);  // c0: p0 p1, c1: p0 p1 | c4, c5
         const __m256i p01_hi = _mm256_unpackhi_epi32(s[0], s[1]);  // c2, c3 | c6, c7

@@ -20,7 +20,8 @@ inline __m256i popcount_lanes(__m256i v, __m256i table, __m256i low_nibbles) {
 }
 
 void run(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps, int64_t words,
-         const uint64_t* w, int32_t products, int scale, int32_t* sums, int64_t sums_stride) {
+         const uint64_t* w, int32_t products, int scale, const int32_t* const* missed,
+         int32_t* sums, int64_t sums_stride) {
     const __m256i table = _mm256_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 0, 1, 1,
                                            2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4);
     const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
@@ -53,7 +54,8 @@ void run(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps, 
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(counts + 4), acc[p][1]);
         for (int o = 0; o < 4 * kBlocks; ++o) {
             const int32_t sum = products - 2 * static_cast<int32_t>(counts[o]);
-            sums[o * sums_stride + p] = static_cast<int32_t>(uint32_t(sum) << scale);
+            sums[o * sums_stride + p] = static_cast<int32_t>(uint32_t(sum) << scale) -
+                                        (missed != nullptr ? missed[p][o] : 0);
         }
     }
 }
