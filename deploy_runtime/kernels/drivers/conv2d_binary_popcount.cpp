@@ -349,13 +349,15 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     void scale_sums() {
         const Conv2dParams& p = params_;
         int64_t largest = 0;
-        int32_t least_shift = kHighHalfMinShift;
+        int32_t least_shift = kHighHalfMinShift, greatest_shift = 0;
         for (int64_t o = 0; o < p.out_channels; ++o) {
             largest = std::max(largest, std::abs(int64_t{c_.bias[size_t(o)]}));
             least_shift = std::min(least_shift, c_.shift[o]);
+            greatest_shift = std::max(greatest_shift, c_.shift[o]);
         }
         largest += p.products_per_output();
-        while (scale_ < kHighHalfMinShift - least_shift &&
+        // every shift stays within spec 2's 62
+        while (scale_ < kHighHalfMinShift - least_shift && greatest_shift + scale_ < 62 &&
                (largest << (scale_ + 1)) < (int64_t{1} << 31)) {
             ++scale_;
         }
