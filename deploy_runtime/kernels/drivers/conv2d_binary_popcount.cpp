@@ -286,7 +286,7 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                 }
                 for (int64_t i = count; i < ceil_div(count, tile) * tile; ++i) {
                     field[i] = field[count - 1];
-                    missed_at[i] = missed_at[count - 1];
+                    missed_at[i] = classes_.row.empty() ? 0 : missed_at[count - 1];
                 }
                 for (int64_t g = 0; g < p.groups; ++g) {
                     const uint64_t* sample = image + n * padded_h * padded_w * pixel_words +
