@@ -659,5 +659,6 @@ def image_resize(p, size, interpolation):
 
 def binary_sign(q, zero_point=0):
     """The sign a binary layer reads: +1 where q >= z (the real value's sign, sign(0) = +1), else
-    -1, as int64; with z = 0 it is also a float weight's 1-bit quantization."""
+    -1, as int64; with z = 0 it is also a float weight's 1-bit quantization. ``zero_point`` may
+    be a tensor of thresholds per channel that broadcasts against q (RSign, spec 24)."""
     return torch.where(q >= zero_point, 1, -1).to(torch.int64)

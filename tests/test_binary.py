@@ -92,6 +92,44 @@ def test_binary_conv_deploys_byte_identical(geometry, pad_value, monkeypatch):
 
 
 @pytest.mark.parametrize("pad_value", [0, 1])
+def test_rsign_thresholds_deploy_byte_identical(pad_value, monkeypatch):
+    """ReActNet's RSign: a learned threshold per input channel, deployed as the integer
+    ceil(z + threshold / s) (spec 24); its gradient reaches the thresholds."""
+    model = BinaryBlock(70, 33, 3, padding=1)
+    reads = qtk.with_args(qtk.BinaryFakeQuantize, pad_value=pad_value, learn_threshold=True)
+    mapping = qtk.QConfigMapping(qtk.default_qat_qconfig, by_name={"binary": qtk.QConfig(
+        activation=qtk.default_qat_qconfig.activation, weight=BINARY_WEIGHT, input=reads)})
+    torch.manual_seed(0)
+    qat = qtk.quantize_qat(model, mapping).train()
+    rsign = qat.get_submodule("binary.0").input_fake_quant
+    qat(torch.randn(2, 3, 9, 9)).sum().backward()
+    assert rsign.threshold.grad is not None and rsign.threshold.grad.abs().sum() > 0
+    for module in qat.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.momentum = None
+    with torch.no_grad():  # thresholds as training leaves them: either sign, a few far out
+        rsign.threshold.copy_(torch.randn(70) * 0.5)
+        rsign.threshold[:3] = torch.tensor([-100.0, 100.0, 0.0])
+        for _ in range(3):
+            qat(torch.randn(4, 3, 9, 9))
+    quantized = qtk.convert(qat.eval())
+    x = torch.randn(3, 3, 9, 9)
+    with qtk.int8_outputs(quantized):
+        expected = quantized(x)
+    path = qtk.export(quantized, x[:1])
+    for isa, threads in itertools.product(LEVELS, (1, 2)):
+        monkeypatch.setenv("QTK_ISA", isa)
+        got = qtk.runtime.load(path, threads=threads).run(x, output="int8")
+        assert torch.equal(expected, got), (isa, threads)
+    layer = quantized.get_submodule("binary.0")
+    thresholds = layer.thresholds.tolist()
+    assert thresholds[:2] == [-128, 128] and len(set(thresholds)) > 10
+    (node,) = [n for n in read_qmodel(path).nodes if n.op == "conv2d_binary"]
+    assert node.attrs["thresholds"] == thresholds
+    assert len(expected.unique()) > 4, "degenerate output: the check would hold trivially"
+
+
+@pytest.mark.parametrize("pad_value", [0, 1])
 def test_binary_quantized_is_within_one_step_of_qat(pad_value):
     """On the same int8 input: upstream, a one-step difference at a value near zero would flip a
     sign and move the binary layer's output by far more than a step."""
@@ -208,6 +246,14 @@ def test_loader_refuses_a_binary_conv_whose_weight_is_not_plus_minus_one():
     quantized.get_submodule("binary.0").weight_q[0, 0, 0, 0] = 3
     with pytest.raises(qtk.QtkError, match="holds 3 at element 0; a binary convolution's weights "
                                            "are -1 and \\+1"):
+        qtk.runtime.load(qtk.export(quantized, torch.randn(1, 3, 6, 6)))
+
+
+def test_loader_refuses_a_sign_threshold_outside_int8_and_one():
+    quantized = _binary_model()
+    quantized.get_submodule("binary.0").thresholds = torch.tensor([0] * 7 + [129])
+    with pytest.raises(qtk.QtkError, match="attribute 'thresholds'\\[7\\] = 129 is outside "
+                                           "\\[-128, 128\\]"):
         qtk.runtime.load(qtk.export(quantized, torch.randn(1, 3, 6, 6)))
 
 

@@ -61,11 +61,18 @@ Conv2dInt8Constants::Conv2dInt8Constants(const NodeView& node, const Conv2dParam
     binary = node.op() == "conv2d_binary";
     if (binary) {
         node.expect_attrs({"stride", "padding", "dilation", "groups", "multiplier", "shift",
-                           "clamp", "pad_value"});
+                           "clamp", "pad_value"},
+                          {"thresholds"});
         if (has_residual) {
             node.fail("a binary convolution takes 3 inputs (x, weight, bias), not 4");
         }
         pad_value = static_cast<int32_t>(node.int_scalar("pad_value", 0, 1));
+        const int64_t channels = params.groups * params.group_in_channels;
+        thresholds.assign(size_t(channels), x.zero_point);
+        if (node.has_attr("thresholds")) {
+            const std::vector<int64_t> t = node.ints("thresholds", size_t(channels), -128, 128);
+            thresholds.assign(t.begin(), t.end());
+        }
         for (size_t i = 0; i < w.data_size; ++i) {
             if (weight[i] != 1 && weight[i] != -1) {
                 node.fail("weight '" + w.name + "' holds " + std::to_string(weight[i]) +

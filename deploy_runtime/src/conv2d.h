@@ -71,10 +71,12 @@ struct Conv2dInt8Constants {
     int32_t input_zero_point, output_zero_point;  // output: of the conv result, before any residual
     bool has_residual = false;  // input 3, added to the conv result by `residual`
     ResidualAdd residual{};
-    // conv2d_binary (spec 24): the weight is +-1, the input is read by its sign, and a padded
-    // position reads pad_value (0 or 1) instead of adding nothing.
+    // conv2d_binary (spec 24): the weight is +-1, the input is read by its sign, +1 where
+    // q >= thresholds[c] of its channel c (the attribute `thresholds`, RSign's, else the zero
+    // point), and a padded position reads pad_value (0 or 1) instead of adding nothing.
     bool binary = false;
     int32_t pad_value = 0;
+    std::vector<int32_t> thresholds;  // per input channel, in [-128, 128]; binary only
 };
 
 // The checked constants of a float32 conv2d node, decoded from little-endian once.

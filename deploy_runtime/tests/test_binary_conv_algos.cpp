@@ -5,7 +5,8 @@
 // and the 128-pixel tasks (the packing's runs of 64 pixels crossing rows), kernels 1x1 to 5x5 and
 // 1x3, strides 1 to 3, padding 0 to 2 with both pad values, dilation 2, groups 2 and 3, batch 3
 // and 1, 1 and 2 threads; padding far past the input (the driver's reference loop); inputs all at
-// the zero point (every sign +1) and all below it; requantization shifts either side of 33.
+// the zero point (every sign +1) and all below it; requantization shifts either side of 33; sign
+// thresholds per input channel (RSign), -128 and 128 among them.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -53,11 +54,12 @@ struct Case {
     std::vector<int8_t> x, weight;  // x: batch 3
     std::vector<int32_t> bias, multiplier, shift;
     int32_t zx, zy, lo, hi;
+    std::vector<int32_t> thresholds;  // per input channel (RSign's), or empty: the zero point
 };
 
 Case build(const Geometry& g, int pad_value, Fill fill, uint64_t seed) {
     Rng rng(seed);
-    Case c{g, pad_value, {}, {}, {}, {}, {}, {}, 0, 0, -128, 127};
+    Case c{g, pad_value, {}, {}, {}, {}, {}, {}, 0, 0, -128, 127, {}};
     const int64_t cg = g.in_channels / g.groups;
     const int64_t products = cg * g.kernel_h * g.kernel_w;
     c.weight.resize(size_t(g.out_channels * products));
@@ -106,6 +108,14 @@ Case build(const Geometry& g, int pad_value, Fill fill, uint64_t seed) {
                  {AttrSpec("stride", {g.stride, g.stride}), AttrSpec("padding", {g.pad, g.pad}),
                   AttrSpec("dilation", {g.dilation, g.dilation}), AttrSpec("groups", {g.groups}),
                   AttrSpec("pad_value", {pad_value})});
+    if (seed % 3 == 0) {  // thresholds per input channel, the extremes (never, always) among them
+        std::vector<int64_t> t;
+        for (int64_t ch = 0; ch < g.in_channels; ++ch) {
+            t.push_back(ch % 7 == 3 ? (ch % 2 ? 128 : -128) : rng.uniform(-100, 100));
+            c.thresholds.push_back(int32_t(t.back()));
+        }
+        attrs.push_back(AttrSpec("thresholds", t));
+    }
     b.node("conv2d_binary", "conv", {x, w, bi}, {y}, attrs);
     b.inputs = {x};
     b.outputs = {y};
@@ -138,7 +148,9 @@ std::vector<int8_t> naive(const Case& c) {
                                     inside ? qtk::arith::binary_sign(
                                                  c.x[size_t(((n * g.in_channels + channel) *
                                                                  g.height + iy) * g.width + ix)],
-                                                 c.zx)
+                                                 c.thresholds.empty()
+                                                     ? c.zx
+                                                     : c.thresholds[size_t(channel)])
                                            : c.pad_value;
                                 acc += sign * c.weight[size_t(((o * cg + ic) * g.kernel_h + ky) *
                                                                   g.kernel_w + kx)];

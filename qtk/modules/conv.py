@@ -98,6 +98,8 @@ class QATConv2d(nn.Conv2d, QATModule):
         # the layer's own quantizer of its input: signs (spec 24) or fewer bits (spec 16);
         # None: the int8 input as it is
         self.input_fake_quant = qconfig.input() if qconfig.input is not None else None
+        if isinstance(self.input_fake_quant, BinaryFakeQuantize):
+            self.input_fake_quant.input_channels(self.in_channels)
 
     @classmethod
     def _new_like(cls, conv, qconfig, activation, bias):
@@ -223,6 +225,14 @@ class QuantizedConv2d(QuantizedWeightLayer):
         layer.dilation, layer.groups = tuple(module.dilation), module.groups
         # reads the signs of its input, padded with this value (spec 24); None: int8 input
         layer.pad_value = own.pad_value if binary else None
+        # RSign: +1 where q >= t[c] = ceil(z + threshold[c] / s), the integer q whose real value
+        # s (q - z) is at least the threshold; clamped to [-128, 128] (never, always -1)
+        layer.thresholds = None
+        if binary and own.threshold is not None:
+            x_qparams = input_qparams[0]
+            layer.thresholds = torch.ceil(
+                x_qparams.zero_point + own.threshold.detach().double() / x_qparams.scale
+            ).clamp(-128, 128).to(torch.int64)
         layer.read_qparams = read_qparams
         if read_qparams is not None:
             (layer.read_multiplier,), (layer.read_shift,) = arithmetic.rescale_multipliers(
@@ -244,8 +254,10 @@ class QuantizedConv2d(QuantizedWeightLayer):
             x, zero_point, padding = x, self.input_qparams[0].zero_point, self.padding
         else:
             pad_h, pad_w = self.padding
-            x = F.pad(arithmetic.binary_sign(x, self.input_qparams[0].zero_point),
-                      (pad_w, pad_w, pad_h, pad_h), value=self.pad_value)
+            threshold = (self.input_qparams[0].zero_point if self.thresholds is None
+                         else self.thresholds.reshape(1, -1, 1, 1))
+            x = F.pad(arithmetic.binary_sign(x, threshold), (pad_w, pad_w, pad_h, pad_h),
+                      value=self.pad_value)
             zero_point, padding = 0, (0, 0)
         acc = arithmetic.conv2d_accumulate(x, zero_point, self.weight_q,
                                            self.bias_q.to(torch.int64), self.stride, padding,
@@ -256,7 +268,10 @@ class QuantizedConv2d(QuantizedWeightLayer):
         attrs = {"stride": list(self.stride), "padding": list(self.padding),
                  "dilation": list(self.dilation), "groups": [self.groups]}
         if self.pad_value is not None:
-            return self._weight_op("conv2d_binary", {**attrs, "pad_value": [self.pad_value]})
+            attrs["pad_value"] = [self.pad_value]
+            if self.thresholds is not None:
+                attrs["thresholds"] = self.thresholds.tolist()
+            return self._weight_op("conv2d_binary", attrs)
         op = self._weight_op("conv2d", attrs)
         if self.read_qparams is not None:
             op.requantized_input = (self.read_qparams, self.read_multiplier, self.read_shift)

@@ -31,10 +31,11 @@ struct BinaryPopcountUkernel {
                 int64_t words, const uint64_t* w, int32_t products, int scale,
                 const int32_t* const* missed, int32_t* sums, int64_t sums_stride);
     // The packing of an int8 activation's signs into the bit image, 64 channels by 64 pixels:
-    //   words[i] bit c = (x[c * channel_stride + i] < z), for i < pixels, c < channels (<= 64),
-    // the bits from `channels` on 0. Null where the driver's portable packing serves.
+    //   words[i] bit c = (x[c * channel_stride + i] < thresholds[c]), for i < pixels,
+    // c < channels (<= 64), thresholds in [-128, 128] (-128: never, 128: always), the bits from
+    // `channels` on 0. Null where the driver's portable packing serves.
     void (*pack)(const int8_t* x, int64_t channel_stride, int64_t channels, int64_t pixels,
-                 int8_t z, uint64_t* words);
+                 const int32_t* thresholds, uint64_t* words);
 };
 
 extern const BinaryPopcountUkernel kBinaryPopcount4x32Avx512Vbmi;

@@ -1,11 +1,12 @@
 // conv2d_binary by xor and popcount (spec 24), NCHW, any stride, padding, dilation and groups.
 //
 // Each run packs the input's signs into a bit image [N, H + 2 pad_h, W + 2 pad_w, groups, words]
-// of 64-bit words (bit 1 for -1, channel c of a group at bit c mod 64 of word c / 64; padding and
-// the bits past a group's channels 0; 64 channels by 64 pixels at a time, by the micro-kernel's
-// packing where it has one), so every output pixel's receptive field is `taps` runs of
-// `words` words at fixed offsets from its first word. A micro-kernel (popcount_binary.h) counts
-// differing bits against the weights packed alike, and the epilogue turns counts into the sum:
+// of 64-bit words (bit 1 for -1, a q below its channel's threshold; channel c of a group at bit
+// c mod 64 of word c / 64; padding and the bits past a group's channels 0; 64 channels by 64
+// pixels at a time, by the micro-kernel's packing where it has one), so every output pixel's
+// receptive field is `taps` runs of `words` words at fixed offsets from its first word. A
+// micro-kernel (popcount_binary.h) counts differing bits against the weights packed alike, and
+// turns counts into the sum:
 //   sum = K - 2 count                              padded bits read +1, as pad_value 1 wants;
 //   sum -= sum over padded taps of sum_c w[o][c][t]  for pad_value 0, on border pixels only.
 // Then bias and the int8 conv's requantization. Threads take chunks of 128 output pixels.
@@ -46,20 +47,23 @@ int32_t popcount(uint64_t v) {
     return static_cast<int32_t>((v * 0x0101010101010101u) >> 56);
 }
 
-// Bit i of the result: in[i] < z, for i < count <= 64, 0 above (SSE2's compare and movemask on
-// x86-64, 16 bytes a step, then one at a time).
-uint64_t sign_bits(const int8_t* in, int64_t count, int8_t z) {
+// Bit i of the result: in[i] < t, for i < count <= 64, 0 above, t in [-128, 128] (SSE2's
+// compare and movemask on x86-64, 16 bytes a step, then one at a time).
+uint64_t sign_bits(const int8_t* in, int64_t count, int32_t t) {
+    if (t <= -128 || t >= 128) {
+        return t <= -128 ? 0 : count >= 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1;
+    }
     uint64_t bits = 0;
     int64_t i = 0;
 #if defined(__SSE2__)
-    const __m128i zero_point = _mm_set1_epi8(z);
+    const __m128i threshold = _mm_set1_epi8(static_cast<char>(t));
     for (; i + 16 <= count; i += 16) {
         const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-        bits |= uint64_t(uint32_t(_mm_movemask_epi8(_mm_cmplt_epi8(v, zero_point)))) << i;
+        bits |= uint64_t(uint32_t(_mm_movemask_epi8(_mm_cmplt_epi8(v, threshold)))) << i;
     }
 #endif
     for (; i < count; ++i) {
-        bits |= uint64_t{in[i] < z} << i;
+        bits |= uint64_t{in[i] < t} << i;
     }
     return bits;
 }
@@ -84,10 +88,10 @@ void transpose_bits64(uint64_t* a) {
 // The portable packing (popcount_binary.h's `pack`): each channel's sign mask of the pixels, then
 // the bit transpose.
 void pack_portable(const int8_t* x, int64_t channel_stride, int64_t channels, int64_t pixels,
-                   int8_t z, uint64_t* words) {
+                   const int32_t* thresholds, uint64_t* words) {
     uint64_t bits[kWordBits];
     for (int64_t c = 0; c < kWordBits; ++c) {
-        bits[c] = c < channels ? sign_bits(x + c * channel_stride, pixels, z) : 0;
+        bits[c] = c < channels ? sign_bits(x + c * channel_stride, pixels, thresholds[c]) : 0;
     }
     transpose_bits64(bits);
     std::copy(bits, bits + pixels, words);
@@ -190,7 +194,6 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         const int64_t padded_h = height + 2 * p.pad_h, padded_w = width + 2 * p.pad_w;
         const int64_t pixel_words = p.groups * words_;
         const WorkspaceLayout parts = layout(x_shape, y_shape, pool.threads());
-        const int8_t zero_point = static_cast<int8_t>(c_.input_zero_point);
         uint64_t* image = reinterpret_cast<uint64_t*>(io.workspace);
         const int8_t* x = io.input<int8_t>(0);
 
@@ -222,8 +225,8 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                 const int64_t c0 = g * p.group_in_channels + j * kWordBits;
                 const int64_t pixels = std::min(kWordBits, plane_pixels - first);
                 pack(x + (n * x_shape[1] + c0) * plane_pixels + first, plane_pixels,
-                     std::min(kWordBits, p.group_in_channels - j * kWordBits), pixels, zero_point,
-                     bits);
+                     std::min(kWordBits, p.group_in_channels - j * kWordBits), pixels,
+                     c_.thresholds.data() + c0, bits);
                 uint64_t* word = image + n * padded_h * padded_w * pixel_words + g * words_ + j;
                 for (int64_t i = 0, iy = first / width, ix = first % width; i < pixels; ++i) {
                     word[((iy + p.pad_h) * padded_w + p.pad_w + ix) * pixel_words] = bits[i];

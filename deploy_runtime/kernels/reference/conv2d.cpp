@@ -2,7 +2,8 @@
 // NCHW or, where the layout pass chose it, NHWC:
 // - int8: docs/quantization_spec.md section 4, per-output-channel requantization, then the fused
 //   residual add of spec 3 where the graph pass put one (conv2d.h);
-// - conv2d_binary: spec 24, the int8 form reading each input's sign and padding with pad_value;
+// - conv2d_binary: spec 24, the int8 form reading each input's sign against its channel's
+//   threshold and padding with pad_value;
 // - float32: the float part of a mixed-precision model, summed in float32, optional bounds.
 // Both dtypes share the geometry and one loop; they differ in the accumulator and its epilogue.
 #include "conv2d.h"
@@ -20,9 +21,9 @@ class Conv2dReference : public Conv2dKernel {
         : Conv2dKernel(node, read_conv2d_params(node, dtype, bias_dtype)) {}
 
  protected:
-    // y[i] = finish(oc, bias[oc] + sum read(x) * w, i) in the accumulator type Acc, i the index
-    // of [n, oc, oy, ox] in y (NCHW, or NHWC where params_.nhwc); a padded position reads `padded`
-    // (0 but for a binary conv's pad value).
+    // y[i] = finish(oc, bias[oc] + sum read(x, its channel) * w, i) in the accumulator type Acc,
+    // i the index of [n, oc, oy, ox] in y (NCHW, or NHWC where params_.nhwc); a padded position
+    // reads `padded` (0 but for a binary conv's pad value).
     template <typename T, typename Acc, typename Read, typename Finish>
     void convolve(const NodeIO& io, ThreadPool& pool, const T* weight, const Acc* bias,
                   const Read& read, Acc padded, const Finish& finish) const {
@@ -50,8 +51,9 @@ class Conv2dReference : public Conv2dKernel {
                                         ox * p.stride_w - p.pad_w + kx * p.dilation_w;
                                     const bool inside =
                                         iy >= 0 && iy < x_at.height && ix >= 0 && ix < x_at.width;
-                                    const Acc v = inside ? read(x[x_at(n, ic0 + ic, iy, ix)])
-                                                         : padded;
+                                    const Acc v =
+                                        inside ? read(x[x_at(n, ic0 + ic, iy, ix)], ic0 + ic)
+                                               : padded;
                                     acc += v * static_cast<Acc>(w_channel[ky * p.kernel_w + kx]);
                                 }
                             }
@@ -90,8 +92,8 @@ class Conv2dInt8Reference final : public Conv2dReference {
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Conv2dInt8Constants& c = constants_;
         const int8_t* residual = c.has_residual ? io.input<int8_t>(3) : nullptr;
-        const auto read = [&](int8_t q) {
-            return c.binary ? arith::binary_sign(q, c.input_zero_point)
+        const auto read = [&](int8_t q, int64_t channel) {
+            return c.binary ? arith::binary_sign(q, c.thresholds[size_t(channel)])
                             : int32_t{q} - c.input_zero_point;
         };
         convolve(io, pool, c.weight, c.bias.data(), read, c.pad_value,
@@ -112,7 +114,7 @@ class Conv2dFloat32Reference final : public Conv2dReference {
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Conv2dFloat32Constants& c = constants_;
-        convolve(io, pool, c.weight.data(), c.bias.data(), [](float v) { return v; }, 0.0f,
+        convolve(io, pool, c.weight.data(), c.bias.data(), [](float v, int64_t) { return v; }, 0.0f,
                  [&](int64_t, float acc, int64_t) { return c.bounds.apply(acc); });
     }
 

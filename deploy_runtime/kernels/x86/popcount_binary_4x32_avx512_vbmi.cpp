@@ -86,16 +86,18 @@ void run(const uint64_t* const* pixel, const int64_t* tap_offset, int64_t taps, 
 // i, bit c): Hacker's Delight 7-3's block swaps on 8 zmm of 8 rows each, pairs of rows 32, 16 and
 // 8 apart across registers, 4, 2 and 1 apart within one (the partner lanes by a permute). About
 // 5x fewer instructions than compare-and-movemask in SSE2 and a scalar transpose.
-void pack(const int8_t* x, int64_t channel_stride, int64_t channels, int64_t pixels, int8_t z,
-          uint64_t* words) {
+void pack(const int8_t* x, int64_t channel_stride, int64_t channels, int64_t pixels,
+          const int32_t* thresholds, uint64_t* words) {
     const __mmask64 valid = pixels >= 64 ? ~__mmask64{0} : (__mmask64{1} << pixels) - 1;
-    const __m512i vz = _mm512_set1_epi8(static_cast<char>(z));
     alignas(64) uint64_t rows[64];
     for (int64_t c = 0; c < 64; ++c) {
-        rows[c] = c < channels ? _mm512_mask_cmplt_epi8_mask(
-                                     valid, _mm512_maskz_loadu_epi8(valid, x + c * channel_stride),
-                                     vz)
-                               : 0;
+        const int32_t t = c < channels ? thresholds[c] : -128;  // -128: no bit
+        rows[c] = t <= -128 ? 0
+                  : t >= 128
+                      ? valid
+                      : _mm512_mask_cmplt_epi8_mask(
+                            valid, _mm512_maskz_loadu_epi8(valid, x + c * channel_stride),
+                            _mm512_set1_epi8(static_cast<char>(t)));
     }
     __m512i a[8];
 #pragma GCC unroll 8
