@@ -657,6 +657,13 @@ def image_resize(p, size, interpolation):
 
 # ---- spec 24: binary convolution ---------------------------------------------------------------
 
+def binary_thresholds(thresholds, scale, zero_point):
+    """RSign's learned real thresholds a[c] as the integers t[c] a binary layer compares q with
+    (spec 24): the least q with s (q - z) >= a[c], ceil(z + a[c] / s) in float64, clamped to
+    [-128, 128] (always +1, always -1), as int64."""
+    return torch.ceil(zero_point + thresholds.double() / scale).clamp(-128, 128).to(torch.int64)
+
+
 def binary_sign(q, zero_point=0):
     """The sign a binary layer reads: +1 where q >= z (the real value's sign, sign(0) = +1), else
     -1, as int64; with z = 0 it is also a float weight's 1-bit quantization. ``zero_point`` may

@@ -225,14 +225,11 @@ class QuantizedConv2d(QuantizedWeightLayer):
         layer.dilation, layer.groups = tuple(module.dilation), module.groups
         # reads the signs of its input, padded with this value (spec 24); None: int8 input
         layer.pad_value = own.pad_value if binary else None
-        # RSign: +1 where q >= t[c] = ceil(z + threshold[c] / s), the integer q whose real value
-        # s (q - z) is at least the threshold; clamped to [-128, 128] (never, always -1)
+        # RSign's thresholds as integers, or None: the zero point
         layer.thresholds = None
         if binary and own.threshold is not None:
-            x_qparams = input_qparams[0]
-            layer.thresholds = torch.ceil(
-                x_qparams.zero_point + own.threshold.detach().double() / x_qparams.scale
-            ).clamp(-128, 128).to(torch.int64)
+            layer.thresholds = arithmetic.binary_thresholds(
+                own.threshold.detach(), input_qparams[0].scale, input_qparams[0].zero_point)
         layer.read_qparams = read_qparams
         if read_qparams is not None:
             (layer.read_multiplier,), (layer.read_shift,) = arithmetic.rescale_multipliers(
