@@ -283,19 +283,26 @@ def mul_multiplier(scale_a, scale_b, output_scale):
     return quantize_multiplier(float(scale_a) * float(scale_b) / float(output_scale))
 
 
-def lookup_table(function, input_qparams, output_qparams, channels=1):
+def lookup_table(function, input_qparams, output_qparams, channels=1, per_channel_function=False):
     """Spec 10: the 256-entry int8 table of ``function`` (evaluated by torch in float32), or with
-    ``channels`` > 1 a table per channel, [channels, 256], from each channel's (s, z) (spec 25)."""
+    ``channels`` > 1 a table per channel, [channels, 256], from each channel's (s, z) (spec 25);
+    with ``per_channel_function`` each channel's own function, ``function`` taking every channel's
+    256 values at once as [1, channels, 256] (dim 1 the channels, as an activation's)."""
     q = torch.arange(INT8_MIN, INT8_MAX + 1)
 
-    def table(x_qparams, y_qparams):
-        x = dequantize(q, x_qparams.scale, x_qparams.zero_point)
-        return quantize(function(x), *y_qparams).to(torch.int8)
+    def inputs(c):
+        x_qparams = input_qparams.channel(c)
+        return dequantize(q, x_qparams.scale, x_qparams.zero_point)
 
+    def table(y, c):
+        return quantize(y, *output_qparams.channel(c)).to(torch.int8)
+
+    if per_channel_function:
+        y = function(torch.stack([inputs(c) for c in range(channels)])[None])[0]
+        return torch.stack([table(y[c], c) for c in range(channels)])
     if channels == 1:
-        return table(input_qparams, output_qparams)
-    return torch.stack([table(input_qparams.channel(c), output_qparams.channel(c))
-                        for c in range(channels)])
+        return table(function(inputs(0)), 0)
+    return torch.stack([table(function(inputs(c)), c) for c in range(channels)])
 
 
 def apply_lookup_table(q, table):

@@ -129,6 +129,60 @@ def test_rsign_thresholds_deploy_byte_identical(pad_value, monkeypatch):
     assert len(expected.unique()) > 4, "degenerate output: the check would hold trivially"
 
 
+class ReActBlock(nn.Module):
+    """ReActNet's block: RSign, binary 3x3 conv, BatchNorm, the real-valued shortcut, RPReLU."""
+
+    def __init__(self, channels=24):
+        super().__init__()
+        self.quant, self.dequant = qtk.modules.QuantStub(), qtk.modules.DequantStub()
+        self.stem = nn.Sequential(nn.Conv2d(3, channels, 1), nn.BatchNorm2d(channels))
+        self.binary = nn.Sequential(nn.Conv2d(channels, channels, 3, 1, 1, bias=False),
+                                    nn.BatchNorm2d(channels))
+        self.add = qtk.modules.Add()
+        self.act = qtk.modules.RPReLU(channels)
+        self.head = nn.Conv2d(channels, 5, 1)
+
+    def forward(self, x):
+        x = self.stem(self.quant(x))
+        return self.dequant(self.head(self.act(self.add(self.binary(x), x))))
+
+
+def test_reactnet_block_deploys_byte_identical(monkeypatch):
+    """RSign's thresholds and RPReLU's shifts and slopes learn; RPReLU deploys as a lut with a
+    table per channel."""
+    reads = qtk.with_args(qtk.BinaryFakeQuantize, learn_threshold=True)
+    mapping = qtk.QConfigMapping(qtk.default_qat_qconfig, by_name={"binary": qtk.QConfig(
+        activation=qtk.default_qat_qconfig.activation, weight=BINARY_WEIGHT, input=reads)})
+    torch.manual_seed(0)
+    qat = qtk.quantize_qat(ReActBlock(), mapping).train()
+    act = qat.get_submodule("act").module
+    rsign = qat.get_submodule("binary.0").input_fake_quant
+    qat(torch.randn(2, 3, 8, 8)).sum().backward()
+    for parameter in [rsign.threshold, *act.parameters()]:
+        assert parameter.grad is not None and parameter.grad.abs().sum() > 0
+    for module in qat.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.momentum = None
+    with torch.no_grad():  # thresholds, shifts and slopes as training leaves them
+        for parameter in [rsign.threshold, *act.parameters()]:
+            parameter.add_(torch.randn_like(parameter) * 0.5)
+        for _ in range(3):
+            qat(torch.randn(4, 3, 8, 8))
+    quantized = qtk.convert(qat.eval())
+    x = torch.randn(3, 3, 8, 8)
+    with qtk.int8_outputs(quantized):
+        expected = quantized(x)
+    path = qtk.export(quantized, x[:1])
+    for isa, threads in itertools.product(LEVELS, (1, 2)):
+        monkeypatch.setenv("QTK_ISA", isa)
+        got = qtk.runtime.load(path, threads=threads).run(x, output="int8")
+        assert torch.equal(expected, got), (isa, threads)
+    tables = quantized.get_submodule("act").table
+    assert tables.shape == (24, 256) and len({tuple(t.tolist()) for t in tables}) == 24
+    assert "lut" in [n.op for n in read_qmodel(path).nodes]
+    assert len(expected.unique()) > 4, "degenerate output: the check would hold trivially"
+
+
 @pytest.mark.parametrize("pad_value", [0, 1])
 def test_binary_quantized_is_within_one_step_of_qat(pad_value):
     """On the same int8 input: upstream, a one-step difference at a value near zero would flip a

@@ -150,6 +150,16 @@ def PerChannelPReLU():
     return prelu
 
 
+def ShiftedPReLU():
+    """ReActNet's RPReLU with shifts and slopes of either sign per channel."""
+    rprelu = modules.RPReLU(6)
+    with torch.no_grad():
+        rprelu.shift_in.copy_(torch.tensor([0.3, -0.2, 0.0, 0.5, -0.6, 0.1]))
+        rprelu.weight.copy_(torch.tensor([0.25, -0.5, 0.0, 1.5, 0.1, -0.05]))
+        rprelu.shift_out.copy_(torch.tensor([-0.1, 0.4, 0.2, 0.0, -0.3, 0.6]))
+    return rprelu
+
+
 EXAMPLES = {
     nn.Conv2d: lambda: nn.Sequential(_conv(groups=3)),
     modules.ConvReLU2d: lambda: nn.Sequential(nn.Conv2d(3, 5, 3, stride=2), nn.ReLU()),
@@ -185,6 +195,7 @@ EXAMPLES = {
     nn.GELU: lambda: _after_conv(nn.GELU(approximate="tanh")),
     nn.LeakyReLU: lambda: _after_conv(nn.LeakyReLU(0.2)),
     nn.PReLU: lambda: _after_conv(PerChannelPReLU()),
+    modules.RPReLU: lambda: _after_conv(ShiftedPReLU()),
     nn.ELU: lambda: _after_conv(nn.ELU(0.7)),
     nn.Softplus: lambda: _after_conv(nn.Softplus(beta=2.0, threshold=1.5)),
     nn.MaxPool2d: lambda: _after_conv(nn.MaxPool2d(3, 2, 1)),

@@ -172,17 +172,24 @@ def _export_module(writer, value_of, recorded, node, module):
     if op is None:  # identity: the output is the input's value
         value_of[node] = value_of[inputs[0]]
         return
-    constant_ids = [writer.add_constant(f"{node.target}.{suffix}", tensor,
-                                        op.constant_bits.get(suffix, 8))
-                    for suffix, tensor in op.constants]
+    chain = op if isinstance(op, list) else [op]  # a float op may be a chain of nodes (RPReLU)
     activation_ids = [value_of[n] for n in inputs]
-    if op.requantized_input is not None:
-        activation_ids[0] = _requantized_input(writer, node, recorded[inputs[0]].shape,
-                                               activation_ids[0], *op.requantized_input)
-    input_ids = (constant_ids + activation_ids if op.constants_first
-                 else activation_ids + constant_ids)
-    value_of[node] = writer.add_activation(node.target, recorded[node].shape, output_qparams)
-    writer.add_node(op.op, node.target, input_ids, [value_of[node]], op.attrs)
+    for step, op in enumerate(chain):
+        last = step == len(chain) - 1
+        name = node.target if last else f"{node.target}.{step}"
+        constant_ids = [writer.add_constant(f"{node.target}.{suffix}", tensor,
+                                            op.constant_bits.get(suffix, 8))
+                        for suffix, tensor in op.constants]
+        if op.requantized_input is not None:
+            activation_ids[0] = _requantized_input(writer, node, recorded[inputs[0]].shape,
+                                                   activation_ids[0], *op.requantized_input)
+        input_ids = (constant_ids + activation_ids if op.constants_first
+                     else activation_ids + constant_ids)
+        output = writer.add_activation(name, recorded[node].shape,
+                                       output_qparams if last else None)
+        writer.add_node(op.op, name, input_ids, [output], op.attrs)
+        activation_ids = [output]
+    value_of[node] = output
     _clamp_to_range(writer, value_of, recorded, node, op.op)
 
 

@@ -5,8 +5,8 @@ Each op family's file declares all four forms; they register themselves as the f
 here (a QAT class by declaring ``FLOAT_TYPES``, a Quantized one by ``SOURCE_TYPES``, a float op by
 ``@float_export``), and the conversion maps below are derived from those registries.
 """
-from .activation import (QATPReLU, QATSoftmax, QATTableFunction, QuantizedClamp,
-                         QuantizedLookupTable, QuantizedPReLU, QuantizedSoftmax)
+from .activation import (QATPReLU, QATRPReLU, QATSoftmax, QATTableFunction, QuantizedClamp,
+                         QuantizedLookupTable, QuantizedPReLU, QuantizedSoftmax, RPReLU)
 from .base import (FLOAT_EXPORTS, QAT_MODULES, QUANTIZED_MODULES, QATModule, QModelOp, QParams,
                    QuantizedModule)
 from .conv import (ConvBn2d, ConvBnReLU2d, ConvReLU2d, QATConv2d, QATConvBn2d, QATConvTranspose2d,

@@ -1,6 +1,7 @@
 """Standalone activations: clamps that keep their input's qparams (ReLU, ReLU6, Hardtanh) and
 functions quantized by table (HardSwish, HardSigmoid, Sigmoid, Tanh, SiLU, Mish, GELU, LeakyReLU,
-ELU, Softplus); Softmax from a table of exponentials; PReLU by two requantizations."""
+ELU, Softplus; ReActNet's RPReLU, a table per channel); Softmax from a table of exponentials;
+PReLU by two requantizations."""
 import math
 from typing import Callable, Dict, NamedTuple
 
@@ -73,10 +74,33 @@ class QATTableFunction(QATFloatThenQuantize):
     FLOAT_TYPES = tuple(TABLE_FUNCTIONS)
 
 
+class RPReLU(nn.Module):
+    """ReActNet's RPReLU, the activation of its blocks' real-valued path: ``PReLU(x - shift_in[c])
+    + shift_out[c]``, shifts and slopes learned per channel (dim 1). Its int8 form is a table per
+    channel (spec 10); kept in float, the runtime's sub, prelu and add."""
+
+    def __init__(self, channels, init=0.25):
+        super().__init__()
+        self.shift_in = nn.Parameter(torch.zeros(channels))
+        self.weight = nn.Parameter(torch.full((channels,), float(init)))
+        self.shift_out = nn.Parameter(torch.zeros(channels))
+
+    def forward(self, x):
+        shape = [1, -1] + [1] * (x.dim() - 2)
+        shifted = F.prelu(x - self.shift_in.reshape(shape), self.weight)
+        return shifted + self.shift_out.reshape(shape)
+
+
+class QATRPReLU(QATFloatThenQuantize):
+    """RPReLU in float (shifts and slopes trained) with a fake-quantized output."""
+    FLOAT_TYPES = (RPReLU,)
+
+
 class QuantizedLookupTable(QuantizedModule):
     """Any one-input int8 function as a 256-entry table computed at convert time (spec 10), one
-    per channel where its input or output is quantized per channel (spec 25)."""
-    SOURCE_TYPES = (QATTableFunction,)
+    per channel where its input or output is quantized per channel (spec 25) or the function
+    differs per channel (RPReLU)."""
+    SOURCE_TYPES = (QATTableFunction, QATRPReLU)
     CHANNEL_SCALES = True
 
     @classmethod
@@ -84,7 +108,11 @@ class QuantizedLookupTable(QuantizedModule):
         layer = cls(input_qparams, module.output_qparams())
         x, y = input_qparams[0], layer.output_qparams
         channels = max(len(q.scale) if q.per_channel else 1 for q in (x, y))
-        layer.register_buffer("table", arithmetic.lookup_table(module.module, x, y, channels))
+        per_channel_function = isinstance(module.module, RPReLU)
+        if per_channel_function:
+            channels = len(module.module.weight)
+        layer.register_buffer("table", arithmetic.lookup_table(
+            module.module, x, y, channels, per_channel_function=per_channel_function))
         layer.function_name = type(module.module).__name__
         return layer
 
@@ -210,3 +238,16 @@ class QuantizedPReLU(QuantizedModule):
 @float_export(nn.PReLU)
 def float_prelu(module, input_shapes, where):
     return QModelOp("prelu", [("weight", module.weight.detach().to(torch.float32).reshape(-1))])
+
+
+@float_export(RPReLU)
+def float_rprelu(module, input_shapes, where):
+    """Three float32 ops in a chain: sub, prelu, add, the shifts with the activation's rank."""
+    rank = len(input_shapes[0])
+
+    def shift(parameter):
+        return parameter.detach().to(torch.float32).reshape([1, -1] + [1] * (rank - 2))
+
+    return [QModelOp("sub", [("shift_in", shift(module.shift_in))]),
+            QModelOp("prelu", [("weight", module.weight.detach().to(torch.float32))]),
+            QModelOp("add", [("shift_out", shift(module.shift_out))])]

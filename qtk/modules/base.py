@@ -103,8 +103,9 @@ FLOAT_EXPORTS: Dict[type, Callable] = {}  # float module type -> its float32 run
 
 
 def float_export(*module_types):
-    """Registers ``function(module, input_shapes, where) -> QModelOp or None`` (None: an identity)
-    as the float32 runtime op of each of ``module_types``, for parts kept in float."""
+    """Registers ``function(module, input_shapes, where) -> QModelOp or None`` (None: an identity;
+    a list of one-input QModelOps: a chain of nodes) as the float32 runtime op of each of
+    ``module_types``, for parts kept in float."""
     def register(function):
         FLOAT_EXPORTS.update(dict.fromkeys(module_types, function))
         return function
