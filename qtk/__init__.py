@@ -16,8 +16,8 @@ from .ptq import auto_mixed_precision, quantize_ptq
 from .qconfig import (PRESETS, QConfig, QConfigMapping, default_ptq_qconfig, default_qat_qconfig,
                       bits_qconfig, bits_qconfig_mapping, per_channel_activations, with_args)
 from .quantization_report import Report, report
-from .quantize import (FloatFallbackWarning, calibrate, convert, freeze_bn_stats, int8_outputs,
-                       prepare_ptq, quantize_qat)
+from .quantize import (FloatFallbackWarning, calibrate, convert, distillation_loss,
+                       freeze_bn_stats, int8_outputs, prepare_ptq, quantize_qat)
 from .version import __version__
 
 
@@ -33,7 +33,8 @@ def __getattr__(name):
 
 
 __all__ = ["quantize_qat", "prepare_ptq", "calibrate", "convert", "export", "export_onnx",
-           "freeze_bn_stats", "int8_outputs", "ImagePreprocess", "report", "Report",
+           "freeze_bn_stats", "distillation_loss", "int8_outputs", "ImagePreprocess", "report",
+           "Report",
            "auto_mixed_precision", "quantize_ptq", "BinaryFakeQuantize", "clip_latent_weights",
            "FloatFallbackWarning",
            "QConfig", "QConfigMapping", "PRESETS", "bits_qconfig", "bits_qconfig_mapping",

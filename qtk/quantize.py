@@ -335,6 +335,17 @@ def freeze_bn_stats(model):
     return model
 
 
+def distillation_loss(student_logits, teacher_logits, temperature=1.0):
+    """The loss of a QAT student against a float teacher (Hinton et al. 2015; ReActNet trains its
+    binary networks on it alone): KL(softmax(t / T) || softmax(s / T)) T^2 over the last
+    dimension, averaged over the batch, the teacher's logits detached. Use it as the task loss or
+    add it to one."""
+    t = float(temperature)
+    teacher = torch.log_softmax(teacher_logits.detach() / t, dim=-1)
+    student = torch.log_softmax(student_logits / t, dim=-1)
+    return nn.functional.kl_div(student, teacher, reduction="batchmean", log_target=True) * t * t
+
+
 def convert(model):
     """QAT or calibrated PTQ model -> Quantized model: int8 tensors between integer modules.
 

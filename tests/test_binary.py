@@ -183,6 +183,19 @@ def test_reactnet_block_deploys_byte_identical(monkeypatch):
     assert len(expected.unique()) > 4, "degenerate output: the check would hold trivially"
 
 
+def test_distillation_loss_is_the_tempered_kl_to_the_teacher():
+    torch.manual_seed(0)
+    student = torch.randn(4, 10, requires_grad=True)
+    teacher = torch.randn(4, 10, requires_grad=True)
+    loss = qtk.distillation_loss(student, teacher, temperature=2.0)
+    p, log_q = torch.softmax(teacher / 2, -1), torch.log_softmax(student / 2, -1)
+    expected = (p * (p.log() - log_q)).sum(-1).mean() * 4
+    torch.testing.assert_close(loss, expected)
+    loss.backward()
+    assert student.grad.abs().sum() > 0 and teacher.grad is None  # the teacher is fixed
+    assert qtk.distillation_loss(teacher.detach(), teacher.detach()).item() == pytest.approx(0)
+
+
 @pytest.mark.parametrize("pad_value", [0, 1])
 def test_binary_quantized_is_within_one_step_of_qat(pad_value):
     """On the same int8 input: upstream, a one-step difference at a value near zero would flip a
