@@ -52,6 +52,30 @@ def _deploy(model, qconfig, x, threads=1):
     return expected, session.run(x, output="int8"), quantized, session.algorithms
 
 
+def _deploy_trained(qat, shape, as_training_leaves_them, monkeypatch):
+    """A QAT model whose learned parameters ``as_training_leaves_them()`` sets, its BatchNorm
+    statistics estimated on random data, converted and run at each ISA cap and thread count: the
+    runtime's int8 output against the Quantized reference's on inputs of ``shape``. Returns
+    (quantized, expected, path)."""
+    for module in qat.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.momentum = None
+    with torch.no_grad():
+        as_training_leaves_them()
+        for _ in range(3):
+            qat(torch.randn(4, *shape[1:]))
+    quantized = qtk.convert(qat.eval())
+    x = torch.randn(*shape)
+    with qtk.int8_outputs(quantized):
+        expected = quantized(x)
+    path = qtk.export(quantized, x[:1])
+    for isa, threads in itertools.product(LEVELS, (1, 2)):
+        monkeypatch.setenv("QTK_ISA", isa)
+        got = qtk.runtime.load(path, threads=threads).run(x, output="int8")
+        assert torch.equal(expected, got), (isa, threads)
+    return quantized, expected, path
+
+
 GEOMETRIES = [  # c_in, c_mid, kernel, stride, padding, dilation, groups, height, width
     (1, 3, 3, 1, 1, 1, 1, 5, 7),
     (3, 8, 3, 1, 1, 1, 1, 9, 9),
@@ -104,23 +128,12 @@ def test_rsign_thresholds_deploy_byte_identical(pad_value, monkeypatch):
     rsign = qat.get_submodule("binary.0").input_fake_quant
     qat(torch.randn(2, 3, 9, 9)).sum().backward()
     assert rsign.threshold.grad is not None and rsign.threshold.grad.abs().sum() > 0
-    for module in qat.modules():
-        if isinstance(module, nn.BatchNorm2d):
-            module.momentum = None
-    with torch.no_grad():  # thresholds as training leaves them: either sign, a few far out
+    def as_training_leaves_them():  # either sign, a few far out
         rsign.threshold.copy_(torch.randn(70) * 0.5)
         rsign.threshold[:3] = torch.tensor([-100.0, 100.0, 0.0])
-        for _ in range(3):
-            qat(torch.randn(4, 3, 9, 9))
-    quantized = qtk.convert(qat.eval())
-    x = torch.randn(3, 3, 9, 9)
-    with qtk.int8_outputs(quantized):
-        expected = quantized(x)
-    path = qtk.export(quantized, x[:1])
-    for isa, threads in itertools.product(LEVELS, (1, 2)):
-        monkeypatch.setenv("QTK_ISA", isa)
-        got = qtk.runtime.load(path, threads=threads).run(x, output="int8")
-        assert torch.equal(expected, got), (isa, threads)
+
+    quantized, expected, path = _deploy_trained(qat, (3, 3, 9, 9), as_training_leaves_them,
+                                                monkeypatch)
     layer = quantized.get_submodule("binary.0")
     thresholds = layer.thresholds.tolist()
     assert thresholds[:2] == [-128, 128] and len(set(thresholds)) > 10
@@ -160,23 +173,12 @@ def test_reactnet_block_deploys_byte_identical(monkeypatch):
     qat(torch.randn(2, 3, 8, 8)).sum().backward()
     for parameter in [rsign.threshold, *act.parameters()]:
         assert parameter.grad is not None and parameter.grad.abs().sum() > 0
-    for module in qat.modules():
-        if isinstance(module, nn.BatchNorm2d):
-            module.momentum = None
-    with torch.no_grad():  # thresholds, shifts and slopes as training leaves them
+    def as_training_leaves_them():  # thresholds, shifts and slopes
         for parameter in [rsign.threshold, *act.parameters()]:
             parameter.add_(torch.randn_like(parameter) * 0.5)
-        for _ in range(3):
-            qat(torch.randn(4, 3, 8, 8))
-    quantized = qtk.convert(qat.eval())
-    x = torch.randn(3, 3, 8, 8)
-    with qtk.int8_outputs(quantized):
-        expected = quantized(x)
-    path = qtk.export(quantized, x[:1])
-    for isa, threads in itertools.product(LEVELS, (1, 2)):
-        monkeypatch.setenv("QTK_ISA", isa)
-        got = qtk.runtime.load(path, threads=threads).run(x, output="int8")
-        assert torch.equal(expected, got), (isa, threads)
+
+    quantized, expected, path = _deploy_trained(qat, (3, 3, 8, 8), as_training_leaves_them,
+                                                monkeypatch)
     tables = quantized.get_submodule("act").table
     assert tables.shape == (24, 256) and len({tuple(t.tolist()) for t in tables}) == 24
     assert "lut" in [n.op for n in read_qmodel(path).nodes]
