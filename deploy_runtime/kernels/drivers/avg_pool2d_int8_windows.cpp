@@ -213,9 +213,11 @@ class AvgPool2dInt8Windows final : public BesideReference {
         const int8_t* x_end = x + element_count(xs);
         int8_t* y = io.output<int8_t>(0);
         pool.parallel_for(xs[0] * xs[1], [&](int64_t begin, int64_t end) {
-            std::vector<int16_t> sums(static_cast<size_t>(columns + 15));
+            // slack: sum_rows' last vector passes `columns` by up to 15, and at stride 1 the
+            // last row's dropped windows read kw - 1 past it
+            std::vector<int16_t> sums(static_cast<size_t>(columns + std::max<int64_t>(15, kw)));
             std::vector<int16_t> phases(static_cast<size_t>(sw * pitch));
-            std::vector<int32_t> sum(static_cast<size_t>(windows));
+            std::vector<int32_t> window_sums(static_cast<size_t>(windows));
             std::vector<int8_t> bytes(static_cast<size_t>(windows));
             std::vector<const int8_t*> rows(static_cast<size_t>(kh));
             for (int64_t plane = begin; plane < end; ++plane) {
@@ -232,11 +234,11 @@ class AvgPool2dInt8Windows final : public BesideReference {
                         split_phases(sums.data(), columns, sw, pitch, phases.data());
                         split = phases.data();
                     }
-                    std::fill(sum.begin(), sum.end(), -window_zero);
+                    std::fill(window_sums.begin(), window_sums.end(), -window_zero);
                     for (int64_t kx = 0; kx < kw; ++kx) {
-                        add_run(split + kx % sw * pitch + kx / sw, windows, sum.data());
+                        add_run(split + kx % sw * pitch + kx / sw, windows, window_sums.data());
                     }
-                    divide_row(sum.data(), windows, int32_t(divisor_), zero_point_,
+                    divide_row(window_sums.data(), windows, int32_t(divisor_), zero_point_,
                                twice_divisor_, bytes.data());
                     for (int64_t i = 0; i < together; ++i) {
                         std::copy_n(bytes.data() + i * row_windows, out_w,
