@@ -431,16 +431,19 @@ void test_global_avg_pool2d() {
 }
 
 // Windows of 1x1 to 5x5, 7x7, 3x2 and 20 wide, strides 1 to 3, on planes either side of them and
-// of the row passes' vector widths (16 bytes, 8 columns); whole windows (the constant-divisor path) and,
-// now and then, padding, ceil mode or a divisor_override (up to 2^31 - 1, past the path's 2^30)
-// that send the fast path to the reference's loop, and a window of 256 rows (past its int16
-// column sums); inputs all -128 or 127 now and then, random zero points.
+// of the row passes' vector widths (SSE2's 16 bytes and 8 columns, AVX-512's 64 and 32), in
+// batches of planes where the windows tile the rows; whole windows (the constant-divisor path)
+// and, now and then, padding, ceil mode or a divisor_override (up to 2^31 - 1, past the path's
+// 2^30) that send the fast path to the reference's loop, and windows of 256 rows (past its int16
+// column sums) and 65 columns (past its runs); inputs all -128 or 127 now and then, random zero
+// points.
 void test_avg_pool2d() {
     Rng rng(12);
     const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 56, 63, 64, 65};
     for (int trial = 0; trial < 400; ++trial) {
         const int64_t kh = trial % 10 == 7 ? 7 : rng.uniform(1, 5);
-        const int64_t kw = trial % 9 == 4    ? 2
+        const int64_t kw = trial == 398      ? 65  // past the fast path's 64 runs
+                           : trial % 9 == 4    ? 2
                            : trial % 10 == 7 ? 7
                            : trial % 25 == 11 ? 20  // wider than sum_rows' vector slack
                                               : rng.uniform(1, 5);
