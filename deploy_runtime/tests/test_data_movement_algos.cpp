@@ -350,7 +350,8 @@ void test_max_pool2d() {
     Rng rng(3);
     int ceil_adds_a_window = 0;
     for (int trial = 0; trial < 900; ++trial) {
-        const int64_t kh = rng.uniform(1, 4), kw = rng.uniform(1, 4);
+        // now and then 9 wide: the stride-2 row kernel's permutes in pairs, an odd one left
+        const int64_t kh = rng.uniform(1, 4), kw = trial % 50 == 8 ? 9 : rng.uniform(1, 4);
         const int64_t dh = rng.uniform(0, 3) == 0 ? 2 : 1, dw = rng.uniform(0, 3) == 0 ? 2 : 1;
         const int64_t ph = rng.uniform(0, ((kh - 1) * dh + 1) / 2);
         const int64_t pw = rng.uniform(0, ((kw - 1) * dw + 1) / 2);

@@ -12,7 +12,8 @@
 // C channels one element group: the rows are C times longer and a column step is C elements.
 // Ceil mode (its output size is the reference's) needs nothing more: rows past the input are
 // skipped like padding rows, and the buffer reaches as far right as the last window does.
-// Threads split the output rows.
+// Where the ISA has one, a stride-2 row kernel (vmax.h) does all three passes of an NCHW row
+// (stride_w 2, dilation_w 1) in one call. Threads split the output rows.
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -91,8 +92,12 @@ class MaxPool2dRows final : public BesideReference {
  public:
     using T = typename Max::T;
 
-    MaxPool2dRows(const NodeView& node, const VmaxUkernel<T>& vmax)
-        : BesideReference(node, Max::make_reference), vmax_(vmax), nhwc_(node.channels_last()) {
+    MaxPool2dRows(const NodeView& node, const VmaxUkernel<T>& vmax,
+                  const MaxPoolStride2Ukernel<T>* stride2)
+        : BesideReference(node, Max::make_reference),
+          vmax_(vmax),
+          stride2_(stride2),
+          nhwc_(node.channels_last()) {
         // Checked by the reference.
         const std::vector<int64_t> kernel = node.ints("kernel", 2, 1, kMaxAttr);
         const std::vector<int64_t> stride = node.ints("stride", 2, 1, kMaxAttr);
@@ -119,6 +124,8 @@ class MaxPool2dRows final : public BesideReference {
         const int64_t buffer_size = std::max(
             pad_[1] + width, (out_w - 1) * stride_[1] + (kernel_[1] - 1) * dilation_[1] + 1);
         const int64_t window_starts = (out_w - 1) * stride_[1] + 1;
+        const bool whole_row = stride2_ != nullptr && !nhwc_ && stride_[1] == 2 &&
+                               dilation_[1] == 1 && kernel_[1] <= 64;
         pool.parallel_for(planes * out_h, [&](int64_t begin, int64_t end) {
             std::vector<T> buffer(size_t(buffer_size * group), Max::lowest());
             T* row_max = buffer.data() + pad_[1] * group;
@@ -139,6 +146,10 @@ class MaxPool2dRows final : public BesideReference {
                         rows[count++] = x + iy * width * group;
                     }
                 }
+                if (count != 0 && whole_row) {
+                    stride2_->row(rows.data(), count, width, kernel_[1], pad_[1], out_w, y);
+                    continue;
+                }
                 if (count == 0) {
                     std::fill(row_max, row_max + width * group, Max::lowest());
                 } else {
@@ -156,17 +167,29 @@ class MaxPool2dRows final : public BesideReference {
 
  private:
     const VmaxUkernel<T>& vmax_;
+    const MaxPoolStride2Ukernel<T>* const stride2_;  // null where the ISA has none
     const bool nhwc_;
     int64_t kernel_[2], stride_[2], pad_[2], dilation_[2];  // (h, w)
 };
 
 template <typename Max, const VmaxUkernel<typename Max::T>& kVmax>
 std::unique_ptr<OpKernel> make(const NodeView& node) {
-    return std::make_unique<MaxPool2dRows<Max>>(node, kVmax);
+    return std::make_unique<MaxPool2dRows<Max>>(node, kVmax, nullptr);
+}
+
+template <typename Max, const VmaxUkernel<typename Max::T>& kVmax,
+          const MaxPoolStride2Ukernel<typename Max::T>& kStride2>
+std::unique_ptr<OpKernel> make_with_stride2(const NodeView& node) {
+    return std::make_unique<MaxPool2dRows<Max>>(node, kVmax, &kStride2);
 }
 
 }  // namespace
 
+#if QTK_X86_AVX512_VBMI
+extern const OpAlgo kMaxPool2dInt8RowsAvx512Vbmi = {
+    "max_pool2d_int8_rows_avx512_vbmi", IsaLevel::kAvx512Vbmi,
+    make_with_stride2<Int8Max, kInt8VmaxAvx512, kInt8MaxPoolStride2Avx512Vbmi>};
+#endif
 #if QTK_X86_AVX512_VNNI
 extern const OpAlgo kMaxPool2dInt8RowsAvx512 = {"max_pool2d_int8_rows_avx512",
                                                 IsaLevel::kAvx512Vnni,
