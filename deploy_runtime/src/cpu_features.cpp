@@ -196,7 +196,7 @@ bool cpu_supports(IsaLevel level) {
 int64_t int8_peak_chains_avx512_vnni(int64_t rounds);  // kernels/x86/gemm_int8_avx512_vnni.cpp
 #endif
 #if QTK_X86_AVX512_VBMI
-// kernels/x86/popcount_binary_4x32_avx512_vbmi.cpp
+// kernels/x86/popcount_binary_avx512_vbmi.cpp
 int64_t binary_peak_chains_avx512_vbmi(int64_t rounds);
 #endif
 

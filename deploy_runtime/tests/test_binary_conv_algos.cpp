@@ -1,8 +1,10 @@
 // Every conv2d_binary algorithm (spec 24) against a naive sum, byte for byte, through Model and
 // Session: at each QTK_ISA level this CPU runs, the algorithm the level picks (checked by name),
 // over channel counts either side of the 64-bit words (1, 63, 64, 65, 130), output channels either
-// side of the micro-kernels' 8 and 32, widths either side of the 4-pixel tiles, the 64-pixel masks
-// and the 128-pixel tasks (the packing's runs of 64 pixels crossing rows), kernels 1x1 to 5x5 and
+// side of the micro-kernels' 8 and 32 (and odd, for the row micro-kernel's pairs of 16), widths
+// either side of the 4-pixel tiles, the row micro-kernel's 8-pixel ones (stride 1, up to 64 input
+// channels a group), the 64-pixel masks and the 128-pixel tasks (the packing's runs of 64 pixels
+// crossing rows), kernels 1x1 to 5x5 and
 // 1x3, strides 1 to 3, padding 0 to 2 with both pad values, dilation 2, groups 2 and 3, batch 3
 // and 1, 1 and 2 threads; padding far past the input (the driver's reference loop); inputs all at
 // the zero point (every sign +1) and all below it; requantization shifts either side of 33; sign

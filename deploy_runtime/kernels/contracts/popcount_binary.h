@@ -21,6 +21,8 @@
 
 #include <cstdint>
 
+#include "requantize_int8.h"
+
 namespace qtk {
 namespace detail {
 
@@ -38,7 +40,33 @@ struct BinaryPopcountUkernel {
                  const int32_t* thresholds, uint64_t* words);
 };
 
+// The row micro-kernel: `pixels` consecutive output pixels of a row (stride_w 1) in the lanes of
+// a register, against `channels` output channels, requantized in registers and stored as int8
+// (no sums written and read back, no transpose): where a layer's every shift, scaled, takes the
+// high-half form (requantize_int8.h). It reads a word-planar bit image (each 64-channel word of
+// every pixel in a plane of its own), so the tile's pixels' words lie side by side.
+//
+// Contract: for p < valid (<= pixels), o < outputs (<= channels),
+//   count[p][o] = sum over t < taps, j < words of
+//                 popcount(x[tap_offset[t] + j * word_stride + p] xor w[(t * words + j) * w_stride + o]),
+//   S = (products - 2 count[p][o]) 2^scale - (missed ? missed[o * pixels + p] : 0),
+//   y[o * y_stride + p] = clamp(((S + offset_o) M_o + 2^(n_o - 1)) >> n_o + z, lo, hi)
+// with block k of `requant` holding channels 2k (lanes 0..7) and 2k + 1 (lanes 8..15), each
+// channel's constants in 8 lanes (int8_high_half_blocks over channels repeated 8 times), and
+// out's z, lo and hi. It reads x up to pixels - 1 words past a tap's word, whatever `valid`; w's
+// rows hold `channels` words (zero past the layer's channels).
+struct BinaryRowUkernel {
+    int pixels;    // output pixels per call
+    int channels;  // output channels per call, even
+    void (*run)(const uint64_t* x, const int64_t* tap_offset, int64_t taps, int64_t words,
+                int64_t word_stride, const uint64_t* w, int64_t w_stride, int32_t products,
+                int scale, const int32_t* missed, const Int8HighHalfBlock* requant,
+                const Int8Output& out, int64_t valid, int64_t outputs, int8_t* y,
+                int64_t y_stride);
+};
+
 extern const BinaryPopcountUkernel kBinaryPopcount4x32Avx512Vbmi;
+extern const BinaryRowUkernel kBinaryPopcountRow8x16Avx512Vbmi;
 extern const BinaryPopcountUkernel kBinaryPopcount4x8Avx2;
 extern const BinaryPopcountUkernel kBinaryPopcount4x8Neon;
 

@@ -10,6 +10,10 @@
 //   sum = K - 2 count                              padded bits read +1, as pad_value 1 wants;
 //   sum -= sum over padded taps of sum_c w[o][c][t]  for pad_value 0, on border pixels only.
 // Then bias and the int8 conv's requantization. Threads take chunks of 128 output pixels.
+// Where the level has a row micro-kernel and the layer fits it (stride_w 1, a word of channels per
+// group, every scaled shift in the high-half form), the image is word-planar instead and the row
+// micro-kernel turns 8 pixels of a row at a time straight into int8 (no sums buffer); threads take
+// output rows.
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -132,7 +136,7 @@ template <bool kVectorEpilogue>
 class Conv2dBinaryPopcount final : public Conv2dKernel {
  public:
     Conv2dBinaryPopcount(const NodeView& node, const BinaryPopcountUkernel& ukernel,
-                         const Int8RequantizeUkernel* requantize)
+                         const Int8RequantizeUkernel* requantize, const BinaryRowUkernel* row)
         : Conv2dKernel(node, read_conv2d_params(node, DType::kInt8, DType::kInt32)),
           c_(node, params_),
           ukernel_(ukernel),
@@ -174,6 +178,19 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
             const Shape& y = node.output(0, DType::kInt8).shape;
             classes_ = padded_classes(x[2], x[3], y[2], y[3]);
         }
+        // The row pass where a word holds a group's every input channel: its broadcast weights
+        // cost the main loop more than the 4x32 tile's (A/B on BiRealNet18, Zen 5: 64 channels
+        // 0.081 -> 0.076 ms a layer at 1 thread, 0.047 -> 0.042 at 2; 128 to 512 channels
+        // 5-20% slower), which its epilogue repays only where the sums are short.
+        if constexpr (kVectorEpilogue) {
+            if (row != nullptr && p.stride_w == 1 && words_ == 1 && ukernel_.channels % row->channels == 0 &&
+                row_requantization(*row)) {
+                row_ = row;
+                if (c_.pad_value == 0) {
+                    row_missed_ = row_tile_missed(node.output(0, DType::kInt8).shape[3]);
+                }
+            }
+        }
     }
 
     size_t workspace_bytes(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs,
@@ -196,6 +213,14 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         const WorkspaceLayout parts = layout(x_shape, y_shape, pool.threads());
         uint64_t* image = reinterpret_cast<uint64_t*>(io.workspace);
         const int8_t* x = io.input<int8_t>(0);
+        // Where word `word` of padded pixel (py, px) of sample n lies: pixel by pixel, or in word
+        // planes for the row micro-kernel.
+        const bool planar = row_ != nullptr;
+        const auto word_at = [&](int64_t n, int64_t word, int64_t py, int64_t px) {
+            return planar ? image + ((n * pixel_words + word) * padded_h + py) * padded_w + px
+                          : image + ((n * padded_h + py) * padded_w + px) * pixel_words + word;
+        };
+        const int64_t pixel_step = planar ? 1 : pixel_words;  // between a word's pixels
 
         // Pack: one task per run of 64 pixels of a plane (across its rows where they are short),
         // group and word of 64 channels, whose signs the micro-kernel's packing (or the portable
@@ -208,15 +233,21 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
             uint64_t bits[kWordBits];
             for (int64_t task = begin; task < end; ++task) {
                 if (task >= pack_tasks) {
-                    const int64_t row = task - pack_tasks, iy = row % padded_h - p.pad_h;
-                    uint64_t* out = image + row * padded_w * pixel_words;
-                    if (iy < 0 || iy >= height) {
-                        std::fill(out, out + padded_w * pixel_words, uint64_t{0});
-                        continue;
+                    const int64_t row = task - pack_tasks, n = row / padded_h;
+                    const int64_t py = row % padded_h, iy = py - p.pad_h;
+                    const bool inside = iy >= 0 && iy < height;
+                    // pixel by pixel one run of the row's words, else each word plane's
+                    for (int64_t word = 0; word < (planar ? pixel_words : 1); ++word) {
+                        uint64_t* out = word_at(n, word, py, 0);
+                        const int64_t run = planar ? 1 : pixel_words;
+                        if (!inside) {
+                            std::fill(out, out + padded_w * run, uint64_t{0});
+                            continue;
+                        }
+                        std::fill(out, out + p.pad_w * run, uint64_t{0});
+                        std::fill(out + (p.pad_w + width) * run, out + padded_w * run,
+                                  uint64_t{0});
                     }
-                    std::fill(out, out + p.pad_w * pixel_words, uint64_t{0});
-                    std::fill(out + (p.pad_w + width) * pixel_words,
-                              out + padded_w * pixel_words, uint64_t{0});
                     continue;
                 }
                 const int64_t first = task % runs * kWordBits, j = task / runs % words_;
@@ -227,9 +258,9 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                 pack(x + (n * x_shape[1] + c0) * plane_pixels + first, plane_pixels,
                      std::min(kWordBits, p.group_in_channels - j * kWordBits), pixels,
                      c_.thresholds.data() + c0, bits);
-                uint64_t* word = image + n * padded_h * padded_w * pixel_words + g * words_ + j;
+                uint64_t* word = word_at(n, g * words_ + j, 0, 0);
                 for (int64_t i = 0, iy = first / width, ix = first % width; i < pixels; ++i) {
-                    word[((iy + p.pad_h) * padded_w + p.pad_w + ix) * pixel_words] = bits[i];
+                    word[((iy + p.pad_h) * padded_w + p.pad_w + ix) * pixel_step] = bits[i];
                     if (++ix == width) {
                         ix = 0;
                         ++iy;
@@ -241,13 +272,19 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         // Each tap's first word relative to the receptive field's, in the shared workspace after
         // the image.
         int64_t* offsets = reinterpret_cast<int64_t*>(
-            io.workspace + WorkspaceLayout::aligned(size_t(image_words(x_shape)) * 8));
+            io.workspace +
+            WorkspaceLayout::aligned(size_t(image_words(x_shape) + (planar ? row_->pixels : 0)) *
+                                     8));
         for (size_t t = 0; t < tap_offsets_.size(); ++t) {
-            offsets[t] = (tap_offsets_[t].first * padded_w + tap_offsets_[t].second) * pixel_words;
+            offsets[t] = (tap_offsets_[t].first * padded_w + tap_offsets_[t].second) * pixel_step;
         }
         const int64_t out_h = y_shape[2], out_w = y_shape[3], plane = out_h * out_w;
         const int64_t chunks = ceil_div(plane, kChunk);
         int8_t* y = io.output<int8_t>(0);
+        if (planar) {
+            run_rows(image, batch, padded_h, padded_w, out_h, out_w, offsets, y, pool);
+            return;
+        }
         // Compute: one task per chunk of kChunk output pixels of a sample, in the output plane's
         // order (rows one after another), so a block's weights serve the whole chunk from L1 and
         // each channel's sums requantize as one run of its plane; and per part of the blocks, a
@@ -334,10 +371,142 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     static constexpr int64_t kChunk = 128;
     static constexpr int kMaxTilePixels = 8;  // of any micro-kernel
 
-    // The bit image and the tap offsets shared; a chunk's sums per thread.
+    // The row micro-kernel's pass over the word planes: tasks of one output row and a part of the
+    // channel blocks, part-major as the tiles' tasks are (threads write their own channels'
+    // planes), each block's weights serving the row's tiles from L1.
+    void run_rows(const uint64_t* image, int64_t batch, int64_t padded_h, int64_t padded_w,
+                  int64_t out_h, int64_t out_w, const int64_t* offsets, int8_t* y,
+                  ThreadPool& pool) const {
+        const Conv2dParams& p = params_;
+        const BinaryRowUkernel& row = *row_;
+        const int64_t plane_words = padded_h * padded_w, pixel_words = p.groups * words_;
+        const int64_t blocks = ceil_div(p.out_per_group(), row.channels);  // a group's
+        const int64_t tiles = ceil_div(out_w, row.pixels), rows = batch * out_h;
+        const int64_t parts = std::min(
+            blocks, std::max<int64_t>(pool.threads(), ceil_div(4 * pool.threads(), rows)));
+        const int64_t lanes = ukernel_.channels;  // of the weights' packing
+        pool.parallel_for(parts * rows, [&](int64_t begin, int64_t end) {
+            for (int64_t task = begin; task < end; ++task) {
+                const int64_t part = task / rows, n = task % rows / out_h, oy = task % out_h;
+                const int64_t* missed_at =
+                    row_missed_.at.empty() ? nullptr
+                                           : &row_missed_.at[size_t(classes_.row[size_t(oy)] *
+                                                                    tiles)];
+                for (int64_t g = 0; g < p.groups; ++g) {
+                    const uint64_t* field = image + (n * pixel_words + g * words_) * plane_words +
+                                            oy * p.stride_h * padded_w;
+                    for (int64_t block = part * blocks / parts;
+                         block < (part + 1) * blocks / parts; ++block) {
+                        const int64_t first = block * row.channels;  // in the group
+                        const int64_t o0 = g * p.out_per_group() + first;
+                        const uint64_t* w = &weights_[size_t(
+                            (g * blocks_ + first / lanes) * taps_ * words_ * lanes +
+                            first % lanes)];
+                        const Int8HighHalfBlock* requant =
+                            &row_requant_[size_t((g * blocks + block) * row.channels / 2)];
+                        int8_t* out = y + ((n * p.out_channels + o0) * out_h + oy) * out_w;
+                        for (int64_t tile = 0; tile < tiles; ++tile) {
+                            const int64_t ox0 = tile * row.pixels;
+                            const int32_t* missed =
+                                missed_at == nullptr || missed_at[tile] < 0
+                                    ? nullptr
+                                    : &row_missed_.values[size_t(missed_at[tile] +
+                                                                 o0 * row.pixels)];
+                            row.run(field + ox0, offsets, taps_, words_, plane_words, w, lanes,
+                                    int32_t(p.products_per_output()), scale_, missed, requant,
+                                    *output_, std::min<int64_t>(row.pixels, out_w - ox0),
+                                    std::min<int64_t>(row.channels, p.out_per_group() - first),
+                                    out + ox0, out_h * out_w);
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    // The row micro-kernel's requantization: per block of its channels, per pair of them, the
+    // high-half constants of each repeated in `pixels` lanes; false (no row pass) where a
+    // shift, scaled, lies outside the form's range.
+    bool row_requantization(const BinaryRowUkernel& row) {
+        const Conv2dParams& p = params_;
+        if (2 * row.pixels != 16) {  // a pair of channels per 16 lanes
+            return false;
+        }
+        const int64_t blocks = ceil_div(p.out_per_group(), row.channels);
+        const size_t lanes = size_t(row.channels * row.pixels);
+        std::vector<int32_t> offset(lanes), multiplier(lanes), shift(lanes);
+        row_requant_.resize(size_t(p.groups * blocks * row.channels / 2));
+        for (int64_t g = 0; g < p.groups; ++g) {
+            for (int64_t block = 0; block < blocks; ++block) {
+                for (int64_t i = 0; i < row.channels; ++i) {
+                    const int64_t og = block * row.channels + i;
+                    const int64_t o = g * p.out_per_group() + og;
+                    const bool valid = og < p.out_per_group();  // else stored by no one
+                    for (int64_t k = 0; k < row.pixels; ++k) {
+                        const size_t at = size_t(i * row.pixels + k);
+                        offset[at] = valid ? scaled_bias_[size_t(o)] : 0;
+                        multiplier[at] = valid ? c_.multiplier[o] : 0;
+                        shift[at] = valid ? scaled_shift_[size_t(o)] : kHighHalfMinShift;
+                    }
+                }
+                if (!int8_high_half_blocks(
+                        offset.data(), multiplier.data(), shift.data(), int64_t(lanes), *output_,
+                        &row_requant_[size_t((g * blocks + block) * row.channels / 2)])) {
+                    row_requant_.clear();
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+
+    // pad_value 0, the row pass: per row class and tile of `pixels` output columns with a window
+    // that passes the input, each channel's missed weights per pixel ([O][pixels], 0 past the
+    // row), as the row micro-kernel subtracts them; -1 for a tile whose windows miss nothing.
+    struct RowTileMissed {
+        std::vector<int64_t> at;  // [row class][tile]: offset into values, or -1
+        std::vector<int32_t> values;
+    };
+
+    RowTileMissed row_tile_missed(int64_t out_w) const {
+        const Conv2dParams& p = params_;
+        const int64_t pixels = row_->pixels, tiles = ceil_div(out_w, pixels);
+        const int64_t row_classes =
+            *std::max_element(classes_.row.begin(), classes_.row.end()) + 1;
+        RowTileMissed table;
+        for (int64_t r = 0; r < row_classes; ++r) {
+            for (int64_t tile = 0; tile < tiles; ++tile) {
+                const int64_t ox0 = tile * pixels, valid = std::min(pixels, out_w - ox0);
+                bool passes = false;
+                for (int64_t k = 0; k < valid; ++k) {
+                    passes = passes || r * classes_.columns + classes_.column[size_t(ox0 + k)] !=
+                                           classes_.interior;
+                }
+                if (!passes) {
+                    table.at.push_back(-1);
+                    continue;
+                }
+                table.at.push_back(int64_t(table.values.size()));
+                table.values.resize(table.values.size() + size_t(p.out_channels * pixels), 0);
+                int32_t* values = &table.values[size_t(table.at.back())];
+                for (int64_t k = 0; k < valid; ++k) {
+                    const int64_t c = r * classes_.columns + classes_.column[size_t(ox0 + k)];
+                    for (int64_t o = 0; o < p.out_channels; ++o) {
+                        values[o * pixels + k] = classes_.missed[size_t(c * p.out_channels + o)];
+                    }
+                }
+            }
+        }
+        return table;
+    }
+
+    // The bit image and the tap offsets shared; a chunk's sums per thread. The row pass's tiles
+    // read up to `pixels` - 1 words past a row's last: past the image's end for the last one.
     WorkspaceLayout layout(const Shape& x, const Shape&, int threads) const {
         WorkspaceLayout parts;
-        parts.shared = WorkspaceLayout::aligned(size_t(image_words(x)) * 8) + size_t(taps_) * 8;
+        const int64_t slack = row_ != nullptr ? row_->pixels : 0;
+        parts.shared =
+            WorkspaceLayout::aligned(size_t(image_words(x) + slack) * 8) + size_t(taps_) * 8;
         parts.per_thread = size_t(ukernel_.channels * kChunk) * sizeof(int32_t);
         parts.threads = threads;
         return parts;
@@ -502,16 +671,26 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     std::vector<int32_t> tap_sums_;  // [taps][O]: sum over channels of w, 2^scale_ times
     std::vector<std::pair<int64_t, int64_t>> tap_offsets_;  // (dy, dx) of each tap
     PaddedClasses classes_;  // pad_value 0: for the file's sizes
+    // The row pass (stride_w 1, every scaled shift in the high-half form), where the level has it.
+    const BinaryRowUkernel* row_ = nullptr;
+    std::vector<Int8HighHalfBlock> row_requant_;  // [groups][blocks][pairs]
+    RowTileMissed row_missed_;                    // pad_value 0
 };
 
 template <const BinaryPopcountUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize>
 std::unique_ptr<OpKernel> make_vector(const NodeView& node) {
-    return std::make_unique<Conv2dBinaryPopcount<true>>(node, kUkernel, &kRequantize);
+    return std::make_unique<Conv2dBinaryPopcount<true>>(node, kUkernel, &kRequantize, nullptr);
+}
+
+template <const BinaryPopcountUkernel& kUkernel, const Int8RequantizeUkernel& kRequantize,
+          const BinaryRowUkernel& kRow>
+std::unique_ptr<OpKernel> make_with_rows(const NodeView& node) {
+    return std::make_unique<Conv2dBinaryPopcount<true>>(node, kUkernel, &kRequantize, &kRow);
 }
 
 template <const BinaryPopcountUkernel& kUkernel>
 std::unique_ptr<OpKernel> make_scalar_epilogue(const NodeView& node) {
-    return std::make_unique<Conv2dBinaryPopcount<false>>(node, kUkernel, nullptr);
+    return std::make_unique<Conv2dBinaryPopcount<false>>(node, kUkernel, nullptr, nullptr);
 }
 
 }  // namespace
@@ -519,7 +698,8 @@ std::unique_ptr<OpKernel> make_scalar_epilogue(const NodeView& node) {
 #if QTK_X86_AVX512_VBMI
 extern const OpAlgo kConv2dBinaryPopcount4x32Avx512Vbmi = {
     "conv2d_binary_popcount_4x32_avx512_vbmi", IsaLevel::kAvx512Vbmi,
-    make_vector<kBinaryPopcount4x32Avx512Vbmi, kInt8RequantizeAvx512>};
+    make_with_rows<kBinaryPopcount4x32Avx512Vbmi, kInt8RequantizeAvx512,
+                   kBinaryPopcountRow8x16Avx512Vbmi>};
 #endif
 #if QTK_X86_AVX2
 extern const OpAlgo kConv2dBinaryPopcount4x8Avx2 = {

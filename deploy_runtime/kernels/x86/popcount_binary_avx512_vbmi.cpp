@@ -1,10 +1,12 @@
-// Binary popcount micro-kernel, AVX-512 with VPOPCNTDQ (the avx512_vbmi level's Ice Lake
-// additions): 4 pixels x 32 output channels, one 64-bit weight word per channel in each of four
-// zmm, the pixel's word broadcast and xor'ed against them, vpopcntq, 16 accumulators; and the
-// packing of signs into the bit image (AVX-512 BW).
+// Binary popcount micro-kernels, AVX-512 with VPOPCNTDQ (the avx512_vbmi level's Ice Lake
+// additions): the tile of 4 pixels x 32 output channels, one 64-bit weight word per channel in each
+// of four zmm, the pixel's word broadcast and xor'ed against them, vpopcntq, 16 accumulators; the
+// row of 8 pixels x 16 channels, requantized in registers; and the packing of signs into the bit
+// image (AVX-512 BW).
 #include "avx512_intrinsics.h"
 
 #include "../contracts/popcount_binary.h"
+#include "requantize_int8_avx512.h"
 
 namespace qtk {
 namespace detail {
@@ -152,10 +154,76 @@ void pack(const int8_t* x, int64_t channel_stride, int64_t channels, int64_t pix
     }
 }
 
+// The row micro-kernel (popcount_binary.h's BinaryRowUkernel): 8 pixels in the 64-bit lanes of one
+// register, loaded at once from the word plane, xor'ed against each of 16 channels' weight word
+// (a broadcast folded into the xor), 16 accumulators; then per pair of channels the low dwords of
+// their two accumulators in one register (channel 2k in lanes 0..7, 2k + 1 in 8..15), the high-half
+// requantization with the pair's constants, narrowed with saturation and stored 8 bytes a channel.
+constexpr int kRowPixels = 8, kRowChannels = 16;
+
+// vx xor the word at w in every lane, the broadcast folded into the xor's memory operand: GCC
+// emits a vpbroadcastq of its own per channel otherwise, a third more vector instructions than
+// the xor, popcount and add each word needs.
+[[gnu::always_inline]] inline __m512i xor_broadcast(__m512i vx, const uint64_t* w) {
+    __m512i r;
+    asm("vpxorq %1%{1to8%}, %2, %0" : "=v"(r) : "m"(*w), "v"(vx));
+    return r;
+}
+
+void run_row(const uint64_t* x, const int64_t* tap_offset, int64_t taps, int64_t words,
+             int64_t word_stride, const uint64_t* w, int64_t w_stride, int32_t products, int scale,
+             const int32_t* missed, const Int8HighHalfBlock* requant, const Int8Output& out,
+             int64_t valid, int64_t outputs, int8_t* y, int64_t y_stride) {
+    __m512i acc[kRowChannels];
+#pragma GCC unroll 16
+    for (int o = 0; o < kRowChannels; ++o) {
+        acc[o] = _mm512_setzero_si512();
+    }
+    for (int64_t t = 0; t < taps; ++t) {
+        const uint64_t* tap = x + tap_offset[t];
+        for (int64_t j = 0; j < words; ++j, w += w_stride) {
+            const __m512i vx = _mm512_loadu_si512(tap + j * word_stride);
+#pragma GCC unroll 16
+            for (int o = 0; o < kRowChannels; ++o) {
+                acc[o] = _mm512_add_epi64(acc[o], _mm512_popcnt_epi64(xor_broadcast(vx, w + o)));
+            }
+        }
+    }
+    const __m512i vbase = _mm512_set1_epi32(static_cast<int32_t>(uint32_t(products) << scale));
+    const __m128i vcount_shift = _mm_cvtsi32_si128(scale + 1);
+    // dwords 0, 2, .. 14 of the first source, then of the second: the counts, below 2^32
+    const __m512i vlow_dwords =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __mmask16 store = static_cast<__mmask16>((1u << valid) - 1);  // of a channel's 8
+#pragma GCC unroll 8
+    for (int k = 0; k < kRowChannels / 2; ++k) {
+        if (2 * k >= outputs) {
+            break;
+        }
+        const __m512i vcount = _mm512_permutex2var_epi32(acc[2 * k], vlow_dwords, acc[2 * k + 1]);
+        __m512i vsum = _mm512_sub_epi32(vbase, _mm512_sll_epi32(vcount, vcount_shift));
+        if (missed != nullptr) {
+            vsum = _mm512_sub_epi32(vsum, _mm512_loadu_si512(missed + 2 * k * kRowPixels));
+        }
+        const Int8HighHalf16 p = int8_high_half16(requant[k], out);
+        const __m512i vy = int8_scale16_high_half(
+            _mm512_add_epi32(vsum, _mm512_loadu_si512(requant[k].offset)), p);
+        const __m128i vbytes =
+            _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(vy, p.lo), p.hi));
+        int8_t* row = y + 2 * k * y_stride;
+        _mm_mask_storeu_epi8(row, store, vbytes);
+        if (2 * k + 1 < outputs) {
+            _mm_mask_storeu_epi8(row + y_stride, store, _mm_unpackhi_epi64(vbytes, vbytes));
+        }
+    }
+}
+
 }  // namespace
 
 extern const BinaryPopcountUkernel kBinaryPopcount4x32Avx512Vbmi = {kPixels, 8 * kBlocks, run,
                                                                     pack};
+extern const BinaryRowUkernel kBinaryPopcountRow8x16Avx512Vbmi = {kRowPixels, kRowChannels,
+                                                                  run_row};
 
 // The peak the micro-kernel above could reach on one core: 16 independent chains of xor, vpopcntq
 // and add on registers (no memory traffic), 512 binary products per chain step. The caller times
