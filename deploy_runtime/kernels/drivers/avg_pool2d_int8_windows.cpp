@@ -69,9 +69,9 @@ struct ConstantDivisor {
 void sum_rows(const int8_t* x, int64_t width, int64_t kernel_rows, int64_t groups,
               int64_t group_pitch, [[maybe_unused]] const int8_t* end, int16_t* sums) {
     for (int64_t g = 0; g < groups; ++g, x += group_pitch, sums += width) {
-        const int8_t* last = x + (kernel_rows - 1) * width;
         int64_t i = 0;
 #if defined(__SSE2__)
+        const int8_t* last = x + (kernel_rows - 1) * width;  // the rows' last, read furthest
         for (; i < width && end - last >= i + 16; i += 16) {
             __m128i vlo = _mm_setzero_si128(), vhi = _mm_setzero_si128();
             for (int64_t r = 0; r < kernel_rows; ++r) {
