@@ -47,14 +47,14 @@ struct BinaryPopcountUkernel {
 // every pixel in a plane of its own), so the tile's pixels' words lie side by side.
 //
 // Contract: for p < valid (<= pixels), o < outputs (<= channels),
-//   count[p][o] = sum over t < taps, j < words of
-//                 popcount(x[tap_offset[t] + j * word_stride + p] xor w[(t * words + j) * w_stride + o]),
+//   count[p][o] = sum over t < taps, j < words of popcount(x[tap_offset[t] + j * word_stride + p]
+//                 xor w[(t * words + j) * w_stride + o]),
 //   S = (products - 2 count[p][o]) 2^scale - (missed ? missed[o * pixels + p] : 0),
 //   y[o * y_stride + p] = clamp(((S + offset_o) M_o + 2^(n_o - 1)) >> n_o + z, lo, hi)
 // with block k of `requant` holding channels 2k (lanes 0..7) and 2k + 1 (lanes 8..15), each
 // channel's constants in 8 lanes (int8_high_half_blocks over channels repeated 8 times), and
-// out's z, lo and hi. It reads x up to pixels - 1 words past a tap's word, whatever `valid`; w's
-// rows hold `channels` words (zero past the layer's channels).
+// out's z, lo and hi. It reads x up to pixels - 1 words past a tap's word, whatever `valid`, and
+// `channels` words of each row of w (zero past the layer's channels).
 struct BinaryRowUkernel {
     int pixels;    // output pixels per call
     int channels;  // output channels per call, even

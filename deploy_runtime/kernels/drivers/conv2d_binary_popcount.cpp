@@ -183,8 +183,8 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         // 0.081 -> 0.076 ms a layer at 1 thread, 0.047 -> 0.042 at 2; 128 to 512 channels
         // 5-20% slower), which its epilogue repays only where the sums are short.
         if constexpr (kVectorEpilogue) {
-            if (row != nullptr && p.stride_w == 1 && words_ == 1 && ukernel_.channels % row->channels == 0 &&
-                row_requantization(*row)) {
+            if (row != nullptr && p.stride_w == 1 && words_ == 1 &&
+                ukernel_.channels % row->channels == 0 && row_requantization(*row)) {
                 row_ = row;
                 if (c_.pad_value == 0) {
                     row_missed_ = row_tile_missed(node.output(0, DType::kInt8).shape[3]);
