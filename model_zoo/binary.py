@@ -1,6 +1,7 @@
 """A binary CNN (1-bit weights and inputs in every 3x3 block, spec 24) trained here, on real digits.
 
     python -m model_zoo.binary [--epochs 30] [--width 32] [--threads 2] [--input-bits 1 2]
+                               [--recipe bireal reactnet]
 
 The network is a small Bi-Real Net (Liu et al. 2018): an int8 stem conv, six blocks of
 sign -> 3x3 binary conv -> BatchNorm -> + real-valued shortcut -> PReLU (the shortcut an average
@@ -12,7 +13,9 @@ each step, BatchNorm statistics frozen for the last epoch. Prints, per dataset (
 and scikit-learn's digits), the QAT, Quantized-reference and deployed (C++ runtime) accuracy and
 how many test outputs are byte-identical between the reference and the runtime. W1A2 keeps the
 binary weights and gives each block's conv its own 2-bit quantization of the block's input (LSQ),
-while the input itself stays int8 for the shortcut.
+while the input itself stays int8 for the shortcut. The ReActNet recipe (Liu et al. 2020; W1A1)
+learns each block's sign threshold per channel (RSign), ends the blocks in RPReLU, and trains the
+binary network on the distillation loss alone against the same network in float, trained first.
 """
 import argparse
 import itertools
@@ -28,11 +31,11 @@ from model_zoo.training import accuracy, compare_deployed, train
 
 
 class BiRealBlock(nn.Module):
-    """sign -> 3x3 conv -> BatchNorm, plus the input (real-valued), then PReLU. The conv becomes
-    binary by its qconfig; the shortcut halves the size by average pooling and matches the
-    channels by an 1x1 conv where the block changes them."""
+    """sign -> 3x3 conv -> BatchNorm, plus the input (real-valued), then PReLU (ReActNet's RPReLU
+    with ``rprelu``). The conv becomes binary by its qconfig; the shortcut halves the size by
+    average pooling and matches the channels by an 1x1 conv where the block changes them."""
 
-    def __init__(self, in_channels, out_channels, stride=1):
+    def __init__(self, in_channels, out_channels, stride=1, rprelu=False):
         super().__init__()
         self.conv = nn.Conv2d(in_channels, out_channels, 3, stride, 1, bias=False)
         self.bn = nn.BatchNorm2d(out_channels)
@@ -40,24 +43,24 @@ class BiRealBlock(nn.Module):
             nn.Sequential(nn.AvgPool2d(stride), nn.Conv2d(in_channels, out_channels, 1, bias=False),
                           nn.BatchNorm2d(out_channels)))
         self.add = qtk.modules.Add()
-        self.act = nn.PReLU(out_channels)
+        self.act = qtk.modules.RPReLU(out_channels) if rprelu else nn.PReLU(out_channels)
 
     def forward(self, x):
         return self.act(self.add(self.bn(self.conv(x)), self.shortcut(x)))
 
 
 class BinarySmallCNN(nn.Module):
-    """28x28x1 digits -> 10 logits: stem at 28x28, blocks at 28, 14 and 7 pixels."""
+    """28x28x1 digits -> 10 logits: stem at 28x28, blocks at 28, 14 and 7 pixels (RPReLU in the
+    blocks with ``rprelu``)."""
 
-    def __init__(self, width=32, num_classes=10):
+    def __init__(self, width=32, num_classes=10, rprelu=False):
         super().__init__()
         self.quant, self.dequant = qtk.modules.QuantStub(), qtk.modules.DequantStub()
         self.stem = nn.Sequential(nn.Conv2d(1, width, 3, padding=1, bias=False),
                                   nn.BatchNorm2d(width), nn.PReLU(width))
-        self.blocks = nn.Sequential(
-            BiRealBlock(width, width), BiRealBlock(width, width),
-            BiRealBlock(width, 2 * width, 2), BiRealBlock(2 * width, 2 * width),
-            BiRealBlock(2 * width, 4 * width, 2), BiRealBlock(4 * width, 4 * width))
+        shapes = ((width, width, 1), (width, width, 1), (width, 2 * width, 2),
+                  (2 * width, 2 * width, 1), (2 * width, 4 * width, 2), (4 * width, 4 * width, 1))
+        self.blocks = nn.Sequential(*(BiRealBlock(i, o, stride, rprelu) for i, o, stride in shapes))
         self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                                   nn.Linear(4 * width, num_classes))
 
@@ -89,12 +92,14 @@ class BiRealNet18(nn.Module):
         return self.dequant(self.head(self.blocks(self.stem(self.quant(x)))))
 
 
-def binary_mapping(input_bits=1, gradient="approx_sign"):
+def binary_mapping(input_bits=1, gradient="approx_sign", learn_threshold=False):
     """The blocks' 3x3 convs with binary weights, reading 1-bit inputs (W1A1, ApproxSign
-    gradients) or their own ``input_bits``-bit quantization of the block's input (LSQ's learned
-    step, signed), while the input itself stays int8 for the shortcut; int8 elsewhere."""
+    gradients; a learned sign threshold per channel, RSign, with ``learn_threshold``) or their own
+    ``input_bits``-bit quantization of the block's input (LSQ's learned step, signed), while the
+    input itself stays int8 for the shortcut; int8 elsewhere."""
     if input_bits == 1:
-        reads = qtk.with_args(qtk.BinaryFakeQuantize, gradient=gradient)
+        reads = qtk.with_args(qtk.BinaryFakeQuantize, gradient=gradient,
+                              learn_threshold=learn_threshold)
     else:
         qmin, qmax = qtk.qconfig.integer_range(input_bits)
         reads = qtk.qconfig.with_observer_args(qtk.qconfig.QAT_QUANTIZERS["lsq"].activation,
@@ -112,11 +117,28 @@ def shifted(images, generator, shift=2):
     return padded[:, :, dy:dy + images.shape[2], dx:dx + images.shape[3]]
 
 
-def train_binary(data, epochs, lr=2e-3, width=32, seed=0, input_bits=1):
+def train_binary(data, epochs, lr=2e-3, width=32, seed=0, input_bits=1, recipe="bireal"):
     """The QAT model of :class:`BinarySmallCNN`, trained binary from scratch (module docstring);
-    ``input_bits`` 2 for W1A2."""
+    ``input_bits`` 2 for W1A2; ``recipe`` "reactnet" for ReActNet's (W1A1)."""
+    if recipe not in ("bireal", "reactnet") or (recipe == "reactnet" and input_bits != 1):
+        raise ValueError(f"recipe {recipe!r} with {input_bits}-bit inputs: 'bireal' (1 or 2 "
+                         f"bits) or 'reactnet' (1 bit)")
+    reactnet = recipe == "reactnet"
+    loss = None
+    if reactnet:  # the teacher: the same network in float, augmented alike
+        torch.manual_seed(seed)
+        generator = torch.Generator().manual_seed(seed)
+        teacher = train(BinarySmallCNN(width), data, epochs, lr, "float teacher",
+                        transform=lambda x: shifted(x, generator))
+
+        def loss(logits, inputs, labels):
+            with torch.no_grad():
+                teacher_logits = teacher(inputs)
+            return qtk.distillation_loss(logits, teacher_logits)
+
     torch.manual_seed(seed)
-    model = qtk.quantize_qat(BinarySmallCNN(width), binary_mapping(input_bits))
+    model = qtk.quantize_qat(BinarySmallCNN(width, rprelu=reactnet),
+                             binary_mapping(input_bits, learn_threshold=reactnet))
     generator = torch.Generator().manual_seed(seed)
 
     def freeze_late(model, epoch):
@@ -124,7 +146,8 @@ def train_binary(data, epochs, lr=2e-3, width=32, seed=0, input_bits=1):
             qtk.freeze_bn_stats(model)
 
     return train(model, data, epochs, lr, "binary QAT", freeze_late,
-                 transform=lambda x: shifted(x, generator), after_step=qtk.clip_latent_weights)
+                 transform=lambda x: shifted(x, generator), after_step=qtk.clip_latent_weights,
+                 loss=loss)
 
 
 def main(argv=None):
@@ -134,21 +157,27 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--input-bits", type=int, nargs="+", default=[1, 2],
                         help="1: W1A1; 2: W1A2 (binary weights on 2-bit inputs)")
+    parser.add_argument("--recipe", nargs="+", default=["bireal"], choices=["bireal", "reactnet"],
+                        help="bireal: each --input-bits; reactnet: W1A1 (RSign, RPReLU, "
+                             "distillation from the float network)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     print(f"BinarySmallCNN width {args.width}, {args.epochs} epochs, {args.threads} thread(s)\n")
-    print("| dataset | bits | QAT | Quantized ref | deployed | byte-identical | .qmodel KiB | "
-          "time (s) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for (name, load), bits in itertools.product(
-            (("MNIST 5k", mnist_5k), ("sklearn digits", sklearn_digits)), args.input_bits):
+    print("| dataset | recipe | bits | QAT | Quantized ref | deployed | byte-identical | "
+          ".qmodel KiB | time (s) |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    runs = [(recipe, bits) for recipe in args.recipe
+            for bits in (args.input_bits if recipe == "bireal" else [1])]
+    for (name, load), (recipe, bits) in itertools.product(
+            (("MNIST 5k", mnist_5k), ("sklearn digits", sklearn_digits)), runs):
         start = time.time()
         train_data, test_data = load()
-        qat = train_binary(train_data, args.epochs, width=args.width, input_bits=bits)
+        qat = train_binary(train_data, args.epochs, width=args.width, input_bits=bits,
+                           recipe=recipe)
         quantized = qtk.convert(qat)
         blob = qtk.export(quantized, test_data[0][:1])
         deployed = compare_deployed(quantized, qtk.runtime.load(blob), test_data)
-        print(f"| {name} | W1A{bits} | {accuracy(qat, test_data):.2f} | "
+        print(f"| {name} | {recipe} | W1A{bits} | {accuracy(qat, test_data):.2f} | "
               f"{deployed.reference_accuracy:.2f} | "
               f"{deployed.accuracy:.2f} | {deployed.identical} / {len(test_data[1])} | "
               f"{len(blob) / 1024:.0f} | {time.time() - start:.0f} |", flush=True)

@@ -11,11 +11,12 @@ import qtk
 
 
 def train(model, data, epochs, lr, desc, on_epoch=None, batch_size=64, shuffle_seed=1,
-          transform=None, after_step=None):
+          transform=None, after_step=None, loss=None):
     """Adam with a one-cycle schedule over ``epochs`` passes of ``data`` (shuffled from
     ``shuffle_seed``); ``on_epoch(model, epoch)`` runs before each epoch, ``transform(images)``
-    augments each batch, ``after_step(model)`` runs after each optimizer step. Returns the model
-    in eval mode."""
+    augments each batch, ``after_step(model)`` runs after each optimizer step, and
+    ``loss(logits, inputs, labels)`` replaces the cross-entropy (a distillation's). Returns the
+    model in eval mode."""
     images, labels = data
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     steps = epochs * ((len(labels) + batch_size - 1) // batch_size)
@@ -29,9 +30,11 @@ def train(model, data, epochs, lr, desc, on_epoch=None, batch_size=64, shuffle_s
         batches = order.split(batch_size)
         for batch in tqdm(batches, desc=f"{desc} epoch {epoch + 1}/{epochs}", leave=False):
             inputs = images[batch] if transform is None else transform(images[batch])
-            loss = nn.functional.cross_entropy(model(inputs), labels[batch])
+            logits = model(inputs)
+            value = (nn.functional.cross_entropy(logits, labels[batch]) if loss is None
+                     else loss(logits, inputs, labels[batch]))
             optimizer.zero_grad()
-            loss.backward()
+            value.backward()
             optimizer.step()
             schedule.step()
             if after_step:

@@ -339,3 +339,26 @@ def test_the_binary_small_cnn_learns_digits_and_deploys_byte_identical():
     deployed = compare_deployed(quantized, session, (test_images[:300], test_labels[:300]))
     assert deployed.identical == 300
     assert deployed.accuracy > 35, deployed  # chance is 10; this run gave 54
+
+
+def test_the_reactnet_recipe_learns_digits_and_deploys_byte_identical():
+    """model_zoo.binary's ReActNet recipe, short: RSign thresholds and RPReLU tables deployed,
+    the student distilled from the float network."""
+    from model_zoo.binary import train_binary
+    from model_zoo.data import mnist_5k
+    from model_zoo.training import compare_deployed
+
+    (images, labels), (test_images, test_labels) = mnist_5k()
+    qat = train_binary((images[:2000], labels[:2000]), epochs=3, width=16, recipe="reactnet")
+    thresholds = [m.threshold for m in qat.modules()
+                  if isinstance(m, qtk.BinaryFakeQuantize) and m.threshold is not None]
+    assert len(thresholds) == 6 and any(bool(t.detach().abs().sum() > 0) for t in thresholds)
+    quantized = qtk.convert(qat)
+    session = qtk.runtime.load(qtk.export(quantized, test_images[:1]))
+    assert sum(a.startswith("conv2d_binary") for a in session.algorithms) == 6
+    assert sum(a.startswith("lut_int8") for a in session.algorithms) == 6  # the RPReLUs
+    deployed = compare_deployed(quantized, session, (test_images[:300], test_labels[:300]))
+    assert deployed.identical == 300
+    assert deployed.accuracy > 35, deployed  # chance is 10
+    with pytest.raises(ValueError, match="'reactnet' \\(1 bit\\)"):
+        train_binary((images[:10], labels[:10]), epochs=1, input_bits=2, recipe="reactnet")
