@@ -349,7 +349,7 @@ def test_the_reactnet_recipe_learns_digits_and_deploys_byte_identical():
     from model_zoo.training import compare_deployed
 
     (images, labels), (test_images, test_labels) = mnist_5k()
-    qat = train_binary((images[:2000], labels[:2000]), epochs=3, width=16, recipe="reactnet")
+    qat = train_binary((images[:2000], labels[:2000]), epochs=5, width=16, recipe="reactnet")
     thresholds = [m.threshold for m in qat.modules()
                   if isinstance(m, qtk.BinaryFakeQuantize) and m.threshold is not None]
     assert len(thresholds) == 6 and any(bool(t.detach().abs().sum() > 0) for t in thresholds)
@@ -359,6 +359,7 @@ def test_the_reactnet_recipe_learns_digits_and_deploys_byte_identical():
     assert sum(a.startswith("lut_int8") for a in session.algorithms) == 6  # the RPReLUs
     deployed = compare_deployed(quantized, session, (test_images[:300], test_labels[:300]))
     assert deployed.identical == 300
-    assert deployed.accuracy > 35, deployed  # chance is 10
+    # chance is 10; this run gave 73 here (at 3 epochs 29 on CI's machine, below this bound)
+    assert deployed.accuracy > 35, deployed
     with pytest.raises(ValueError, match="'reactnet' \\(1 bit\\)"):
         train_binary((images[:10], labels[:10]), epochs=1, input_bits=2, recipe="reactnet")
