@@ -272,9 +272,7 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         // Each tap's first word relative to the receptive field's, in the shared workspace after
         // the image.
         int64_t* offsets = reinterpret_cast<int64_t*>(
-            io.workspace +
-            WorkspaceLayout::aligned(size_t(image_words(x_shape) + (planar ? row_->pixels : 0)) *
-                                     8));
+            io.workspace + WorkspaceLayout::aligned(size_t(image_words(x_shape)) * 8));
         for (size_t t = 0; t < tap_offsets_.size(); ++t) {
             offsets[t] = (tap_offsets_[t].first * padded_w + tap_offsets_[t].second) * pixel_step;
         }
@@ -500,13 +498,10 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         return table;
     }
 
-    // The bit image and the tap offsets shared; a chunk's sums per thread. The row pass's tiles
-    // read up to `pixels` - 1 words past a row's last: past the image's end for the last one.
+    // The bit image and the tap offsets shared; a chunk's sums per thread.
     WorkspaceLayout layout(const Shape& x, const Shape&, int threads) const {
         WorkspaceLayout parts;
-        const int64_t slack = row_ != nullptr ? row_->pixels : 0;
-        parts.shared =
-            WorkspaceLayout::aligned(size_t(image_words(x) + slack) * 8) + size_t(taps_) * 8;
+        parts.shared = WorkspaceLayout::aligned(size_t(image_words(x)) * 8) + size_t(taps_) * 8;
         parts.per_thread = size_t(ukernel_.channels * kChunk) * sizeof(int32_t);
         parts.threads = threads;
         return parts;
@@ -654,9 +649,12 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
         return words <= 2 * double(element_count(x) + element_count(y)) + double(1 << 16);
     }
 
+    // The bit image's words, and the row pass's slack: its tiles read up to `pixels` - 1 words
+    // past a row's last, past the image's end for the last one.
     int64_t image_words(const Shape& x) const {
         const Conv2dParams& p = params_;
-        return x[0] * (x[2] + 2 * p.pad_h) * (x[3] + 2 * p.pad_w) * p.groups * words_;
+        return x[0] * (x[2] + 2 * p.pad_h) * (x[3] + 2 * p.pad_w) * p.groups * words_ +
+               (row_ != nullptr ? row_->pixels : 0);
     }
 
     const Conv2dInt8Constants c_;
