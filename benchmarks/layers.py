@@ -1,6 +1,6 @@
 """Per-layer profile of qtk int8 on torchvision models: each node's fastest of many runs (a shared
 machine's neighbours only ever add time), summed per algorithm, with the conv layers' multiply-
-accumulates per second beside this CPU's measured VNNI peak.
+accumulates per second beside this CPU's measured int8 peak (VNNI's, or AVX2's vpmaddwd).
 
     python -m benchmarks.layers resnet18 mobilenet_v2 --threads 1 2 [--per-node]
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import qtk
 from qtk import _C
 from benchmarks.peers import (CALIBRATION_BATCHES, _inputs, _qmodel_file, cpu_description,
-                              float_model)
+                              float_model, int8_peak_name)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -47,11 +47,12 @@ def main(argv=None):
                         help="profile the float model exported as is (qtk fp32) instead of int8")
     args = parser.parse_args(argv)
 
-    peak = _C.measure_int8_peak(0.3)  # one core's vpdpbusd rate; 0 without AVX-512 VNNI
+    peak = _C.measure_int8_peak(0.3)  # one core's vpdpbusd rate, or AVX2's vpmaddwd + vpaddd
     cpu = cpu_description()
-    print(f"{cpu}; VNNI peak {peak / 1e9:.0f} GMAC/s a core")
+    print(f"{cpu}; {int8_peak_name()} {peak / 1e9:.0f} GMAC/s a core")
     calibration = _inputs(CALIBRATION_BATCHES, seed=1)
-    results = {"cpu": cpu, "vnni_peak_gmacs": peak / 1e9, "models": {}}
+    results = {"cpu": cpu, "int8_peak": int8_peak_name(), "int8_peak_gmacs": peak / 1e9,
+               "models": {}}
     for name in args.models:
         with tempfile.TemporaryDirectory() as workdir:
             if args.fp32:

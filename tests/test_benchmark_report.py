@@ -3,7 +3,7 @@ benchmarks.peers (or benchmarks.winograd) rewrites its own CPU's section and kee
 import os
 
 from benchmarks import winograd
-from benchmarks.peers import BEGIN, END, cpu_description, replace_cpu_section
+from benchmarks.peers import BEGIN, END, cpu_description, int8_peak_name, replace_cpu_section
 
 README = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "README.md")
 XEON = "Intel(R) Xeon(R) Processor (AVX-512 VNNI, AVX-VNNI, AMX-INT8), 2 cores"
@@ -56,6 +56,16 @@ def test_zen_4_and_zen_5_get_their_own_sections():
     assert epyc(25, 17) == "AMD EPYC (Zen 4, family 25 model 17; AVX-512 VNNI)"
     assert epyc(26, 2) == "AMD EPYC (Zen 5, family 26 model 2; AVX-512 VNNI)"
     assert epyc(25, 1) == "AMD EPYC (Zen 3, family 25 model 1; AVX-512 VNNI)"
+
+
+def test_a_cpu_without_int8_units_is_named_by_its_simd_and_its_int8_peak_by_vpmaddwd():
+    zen3 = CPUINFO.format(vendor="AuthenticAMD", family=25, model=1, name="AMD EPYC", flags="fma")
+    assert cpu_description(zen3) == "AMD EPYC (Zen 3, family 25 model 1; AVX2, no VNNI)"
+    assert int8_peak_name(zen3) == "int8 peak (AVX2 vpmaddwd)"
+    zen4 = CPUINFO.format(vendor="AuthenticAMD", family=25, model=17, name="AMD EPYC",
+                          flags="avx512f avx512_vnni")
+    assert cpu_description(zen4) == "AMD EPYC (Zen 4, family 25 model 17; AVX-512 VNNI)"
+    assert int8_peak_name(zen4) == "VNNI peak"
 
 
 def test_the_xeon_section_in_the_readme_is_the_one_its_runs_replace():

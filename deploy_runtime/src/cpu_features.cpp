@@ -195,12 +195,15 @@ bool cpu_supports(IsaLevel level) {
 #if QTK_X86_AVX512_VNNI
 int64_t int8_peak_chains_avx512_vnni(int64_t rounds);  // kernels/x86/gemm_int8_avx512_vnni.cpp
 #endif
+#if QTK_X86_AVX2
+int64_t int8_peak_chains_avx2(int64_t rounds);  // kernels/x86/gemm_int8_avx2.cpp
+#endif
 #if QTK_X86_AVX512_VBMI
 // kernels/x86/popcount_binary_avx512_vbmi.cpp
 int64_t binary_peak_chains_avx512_vbmi(int64_t rounds);
 #endif
 
-#if QTK_X86_AVX512_VNNI  // every peak loop is AVX-512
+#if QTK_X86_AVX2  // every peak loop is x86 SIMD
 namespace {
 
 // Products per second of `chains(rounds)` (which returns its products), timed for `seconds`.
@@ -224,6 +227,11 @@ double measure_int8_peak(double seconds) {
 #if QTK_X86_AVX512_VNNI
     if (detail::cpu_supports(detail::IsaLevel::kAvx512Vnni)) {
         return detail::products_per_second(detail::int8_peak_chains_avx512_vnni, seconds);
+    }
+#endif
+#if QTK_X86_AVX2
+    if (detail::cpu_supports(detail::IsaLevel::kAvx2)) {
+        return detail::products_per_second(detail::int8_peak_chains_avx2, seconds);
     }
 #endif
     (void)seconds;

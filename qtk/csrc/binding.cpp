@@ -314,7 +314,8 @@ PYBIND11_MODULE(_C, m) {
     m.doc() = "qtk deploy runtime (C++), used by qtk.runtime";
     m.attr("version") = qtk::kVersion;
     m.def("measure_int8_peak", &qtk::measure_int8_peak, py::arg("seconds") = 0.2,
-          "One core's int8 multiply-accumulate peak (MACs/s) by AVX-512 VNNI; 0 without it.");
+          "One core's int8 multiply-accumulate peak (MACs/s): AVX-512 VNNI's vpdpbusd, else AVX2's "
+          "vpmaddwd + vpaddd; 0 without either.");
     m.def("measure_binary_peak", &qtk::measure_binary_peak, py::arg("seconds") = 0.2,
           "One core's binary product peak (products/s) by AVX-512 VPOPCNTDQ; 0 without it.");
     m.def(

@@ -66,9 +66,10 @@ class Session;
 // The runtime's version; it keys Fast-Run caches (a new version may time kernels differently).
 constexpr const char* kVersion = "0.1.0";
 
-// One core's int8 multiply-accumulate peak in MACs per second, measured for `seconds` with
-// AVX-512 VNNI's vpdpbusd on registers; 0 where this build or CPU has no VNNI kernel. Benchmarks
-// report the conv layers' share of it.
+// One core's int8 multiply-accumulate peak in MACs per second, measured for `seconds` on
+// registers with the exact products of the best int8 kernels this CPU runs: AVX-512 VNNI's
+// vpdpbusd, else AVX2's vpmaddwd (int16) into vpaddd; 0 where this build or CPU has neither.
+// Benchmarks report the conv layers' share of it.
 double measure_int8_peak(double seconds = 0.2);
 
 // One core's binary product peak (spec 24) in products per second: xor, vpopcntq and add on

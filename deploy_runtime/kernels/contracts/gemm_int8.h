@@ -111,9 +111,11 @@ extern const Int8GemmNhwcUkernel kInt8GemmNhwc12x32Avx512Vnni;
 extern const Int8GemmNhwcUkernel kInt8GemmNhwc24x16Avx512Vnni;
 extern const Int8GemmNhwcUkernel kInt8GemmNhwc32x32Amx;
 
-// `rounds` rounds of independent vpdpbusd chains on registers; returns the multiply-accumulates
-// done. measure_int8_peak (cpu_features.cpp) times it.
+// `rounds` rounds of independent chains of the ISA's exact int8 products on registers (vpdpbusd;
+// on AVX2 vpmaddwd of int16 into vpaddd, as the micro-kernels above); returns the multiply-
+// accumulates done. measure_int8_peak (cpu_features.cpp) times the best this CPU runs.
 int64_t int8_peak_chains_avx512_vnni(int64_t rounds);
+int64_t int8_peak_chains_avx2(int64_t rounds);
 
 }  // namespace detail
 }  // namespace qtk

@@ -59,5 +59,33 @@ void int8_gemm_2x16c4_avx2(const int8_t* a, const Int8GemmB& b, int32_t* c, int6
 
 extern const Int8GemmUkernel kInt8Gemm2x16c4Avx2 = {2, 16, int8_gemm_2x16c4_avx2};
 
+int64_t int8_peak_chains_avx2(int64_t rounds) {
+    constexpr int kChains = 8;
+    constexpr int64_t kMacsPerInstruction = 16;  // 8 lanes x 2 products
+    __m256i acc[kChains];
+    for (int i = 0; i < kChains; ++i) {
+        acc[i] = _mm256_set1_epi32(i);
+    }
+    // Eight distinct products a round (two a by four b), re-read each round: a loop-invariant
+    // vpmaddwd would be computed once.
+    __m256i a[2] = {_mm256_set1_epi16(1), _mm256_set1_epi16(2)};
+    const __m256i b[4] = {_mm256_set1_epi16(-1), _mm256_set1_epi16(3), _mm256_set1_epi16(-5),
+                          _mm256_set1_epi16(7)};
+    for (int64_t r = 0; r < rounds; ++r) {
+        asm volatile("" : "+x"(a[0]), "+x"(a[1]));
+#pragma GCC unroll 8
+        for (int i = 0; i < kChains; ++i) {
+            acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(a[i / 4], b[i % 4]));
+        }
+    }
+    __m256i sum = acc[0];
+    for (int i = 1; i < kChains; ++i) {
+        sum = _mm256_add_epi32(sum, acc[i]);
+    }
+    volatile int32_t sink = _mm256_extract_epi32(sum, 0);  // keeps the chains alive
+    (void)sink;
+    return rounds * kChains * kMacsPerInstruction;
+}
+
 }  // namespace detail
 }  // namespace qtk
