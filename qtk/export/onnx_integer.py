@@ -2,8 +2,8 @@
 ONNX integer ops, so that ONNX Runtime's output is byte-identical to qtk's.
 
 Activations stay int8 tensors from op to op. Convolution and linear are ``ConvInteger`` and
-``MatMulInteger`` (int8 activations with their zero point, the int8 weights as uint8 ``w + 128``
-with zero point 128: the exact int32 sums of spec 4), plus the int32 bias. Every requantization is
+``MatMulInteger`` (activations and weights as uint8 ``+ 128``, with their zero points ``+ 128``:
+the exact int32 sums of spec 4 on every CPU), plus the int32 bias. Every requantization is
 spec 2 in int64 with the multipliers and shifts qtk's export computed: ``Mul`` by ``M``, ``Add`` of
 ``2^(n-1)``, the flooring shift (below), ``Add`` of the zero point, ``Clip``, ``Cast`` to int8. Add
 and concat are spec 3's rescaled sums, average pooling spec 6's integer window sums
@@ -31,6 +31,10 @@ class IntegerGraph(OnnxGraph):
     ops."""
 
     FORM = "integer"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.unsigned_of = {}  # int8 tensor -> its uint8 q + 128 (_unsigned)
 
     def _translate(self, node, handler):
         handler(node, [self._name(v) for v in self._activation_inputs(node)],
@@ -112,15 +116,28 @@ class IntegerGraph(OnnxGraph):
 
     # ---- spec 4: convolution and linear ---------------------------------------------------------
 
+    def _unsigned(self, x):
+        """uint8 ``q + 128`` of int8 tensor ``x`` (``Cast`` to int32, ``Add``, ``Cast``), made
+        once per tensor."""
+        if x not in self.unsigned_of:
+            widened = self._step("Cast", [x], f"{x}.u8.int32", to=self.TensorProto.INT32)
+            shifted = self._step("Add", [widened, self._const(f"{x}.u8.128", np.int32(128))],
+                                 f"{x}.u8.plus128")
+            self.unsigned_of[x] = self._step("Cast", [shifted], f"{x}.u8",
+                                             to=self.TensorProto.UINT8)
+        return self.unsigned_of[x]
+
     def _products(self, op, node, x, weight, out, **attrs):
         """``ConvInteger`` or ``MatMulInteger``: the exact int32 sums of ``(q - z_x) w`` for int8
-        ``x`` and int8 ``weight``. The weight is stored as uint8 ``w + 128`` with zero point 128,
-        the same products: ONNX Runtime's CPU kernels run int8 x uint8 about 16 times faster than
-        int8 x int8 (its ConvInteger, measured at 64 channels 56x56)."""
+        ``x`` and int8 ``weight``, both operands uint8 ``+ 128`` with their zero points ``+ 128``
+        (the same products). ONNX Runtime's CPU kernels multiply uint8 by uint8 exactly on every
+        CPU; an int8 operand takes its uint8 x int8 kernels, which on x86 without VNNI add pairs
+        of products in int16 with saturation (``vpmaddubsw``: 255 * 128 * 2 > 32767), and with
+        int8 weights ran about 16 times slower (its ConvInteger, 64 channels at 56x56)."""
         z_x = self._qparams(node["inputs"][0]).zero_point
         shifted = (np.asarray(weight, np.int16) + 128).astype(np.uint8)
-        return self._step(op, [x, self._const(f"{out}.weight", shifted),
-                               self._const(f"{out}.z_x", np.int8(z_x)),
+        return self._step(op, [self._unsigned(x), self._const(f"{out}.weight", shifted),
+                               self._const(f"{out}.z_x", np.uint8(z_x + 128)),
                                self._const(f"{out}.z_w", np.uint8(128))],
                           f"{out}.products", **attrs)
 
