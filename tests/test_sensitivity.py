@@ -8,7 +8,7 @@ import torch
 
 import qtk
 from conftest import assert_not_degenerate, reference_and_runtime, trained_small_cnn
-from qtk.ptq.mixed_precision import _fewest, _sqnr
+from qtk.ptq.mixed_precision import _fewest, _pruned, _sqnr
 from qtk.ptq.sensitivity import run
 
 W4A4 = qtk.bits_qconfig(4, 4, base=qtk.default_ptq_qconfig)
@@ -56,9 +56,9 @@ def test_auto_mixed_precision_meets_the_target_in_the_runtime(digits, w4a4_mix):
     model, data = digits
     prepared, report = w4a4_mix
     assert report.all_quantized < TARGET_DB <= report.achieved
-    recipe = qtk.bits_qconfig_mapping(model, 4, 4, base=qtk.default_ptq_qconfig)
-    assert _deployed_sqnr(model, data, recipe) < TARGET_DB  # first and last layer at 8 bits
-    assert 1 <= len(report.kept) <= 2 and set(report.kept) != {"0", "15"}
+    # No more layers at 8 bits than the usual recipe's two, the first and the last, which meets
+    # the target where some CPUs train this model (15.6 dB) and misses it on others' (13).
+    assert 1 <= len(report.kept) <= 2
     quantized = qtk.convert(prepared)
     x = torch.cat(data)
     reference, runtime = reference_and_runtime(quantized, x[:1], x)
@@ -81,6 +81,16 @@ def test_a_target_already_met_keeps_no_layer_in_float(digits):
 def test_the_choice_is_minimal_after_pruning():
     needed = {"b", "d"}
     assert _fewest(["a", "b", "c", "d", "e"], lambda kept: needed <= set(kept)) == ["b", "d"]
+
+
+def test_two_kept_layers_are_traded_for_one_that_meets_the_target_alone():
+    """Ranked alone, "e" comes last, yet it alone meets the target where greedy kept "a" and
+    "b" (each needed while the other two are missing)."""
+    def meets(kept):
+        return "e" in kept or {"a", "b"} <= set(kept)
+    assert _fewest(["a", "b", "c", "d", "e"], meets) == ["e"]
+    # one pair and three others are 3 checks: over a cap of 2, no trade is tried
+    assert _pruned(["a", "b"], ["a", "b", "c", "d", "e"], meets, max_trades=2) == ["a", "b"]
 
 
 def test_float_mode_meets_the_target_in_the_runtime(digits):

@@ -2,6 +2,7 @@
 model to meet an accuracy target (``qtk.auto_mixed_precision``)."""
 import copy
 import dataclasses
+import itertools
 from typing import List, Optional
 
 from tqdm import tqdm
@@ -55,10 +56,12 @@ def auto_mixed_precision(model, data, target, metric="sqnr", method=None, low_bi
     With every layer quantized meeting the target, no layer is kept. Otherwise
     :func:`qtk.ptq.sensitivity` orders the layers; the most sensitive are kept one by one until
     the target is met, then each kept layer is dropped again where the target holds without it,
-    both in fake quantization. The model is calibrated once (with ``low_bits``, once more at 8
+    and any two kept layers are traded for one other where it holds (while a round of such
+    trades is at most 64 checks), all in fake quantization. The model is calibrated once (with ``low_bits``, once more at 8
     bits) and each choice switches fake quantization on it (:class:`LayerSwitch`). The Quantized
     reference of the choice (:func:`qtk.convert`), which is what deploys, is then measured; where
-    it misses the target, the next most sensitive layers are kept until it meets it. That model
+    it misses the target, the next most sensitive layers are kept until it meets it, and that
+    choice is pruned and traded as above by the Quantized reference's own score. That model
     is a real :func:`qtk.prepare_ptq` of the mapping; its observers are copied from the calibrated
     ones where no layer is float (the same statistics, exactly), and calibrated again otherwise
     (a float layer computes its BatchNorm unfolded, so what follows it differs by float rounding).
@@ -131,10 +134,16 @@ def auto_mixed_precision(model, data, target, metric="sqnr", method=None, low_bi
         kept = _fewest(order, lambda kept: fake_quant_score(kept) >= target)
         prepared = calibrated(kept)
         achieved = deployed_score(prepared)
+        missed = achieved < target
         for name in [name for name in order if name not in kept]:
             if achieved >= target:
                 break
             kept.append(name)  # the Quantized reference missed it: keep the next layer too
+            prepared = calibrated(kept)
+            achieved = deployed_score(prepared)
+        if missed and achieved >= target:  # prune what that added by the reference's own score
+            kept = _pruned(kept, order,
+                           lambda kept: deployed_score(calibrated(kept)) >= target)
             prepared = calibrated(kept)
             achieved = deployed_score(prepared)
     report.kept, report.achieved = kept, achieved
@@ -166,18 +175,38 @@ def _same_quantizer(calibrated, fresh):
 
 
 def _fewest(order, meets):
-    """Greedy: keep layers in ``order`` until ``meets(kept)``, then drop each one whose removal
-    still meets it; the result meets it (if keeping all layers does) and no single kept layer
-    can go."""
+    """Greedy: keep layers in ``order`` until ``meets(kept)``, then :func:`_pruned`. The result
+    meets it (if keeping all layers does)."""
     kept = []
     for name in order:
         kept.append(name)
         if meets(kept):
             break
+    return _pruned(kept, order, meets)
+
+
+def _pruned(kept, order, meets, max_trades=64):
+    """``kept`` (which meets) less each layer whose removal still meets it; then any two kept
+    layers traded for one other layer of ``order`` where that still meets it, while a round of
+    such trades is at most ``max_trades`` checks. So no single kept layer can go and (where tried)
+    no two can become one: ``order`` ranks layers alone, and one that matters only beside another
+    ranks low (a small CNN at w4a4 met its target with its first and last layer, ranked fifth and
+    second, where greedy had kept three)."""
     for name in list(kept):
         fewer = [other for other in kept if other != name]
         if meets(fewer):
             kept = fewer
+    while len(kept) >= 2:
+        others = [name for name in order if name not in kept]
+        pairs = list(itertools.combinations(kept, 2))
+        if len(pairs) * len(others) > max_trades:
+            break
+        trades = ([name for name in order if name in kept and name not in pair] + [other]
+                  for pair in pairs for other in others)
+        traded = next((trade for trade in trades if meets(trade)), None)
+        if traded is None:
+            break
+        kept = traded
     return kept
 
 
