@@ -333,12 +333,14 @@ def test_the_binary_small_cnn_learns_digits_and_deploys_byte_identical():
     from model_zoo.training import compare_deployed
 
     (images, labels), (test_images, test_labels) = mnist_5k()
-    quantized = qtk.convert(train_binary((images[:2000], labels[:2000]), epochs=3, width=16))
+    # 5 epochs: at 3, an AMD EPYC Zen 3 (AVX2; torch trains with other float kernels) reached
+    # 35-39%, at 5 68% (an AVX-512 CPU: 54% at 3)
+    quantized = qtk.convert(train_binary((images[:2000], labels[:2000]), epochs=5, width=16))
     session = qtk.runtime.load(qtk.export(quantized, test_images[:1]))
     assert sum(a.startswith("conv2d_binary") for a in session.algorithms) == 6
     deployed = compare_deployed(quantized, session, (test_images[:300], test_labels[:300]))
     assert deployed.identical == 300
-    assert deployed.accuracy > 35, deployed  # chance is 10; this run gave 54
+    assert deployed.accuracy > 35, deployed  # chance is 10
 
 
 def test_the_reactnet_recipe_learns_digits_and_deploys_byte_identical():
