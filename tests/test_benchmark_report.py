@@ -2,8 +2,11 @@
 benchmarks.peers (or benchmarks.winograd) rewrites its own CPU's section and keeps the others'."""
 import os
 
+import pytest
+
 from benchmarks import winograd
-from benchmarks.peers import BEGIN, END, cpu_description, int8_peak_name, replace_cpu_section
+from benchmarks.peers import (BEGIN, END, cpu_description, cpu_info, int8_peak_name,
+                              replace_cpu_section)
 
 README = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "README.md")
 XEON = "Intel(R) Xeon(R) Processor (AVX-512 VNNI, AVX-VNNI, AMX-INT8), 2 cores"
@@ -66,6 +69,14 @@ def test_a_cpu_without_int8_units_is_named_by_its_simd_and_its_int8_peak_by_vpma
                           flags="avx512f avx512_vnni")
     assert cpu_description(zen4) == "AMD EPYC (Zen 4, family 25 model 17; AVX-512 VNNI)"
     assert int8_peak_name(zen4) == "VNNI peak"
+
+
+def test_the_int8_peak_is_measured_wherever_the_cpu_has_avx2():
+    from qtk import _C
+
+    if "avx2" not in cpu_info().get("flags", "").split():
+        pytest.skip("this CPU has no AVX2: measure_int8_peak has no kernel to time")
+    assert 1e9 < _C.measure_int8_peak(0.02) < 1e13  # MACs a second on one core
 
 
 def test_the_xeon_section_in_the_readme_is_the_one_its_runs_replace():
