@@ -85,7 +85,7 @@ def test_the_choice_is_minimal_after_pruning():
 
 def test_two_kept_layers_are_traded_for_one_that_meets_the_target_alone():
     """Ranked alone, "e" comes last, yet it alone meets the target where greedy kept "a" and
-    "b" (each needed while the other two are missing)."""
+    "b" (neither of which can go by itself)."""
     def meets(kept):
         return "e" in kept or {"a", "b"} <= set(kept)
     assert _fewest(["a", "b", "c", "d", "e"], meets) == ["e"]

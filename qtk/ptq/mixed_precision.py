@@ -57,8 +57,9 @@ def auto_mixed_precision(model, data, target, metric="sqnr", method=None, low_bi
     :func:`qtk.ptq.sensitivity` orders the layers; the most sensitive are kept one by one until
     the target is met, then each kept layer is dropped again where the target holds without it,
     and any two kept layers are traded for one other where it holds (while a round of such
-    trades is at most 64 checks), all in fake quantization. The model is calibrated once (with ``low_bits``, once more at 8
-    bits) and each choice switches fake quantization on it (:class:`LayerSwitch`). The Quantized
+    trades is at most 64 checks), all in fake quantization. The model is calibrated once (with
+    ``low_bits``, once more at 8 bits) and each choice switches fake quantization on it
+    (:class:`LayerSwitch`). The Quantized
     reference of the choice (:func:`qtk.convert`), which is what deploys, is then measured; where
     it misses the target, the next most sensitive layers are kept until it meets it, and that
     choice is pruned and traded as above by the Quantized reference's own score. That model
@@ -190,8 +191,9 @@ def _pruned(kept, order, meets, max_trades=64):
     layers traded for one other layer of ``order`` where that still meets it, while a round of
     such trades is at most ``max_trades`` checks. So no single kept layer can go and (where tried)
     no two can become one: ``order`` ranks layers alone, and one that matters only beside another
-    ranks low (a small CNN at w4a4 met its target with its first and last layer, ranked fifth and
-    second, where greedy had kept three)."""
+    ranks low (a small CNN at w4a4, whose Quantized reference missed the target with the one
+    layer fake quantization chose and met it with the next two kept too, met it with its first
+    and last layer)."""
     for name in list(kept):
         fewer = [other for other in kept if other != name]
         if meets(fewer):
