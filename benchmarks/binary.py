@@ -31,8 +31,8 @@ from torch import nn
 
 import qtk
 from qtk import _C
-from benchmarks.peers import (cpu_description, cpu_slug, onnxruntime_fp32, openvino_fp32,
-                              time_interleaved)
+from benchmarks.peers import (binary_peak_name, cpu_description, cpu_slug, onnxruntime_fp32,
+                              openvino_fp32, time_interleaved)
 from model_zoo.binary import BiRealNet18, binary_mapping
 from model_zoo.training import reestimate_batchnorm
 
@@ -144,13 +144,13 @@ def main(argv=None):
                 rows.append({"channels": channels, "size": size, "threads": threads, "ms": ms,
                              "algorithm": conv, "binary_gmacs": macs / ms["binary"] / 1e6,
                              "speedup": ms["int8"] / ms["binary"]})
-    peak = _C.measure_binary_peak(0.3)  # one core's xor/popcount rate; 0 without VPOPCNTDQ
+    peak = _C.measure_binary_peak(0.3)  # one core's xor/popcount rate; 0 without AVX2
     for r in rows:
         r["binary_peak_share"] = r["binary_gmacs"] * 1e9 / (peak * r["threads"]) if peak else None
     cpu = cpu_description()
     print(f"### {cpu}: 3x3 conv node, batch 1, median of {args.runs} interleaved runs\n")
-    print(f"Measured binary peak: {peak / 1e9:.0f} G products/s per core (xor, vpopcntq, add on "
-          f"registers).\n")
+    print(f"Measured {binary_peak_name()}: {peak / 1e9:.0f} G products/s per core (xor, popcount, "
+          f"add on registers).\n")
     print("| layer | threads | int8 ms | binary ms | binary / int8 speed | binary GMAC/s | "
           "share of peak | kernels |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
@@ -178,7 +178,8 @@ def main(argv=None):
             print(f"Reading the other thread's fresh writes, ns per KiB (one's own in brackets), "
                   f"before and after: {other0:.1f} ({own0:.1f}) / {other1:.1f} ({own1:.1f})")
     out = Path(__file__).parent / "results" / f"binary_{cpu_slug()}.json"
-    out.write_text(json.dumps({"cpu": cpu, "runs": args.runs, "binary_peak": peak, "rows": rows,
+    out.write_text(json.dumps({"cpu": cpu, "runs": args.runs, "binary_peak": peak,
+                               "binary_peak_name": binary_peak_name(), "rows": rows,
                                "network": network}, indent=1) + "\n")
     print(f"\nwritten: {out}")
 

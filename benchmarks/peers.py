@@ -562,6 +562,15 @@ def int8_peak_name(cpuinfo=None):
     return "VNNI peak" if "avx512_vnni" in flags else "int8 peak (AVX2 vpmaddwd)"
 
 
+def binary_peak_name(cpuinfo=None):
+    """What qtk._C.measure_binary_peak times on this CPU: vpopcntq where the AVX-512 binary kernels
+    run (VNNI, VBMI and VPOPCNTDQ), else AVX2's nibble-table popcount (vpshufb)."""
+    flags = set(cpu_info(cpuinfo).get("flags", "").split())
+    if {"avx512_vnni", "avx512_vbmi", "avx512_vpopcntdq"} <= flags:
+        return "popcount peak (AVX-512 vpopcntq)"
+    return "popcount peak (AVX2 nibble table)"
+
+
 def cpu_heading():
     """The title of this CPU's section of the README, and the name of its JSON files."""
     return f"{cpu_description()}, {os.cpu_count()} cores"

@@ -5,8 +5,8 @@ import os
 import pytest
 
 from benchmarks import winograd
-from benchmarks.peers import (BEGIN, END, cpu_description, cpu_info, int8_peak_name,
-                              replace_cpu_section)
+from benchmarks.peers import (BEGIN, END, binary_peak_name, cpu_description, cpu_info,
+                              int8_peak_name, replace_cpu_section)
 
 README = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "README.md")
 XEON = "Intel(R) Xeon(R) Processor (AVX-512 VNNI, AVX-VNNI, AMX-INT8), 2 cores"
@@ -71,12 +71,21 @@ def test_a_cpu_without_int8_units_is_named_by_its_simd_and_its_int8_peak_by_vpma
     assert int8_peak_name(zen4) == "VNNI peak"
 
 
-def test_the_int8_peak_is_measured_wherever_the_cpu_has_avx2():
+def test_the_binary_peak_is_named_by_the_popcount_the_kernels_use():
+    zen3 = CPUINFO.format(vendor="AuthenticAMD", family=25, model=1, name="AMD EPYC", flags="fma")
+    assert binary_peak_name(zen3) == "popcount peak (AVX2 nibble table)"
+    zen5 = CPUINFO.format(vendor="AuthenticAMD", family=26, model=2, name="AMD EPYC",
+                          flags="avx512f avx512_vnni avx512_vbmi avx512_vpopcntdq")
+    assert binary_peak_name(zen5) == "popcount peak (AVX-512 vpopcntq)"
+
+
+def test_the_int8_and_binary_peaks_are_measured_wherever_the_cpu_has_avx2():
     from qtk import _C
 
     if "avx2" not in cpu_info().get("flags", "").split():
-        pytest.skip("this CPU has no AVX2: measure_int8_peak has no kernel to time")
+        pytest.skip("this CPU has no AVX2: the peaks have no kernel to time")
     assert 1e9 < _C.measure_int8_peak(0.02) < 1e13  # MACs a second on one core
+    assert 1e10 < _C.measure_binary_peak(0.02) < 1e14  # binary products a second on one core
 
 
 def test_the_xeon_section_in_the_readme_is_the_one_its_runs_replace():

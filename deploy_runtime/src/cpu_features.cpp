@@ -197,6 +197,7 @@ int64_t int8_peak_chains_avx512_vnni(int64_t rounds);  // kernels/x86/gemm_int8_
 #endif
 #if QTK_X86_AVX2
 int64_t int8_peak_chains_avx2(int64_t rounds);  // kernels/x86/gemm_int8_avx2.cpp
+int64_t binary_peak_chains_avx2(int64_t rounds);  // kernels/x86/popcount_binary_4x8_avx2.cpp
 #endif
 #if QTK_X86_AVX512_VBMI
 // kernels/x86/popcount_binary_avx512_vbmi.cpp
@@ -242,6 +243,11 @@ double measure_binary_peak(double seconds) {
 #if QTK_X86_AVX512_VBMI
     if (detail::cpu_supports(detail::IsaLevel::kAvx512Vbmi)) {
         return detail::products_per_second(detail::binary_peak_chains_avx512_vbmi, seconds);
+    }
+#endif
+#if QTK_X86_AVX2
+    if (detail::cpu_supports(detail::IsaLevel::kAvx2)) {
+        return detail::products_per_second(detail::binary_peak_chains_avx2, seconds);
     }
 #endif
     (void)seconds;

@@ -317,7 +317,8 @@ PYBIND11_MODULE(_C, m) {
           "One core's int8 multiply-accumulate peak (MACs/s): AVX-512 VNNI's vpdpbusd, else AVX2's "
           "vpmaddwd + vpaddd; 0 without either.");
     m.def("measure_binary_peak", &qtk::measure_binary_peak, py::arg("seconds") = 0.2,
-          "One core's binary product peak (products/s) by AVX-512 VPOPCNTDQ; 0 without it.");
+          "One core's binary product peak (products/s): AVX-512 VPOPCNTDQ's vpopcntq, else AVX2's "
+          "nibble-table popcount (vpshufb); 0 without either.");
     m.def(
         "measure_core_to_core",
         [](double seconds) {

@@ -73,7 +73,8 @@ constexpr const char* kVersion = "0.1.0";
 double measure_int8_peak(double seconds = 0.2);
 
 // One core's binary product peak (spec 24) in products per second: xor, vpopcntq and add on
-// registers, 512 products a step; 0 where this build or CPU has no AVX-512 VPOPCNTDQ kernel.
+// registers with AVX-512 VPOPCNTDQ, else AVX2's nibble-table popcount (vpshufb) and byte adds;
+// 0 where this build or CPU has neither.
 // benchmarks.binary reports the binary convs' share of it.
 double measure_binary_peak(double seconds = 0.2);
 
