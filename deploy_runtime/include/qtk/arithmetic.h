@@ -10,26 +10,36 @@
 #include <cmath>
 #include <cstdint>
 
+// The functions a CUDA kernel's epilogue calls are host-device functions under nvcc
+// (kernels/cuda/): the GPU computes the same integer operations, which the CPU tests execute.
+#ifdef __CUDACC__
+#define QTK_HOST_DEVICE __host__ __device__
+#else
+#define QTK_HOST_DEVICE
+#endif
+
 namespace qtk {
 namespace arith {
 
 constexpr int32_t kInt8Min = -128;
 constexpr int32_t kInt8Max = 127;
 
-inline int32_t clamp(int64_t v, int32_t lo, int32_t hi) {
+QTK_HOST_DEVICE inline int32_t clamp(int64_t v, int32_t lo, int32_t hi) {
     return static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(v, lo), hi));
 }
 
 // Spec 2: one rounding step, half toward +infinity, exact in int64 for |acc| < 2^31, M < 2^31,
 // 1 <= shift <= 62.
-inline int64_t rounding_constant(int32_t shift) { return int64_t{1} << (shift - 1); }
+QTK_HOST_DEVICE inline int64_t rounding_constant(int32_t shift) {
+    return int64_t{1} << (shift - 1);
+}
 
-inline int64_t rounding_shift(int64_t product_sum, int32_t shift) {
+QTK_HOST_DEVICE inline int64_t rounding_shift(int64_t product_sum, int32_t shift) {
     return (product_sum + rounding_constant(shift)) >> shift;
 }
 
-inline int8_t requantize(int32_t acc, int32_t multiplier, int32_t shift, int32_t zero_point,
-                         int32_t lo, int32_t hi) {
+QTK_HOST_DEVICE inline int8_t requantize(int32_t acc, int32_t multiplier, int32_t shift,
+                                         int32_t zero_point, int32_t lo, int32_t hi) {
     const int64_t scaled = rounding_shift(int64_t{acc} * multiplier, shift);
     return static_cast<int8_t>(clamp(scaled + zero_point, lo, hi));
 }

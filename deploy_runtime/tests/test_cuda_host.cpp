@@ -1,0 +1,186 @@
+// The CUDA kernels' indexing and arithmetic on the CPU (kernels/cuda/, docs/cuda.md): each kernel's
+// tile functions run for every thread of every block, phase by phase as __syncthreads orders them
+// on the GPU, and their bytes are held against the CPU reference conv's over a sweep of shapes
+// around the tile edges (channels either side of the 4-channel quads and of the 32-channel tile,
+// pixels either side of the 64-pixel tile, every stride, padding and dilation, batch 1 and 3).
+// No GPU is needed, so CI runs it wherever the runtime builds; on a GPU the same sweep runs the
+// kernels themselves.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "../kernels/cuda/conv2d_int8_dp4a.h"
+#include "check.h"
+#include "conv_geometry.h"
+#include "model_builder.h"
+#include "qtk/runtime.h"
+
+namespace {
+
+using qtk_test::AttrSpec;
+using qtk_test::ConvGeometry;
+using qtk_test::ModelBuilder;
+using qtk_test::Rng;
+
+struct Case {
+    ConvGeometry g;
+    int64_t batch = 1;
+    bool extreme = false;  // weights +-127, input -128 or 127, the largest bias the check allows
+};
+
+int g_cases = 0;
+
+void check_dp4a(const Case& c) {
+    const ConvGeometry& g = c.g;
+    if (!g.window_fits() || g.groups != 1) {
+        return;
+    }
+    ++g_cases;
+    Rng rng(7000 + uint64_t(g_cases));
+    const int64_t k_count = g.k_count();
+    std::vector<int8_t> weights = qtk_test::random_weights(rng, size_t(g.out * k_count));
+    std::vector<int32_t> bias = qtk_test::random_bias(rng, size_t(g.out));
+    double typical = std::sqrt(double(k_count)) * 75 * 73;
+    const int32_t zx = static_cast<int32_t>(rng.uniform(-128, 127));
+    const int32_t zy = static_cast<int32_t>(rng.uniform(-128, 127));
+    const size_t x_count = size_t(c.batch * g.in * g.height * g.width);
+    std::vector<int8_t> x = rng.int8s(x_count);
+    if (c.extreme) {
+        const int64_t largest_bias = (int64_t{1} << 31) - 1 - k_count * 255 * 127;
+        for (int8_t& w : weights) {
+            w = static_cast<int8_t>(rng.uniform(0, 1) == 0 ? -127 : 127);
+        }
+        for (int32_t& b : bias) {
+            b = static_cast<int32_t>(rng.uniform(0, 1) == 0 ? -largest_bias : largest_bias);
+        }
+        std::fill(x.begin(), x.end(), static_cast<int8_t>(rng.uniform(0, 1) == 0 ? -128 : 127));
+        typical = double(int64_t{1} << 31);
+    }
+    const bool relu = rng.uniform(0, 2) == 0;
+
+    ModelBuilder b;
+    const uint32_t xv = b.activation("x", {1, g.in, g.height, g.width}, 0.05f, zx);
+    const uint32_t wv = b.weight("conv.weight", {g.out, g.in, g.kh, g.kw}, weights);
+    const uint32_t bv = b.bias("conv.bias", {g.out}, bias);
+    const uint32_t yv = b.activation("y", {1, g.out, g.out_h(), g.out_w()}, 0.1f, zy);
+    std::vector<AttrSpec> attrs =
+        qtk_test::requant_attrs(size_t(g.out), 1.0, 90.0 / typical, 1.0, relu ? zy : -128, 127);
+    const std::vector<int64_t> multipliers = attrs[0].ints, shifts = attrs[1].ints;
+    attrs.insert(attrs.begin(),
+                 {AttrSpec("stride", {g.sh, g.sw}), AttrSpec("padding", {g.ph, g.pw}),
+                  AttrSpec("dilation", {g.dh, g.dw}), AttrSpec("groups", {g.groups})});
+    b.node("conv2d", "conv", {xv, wv, bv}, {yv}, attrs);
+    b.inputs = {xv};
+    b.outputs = {yv};
+    const std::vector<uint8_t> bytes = b.build();
+    qtk_test::set_env("QTK_CONV_ALGO", "conv2d_int8_reference");
+    const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
+    qtk::Session session(model, {1});
+    const std::vector<int8_t> want =
+        session.run({x.data()}, {{c.batch, g.in, g.height, g.width}})[0].data;
+
+    const std::vector<int32_t> x4 = qtk::cuda::to_nchw4(x.data(), c.batch, g.in, g.height,
+                                                        g.width, int8_t{0x5a});
+    const std::vector<int32_t> w4 =
+        qtk::cuda::pack_dp4a_weights(weights.data(), g.out, g.in, g.kh, g.kw);
+    const std::vector<int32_t> folded =
+        qtk::cuda::fold_dp4a_bias(bias.data(), weights.data(), g.out, k_count, zx);
+    const std::vector<int32_t> m(multipliers.begin(), multipliers.end()),
+        s(shifts.begin(), shifts.end());
+    const int64_t out_quads = (g.out + 3) / 4;
+    std::vector<int8_t> y4(size_t(c.batch * out_quads * g.out_h() * g.out_w() * 4), 0x33);
+    const int8_t zx_byte = static_cast<int8_t>(zx);
+    const int8_t padding_bytes[4] = {zx_byte, zx_byte, zx_byte, zx_byte};
+    qtk::cuda::Conv2dDp4aParams p{};
+    p.x = x4.data();
+    p.w = w4.data();
+    p.folded_bias = folded.data();
+    p.multiplier = m.data();
+    p.shift = s.data();
+    p.y = y4.data();
+    p.padding_word = qtk::cuda::pack_quad(padding_bytes);
+    p.y_zero_point = zy;
+    p.lo = relu ? zy : -128;
+    p.hi = 127;
+    p.batch = int32_t(c.batch);
+    p.c_quads = int32_t((g.in + 3) / 4);
+    p.height = int32_t(g.height);
+    p.width = int32_t(g.width);
+    p.out_channels = int32_t(g.out);
+    p.out_h = int32_t(g.out_h());
+    p.out_w = int32_t(g.out_w());
+    p.kernel_h = int32_t(g.kh);
+    p.kernel_w = int32_t(g.kw);
+    p.stride_h = int32_t(g.sh);
+    p.stride_w = int32_t(g.sw);
+    p.pad_h = int32_t(g.ph);
+    p.pad_w = int32_t(g.pw);
+    p.dilation_h = int32_t(g.dh);
+    p.dilation_w = int32_t(g.dw);
+    qtk::cuda::run_conv2d_dp4a_on_host(p);
+    const std::vector<int8_t> got =
+        qtk::cuda::from_nchw4(y4.data(), c.batch, g.out, g.out_h(), g.out_w());
+    if (got != want) {
+        qtk_test::report_failure(__FILE__, __LINE__,
+                                 "conv2d_int8_dp4a (host) differs from the reference on " +
+                                     g.describe() + ", batch " + std::to_string(c.batch) +
+                                     (c.extreme ? ", extreme" : ""));
+    }
+}
+
+void test_dp4a_against_reference() {
+    // Channels either side of the quads (4) and of the tile (32 output channels).
+    for (int64_t in : {1, 3, 4, 5, 8, 17, 33}) {
+        for (int64_t out : {1, 4, 5, 31, 32, 33, 65}) {
+            Case c;
+            c.g.in = in;
+            c.g.out = out;
+            check_dp4a(c);
+        }
+    }
+    // Geometry: kernel x stride x padding x dilation x size, pixels either side of the 64-pixel
+    // tile (8x8 = 64, 9x7 = 63, 13x11 = 143), batch 1 and 3.
+    const int64_t kernels[][2] = {{1, 1}, {3, 3}, {5, 5}, {1, 3}, {7, 7}};
+    const int64_t sizes[][2] = {{1, 1}, {8, 8}, {9, 7}, {13, 11}};
+    for (const auto& k : kernels) {
+        for (int64_t stride : {1, 2}) {
+            for (int64_t pad : {0, 1, 3}) {
+                for (int64_t dilation : {1, 2}) {
+                    for (const auto& size : sizes) {
+                        Case c;
+                        c.g.in = 6;
+                        c.g.out = 9;
+                        c.g.kh = k[0];
+                        c.g.kw = k[1];
+                        c.g.sh = c.g.sw = stride;
+                        c.g.ph = c.g.pw = pad;
+                        c.g.dh = c.g.dw = dilation;
+                        c.g.height = size[0];
+                        c.g.width = size[1];
+                        c.batch = 1 + 2 * (g_cases % 2);
+                        check_dp4a(c);
+                    }
+                }
+            }
+        }
+    }
+    // The accumulator at its bounds: wrapping int32 sums still give the reference's bytes.
+    for (int64_t in : {3, 64}) {
+        Case c;
+        c.g.in = in;
+        c.g.out = 33;
+        c.g.height = c.g.width = 9;
+        c.extreme = true;
+        check_dp4a(c);
+    }
+    std::printf("conv2d_int8_dp4a (host): %d cases\n", g_cases);
+}
+
+}  // namespace
+
+int main() {
+    test_dp4a_against_reference();
+    return qtk_test::check_report();
+}
