@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../kernels/cuda/conv2d_int8_dp4a.h"
+#include "../kernels/cuda/conv2d_int8_mma.h"
 #include "check.h"
 #include "conv_geometry.h"
 #include "model_builder.h"
@@ -32,9 +33,10 @@ struct Case {
 
 int g_cases = 0;
 
-void check_dp4a(const Case& c) {
+// Each CUDA conv2d kernel, run on the CPU, against the reference's bytes on one case.
+void check_conv2d(const Case& c) {
     const ConvGeometry& g = c.g;
-    if (!g.window_fits() || g.groups != 1) {
+    if (!g.window_fits() || g.groups != 1) {  // the kernels compute groups 1
         return;
     }
     ++g_cases;
@@ -84,22 +86,19 @@ void check_dp4a(const Case& c) {
     const std::vector<int32_t> x4 = qtk::cuda::to_nchw4(x.data(), c.batch, g.in, g.height,
                                                         g.width, int8_t{0x5a});
     const std::vector<int32_t> w4 =
-        qtk::cuda::pack_dp4a_weights(weights.data(), g.out, g.in, g.kh, g.kw);
+        qtk::cuda::pack_nchw4_weights(weights.data(), g.out, g.in, g.kh, g.kw);
     const std::vector<int32_t> folded =
-        qtk::cuda::fold_dp4a_bias(bias.data(), weights.data(), g.out, k_count, zx);
+        qtk::cuda::fold_nchw4_bias(bias.data(), weights.data(), g.out, k_count, zx);
     const std::vector<int32_t> m(multipliers.begin(), multipliers.end()),
         s(shifts.begin(), shifts.end());
-    const int64_t out_quads = (g.out + 3) / 4;
-    std::vector<int8_t> y4(size_t(c.batch * out_quads * g.out_h() * g.out_w() * 4), 0x33);
     const int8_t zx_byte = static_cast<int8_t>(zx);
     const int8_t padding_bytes[4] = {zx_byte, zx_byte, zx_byte, zx_byte};
-    qtk::cuda::Conv2dDp4aParams p{};
+    qtk::cuda::Conv2dNchw4Params p{};
     p.x = x4.data();
     p.w = w4.data();
     p.folded_bias = folded.data();
     p.multiplier = m.data();
     p.shift = s.data();
-    p.y = y4.data();
     p.padding_word = qtk::cuda::pack_quad(padding_bytes);
     p.y_zero_point = zy;
     p.lo = relu ? zy : -128;
@@ -119,25 +118,35 @@ void check_dp4a(const Case& c) {
     p.pad_w = int32_t(g.pw);
     p.dilation_h = int32_t(g.dh);
     p.dilation_w = int32_t(g.dw);
-    qtk::cuda::run_conv2d_dp4a_on_host(p);
-    const std::vector<int8_t> got =
-        qtk::cuda::from_nchw4(y4.data(), c.batch, g.out, g.out_h(), g.out_w());
-    if (got != want) {
-        qtk_test::report_failure(__FILE__, __LINE__,
-                                 "conv2d_int8_dp4a (host) differs from the reference on " +
-                                     g.describe() + ", batch " + std::to_string(c.batch) +
-                                     (c.extreme ? ", extreme" : ""));
+    const struct {
+        const char* name;
+        void (*run)(const qtk::cuda::Conv2dNchw4Params&);
+    } kernels[] = {{"conv2d_int8_dp4a", qtk::cuda::run_conv2d_dp4a_on_host},
+                   {"conv2d_int8_mma", qtk::cuda::run_conv2d_mma_on_host}};
+    const int64_t out_quads = (g.out + 3) / 4;
+    for (const auto& kernel : kernels) {
+        std::vector<int8_t> y4(size_t(c.batch * out_quads * g.out_h() * g.out_w() * 4), 0x33);
+        p.y = y4.data();
+        kernel.run(p);
+        if (qtk::cuda::from_nchw4(y4.data(), c.batch, g.out, g.out_h(), g.out_w()) != want) {
+            qtk_test::report_failure(__FILE__, __LINE__,
+                                     std::string(kernel.name) +
+                                         " (on the CPU) differs from the reference on " +
+                                         g.describe() + ", batch " + std::to_string(c.batch) +
+                                         (c.extreme ? ", extreme" : ""));
+        }
     }
 }
 
-void test_dp4a_against_reference() {
-    // Channels either side of the quads (4) and of the tile (32 output channels).
-    for (int64_t in : {1, 3, 4, 5, 8, 17, 33}) {
-        for (int64_t out : {1, 4, 5, 31, 32, 33, 65}) {
+void test_against_reference() {
+    // Channels either side of the quads (4), of an mma's K (32 bytes: 8 quads) and of the tiles
+    // (16 output channels a warp, 32 a block).
+    for (int64_t in : {1, 3, 4, 5, 8, 17, 31, 32, 33}) {
+        for (int64_t out : {1, 4, 5, 15, 16, 17, 31, 32, 33, 65}) {
             Case c;
             c.g.in = in;
             c.g.out = out;
-            check_dp4a(c);
+            check_conv2d(c);
         }
     }
     // Geometry: kernel x stride x padding x dilation x size, pixels either side of the 64-pixel
@@ -160,7 +169,7 @@ void test_dp4a_against_reference() {
                         c.g.height = size[0];
                         c.g.width = size[1];
                         c.batch = 1 + 2 * (g_cases % 2);
-                        check_dp4a(c);
+                        check_conv2d(c);
                     }
                 }
             }
@@ -173,14 +182,14 @@ void test_dp4a_against_reference() {
         c.g.out = 33;
         c.g.height = c.g.width = 9;
         c.extreme = true;
-        check_dp4a(c);
+        check_conv2d(c);
     }
-    std::printf("conv2d_int8_dp4a (host): %d cases\n", g_cases);
+    std::printf("conv2d_int8_dp4a, conv2d_int8_mma (on the CPU): %d cases\n", g_cases);
 }
 
 }  // namespace
 
 int main() {
-    test_dp4a_against_reference();
+    test_against_reference();
     return qtk_test::check_report();
 }
