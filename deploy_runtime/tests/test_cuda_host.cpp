@@ -1,10 +1,13 @@
 // The CUDA kernels' indexing and arithmetic on the CPU (kernels/cuda/, docs/cuda.md): each kernel's
 // tile functions run for every thread of every block, phase by phase as __syncthreads orders them
 // on the GPU, and their bytes are held against the CPU reference conv's over a sweep of shapes
-// around the tile edges (channels either side of the 4-channel quads and of the 32-channel tile,
-// pixels either side of the 64-pixel tile, every stride, padding and dilation, batch 1 and 3).
-// No GPU is needed, so CI runs it wherever the runtime builds; on a GPU the same sweep runs the
-// kernels themselves.
+// around the tile edges (channels either side of the 4-channel quads and of the tiles, pixels
+// either side of the 64-pixel tile, every stride, padding and dilation, batch 1 and 3). No GPU is
+// needed, so CI runs it wherever the runtime builds.
+//
+// Built with QTK_TEST_ON_GPU (the ctest test_cuda_device, where QTK_CUDA is on), the same sweep
+// also launches each kernel on the GPU and holds its bytes against the reference too; without a
+// CUDA device it exits 77, which ctest reports as skipped.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +20,10 @@
 #include "conv_geometry.h"
 #include "model_builder.h"
 #include "qtk/runtime.h"
+
+#if QTK_TEST_ON_GPU
+#include <cuda_runtime_api.h>
+#endif
 
 namespace {
 
@@ -32,6 +39,74 @@ struct Case {
 };
 
 int g_cases = 0;
+
+using Nchw4Params = qtk::cuda::Conv2dNchw4Params;
+
+#if QTK_TEST_ON_GPU
+// `launch` on the GPU with device copies of p's buffers; its output copied back to p.y. A CUDA
+// error fails the test, naming the call.
+void run_on_gpu(int (*launch)(const Nchw4Params&, void*), const Nchw4Params& p) {
+    const size_t x_bytes = sizeof(int32_t) * size_t(p.batch) * size_t(p.c_quads) *
+                           size_t(p.height) * size_t(p.width);
+    const size_t w_bytes = sizeof(int32_t) * size_t(p.quads()) * size_t(p.out_channels);
+    const size_t per_channel = sizeof(int32_t) * size_t(p.out_channels);
+    const size_t y_bytes = size_t(p.pixels()) * size_t((p.out_channels + 3) / 4) * 4;
+    std::vector<void*> buffers;
+    const auto check = [](cudaError_t error, const char* what) {
+        if (error != cudaSuccess) {
+            qtk_test::report_failure(__FILE__, __LINE__,
+                                     std::string(what) + ": " + cudaGetErrorString(error));
+        }
+        return error == cudaSuccess;
+    };
+    const auto upload = [&](const void* host, size_t bytes) -> void* {
+        void* device = nullptr;
+        if (check(cudaMalloc(&device, bytes), "cudaMalloc")) {
+            buffers.push_back(device);
+            check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy in");
+        }
+        return device;
+    };
+    Nchw4Params d = p;
+    d.x = static_cast<const int32_t*>(upload(p.x, x_bytes));
+    d.w = static_cast<const int32_t*>(upload(p.w, w_bytes));
+    d.folded_bias = static_cast<const int32_t*>(upload(p.folded_bias, per_channel));
+    d.multiplier = static_cast<const int32_t*>(upload(p.multiplier, per_channel));
+    d.shift = static_cast<const int32_t*>(upload(p.shift, per_channel));
+    d.y = static_cast<int8_t*>(upload(p.y, y_bytes));
+    if (buffers.size() == 6 &&
+        check(static_cast<cudaError_t>(launch(d, nullptr)), "the kernel's launch") &&
+        check(cudaDeviceSynchronize(), "the kernel")) {
+        check(cudaMemcpy(p.y, d.y, y_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy out");
+    }
+    for (void* buffer : buffers) {
+        cudaFree(buffer);
+    }
+}
+
+void run_dp4a_on_gpu(const Nchw4Params& p) { run_on_gpu(qtk::cuda::launch_conv2d_dp4a, p); }
+void run_mma_on_gpu(const Nchw4Params& p) { run_on_gpu(qtk::cuda::launch_conv2d_mma, p); }
+
+int g_compute_capability = 0;  // major * 10 + minor of device 0
+#endif
+
+struct Conv2dKernel {
+    const char* name;
+    void (*run)(const Nchw4Params&);
+    int min_compute_capability;  // for the GPU runs
+};
+
+// The kernels on the CPU and, where built for it, on the GPU (the tensor-core one from sm_80).
+std::vector<Conv2dKernel> conv2d_kernels() {
+    std::vector<Conv2dKernel> kernels = {
+        {"conv2d_int8_dp4a (on the CPU)", qtk::cuda::run_conv2d_dp4a_on_host, 0},
+        {"conv2d_int8_mma (on the CPU)", qtk::cuda::run_conv2d_mma_on_host, 0}};
+#if QTK_TEST_ON_GPU
+    kernels.push_back({"conv2d_int8_dp4a (on the GPU)", run_dp4a_on_gpu, 61});
+    kernels.push_back({"conv2d_int8_mma (on the GPU)", run_mma_on_gpu, 80});
+#endif
+    return kernels;
+}
 
 // Each CUDA conv2d kernel, run on the CPU, against the reference's bytes on one case.
 void check_conv2d(const Case& c) {
@@ -93,7 +168,7 @@ void check_conv2d(const Case& c) {
         s(shifts.begin(), shifts.end());
     const int8_t zx_byte = static_cast<int8_t>(zx);
     const int8_t padding_bytes[4] = {zx_byte, zx_byte, zx_byte, zx_byte};
-    qtk::cuda::Conv2dNchw4Params p{};
+    Nchw4Params p{};
     p.x = x4.data();
     p.w = w4.data();
     p.folded_bias = folded.data();
@@ -118,20 +193,19 @@ void check_conv2d(const Case& c) {
     p.pad_w = int32_t(g.pw);
     p.dilation_h = int32_t(g.dh);
     p.dilation_w = int32_t(g.dw);
-    const struct {
-        const char* name;
-        void (*run)(const qtk::cuda::Conv2dNchw4Params&);
-    } kernels[] = {{"conv2d_int8_dp4a", qtk::cuda::run_conv2d_dp4a_on_host},
-                   {"conv2d_int8_mma", qtk::cuda::run_conv2d_mma_on_host}};
     const int64_t out_quads = (g.out + 3) / 4;
-    for (const auto& kernel : kernels) {
+    for (const Conv2dKernel& kernel : conv2d_kernels()) {
+#if QTK_TEST_ON_GPU
+        if (g_compute_capability < kernel.min_compute_capability) {
+            continue;
+        }
+#endif
         std::vector<int8_t> y4(size_t(c.batch * out_quads * g.out_h() * g.out_w() * 4), 0x33);
         p.y = y4.data();
         kernel.run(p);
         if (qtk::cuda::from_nchw4(y4.data(), c.batch, g.out, g.out_h(), g.out_w()) != want) {
             qtk_test::report_failure(__FILE__, __LINE__,
-                                     std::string(kernel.name) +
-                                         " (on the CPU) differs from the reference on " +
+                                     std::string(kernel.name) + " differs from the reference on " +
                                          g.describe() + ", batch " + std::to_string(c.batch) +
                                          (c.extreme ? ", extreme" : ""));
         }
@@ -184,12 +258,24 @@ void test_against_reference() {
         c.extreme = true;
         check_conv2d(c);
     }
-    std::printf("conv2d_int8_dp4a, conv2d_int8_mma (on the CPU): %d cases\n", g_cases);
+    std::printf("conv2d_int8_dp4a, conv2d_int8_mma: %d cases\n", g_cases);
 }
 
 }  // namespace
 
 int main() {
+#if QTK_TEST_ON_GPU
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        std::printf("no CUDA device: the GPU runs are skipped\n");
+        return 77;  // ctest's SKIP_RETURN_CODE
+    }
+    cudaDeviceProp properties{};
+    cudaGetDeviceProperties(&properties, 0);
+    g_compute_capability = properties.major * 10 + properties.minor;
+    std::printf("GPU: %s, compute capability %d.%d\n", properties.name, properties.major,
+                properties.minor);
+#endif
     test_against_reference();
     return qtk_test::check_report();
 }
