@@ -1,0 +1,82 @@
+// int8 depthwise conv2d on CUDA (groups = in channels = out channels), NCHW4 in and out
+// (conv2d_int8_nchw4.h; docs/cuda.md): one thread per output byte, in the output's byte order, so a
+// warp's stores are consecutive. A depthwise window sums over taps of one channel, not over
+// channels, so there is no GEMM to tile: each thread reads its window (neighbours share it through
+// the cache) and requantizes. The one phase is a host-device function, which the CPU runs for every
+// thread (run_depthwise_on_host) and the GPU kernel (conv2d_int8_depthwise.cu) for its own.
+//
+// Arithmetic (spec 4): acc = bias[c] + sum over the window's inside taps of (x - zx) w, exact in
+// int32 (the loader's accumulator check), then arith::requantize.
+#pragma once
+
+#include <cstdint>
+
+#include "conv2d_int8_nchw4.h"
+
+namespace qtk {
+namespace cuda {
+
+struct DepthwiseNchw4Params {
+    const int8_t* x;         // NCHW4 bytes: [batch][ceil(channels / 4)][height][width][4]
+    const int8_t* w;         // [channels][kernel_h][kernel_w]
+    const int32_t* bias;     // [channels]
+    const int32_t* multiplier;
+    const int32_t* shift;
+    int8_t* y;               // NCHW4 bytes: [batch][ceil(channels / 4)][out_h][out_w][4]
+    int32_t x_zero_point, y_zero_point, lo, hi;
+    int32_t batch, channels, height, width, out_h, out_w;
+    int32_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+
+    // Output bytes, the padding bytes of the last channel quad included (they are left alone).
+    QTK_HOST_DEVICE int64_t output_bytes() const {
+        return int64_t{batch} * ((channels + 3) / 4) * out_h * out_w * 4;
+    }
+};
+
+constexpr int kDepthwiseBlockThreads = 256;
+
+// The thread of output byte `e` (in NCHW4 order): its output, if the byte is a channel's.
+QTK_HOST_DEVICE inline void depthwise_output(const DepthwiseNchw4Params& p, int64_t e) {
+    const int32_t c_in_quad = static_cast<int32_t>(e % 4);
+    const int64_t pixel_of_quad = e / 4;  // [batch][channel quad][out_h * out_w]
+    const int32_t plane = p.out_h * p.out_w, quads = (p.channels + 3) / 4;
+    const int32_t at = static_cast<int32_t>(pixel_of_quad % plane);
+    const int32_t quad = static_cast<int32_t>(pixel_of_quad / plane % quads);
+    const int64_t n = pixel_of_quad / plane / quads;
+    const int32_t c = 4 * quad + c_in_quad;
+    if (c >= p.channels) {
+        return;
+    }
+    const int32_t oy = at / p.out_w, ox = at % p.out_w;
+    const int8_t* x = p.x + (n * quads + quad) * p.height * p.width * 4 + c_in_quad;
+    const int8_t* w = p.w + int64_t{c} * p.kernel_h * p.kernel_w;
+    int32_t acc = p.bias[c];
+    for (int32_t ky = 0; ky < p.kernel_h; ++ky) {
+        const int32_t iy = oy * p.stride_h - p.pad_h + ky * p.dilation_h;
+        if (iy < 0 || iy >= p.height) {
+            continue;
+        }
+        for (int32_t kx = 0; kx < p.kernel_w; ++kx) {
+            const int32_t ix = ox * p.stride_w - p.pad_w + kx * p.dilation_w;
+            if (ix >= 0 && ix < p.width) {
+                acc += (int32_t{x[(int64_t{iy} * p.width + ix) * 4]} - p.x_zero_point) *
+                       w[ky * p.kernel_w + kx];
+            }
+        }
+    }
+    p.y[e] = arith::requantize(acc, p.multiplier[c], p.shift[c], p.y_zero_point, p.lo, p.hi);
+}
+
+// The GPU kernel's threads, one after another on the CPU.
+inline void run_depthwise_on_host(const DepthwiseNchw4Params& p) {
+    for (int64_t e = 0; e < p.output_bytes(); ++e) {
+        depthwise_output(p, e);
+    }
+}
+
+// Launches the GPU kernel on `stream` (a cudaStream_t; null: the default stream); returns its
+// cudaError_t (0: launched). Defined in conv2d_int8_depthwise.cu, built where QTK_CUDA is on.
+int launch_depthwise(const DepthwiseNchw4Params& p, void* stream);
+
+}  // namespace cuda
+}  // namespace qtk
