@@ -14,9 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "../kernels/cuda/add_int8.h"
+#include "../kernels/cuda/concat_int8.h"
 #include "../kernels/cuda/conv2d_int8_depthwise.h"
 #include "../kernels/cuda/conv2d_int8_dp4a.h"
 #include "../kernels/cuda/conv2d_int8_mma.h"
+#include "../kernels/cuda/pool2d_int8.h"
 #include "check.h"
 #include "conv_geometry.h"
 #include "model_builder.h"
@@ -28,8 +31,11 @@
 
 namespace {
 
+using qtk::cuda::AddParams;
+using qtk::cuda::ConcatParams;
 using qtk::cuda::Conv2dNchw4Params;
 using qtk::cuda::DepthwiseNchw4Params;
+using qtk::cuda::Pool2dNchw4Params;
 using qtk_test::AttrSpec;
 using qtk_test::ConvGeometry;
 using qtk_test::ModelBuilder;
@@ -40,6 +46,32 @@ struct Case {
     int64_t batch = 1;
     bool extreme = false;  // weights +-127, input -128 or 127, the largest bias the check allows
 };
+
+// NCHW int8 -> NCHW4 bytes, the bytes past the channels 0x5a (read against nothing).
+std::vector<int8_t> nchw4_bytes(const std::vector<int8_t>& x, int64_t n, int64_t c, int64_t h,
+                                int64_t w) {
+    const std::vector<int32_t> words = qtk::cuda::to_nchw4(x.data(), n, c, h, w, int8_t{0x5a});
+    std::vector<int8_t> bytes(4 * words.size());
+    for (size_t i = 0; i < words.size(); ++i) {
+        for (size_t k = 0; k < 4; ++k) {
+            bytes[4 * i + k] = static_cast<int8_t>(qtk::cuda::signed_byte(words[i], int(k)));
+        }
+    }
+    return bytes;
+}
+
+// The runtime's output of a one-node model on `inputs`, by its portable kernels (QTK_ISA=scalar).
+std::vector<int8_t> run_reference(const ModelBuilder& b, const std::vector<const int8_t*>& inputs,
+                                  const std::vector<std::vector<int64_t>>& shapes) {
+    const std::vector<uint8_t> bytes = b.build();
+    qtk_test::set_env("QTK_ISA", "scalar");
+    const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
+    qtk_test::set_env("QTK_ISA", nullptr);
+    qtk::Session session(model, {1});
+    std::vector<const void*> pointers(inputs.begin(), inputs.end());
+    std::vector<qtk::Shape> input_shapes(shapes.begin(), shapes.end());
+    return session.run(pointers, input_shapes)[0].data;
+}
 
 // One conv2d node with random data, and the reference conv's output on it (NCHW).
 struct Reference {
@@ -173,6 +205,46 @@ void depthwise_on_gpu(const DepthwiseNchw4Params& p) {
                                     size_t(p.output_bytes()));
     }
 }
+
+void pool2d_on_gpu(const Pool2dNchw4Params& p) {
+    DeviceBuffers buffers;
+    const size_t quads = size_t((p.channels + 3) / 4);
+    Pool2dNchw4Params d = p;
+    d.x = buffers.upload(p.x, size_t(p.batch) * quads * size_t(p.height) * size_t(p.width) * 4);
+    d.y = buffers.upload(p.y, size_t(p.output_bytes()));
+    if (d.x && d.y) {
+        buffers.launch_and_download(qtk::cuda::launch_pool2d(d, nullptr), p.y, d.y,
+                                    size_t(p.output_bytes()));
+    }
+}
+
+void add_on_gpu(const AddParams& p) {
+    DeviceBuffers buffers;
+    AddParams d = p;
+    d.a = buffers.upload(p.a, size_t(p.count));
+    d.b = buffers.upload(p.b, size_t(p.count));
+    d.y = buffers.upload(p.y, size_t(p.count));
+    if (d.a && d.b && d.y) {
+        buffers.launch_and_download(qtk::cuda::launch_add(d, nullptr), p.y, d.y, size_t(p.count));
+    }
+}
+
+void concat_on_gpu(const ConcatParams& p) {
+    DeviceBuffers buffers;
+    ConcatParams d = p;
+    bool uploaded = true;
+    for (int32_t i = 0; i < p.input_count; ++i) {
+        d.inputs[i].x = buffers.upload(p.inputs[i].x, size_t(p.batch) *
+                                                          size_t((p.inputs[i].channels + 3) / 4) *
+                                                          size_t(p.plane) * 4);
+        uploaded = uploaded && d.inputs[i].x != nullptr;
+    }
+    d.y = buffers.upload(p.y, size_t(p.output_bytes()));
+    if (uploaded && d.y) {
+        buffers.launch_and_download(qtk::cuda::launch_concat(d, nullptr), p.y, d.y,
+                                    size_t(p.output_bytes()));
+    }
+}
 #endif
 
 // A kernel on the CPU or the GPU, with the compute capability its GPU run needs.
@@ -281,14 +353,7 @@ void check_depthwise(Case c) {
         return;
     }
     const Reference r = reference(c);
-    std::vector<int8_t> x4(size_t(c.batch * ((g.in + 3) / 4) * g.height * g.width * 4));
-    const std::vector<int32_t> words = qtk::cuda::to_nchw4(r.x.data(), c.batch, g.in, g.height,
-                                                           g.width, int8_t{0x5a});
-    for (size_t i = 0; i < words.size(); ++i) {
-        for (size_t k = 0; k < 4; ++k) {
-            x4[4 * i + k] = qtk::cuda::signed_byte(words[i], int(k));
-        }
-    }
+    const std::vector<int8_t> x4 = nchw4_bytes(r.x, c.batch, g.in, g.height, g.width);
     DepthwiseNchw4Params p{};
     p.x = x4.data();
     p.w = r.weights.data();
@@ -386,6 +451,255 @@ void test_depthwise_against_reference() {
     std::printf("conv2d_int8_depthwise: %d cases\n", g_cases - before);
 }
 
+const std::vector<Kernel<Pool2dNchw4Params>> kPool2dKernels = {
+    {"pool2d_int8 (on the CPU)", qtk::cuda::run_pool2d_on_host, 0},
+#if QTK_TEST_ON_GPU
+    {"pool2d_int8 (on the GPU)", pool2d_on_gpu, 1},
+#endif
+};
+const std::vector<Kernel<AddParams>> kAddKernels = {
+    {"add_int8 (on the CPU)", qtk::cuda::run_add_on_host, 0},
+#if QTK_TEST_ON_GPU
+    {"add_int8 (on the GPU)", add_on_gpu, 1},
+#endif
+};
+const std::vector<Kernel<ConcatParams>> kConcatKernels = {
+    {"concat_int8 (on the CPU)", qtk::cuda::run_concat_on_host, 0},
+#if QTK_TEST_ON_GPU
+    {"concat_int8 (on the GPU)", concat_on_gpu, 1},
+#endif
+};
+
+// Each kernel of `kernels` run on p (its output at p.y, `bytes` long, NCHW4 of [n, c, h, w]
+// unless `flat`) against `want` (NCHW).
+template <typename Params>
+void check_outputs(const std::vector<Kernel<Params>>& kernels, Params p, size_t bytes,
+                   const std::vector<int64_t>& nchw, bool flat, const std::vector<int8_t>& want,
+                   const std::string& what) {
+    for (const Kernel<Params>& kernel : kernels) {
+        if (!runs_here(kernel)) {
+            continue;
+        }
+        std::vector<int8_t> y(bytes, 0x33);
+        p.y = y.data();
+        kernel.run(p);
+        const std::vector<int8_t> got =
+            flat ? y : qtk::cuda::from_nchw4(y.data(), nchw[0], nchw[1], nchw[2], nchw[3]);
+        if (got != want) {
+            qtk_test::report_failure(__FILE__, __LINE__,
+                                     std::string(kernel.name) + " differs from the reference on " +
+                                         what);
+        }
+    }
+}
+
+// PyTorch's pooling output size along one axis (spec 6), ceil_mode's included.
+int64_t pool_output_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
+    const int64_t span = in + 2 * p - d * (k - 1) - 1;
+    if (span < 0) {
+        return 0;
+    }
+    int64_t out = (ceil ? (span + s - 1) / s : span / s) + 1;
+    if (ceil && (out - 1) * s >= in + p) {
+        --out;
+    }
+    return out;
+}
+
+struct PoolCase {
+    bool average = false, ceil_mode = false, count_include_pad = false;
+    int64_t channels = 5, height = 9, width = 7, kh = 3, kw = 3, stride = 2, pad = 1;
+    int64_t dilation = 1, divisor_override = 0, batch = 1;
+};
+
+void check_pool2d(const PoolCase& c) {
+    const int64_t oh = pool_output_size(c.height, c.kh, c.stride, c.pad, c.dilation, c.ceil_mode);
+    const int64_t ow = pool_output_size(c.width, c.kw, c.stride, c.pad, c.dilation, c.ceil_mode);
+    if (oh <= 0 || ow <= 0 || c.pad > ((std::min(c.kh, c.kw) - 1) * c.dilation + 1) / 2) {
+        return;
+    }
+    ++g_cases;
+    Rng rng(9000 + uint64_t(g_cases));
+    const int32_t z = static_cast<int32_t>(rng.uniform(-128, 127));
+    const std::vector<int8_t> x = rng.int8s(size_t(c.batch * c.channels * c.height * c.width));
+    ModelBuilder b;
+    const uint32_t xv = b.activation("x", {1, c.channels, c.height, c.width}, 0.1f, z);
+    const uint32_t yv = b.activation("y", {1, c.channels, oh, ow}, 0.1f, z);
+    std::vector<AttrSpec> attrs = {AttrSpec("kernel", {c.kh, c.kw}),
+                                   AttrSpec("stride", {c.stride, c.stride}),
+                                   AttrSpec("padding", {c.pad, c.pad}),
+                                   AttrSpec("ceil_mode", {c.ceil_mode ? 1 : 0})};
+    if (c.average) {
+        attrs.push_back(AttrSpec("count_include_pad", {c.count_include_pad ? 1 : 0}));
+        if (c.divisor_override != 0) {
+            attrs.push_back(AttrSpec("divisor_override", {c.divisor_override}));
+        }
+    } else {
+        attrs.push_back(AttrSpec("dilation", {c.dilation, c.dilation}));
+    }
+    b.node(c.average ? "avg_pool2d" : "max_pool2d", "pool", {xv}, {yv}, attrs);
+    b.inputs = {xv};
+    b.outputs = {yv};
+    const std::vector<int8_t> want =
+        run_reference(b, {x.data()}, {{c.batch, c.channels, c.height, c.width}});
+    const std::vector<int8_t> x4 = nchw4_bytes(x, c.batch, c.channels, c.height, c.width);
+    Pool2dNchw4Params p{};
+    p.x = x4.data();
+    p.batch = int32_t(c.batch);
+    p.channels = int32_t(c.channels);
+    p.height = int32_t(c.height);
+    p.width = int32_t(c.width);
+    p.out_h = int32_t(oh);
+    p.out_w = int32_t(ow);
+    p.kernel_h = int32_t(c.kh);
+    p.kernel_w = int32_t(c.kw);
+    p.stride_h = p.stride_w = int32_t(c.stride);
+    p.pad_h = p.pad_w = int32_t(c.pad);
+    p.dilation_h = p.dilation_w = int32_t(c.dilation);
+    p.average = c.average;
+    p.count_include_pad = c.count_include_pad;
+    p.divisor_override = c.divisor_override;
+    p.zero_point = z;
+    check_outputs(kPool2dKernels, p, size_t(p.output_bytes()), {c.batch, c.channels, oh, ow},
+                  false, want,
+                  std::string(c.average ? "avg" : "max") + " pool k" + std::to_string(c.kh) +
+                      "x" + std::to_string(c.kw) + " s" + std::to_string(c.stride) + " p" +
+                      std::to_string(c.pad) + " d" + std::to_string(c.dilation) +
+                      (c.ceil_mode ? " ceil" : "") + (c.count_include_pad ? " include_pad" : "") +
+                      " divisor " + std::to_string(c.divisor_override));
+}
+
+void test_pool2d_against_reference() {
+    const int before = g_cases;
+    const int64_t kernels[][2] = {{2, 2}, {3, 3}, {3, 2}};
+    for (bool average : {false, true}) {
+        for (const auto& k : kernels) {
+            for (int64_t stride : {1, 2}) {
+                for (int64_t pad : {0, 1}) {
+                    for (bool ceil_mode : {false, true}) {
+                        for (int variant = 0; variant < 4; ++variant) {
+                            PoolCase c;
+                            c.average = average;
+                            c.kh = k[0];
+                            c.kw = k[1];
+                            c.stride = stride;
+                            c.pad = pad;
+                            c.ceil_mode = ceil_mode;
+                            c.dilation = average ? 1 : 1 + variant % 2;
+                            c.count_include_pad = average && variant % 2 == 1;
+                            c.divisor_override = average && variant >= 2 ? 5 : 0;
+                            c.batch = 1 + 2 * (g_cases % 2);
+                            check_pool2d(c);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    std::printf("pool2d_int8: %d cases\n", g_cases - before);
+}
+
+void test_add_against_reference() {
+    const int before = g_cases;
+    const std::vector<int64_t> shapes[] = {{1, 1, 1, 1}, {3, 5, 7, 9}, {1, 4, 8, 8}, {2, 3, 1, 33}};
+    for (const std::vector<int64_t>& shape : shapes) {
+        for (double b_scale : {0.07, 0.1, 0.31}) {
+            ++g_cases;
+            Rng rng(11000 + uint64_t(g_cases));
+            const size_t count = size_t(shape[0] * shape[1] * shape[2] * shape[3]);
+            const std::vector<int8_t> a = rng.int8s(count), bv = rng.int8s(count);
+            const int32_t za = static_cast<int32_t>(rng.uniform(-128, 127));
+            const int32_t zb = static_cast<int32_t>(rng.uniform(-128, 127));
+            const int32_t zy = static_cast<int32_t>(rng.uniform(-128, 127));
+            const int32_t lo = rng.uniform(0, 1) == 0 ? zy : -128;
+            const auto m = qtk_test::rescale_multipliers({0.1, b_scale}, 0.13);
+            ModelBuilder b;
+            const std::vector<int64_t> one = {1, shape[1], shape[2], shape[3]};
+            const uint32_t av_ = b.activation("a", one, 0.1f, za);
+            const uint32_t bv_ = b.activation("b", one, float(b_scale), zb);
+            const uint32_t yv = b.activation("y", one, 0.13f, zy);
+            b.node("add", "add", {av_, bv_}, {yv},
+                   {AttrSpec("multiplier", m.first), AttrSpec("shift", {m.second}),
+                    AttrSpec("clamp", {lo, 127})});
+            b.inputs = {av_, bv_};
+            b.outputs = {yv};
+            const std::vector<int8_t> want =
+                run_reference(b, {a.data(), bv.data()}, {shape, shape});
+            AddParams p{};
+            p.a = a.data();
+            p.b = bv.data();
+            p.count = int64_t(count);
+            p.a_zero_point = za;
+            p.a_multiplier = int32_t(m.first[0]);
+            p.b_zero_point = zb;
+            p.b_multiplier = int32_t(m.first[1]);
+            p.shift = m.second;
+            p.zero_point = zy;
+            p.lo = lo;
+            p.hi = 127;
+            check_outputs(kAddKernels, p, count, shape, true, want,
+                          "add of " + std::to_string(count) + " bytes");
+        }
+    }
+    std::printf("add_int8: %d cases\n", g_cases - before);
+}
+
+void test_concat_against_reference() {
+    const int before = g_cases;
+    const std::vector<int64_t> splits[] = {{1, 3}, {4, 4}, {5, 2, 3}, {3, 3, 3, 3}, {7}};
+    for (const std::vector<int64_t>& channels : splits) {
+        for (int64_t batch : {1, 3}) {
+            ++g_cases;
+            Rng rng(12000 + uint64_t(g_cases));
+            const int64_t h = 3, w = 5;
+            const int32_t zy = static_cast<int32_t>(rng.uniform(-128, 127));
+            const float sy = 0.15f;
+            ModelBuilder b;
+            std::vector<uint32_t> values;
+            std::vector<int64_t> multipliers, shifts;
+            std::vector<std::vector<int8_t>> xs, x4s;
+            std::vector<std::vector<int64_t>> shapes;
+            std::vector<const int8_t*> inputs;
+            ConcatParams p{};
+            int64_t total = 0;
+            for (size_t i = 0; i < channels.size(); ++i) {
+                const bool same = i == 0;  // the first input has the output's parameters
+                const float scale = same ? sy : 0.05f * float(i + 1);
+                const int32_t z = same ? zy : static_cast<int32_t>(rng.uniform(-128, 127));
+                values.push_back(b.activation("x" + std::to_string(i), {1, channels[i], h, w},
+                                              scale, z));
+                const qtk_test::Requant r = same ? qtk_test::Requant{1 << 30, 30}
+                                                 : qtk_test::quantize_multiplier(scale / sy);
+                multipliers.push_back(r.multiplier);
+                shifts.push_back(r.shift);
+                xs.push_back(rng.int8s(size_t(batch * channels[i] * h * w)));
+                shapes.push_back({batch, channels[i], h, w});
+                p.inputs[i] = {nullptr, int32_t(channels[i]), z, r.multiplier, r.shift};
+                total += channels[i];
+            }
+            for (size_t i = 0; i < channels.size(); ++i) {
+                inputs.push_back(xs[i].data());
+                x4s.push_back(nchw4_bytes(xs[i], batch, channels[i], h, w));
+                p.inputs[i].x = x4s[i].data();
+            }
+            const uint32_t yv = b.activation("y", {1, total, h, w}, sy, zy);
+            b.node("concat", "cat", values, {yv},
+                   {AttrSpec("axis", {1}), AttrSpec("multiplier", multipliers),
+                    AttrSpec("shift", shifts)});
+            b.inputs = values;
+            b.outputs = {yv};
+            const std::vector<int8_t> want = run_reference(b, inputs, shapes);
+            p.input_count = int32_t(channels.size());
+            p.batch = int32_t(batch);
+            p.plane = int32_t(h * w);
+            p.zero_point = zy;
+            check_outputs(kConcatKernels, p, size_t(p.output_bytes()), {batch, total, h, w}, false,
+                          want, "concat of " + std::to_string(channels.size()) + " inputs");
+        }
+    }
+    std::printf("concat_int8: %d cases\n", g_cases - before);
+}
+
 }  // namespace
 
 int main() {
@@ -403,5 +717,8 @@ int main() {
 #endif
     test_conv2d_against_reference();
     test_depthwise_against_reference();
+    test_pool2d_against_reference();
+    test_add_against_reference();
+    test_concat_against_reference();
     return qtk_test::check_report();
 }

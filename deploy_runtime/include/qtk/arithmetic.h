@@ -46,18 +46,20 @@ QTK_HOST_DEVICE inline int8_t requantize(int32_t acc, int32_t multiplier, int32_
 
 // Spec 3: the rescaled sum of (q_i - z_i) * M_i with one shared shift; the caller accumulates the
 // int64 sum (each term below 2^39) and this finishes it.
-inline int8_t finish_rescaled_sum(int64_t sum, int32_t shift, int32_t zero_point, int32_t lo,
-                                  int32_t hi) {
+QTK_HOST_DEVICE inline int8_t finish_rescaled_sum(int64_t sum, int32_t shift,
+                                                  int32_t zero_point, int32_t lo, int32_t hi) {
     return static_cast<int8_t>(clamp(rounding_shift(sum, shift) + zero_point, lo, hi));
 }
 
-inline int8_t rescale_add(int8_t a, int32_t za, int32_t ma, int8_t b, int32_t zb, int32_t mb,
-                          int32_t shift, int32_t zero_point, int32_t lo, int32_t hi) {
+QTK_HOST_DEVICE inline int8_t rescale_add(int8_t a, int32_t za, int32_t ma, int8_t b, int32_t zb,
+                                          int32_t mb, int32_t shift, int32_t zero_point,
+                                          int32_t lo, int32_t hi) {
     const int64_t sum = int64_t{a - za} * ma + int64_t{b - zb} * mb;
     return finish_rescaled_sum(sum, shift, zero_point, lo, hi);
 }
 
-inline int8_t rescale(int8_t q, int32_t zq, int32_t multiplier, int32_t shift, int32_t zero_point) {
+QTK_HOST_DEVICE inline int8_t rescale(int8_t q, int32_t zq, int32_t multiplier, int32_t shift,
+                                      int32_t zero_point) {
     return finish_rescaled_sum(int64_t{q - zq} * multiplier, shift, zero_point, kInt8Min, kInt8Max);
 }
 
@@ -90,12 +92,13 @@ inline float dequantize(int8_t q, float scale, int32_t zero_point) {
 
 // Spec 6: sign(S) * floor((2|S| + d) / (2d)) for d > 0.
 // In int64: with a divisor_override below the window's size the quotient may pass int32.
-inline int64_t round_half_away_div(int64_t sum, int64_t divisor) {
+QTK_HOST_DEVICE inline int64_t round_half_away_div(int64_t sum, int64_t divisor) {
     const int64_t magnitude = (2 * (sum < 0 ? -sum : sum) + divisor) / (2 * divisor);
     return sum < 0 ? -magnitude : magnitude;
 }
 
-inline int8_t average(int64_t sum_minus_zp, int64_t divisor, int32_t zero_point) {
+QTK_HOST_DEVICE inline int8_t average(int64_t sum_minus_zp, int64_t divisor,
+                                      int32_t zero_point) {
     return static_cast<int8_t>(
         clamp(round_half_away_div(sum_minus_zp, divisor) + zero_point, kInt8Min, kInt8Max));
 }

@@ -1,9 +1,8 @@
 // int8 depthwise conv2d on CUDA (groups = in channels = out channels), NCHW4 in and out
-// (conv2d_int8_nchw4.h; docs/cuda.md): one thread per output byte, in the output's byte order, so a
-// warp's stores are consecutive. A depthwise window sums over taps of one channel, not over
-// channels, so there is no GEMM to tile: each thread reads its window (neighbours share it through
-// the cache) and requantizes. The one phase is a host-device function, which the CPU runs for every
-// thread (run_depthwise_on_host) and the GPU kernel (conv2d_int8_depthwise.cu) for its own.
+// (conv2d_int8_nchw4.h; docs/cuda.md): one thread per output byte (each_byte.cuh), in the output's
+// byte order, so a warp's stores are consecutive. A depthwise window sums over taps of one channel,
+// not over channels, so there is no GEMM to tile: each thread reads its window (neighbours share it
+// through the cache) and requantizes.
 //
 // Arithmetic (spec 4): acc = bias[c] + sum over the window's inside taps of (x - zx) w, exact in
 // int32 (the loader's accumulator check), then arith::requantize.
@@ -33,10 +32,13 @@ struct DepthwiseNchw4Params {
     }
 };
 
-constexpr int kDepthwiseBlockThreads = 256;
-
 // The thread of output byte `e` (in NCHW4 order): its output, if the byte is a channel's.
-QTK_HOST_DEVICE inline void depthwise_output(const DepthwiseNchw4Params& p, int64_t e) {
+struct DepthwiseOutput {
+    DepthwiseNchw4Params p;
+    QTK_HOST_DEVICE void operator()(int64_t e) const;
+};
+
+QTK_HOST_DEVICE inline void DepthwiseOutput::operator()(int64_t e) const {
     const int32_t c_in_quad = static_cast<int32_t>(e % 4);
     const int64_t pixel_of_quad = e / 4;  // [batch][channel quad][out_h * out_w]
     const int32_t plane = p.out_h * p.out_w, quads = (p.channels + 3) / 4;
@@ -67,11 +69,8 @@ QTK_HOST_DEVICE inline void depthwise_output(const DepthwiseNchw4Params& p, int6
     p.y[e] = arith::requantize(acc, p.multiplier[c], p.shift[c], p.y_zero_point, p.lo, p.hi);
 }
 
-// The GPU kernel's threads, one after another on the CPU.
 inline void run_depthwise_on_host(const DepthwiseNchw4Params& p) {
-    for (int64_t e = 0; e < p.output_bytes(); ++e) {
-        depthwise_output(p, e);
-    }
+    run_each_byte_on_host(DepthwiseOutput{p}, p.output_bytes());
 }
 
 // Launches the GPU kernel on `stream` (a cudaStream_t; null: the default stream); returns its

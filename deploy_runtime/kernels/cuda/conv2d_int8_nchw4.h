@@ -103,6 +103,14 @@ QTK_HOST_DEVICE inline void store_conv2d_output(const Conv2dNchw4Params& p, int3
         arith::requantize(acc, p.multiplier[o], p.shift[o], p.y_zero_point, p.lo, p.hi);
 }
 
+// The one-thread-per-output-byte kernels (each_byte.cuh) on the CPU: every thread in turn.
+template <typename Op>
+inline void run_each_byte_on_host(const Op& op, int64_t count) {
+    for (int64_t e = 0; e < count; ++e) {
+        op(e);
+    }
+}
+
 // The unsigned wrap of int32 adds, for the host twins of dp4a and mma.
 inline int32_t wrapping_add(int32_t a, int32_t b) {
     return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
