@@ -195,7 +195,7 @@ void depthwise_on_gpu(const DepthwiseNchw4Params& p) {
     const size_t channels = size_t(p.channels), quads = size_t((p.channels + 3) / 4);
     DepthwiseNchw4Params d = p;
     d.x = buffers.upload(p.x, size_t(p.batch) * quads * size_t(p.height) * size_t(p.width) * 4);
-    d.w = buffers.upload(p.w, channels * size_t(p.kernel_h) * size_t(p.kernel_w));
+    d.w = buffers.upload(p.w, channels * size_t(p.window.kernel_h) * size_t(p.window.kernel_w));
     d.bias = buffers.upload(p.bias, channels);
     d.multiplier = buffers.upload(p.multiplier, channels);
     d.shift = buffers.upload(p.shift, channels);
@@ -264,26 +264,39 @@ bool runs_here(const Kernel<Params>& kernel) {
 #endif
 }
 
-// The kernels' outputs (NCHW4, unset bytes 0x33) against the reference's.
+// Each kernel of `kernels` run on p (its output at p.y, `bytes` long, NCHW4 of [n, c, h, w]
+// unless `flat`) against `want` (NCHW).
 template <typename Params>
-void check_kernels(const std::vector<Kernel<Params>>& kernels, Params p, const Case& c,
-                   const Reference& r) {
-    const ConvGeometry& g = c.g;
+void check_outputs(const std::vector<Kernel<Params>>& kernels, Params p, size_t bytes,
+                   const std::vector<int64_t>& nchw, bool flat, const std::vector<int8_t>& want,
+                   const std::string& what) {
     for (const Kernel<Params>& kernel : kernels) {
         if (!runs_here(kernel)) {
             continue;
         }
-        std::vector<int8_t> y4(size_t(c.batch * ((g.out + 3) / 4) * g.out_h() * g.out_w() * 4),
-                               0x33);
-        p.y = y4.data();
+        std::vector<int8_t> y(bytes, 0x33);
+        p.y = y.data();
         kernel.run(p);
-        if (qtk::cuda::from_nchw4(y4.data(), c.batch, g.out, g.out_h(), g.out_w()) != r.want) {
+        const std::vector<int8_t> got =
+            flat ? y : qtk::cuda::from_nchw4(y.data(), nchw[0], nchw[1], nchw[2], nchw[3]);
+        if (got != want) {
             qtk_test::report_failure(__FILE__, __LINE__,
                                      std::string(kernel.name) + " differs from the reference on " +
-                                         g.describe() + ", batch " + std::to_string(c.batch) +
-                                         (c.extreme ? ", extreme" : ""));
+                                         what);
         }
     }
+}
+
+
+// The convolution kernels' outputs on case c against the reference's.
+template <typename Params>
+void check_kernels(const std::vector<Kernel<Params>>& kernels, const Params& p, const Case& c,
+                   const Reference& r) {
+    const ConvGeometry& g = c.g;
+    check_outputs(kernels, p, size_t(c.batch * ((g.out + 3) / 4) * g.out_h() * g.out_w() * 4),
+                  {c.batch, g.out, g.out_h(), g.out_w()}, false, r.want,
+                  g.describe() + ", batch " + std::to_string(c.batch) +
+                      (c.extreme ? ", extreme" : ""));
 }
 
 const std::vector<Kernel<Conv2dNchw4Params>> kConv2dKernels = {
@@ -301,6 +314,11 @@ const std::vector<Kernel<DepthwiseNchw4Params>> kDepthwiseKernels = {
     {"conv2d_int8_depthwise (on the GPU)", depthwise_on_gpu, 1},
 #endif
 };
+
+qtk::cuda::Window2d window_of(const ConvGeometry& g) {
+    return {int32_t(g.kh), int32_t(g.kw), int32_t(g.sh), int32_t(g.sw),
+            int32_t(g.ph), int32_t(g.pw), int32_t(g.dh), int32_t(g.dw)};
+}
 
 // The implicit-GEMM convolutions (groups 1) on one case.
 void check_conv2d(const Case& c) {
@@ -334,14 +352,7 @@ void check_conv2d(const Case& c) {
     p.out_channels = int32_t(g.out);
     p.out_h = int32_t(g.out_h());
     p.out_w = int32_t(g.out_w());
-    p.kernel_h = int32_t(g.kh);
-    p.kernel_w = int32_t(g.kw);
-    p.stride_h = int32_t(g.sh);
-    p.stride_w = int32_t(g.sw);
-    p.pad_h = int32_t(g.ph);
-    p.pad_w = int32_t(g.pw);
-    p.dilation_h = int32_t(g.dh);
-    p.dilation_w = int32_t(g.dw);
+    p.window = window_of(g);
     check_kernels(kConv2dKernels, p, c, r);
 }
 
@@ -370,14 +381,7 @@ void check_depthwise(Case c) {
     p.width = int32_t(g.width);
     p.out_h = int32_t(g.out_h());
     p.out_w = int32_t(g.out_w());
-    p.kernel_h = int32_t(g.kh);
-    p.kernel_w = int32_t(g.kw);
-    p.stride_h = int32_t(g.sh);
-    p.stride_w = int32_t(g.sw);
-    p.pad_h = int32_t(g.ph);
-    p.pad_w = int32_t(g.pw);
-    p.dilation_h = int32_t(g.dh);
-    p.dilation_w = int32_t(g.dw);
+    p.window = window_of(g);
     check_kernels(kDepthwiseKernels, p, c, r);
 }
 
@@ -410,6 +414,18 @@ void sweep_geometry(void (*check)(Case), int64_t in, int64_t out) {
     }
 }
 
+// Windows whose two axes differ in every attribute, for `check` with `in` and `out` channels.
+void sweep_asymmetric(void (*check)(Case), int64_t in, int64_t out) {
+    const int64_t windows[][8] = {{3, 5, 1, 2, 1, 2, 2, 1}, {5, 3, 2, 1, 2, 0, 1, 2},
+                                  {1, 3, 2, 1, 0, 1, 1, 3}};  // kh kw sh sw ph pw dh dw
+    for (const auto& v : windows) {
+        Case c;
+        c.g = ConvGeometry{in, out, 13, 11, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], 1};
+        c.batch = 3;
+        check(c);
+    }
+}
+
 void test_conv2d_against_reference() {
     const int before = g_cases;
     // Channels either side of the quads (4), of an mma's K (32 bytes: 8 quads) and of the tiles
@@ -423,6 +439,7 @@ void test_conv2d_against_reference() {
         }
     }
     sweep_geometry([](Case c) { check_conv2d(c); }, 6, 9);
+    sweep_asymmetric([](Case c) { check_conv2d(c); }, 6, 9);
     // The accumulator at its bounds: wrapping int32 sums still give the reference's bytes.
     for (int64_t in : {3, 64}) {
         Case c;
@@ -443,6 +460,7 @@ void test_depthwise_against_reference() {
         check_depthwise(c);
     }
     sweep_geometry(check_depthwise, 7, 7);
+    sweep_asymmetric(check_depthwise, 7, 7);
     Case c;
     c.g.in = 5;
     c.g.height = c.g.width = 9;
@@ -469,29 +487,6 @@ const std::vector<Kernel<ConcatParams>> kConcatKernels = {
     {"concat_int8 (on the GPU)", concat_on_gpu, 1},
 #endif
 };
-
-// Each kernel of `kernels` run on p (its output at p.y, `bytes` long, NCHW4 of [n, c, h, w]
-// unless `flat`) against `want` (NCHW).
-template <typename Params>
-void check_outputs(const std::vector<Kernel<Params>>& kernels, Params p, size_t bytes,
-                   const std::vector<int64_t>& nchw, bool flat, const std::vector<int8_t>& want,
-                   const std::string& what) {
-    for (const Kernel<Params>& kernel : kernels) {
-        if (!runs_here(kernel)) {
-            continue;
-        }
-        std::vector<int8_t> y(bytes, 0x33);
-        p.y = y.data();
-        kernel.run(p);
-        const std::vector<int8_t> got =
-            flat ? y : qtk::cuda::from_nchw4(y.data(), nchw[0], nchw[1], nchw[2], nchw[3]);
-        if (got != want) {
-            qtk_test::report_failure(__FILE__, __LINE__,
-                                     std::string(kernel.name) + " differs from the reference on " +
-                                         what);
-        }
-    }
-}
 
 // PyTorch's pooling output size along one axis (spec 6), ceil_mode's included.
 int64_t pool_output_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
@@ -551,11 +546,8 @@ void check_pool2d(const PoolCase& c) {
     p.width = int32_t(c.width);
     p.out_h = int32_t(oh);
     p.out_w = int32_t(ow);
-    p.kernel_h = int32_t(c.kh);
-    p.kernel_w = int32_t(c.kw);
-    p.stride_h = p.stride_w = int32_t(c.stride);
-    p.pad_h = p.pad_w = int32_t(c.pad);
-    p.dilation_h = p.dilation_w = int32_t(c.dilation);
+    const int32_t stride = int32_t(c.stride), pad = int32_t(c.pad), dilation = int32_t(c.dilation);
+    p.window = {int32_t(c.kh), int32_t(c.kw), stride, stride, pad, pad, dilation, dilation};
     p.average = c.average;
     p.count_include_pad = c.count_include_pad;
     p.divisor_override = c.divisor_override;

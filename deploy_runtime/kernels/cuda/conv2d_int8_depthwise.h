@@ -24,7 +24,7 @@ struct DepthwiseNchw4Params {
     int8_t* y;               // NCHW4 bytes: [batch][ceil(channels / 4)][out_h][out_w][4]
     int32_t x_zero_point, y_zero_point, lo, hi;
     int32_t batch, channels, height, width, out_h, out_w;
-    int32_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+    Window2d window;
 
     // Output bytes, the padding bytes of the last channel quad included (they are left alone).
     QTK_HOST_DEVICE int64_t output_bytes() const {
@@ -51,18 +51,19 @@ QTK_HOST_DEVICE inline void DepthwiseOutput::operator()(int64_t e) const {
     }
     const int32_t oy = at / p.out_w, ox = at % p.out_w;
     const int8_t* x = p.x + (n * quads + quad) * p.height * p.width * 4 + c_in_quad;
-    const int8_t* w = p.w + int64_t{c} * p.kernel_h * p.kernel_w;
+    const Window2d& window = p.window;
+    const int8_t* w = p.w + int64_t{c} * window.kernel_h * window.kernel_w;
     int32_t acc = p.bias[c];
-    for (int32_t ky = 0; ky < p.kernel_h; ++ky) {
-        const int32_t iy = oy * p.stride_h - p.pad_h + ky * p.dilation_h;
+    for (int32_t ky = 0; ky < window.kernel_h; ++ky) {
+        const int32_t iy = window.input_row(oy, ky);
         if (iy < 0 || iy >= p.height) {
             continue;
         }
-        for (int32_t kx = 0; kx < p.kernel_w; ++kx) {
-            const int32_t ix = ox * p.stride_w - p.pad_w + kx * p.dilation_w;
+        for (int32_t kx = 0; kx < window.kernel_w; ++kx) {
+            const int32_t ix = window.input_column(ox, kx);
             if (ix >= 0 && ix < p.width) {
                 acc += (int32_t{x[(int64_t{iy} * p.width + ix) * 4]} - p.x_zero_point) *
-                       w[ky * p.kernel_w + kx];
+                       w[ky * window.kernel_w + kx];
             }
         }
     }

@@ -25,6 +25,19 @@
 namespace qtk {
 namespace cuda {
 
+// A sliding window's geometry (PyTorch's: stride, padding, dilation), shared by the convolutions
+// and the pools: output row oy's tap ky reads input row input_row(oy, ky), and likewise columns.
+struct Window2d {
+    int32_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+
+    QTK_HOST_DEVICE int32_t input_row(int32_t oy, int32_t ky) const {
+        return oy * stride_h - pad_h + ky * dilation_h;
+    }
+    QTK_HOST_DEVICE int32_t input_column(int32_t ox, int32_t kx) const {
+        return ox * stride_w - pad_w + kx * dilation_w;
+    }
+};
+
 struct Conv2dNchw4Params {
     const int32_t* x;            // NCHW4 words: [batch][c_quads][height][width]
     const int32_t* w;            // [quads()][out_channels]
@@ -36,9 +49,9 @@ struct Conv2dNchw4Params {
     int32_t y_zero_point, lo, hi;
     int32_t batch, c_quads, height, width;
     int32_t out_channels, out_h, out_w;
-    int32_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+    Window2d window;
 
-    QTK_HOST_DEVICE int32_t quads() const { return kernel_h * kernel_w * c_quads; }
+    QTK_HOST_DEVICE int32_t quads() const { return window.kernel_h * window.kernel_w * c_quads; }
     QTK_HOST_DEVICE int32_t pixels() const { return batch * out_h * out_w; }
 };
 
@@ -77,10 +90,8 @@ QTK_HOST_DEVICE inline void load_conv2d_tile(const Conv2dNchw4Params& p, int cha
         if (k < quads && pixel < pixels) {
             const int32_t tap = k / p.c_quads, c4 = k % p.c_quads;
             const int32_t n = pixel / (p.out_h * p.out_w), at = pixel % (p.out_h * p.out_w);
-            const int32_t iy =
-                at / p.out_w * p.stride_h - p.pad_h + tap / p.kernel_w * p.dilation_h;
-            const int32_t ix =
-                at % p.out_w * p.stride_w - p.pad_w + tap % p.kernel_w * p.dilation_w;
+            const int32_t iy = p.window.input_row(at / p.out_w, tap / p.window.kernel_w);
+            const int32_t ix = p.window.input_column(at % p.out_w, tap % p.window.kernel_w);
             const bool inside = iy >= 0 && iy < p.height && ix >= 0 && ix < p.width;
             word = inside ? p.x[((int64_t{n} * p.c_quads + c4) * p.height + iy) * p.width + ix]
                           : p.padding_word;

@@ -16,7 +16,7 @@ struct Pool2dNchw4Params {
     const int8_t* x;  // NCHW4 bytes: [batch][ceil(channels / 4)][height][width][4]
     int8_t* y;        // NCHW4 bytes: [batch][ceil(channels / 4)][out_h][out_w][4]
     int32_t batch, channels, height, width, out_h, out_w;
-    int32_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+    Window2d window;
     bool average, count_include_pad;
     int64_t divisor_override;  // 0: none
     int32_t zero_point;        // the input's and output's (average only)
@@ -36,13 +36,13 @@ QTK_HOST_DEVICE inline void Pool2dOutput::operator()(int64_t e) const {
     const int64_t quad_plane = e / 4 / plane;  // n * quads + channel quad
     const int32_t at = static_cast<int32_t>(e / 4 % plane), oy = at / p.out_w, ox = at % p.out_w;
     const int8_t* x = p.x + quad_plane * p.height * p.width * 4 + e % 4;
-    const int32_t top = oy * p.stride_h - p.pad_h, left = ox * p.stride_w - p.pad_w;
+    const Window2d& window = p.window;
     int32_t max = arith::kInt8Min;
     int64_t sum = 0, count = 0;
-    for (int32_t ky = 0; ky < p.kernel_h; ++ky) {
-        const int32_t iy = top + ky * p.dilation_h;
-        for (int32_t kx = 0; kx < p.kernel_w; ++kx) {
-            const int32_t ix = left + kx * p.dilation_w;
+    for (int32_t ky = 0; ky < window.kernel_h; ++ky) {
+        const int32_t iy = window.input_row(oy, ky);
+        for (int32_t kx = 0; kx < window.kernel_w; ++kx) {
+            const int32_t ix = window.input_column(ox, kx);
             if (iy >= 0 && iy < p.height && ix >= 0 && ix < p.width) {
                 const int32_t q = x[(int64_t{iy} * p.width + ix) * 4];
                 max = q > max ? q : max;
@@ -58,10 +58,12 @@ QTK_HOST_DEVICE inline void Pool2dOutput::operator()(int64_t e) const {
     int64_t divisor = count;
     if (p.divisor_override != 0) {
         divisor = p.divisor_override;
-    } else if (p.count_include_pad) {
-        const int32_t bottom = top + p.kernel_h, right = left + p.kernel_w;
-        divisor = int64_t{(bottom < p.height + p.pad_h ? bottom : p.height + p.pad_h) - top} *
-                  ((right < p.width + p.pad_w ? right : p.width + p.pad_w) - left);
+    } else if (p.count_include_pad) {  // average pools have no dilation: the window is k wide
+        const int32_t top = window.input_row(oy, 0), left = window.input_column(ox, 0);
+        const int32_t bottom = top + window.kernel_h, right = left + window.kernel_w;
+        const int32_t padded_h = p.height + window.pad_h, padded_w = p.width + window.pad_w;
+        divisor = int64_t{(bottom < padded_h ? bottom : padded_h) - top} *
+                  ((right < padded_w ? right : padded_w) - left);
     }
     p.y[e] = arith::average(sum, divisor, p.zero_point);
 }
