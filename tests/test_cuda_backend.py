@@ -19,4 +19,3 @@ def test_cuda_kernels_compile_for_sm_80_and_sm_90(tmp_path):
                         targets=["qtk_cuda_kernels"])
     library = (build / "libqtk_cuda_kernels.a").read_bytes()
     assert set(re.findall(rb"sm_\d+", library)) >= {b"sm_80", b"sm_90"}
-

@@ -60,13 +60,16 @@ std::vector<int8_t> nchw4_bytes(const std::vector<int8_t>& x, int64_t n, int64_t
     return bytes;
 }
 
-// The runtime's output of a one-node model on `inputs`, by its portable kernels (QTK_ISA=scalar).
+// The runtime's output of a one-node model on `inputs`, by its reference conv and its portable
+// kernels of the other ops (QTK_ISA=scalar), chosen as the model loads.
 std::vector<int8_t> run_reference(const ModelBuilder& b, const std::vector<const int8_t*>& inputs,
                                   const std::vector<std::vector<int64_t>>& shapes) {
     const std::vector<uint8_t> bytes = b.build();
     qtk_test::set_env("QTK_ISA", "scalar");
+    qtk_test::set_env("QTK_CONV_ALGO", "conv2d_int8_reference");
     const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
     qtk_test::set_env("QTK_ISA", nullptr);
+    qtk_test::set_env("QTK_CONV_ALGO", nullptr);
     qtk::Session session(model, {1});
     std::vector<const void*> pointers(inputs.begin(), inputs.end());
     std::vector<qtk::Shape> input_shapes(shapes.begin(), shapes.end());
@@ -124,11 +127,7 @@ Reference reference(const Case& c) {
     b.node("conv2d", "conv", {xv, wv, bv}, {yv}, attrs);
     b.inputs = {xv};
     b.outputs = {yv};
-    const std::vector<uint8_t> bytes = b.build();
-    qtk_test::set_env("QTK_CONV_ALGO", "conv2d_int8_reference");
-    const auto model = qtk::Model::from_bytes(bytes.data(), bytes.size());
-    qtk::Session session(model, {1});
-    r.want = session.run({r.x.data()}, {{c.batch, g.in, g.height, g.width}})[0].data;
+    r.want = run_reference(b, {r.x.data()}, {{c.batch, g.in, g.height, g.width}});
     return r;
 }
 
@@ -153,7 +152,7 @@ class DeviceBuffers {
         check(cudaMemcpy(device, host, count * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
         return static_cast<T*>(device);
     }
-    // Runs `launch`, waits for it and copies `count` bytes of its output back to `host`.
+    // Waits for a kernel whose launch returned `error` and copies `count` bytes of its output back.
     void launch_and_download(int error, int8_t* host, const int8_t* device, size_t count) {
         if (check(static_cast<cudaError_t>(error), "the kernel's launch") &&
             check(cudaDeviceSynchronize(), "the kernel")) {
