@@ -35,7 +35,8 @@ ALGORITHMS = {  # per QTK_ISA level: the conv algorithms that compete on 3x3 str
                     "conv2d_int8_winograd_f2x3_8x32_avx512",
                     "conv2d_int8_winograd_f2x3_8x32_l1_avx512"],
     "avx2": ["conv2d_int8_direct_2x16c4_avx2", "conv2d_int8_gemm_2x16c4_avx2",
-             "conv2d_int8_winograd_f2x3_6x16_avx2", "conv2d_int8_winograd_f2x3_6x16_l1_avx2"],
+             "conv2d_int8_winograd_f2x3_int16_6x16_avx2",
+             "conv2d_int8_winograd_f2x3_int16_6x16_l1_avx2"],
 }
 BEGIN = "<!-- BEGIN WINOGRAD RESULTS: written by `python -m benchmarks.winograd`, do not edit -->"
 END = "<!-- END WINOGRAD RESULTS -->"

@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -1093,22 +1094,61 @@ void test_winograd_bounds() {
 // The Winograd micro-kernels on tiles transformed here, against the 2x2 outputs' sums of
 // (x - z) w in int64, before any requantization (which could hide a lost last bit): random values
 // and the largest sums (|x - z| 254 or 255, weights all 127 or all -127, so |U'| = 1143), channel
-// counts around the chunk of 14. One channel more than the chunk must lose exactness on the
-// largest sums: the bound is tight and this check sees a lost bit.
+// counts around the float form's chunk of 14 and odd ones (the int16 form's padded channel pair).
+// One channel more than the chunk must lose exactness on the largest float sums: the bound is
+// tight and this check sees a lost bit.
 void test_winograd_ukernels() {
+    using qtk::detail::WinogradF2x3Int16Ukernel;
     using qtk::detail::WinogradF2x3Ukernel;
+    // A micro-kernel of either form: run(u, v, channels, chunk, y) on U' and V given as
+    // [16][channels][mr] and [16][channels][nr], packed here as the form reads them.
     struct Entry {
         IsaLevel isa;
-        const WinogradF2x3Ukernel* ukernel;
+        const char* form;
+        int mr, nr;
+        std::function<void(const std::vector<int32_t>&, const std::vector<int32_t>&, int64_t,
+                           int64_t, int32_t*)>
+            run;
     };
-    const Entry entries[] = {
+    std::vector<Entry> entries;
+    const auto add_float = [&](IsaLevel isa, const WinogradF2x3Ukernel& k) {
+        entries.push_back({isa, "float", k.mr, k.nr,
+                           [&k](const std::vector<int32_t>& u, const std::vector<int32_t>& v,
+                                int64_t channels, int64_t chunk, int32_t* y) {
+                               const std::vector<float> fu(u.begin(), u.end());
+                               const std::vector<float> fv(v.begin(), v.end());
+                               k.run(fu.data(), fv.data(), channels, k.nr, chunk, y);
+                           }});
+    };
+    const auto add_int16 = [&](IsaLevel isa, const WinogradF2x3Int16Ukernel& k) {
+        entries.push_back(
+            {isa, "int16", k.mr, k.nr,
+             [&k](const std::vector<int32_t>& u, const std::vector<int32_t>& v, int64_t channels,
+                  int64_t, int32_t* y) {
+                 // [16][channels][n] -> [16][words][n][2], zeros in an odd count's last pair.
+                 const int64_t words = (channels + 1) / 2;
+                 const auto pairs = [&](const std::vector<int32_t>& a, int n) {
+                     std::vector<int16_t> out(size_t(16 * words * n * 2), 0);
+                     for (int e = 0; e < 16; ++e) {
+                         for (int64_t c = 0; c < channels; ++c) {
+                             for (int i = 0; i < n; ++i) {
+                                 out[size_t(((e * words + c / 2) * n + i) * 2 + c % 2)] =
+                                     int16_t(a[size_t((e * channels + c) * n + i)]);
+                             }
+                         }
+                     }
+                     return out;
+                 };
+                 const std::vector<int16_t> pu = pairs(u, k.mr), pv = pairs(v, k.nr);
+                 k.run(pu.data(), pv.data(), words, k.nr, y);
+             }});
+    };
 #if QTK_X86_AVX2
-        {IsaLevel::kAvx2, &qtk::detail::kWinogradF2x3Avx2},
+    add_int16(IsaLevel::kAvx2, qtk::detail::kWinogradF2x3Int16Avx2);
 #endif
 #if QTK_X86_AVX512_VNNI
-        {IsaLevel::kAvx512Vnni, &qtk::detail::kWinogradF2x3Avx512},
+    add_float(IsaLevel::kAvx512Vnni, qtk::detail::kWinogradF2x3Avx512);
 #endif
-    };
     constexpr int kG[4][3] = {{2, 0, 0}, {1, 1, 1}, {1, -1, 1}, {0, 0, 2}};
     constexpr int kBt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
     Rng rng(17);
@@ -1116,8 +1156,9 @@ void test_winograd_ukernels() {
         if (!cpu_supports(e.isa)) {
             continue;
         }
-        const int mr = e.ukernel->mr, nr = e.ukernel->nr;
-        for (int64_t channels : {1, 13, 14, 15, 29, 200}) {
+        const bool is_float = std::string(e.form) == "float";
+        const int mr = e.mr, nr = e.nr;
+        for (int64_t channels : {1, 2, 13, 14, 15, 29, 200}) {
             for (bool worst : {false, true}) {
                 const int32_t z = worst ? (rng.uniform(0, 1) == 0 ? -128 : 127)
                                         : static_cast<int32_t>(rng.uniform(-128, 127));
@@ -1133,27 +1174,27 @@ void test_winograd_ukernels() {
                     v = x - z;
                 }
                 // U' = G' g G'^T as [16][channels][mr], V = B^T d B as [16][channels][nr].
-                std::vector<float> u(size_t(16 * channels * mr)), v(size_t(16 * channels * nr));
+                std::vector<int32_t> u(size_t(16 * channels * mr)), v(size_t(16 * channels * nr));
                 int64_t max_abs_u = 0;
                 for (int64_t c = 0; c < channels; ++c) {
                     for (int i = 0; i < 4; ++i) {
                         for (int j = 0; j < 4; ++j) {
                             for (int r = 0; r < mr; ++r) {
-                                int64_t sum = 0;
+                                int32_t sum = 0;
                                 for (int k = 0; k < 9; ++k) {
                                     sum += kG[i][k / 3] * kG[j][k % 3] *
                                            g[size_t((r * channels + c) * 9 + k)];
                                 }
-                                max_abs_u = std::max(max_abs_u, std::abs(sum));
-                                u[size_t(((4 * i + j) * channels + c) * mr + r)] = float(sum);
+                                max_abs_u = std::max<int64_t>(max_abs_u, std::abs(sum));
+                                u[size_t(((4 * i + j) * channels + c) * mr + r)] = sum;
                             }
                             for (int t = 0; t < nr; ++t) {
-                                int64_t sum = 0;
+                                int32_t sum = 0;
                                 for (int k = 0; k < 16; ++k) {
                                     sum += kBt[i][k / 4] * kBt[j][k % 4] *
                                            d[size_t((c * nr + t) * 16 + k)];
                                 }
-                                v[size_t(((4 * i + j) * channels + c) * nr + t)] = float(sum);
+                                v[size_t(((4 * i + j) * channels + c) * nr + t)] = sum;
                             }
                         }
                     }
@@ -1161,7 +1202,7 @@ void test_winograd_ukernels() {
                 const int64_t chunk = qtk::detail::winograd_f2x3_chunk_channels(max_abs_u, z);
                 const auto mismatches = [&](int64_t chunk_channels) {
                     std::vector<int32_t> y(size_t(mr * 4 * nr));
-                    e.ukernel->run(u.data(), v.data(), channels, nr, chunk_channels, y.data());
+                    e.run(u, v, channels, chunk_channels, y.data());
                     int count = 0;
                     for (int r = 0; r < mr; ++r) {
                         for (int t = 0; t < nr; ++t) {
@@ -1181,19 +1222,20 @@ void test_winograd_ukernels() {
                     }
                     return count;
                 };
-                const std::string what = std::string(isa_name(e.isa)) + " Winograd micro-kernel, " +
-                                         std::to_string(channels) + " channels, z " +
-                                         std::to_string(z) + (worst ? ", largest sums" : "");
+                const std::string what = std::string(isa_name(e.isa)) + " " + e.form +
+                                         " Winograd micro-kernel, " + std::to_string(channels) +
+                                         " channels, z " + std::to_string(z) +
+                                         (worst ? ", largest sums" : "");
                 if (mismatches(std::min(chunk, channels)) != 0) {
                     qtk_test::report_failure(__FILE__, __LINE__, what + ": differs");
                 }
-                if (worst && channels > chunk && mismatches(chunk + 1) == 0) {
+                if (is_float && worst && channels > chunk && mismatches(chunk + 1) == 0) {
                     qtk_test::report_failure(__FILE__, __LINE__,
                                              what + ": exact with a chunk one channel longer");
                 }
             }
         }
-        std::printf("Winograd micro-kernel %s: checked\n", isa_name(e.isa));
+        std::printf("Winograd micro-kernel %s %s: checked\n", isa_name(e.isa), e.form);
     }
 }
 

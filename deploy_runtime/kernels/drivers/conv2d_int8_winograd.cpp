@@ -1,15 +1,15 @@
 // conv2d int8 as Winograd F(2x2, 3x3) on x86, NCHW, 3x3 kernels, stride 1, dilation 1, any
-// padding and groups (docs/quantization_spec.md section 4), with the transforms and products in
-// float. docs/winograd.md proves the result equals the direct convolution for every int8 input and
-// weight; in short: with d = x - z (padding d = 0) and the weight transform scaled by 2 per side,
-// U' = G' g G'^T and V = B^T d B are integers (|U'| <= 1143, |V| <= 1020), so each product is an
-// exact float; channel sums stay exact in float over chunks of `chunk_` channels (partial sums
-// <= 2^24, winograd_f2x3_chunk_channels) and go on in int32; A^T M A = 4 sum (x - z) w, which
+// padding and groups (docs/quantization_spec.md section 4), the transforms in float and the
+// products in float or int16 (the micro-kernel's form, winograd_int8_f2x3.h). docs/winograd.md
+// proves the result equals the direct convolution for every int8 input and weight; in short: with
+// d = x - z (padding d = 0) and the weight transform scaled by 2 per side, U' = G' g G'^T and
+// V = B^T d B are integers (|U'| <= 1143, |V| <= 1020), so each product is exact in float or in
+// int16 x int16 -> int32; float channel sums stay exact over chunks of `chunk_` channels (partial
+// sums <= 2^24, winograd_f2x3_chunk_channels) and go on in int32; A^T M A = 4 sum (x - z) w, which
 // fits int32 for group_in_channels <= kMaxChannels, so int32 wrapping on the way does not matter
-// and an arithmetic shift divides by 4 exactly. The micro-kernel (winograd_int8_f2x3.h) is per ISA;
-// this file, built with the baseline flags, lays out the input, transforms it and cuts the work;
-// the epilogue (bias, requantization, activation clamp, fused residual add) is
-// conv2d_int8_epilogue.h.
+// and an arithmetic shift divides by 4 exactly. The micro-kernel is per ISA; this file, built with
+// the baseline flags, lays out the input, transforms it and cuts the work; the epilogue (bias,
+// requantization, activation clamp, fused residual add) is conv2d_int8_epilogue.h.
 //
 // Layout. Each run first writes d of every (sample, group, channel) once as float into a padded
 // plane split by column parity: rows 2 tiles_h + 2, each an even half then an odd half of
@@ -19,7 +19,8 @@
 // it; those pixels are computed and dropped).
 //
 // Work: the tiles of each (sample, group) plane are cut into blocks whose transformed input
-// V [16][channels][block_tiles + 4] fits a budget (L2 or L1: two descriptors), at least nr tiles;
+// V [16][words][block_tiles + 4] (32-bit words: one channel's float or two channels' int16)
+// fits a budget (L2 or L1: two descriptors), at least nr tiles;
 // a task is one block and a range of output-channel tiles (conv2d_winograd_blocking.h). It
 // transforms its block's input (SSE2, 4 tiles a vector) with no separate pack step: V is the
 // micro-kernel's operand as written. Then, per output-channel tile, it runs the micro-kernel on
@@ -30,6 +31,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "../contracts/winograd_int8_f2x3.h"
@@ -55,7 +57,7 @@ namespace {
 
 // 4 * 9 C * 255 * 127 < 2^31: the scaled result A^T M A fits int32 (docs/winograd.md).
 constexpr int64_t kMaxChannels = 1841;
-constexpr int64_t kVSlack = 4;  // floats after each V row: the last 4-tile vector's overrun
+constexpr int64_t kVSlack = 4;  // words after each V row: the last 4-tile vector's overrun
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -65,8 +67,8 @@ bool fits_winograd(const Conv2dParams& p) {
 }
 
 // Tiles of the largest block: V within block_bytes.
-int64_t max_block_tiles(int64_t channels, int nr, int64_t block_bytes) {
-    return winograd_max_block_tiles(kWinogradElements * channels * 4, block_bytes, nr);
+int64_t max_block_tiles(int64_t words, int nr, int64_t block_bytes) {
+    return winograd_max_block_tiles(kWinogradElements * words * 4, block_bytes, nr);
 }
 
 // The split input planes of one run (header comment), from the input shape.
@@ -86,11 +88,25 @@ struct WinogradLayout {
           channel_floats((2 * tiles_h + 2) * 2 * half_w) {}
 };
 
-size_t block_v_bytes(int64_t channels, int64_t block_tiles) {
-    return size_t(kWinogradElements * channels * (block_tiles + kVSlack) * 4);
+size_t block_v_bytes(int64_t words, int64_t block_tiles) {
+    return size_t(kWinogradElements * words * (block_tiles + kVSlack) * 4);
 }
 
-size_t y_bytes(const WinogradF2x3Ukernel& u) { return size_t(u.mr * 2 * 2 * u.nr * 4); }
+// The micro-kernel's output rows.
+template <typename Ukernel>
+size_t y_bytes(const Ukernel& u) { return size_t(u.mr * 2 * 2 * u.nr * 4); }
+
+// Stores 4 tiles' V of channel c as their words: floats, or c's int16 half of each pair of int16.
+// An even channel writes its words whole (its odd partner's half 0), an odd one keeps the even
+// half: a vector's overrun into tiles stored later is overwritten when they are.
+void store_v(float* out, int64_t, __m128 v) { _mm_storeu_ps(out, v); }
+void store_v(int32_t* out, int64_t c, __m128 v) {
+    const __m128i vlow = _mm_set1_epi32(0xFFFF), vi = _mm_cvtps_epi32(v);
+    __m128i* p = reinterpret_cast<__m128i*>(out);
+    _mm_storeu_si128(p, c % 2 == 0 ? _mm_and_si128(vi, vlow)
+                                   : _mm_or_si128(_mm_and_si128(_mm_loadu_si128(p), vlow),
+                                                  _mm_slli_epi32(vi, 16)));
+}
 
 // d = x - z of one channel plane into its split plane at dst (header comment), 0 around it.
 void split_channel(const int8_t* x, int64_t in_h, int64_t in_w, const Conv2dParams& p,
@@ -106,12 +122,13 @@ void split_channel(const int8_t* x, int64_t in_h, int64_t in_w, const Conv2dPara
 }
 
 // V = B^T d B, B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], of tiles
-// [first, first + count) of `channels` split planes into v [16][channels][v_row]. Exact: integer
-// sums of at most 4 terms |d| <= 255. Vectors of 4 tiles run up to 3 tiles past a tile row's
-// last: into tiles written after them, or into the row's slack.
+// [first, first + count) of `channels` split planes into v [16][words][v_row] of Word (store_v).
+// Exact: integer sums of at most 4 terms |d| <= 255. Vectors of 4 tiles run up to 3 tiles past a
+// tile row's last: into tiles written after them, or into the row's slack.
+template <int kChannelsPerWord, typename Word>
 void transform_input(const float* d, const WinogradLayout& l, int64_t channels, int64_t first,
-                     int64_t count, int64_t v_row, float* v) {
-    const int64_t element_stride = channels * v_row;
+                     int64_t count, int64_t v_row, Word* v) {
+    const int64_t element_stride = (channels + kChannelsPerWord - 1) / kChannelsPerWord * v_row;
     for (int64_t c = 0; c < channels; ++c) {
         const float* plane = d + c * l.channel_floats;
         for (int64_t t = first; t < first + count;) {
@@ -129,13 +146,12 @@ void transform_input(const float* d, const WinogradLayout& l, int64_t channels, 
                     vdb[a][2] = _mm_sub_ps(vc2, vc1);
                     vdb[a][3] = _mm_sub_ps(vc1, vc3);
                 }
-                float* out = v + c * v_row + (t - first + k);
+                Word* out = v + c / kChannelsPerWord * v_row + (t - first + k);
                 for (int j = 0; j < 4; ++j) {
-                    _mm_storeu_ps(out + j * element_stride, _mm_sub_ps(vdb[0][j], vdb[2][j]));
-                    _mm_storeu_ps(out + (4 + j) * element_stride, _mm_add_ps(vdb[1][j], vdb[2][j]));
-                    _mm_storeu_ps(out + (8 + j) * element_stride, _mm_sub_ps(vdb[2][j], vdb[1][j]));
-                    _mm_storeu_ps(out + (12 + j) * element_stride,
-                                  _mm_sub_ps(vdb[1][j], vdb[3][j]));
+                    store_v(out + j * element_stride, c, _mm_sub_ps(vdb[0][j], vdb[2][j]));
+                    store_v(out + (4 + j) * element_stride, c, _mm_add_ps(vdb[1][j], vdb[2][j]));
+                    store_v(out + (8 + j) * element_stride, c, _mm_sub_ps(vdb[2][j], vdb[1][j]));
+                    store_v(out + (12 + j) * element_stride, c, _mm_sub_ps(vdb[1][j], vdb[3][j]));
                 }
             }
             t += run;
@@ -143,8 +159,18 @@ void transform_input(const float* d, const WinogradLayout& l, int64_t channels, 
     }
 }
 
-class Conv2dInt8Winograd final : public PlannedKernel<Conv2dInt8Winograd, Conv2dInt8Kernel> {
-    friend class PlannedKernel<Conv2dInt8Winograd, Conv2dInt8Kernel>;
+// Ukernel: WinogradF2x3Ukernel (float) or WinogradF2x3Int16Ukernel.
+template <typename Ukernel>
+class Conv2dInt8Winograd final
+    : public PlannedKernel<Conv2dInt8Winograd<Ukernel>, Conv2dInt8Kernel> {
+    friend class PlannedKernel<Conv2dInt8Winograd<Ukernel>, Conv2dInt8Kernel>;
+    using Element = typename Ukernel::Element;
+    static constexpr int kChannelsPerWord = Ukernel::kChannelsPerWord;
+    using Word = std::conditional_t<kChannelsPerWord == 1, float, int32_t>;  // as V is stored
+    using Base = PlannedKernel<Conv2dInt8Winograd<Ukernel>, Conv2dInt8Kernel>;
+    using Base::constants_;
+    using Base::epilogue_;
+    using Base::params_;
 
     // How a run with this input shape and thread count lays out and cuts its work: the split
     // planes are the workspace's shared part, each thread's V block and output rows a slot.
@@ -158,23 +184,24 @@ class Conv2dInt8Winograd final : public PlannedKernel<Conv2dInt8Winograd, Conv2d
             : layout(k.params_, x_shape[2], x_shape[3]),
               blocking(make_winograd_blocking(
                   layout.tiles,
-                  max_block_tiles(k.params_.group_in_channels, k.ukernel_.nr, k.block_bytes_),
+                  max_block_tiles(k.words_, k.ukernel_.nr, k.block_bytes_),
                   k.oc_tiles_, k.ukernel_.nr, x_shape[0] * k.params_.groups, threads)),
               v_bytes(WorkspaceLayout::aligned(
-                  block_v_bytes(k.params_.group_in_channels, blocking.block_tiles))),
+                  block_v_bytes(k.words_, blocking.block_tiles))),
               workspace{size_t(x_shape[0] * k.params_.groups * k.params_.group_in_channels *
                                layout.channel_floats * 4),
                         v_bytes + y_bytes(k.ukernel_), threads} {}
     };
 
  public:
-    Conv2dInt8Winograd(const NodeView& node, const WinogradF2x3Ukernel& ukernel,
+    Conv2dInt8Winograd(const NodeView& node, const Ukernel& ukernel,
                        const Int8EpilogueUkernels& epilogue, int64_t block_bytes)
-        : PlannedKernel(node, epilogue),
+        : Base(node, epilogue),
           ukernel_(ukernel),
           block_bytes_(block_bytes),
-          oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)) {
-        require_fit(node, fits_winograd(params_), "the Winograd conv kernel");
+          oc_tiles_(ceil_div(params_.out_per_group(), ukernel.mr)),
+          words_(ceil_div(params_.group_in_channels, kChannelsPerWord)) {
+        this->require_fit(node, fits_winograd(params_), "the Winograd conv kernel");
         chunk_ = std::min(params_.group_in_channels,
                           winograd_f2x3_chunk_channels(transform_weights(),
                                                        constants_.input_zero_point));
@@ -198,7 +225,7 @@ class Conv2dInt8Winograd final : public PlannedKernel<Conv2dInt8Winograd, Conv2d
         pool.parallel_for_slots(
             planes * b.blocks_per_plane * b.ranges, [&](int64_t slot, int64_t begin, int64_t end) {
                 uint8_t* scratch = plan.workspace.slot(io.workspace, slot);
-                float* v = reinterpret_cast<float*>(scratch);
+                Word* v = reinterpret_cast<Word*>(scratch);
                 int32_t* y = reinterpret_cast<int32_t*>(scratch + plan.v_bytes);
                 for (int64_t task = begin; task < end; ++task) {
                     run_task(io, l, b, d, task, v, y);
@@ -208,19 +235,19 @@ class Conv2dInt8Winograd final : public PlannedKernel<Conv2dInt8Winograd, Conv2d
 
  private:
     // Weights [O, C/groups, 3, 3] -> U' = G' g G'^T, G' = [[2, 0, 0], [1, 1, 1], [1, -1, 1],
-    // [0, 0, 2]], packed per group and tile of mr output channels as [16][channels][mr], zeros past
-    // the group's channels. Returns the largest |U'|.
+    // [0, 0, 2]], packed per group and tile of mr output channels as [16][words][mr][channels per
+    // word], zeros past the group's channels and output channels. Returns the largest |U'|.
     int64_t transform_weights() {
         const Conv2dParams& p = params_;
         const int64_t per_group = p.out_per_group(), channels = p.group_in_channels;
         const int mr = ukernel_.mr;
         static constexpr int kG[4][3] = {{2, 0, 0}, {1, 1, 1}, {1, -1, 1}, {0, 0, 2}};
-        packed_u_.assign(size_t(p.groups * oc_tiles_ * kWinogradElements * channels * mr), 0.0f);
+        const int64_t tile_size = kWinogradElements * words_ * mr * kChannelsPerWord;
+        packed_u_.assign(size_t(p.groups * oc_tiles_ * tile_size), Element{0});
         int64_t max_abs_u = 0;
         for (int64_t oc = 0; oc < p.out_channels; ++oc) {
             const int64_t group = oc / per_group, in_group = oc % per_group;
-            float* tile = packed_u_.data() + (group * oc_tiles_ + in_group / mr) *
-                                                 kWinogradElements * channels * mr;
+            Element* tile = packed_u_.data() + (group * oc_tiles_ + in_group / mr) * tile_size;
             for (int64_t c = 0; c < channels; ++c) {
                 const int8_t* g = constants_.weight + (oc * channels + c) * 9;
                 int32_t gg[4][3];  // G' g
@@ -234,8 +261,9 @@ class Conv2dInt8Winograd final : public PlannedKernel<Conv2dInt8Winograd, Conv2d
                         const int32_t u =
                             gg[i][0] * kG[j][0] + gg[i][1] * kG[j][1] + gg[i][2] * kG[j][2];
                         max_abs_u = std::max<int64_t>(max_abs_u, u < 0 ? -u : u);
-                        tile[((4 * i + j) * channels + c) * mr + in_group % mr] =
-                            static_cast<float>(u);
+                        tile[(((4 * i + j) * words_ + c / kChannelsPerWord) * mr +
+                              in_group % mr) * kChannelsPerWord + c % kChannelsPerWord] =
+                            static_cast<Element>(u);
                     }
                 }
             }
@@ -244,7 +272,7 @@ class Conv2dInt8Winograd final : public PlannedKernel<Conv2dInt8Winograd, Conv2d
     }
 
     void run_task(const NodeIO& io, const WinogradLayout& l, const WinogradBlocking& b,
-                  const float* d, int64_t task, float* v, int32_t* y) const {
+                  const float* d, int64_t task, Word* v, int32_t* y) const {
         const Conv2dParams& p = params_;
         const int64_t channels = p.group_in_channels, per_group = p.out_per_group();
         const int64_t range = task % b.ranges, block = task / b.ranges % b.blocks_per_plane;
@@ -255,11 +283,11 @@ class Conv2dInt8Winograd final : public PlannedKernel<Conv2dInt8Winograd, Conv2d
         const int64_t v_row = b.block_tiles + kVSlack;
         // The last call reads up to a whole nr tiles: keep the ones past the block finite.
         const int64_t called = ceil_div(count, ukernel_.nr) * ukernel_.nr;
-        for (int64_t row = 0; row < kWinogradElements * channels; ++row) {
-            std::fill(v + row * v_row + count, v + row * v_row + called, 0.0f);
+        for (int64_t row = 0; row < kWinogradElements * words_; ++row) {
+            std::fill(v + row * v_row + count, v + row * v_row + called, Word{0});
         }
-        transform_input(d + plane * channels * l.channel_floats, l, channels, first, count, v_row,
-                        v);
+        transform_input<kChannelsPerWord>(d + plane * channels * l.channel_floats, l, channels,
+                                          first, count, v_row, v);
 
         int8_t* out = io.output<int8_t>(0);
         const int8_t* residual = this->residual(io);
@@ -267,11 +295,16 @@ class Conv2dInt8Winograd final : public PlannedKernel<Conv2dInt8Winograd, Conv2d
         const int64_t first_tile = range * b.tiles_per_range;
         const int64_t end_tile = std::min(oc_tiles_, first_tile + b.tiles_per_range);
         for (int64_t t = first_tile; t < end_tile; ++t) {
-            const float* u =
-                packed_u_.data() + (group * oc_tiles_ + t) * kWinogradElements * channels * mr;
+            const Element* u = packed_u_.data() + (group * oc_tiles_ + t) * kWinogradElements *
+                                                      words_ * mr * kChannelsPerWord;
             const int64_t tile_rows = std::min<int64_t>(mr, per_group - t * mr);
             for (int64_t g = 0; g < count; g += nr) {
-                ukernel_.run(u, v + g, channels, v_row, chunk_, y);
+                const Element* vg = reinterpret_cast<const Element*>(v + g);
+                if constexpr (kChannelsPerWord == 1) {
+                    ukernel_.run(u, vg, channels, v_row, chunk_, y);
+                } else {
+                    ukernel_.run(u, vg, words_, v_row, y);
+                }
                 const int64_t call_end = first + std::min<int64_t>(count, g + nr);
                 for (int64_t r = 0; r < tile_rows; ++r) {
                     const int64_t oc = group * per_group + t * mr + r;
@@ -294,11 +327,12 @@ class Conv2dInt8Winograd final : public PlannedKernel<Conv2dInt8Winograd, Conv2d
         }
     }
 
-    const WinogradF2x3Ukernel& ukernel_;
-    const int64_t block_bytes_;  // V of one block within this
-    const int64_t oc_tiles_;       // tiles of mr output channels per group
-    std::vector<float> packed_u_;  // U' per group and tile: [16][channels][mr]
-    int64_t chunk_ = 0;            // channels whose float sums stay exact
+    const Ukernel& ukernel_;
+    const int64_t block_bytes_;      // V of one block within this
+    const int64_t oc_tiles_;         // tiles of mr output channels per group
+    const int64_t words_;            // 32-bit words of a tile element's channels
+    std::vector<Element> packed_u_;  // U' per group and tile: [16][words][mr][channels per word]
+    int64_t chunk_ = 0;              // channels whose float sums stay exact (the float form)
 };
 
 }  // namespace
@@ -309,22 +343,22 @@ class Conv2dInt8Winograd final : public PlannedKernel<Conv2dInt8Winograd, Conv2d
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx512 = {
     "conv2d_int8_winograd_f2x3_8x32_avx512", IsaLevel::kAvx512Vnni, fits_winograd,
-    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx512, kInt8EpilogueAvx512,
+    make_kernel<Conv2dInt8Winograd<WinogradF2x3Ukernel>, kWinogradF2x3Avx512, kInt8EpilogueAvx512,
                 kWinogradL2BlockBytes>};
 extern const Conv2dAlgo kConv2dInt8WinogradF2x3L1Avx512 = {
     "conv2d_int8_winograd_f2x3_8x32_l1_avx512", IsaLevel::kAvx512Vnni, fits_winograd,
-    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx512, kInt8EpilogueAvx512,
+    make_kernel<Conv2dInt8Winograd<WinogradF2x3Ukernel>, kWinogradF2x3Avx512, kInt8EpilogueAvx512,
                 kWinogradL1BlockBytes>};
 #endif
 #if QTK_X86_AVX2
-extern const Conv2dAlgo kConv2dInt8WinogradF2x3Avx2 = {
-    "conv2d_int8_winograd_f2x3_6x16_avx2", IsaLevel::kAvx2, fits_winograd,
-    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx2, kInt8EpilogueAvx2,
-                kWinogradL2BlockBytes>};
-extern const Conv2dAlgo kConv2dInt8WinogradF2x3L1Avx2 = {
-    "conv2d_int8_winograd_f2x3_6x16_l1_avx2", IsaLevel::kAvx2, fits_winograd,
-    make_kernel<Conv2dInt8Winograd, kWinogradF2x3Avx2, kInt8EpilogueAvx2,
-                kWinogradL1BlockBytes>};
+extern const Conv2dAlgo kConv2dInt8WinogradF2x3Int16Avx2 = {
+    "conv2d_int8_winograd_f2x3_int16_6x16_avx2", IsaLevel::kAvx2, fits_winograd,
+    make_kernel<Conv2dInt8Winograd<WinogradF2x3Int16Ukernel>, kWinogradF2x3Int16Avx2,
+                kInt8EpilogueAvx2, kWinogradL2BlockBytes>};
+extern const Conv2dAlgo kConv2dInt8WinogradF2x3Int16L1Avx2 = {
+    "conv2d_int8_winograd_f2x3_int16_6x16_l1_avx2", IsaLevel::kAvx2, fits_winograd,
+    make_kernel<Conv2dInt8Winograd<WinogradF2x3Int16Ukernel>, kWinogradF2x3Int16Avx2,
+                kInt8EpilogueAvx2, kWinogradL1BlockBytes>};
 #endif
 
 }  // namespace detail
