@@ -1,5 +1,5 @@
 // conv2d int8 as Winograd F(2x2, 3x3) on x86, NCHW, 3x3 kernels, stride 1, dilation 1, any
-// padding and groups (docs/quantization_spec.md section 4), the transforms in float and the
+// padding and groups (docs/quantization_spec.md section 4), the input transform in int16 and the
 // products in float or int16 (the micro-kernel's form, winograd_int8_f2x3.h). docs/winograd.md
 // proves the result equals the direct convolution for every int8 input and weight; in short: with
 // d = x - z (padding d = 0) and the weight transform scaled by 2 per side, U' = G' g G'^T and
@@ -11,18 +11,18 @@
 // the baseline flags, lays out the input, transforms it and cuts the work; the epilogue (bias,
 // requantization, activation clamp, fused residual add) is conv2d_int8_epilogue.h.
 //
-// Layout. Each run first writes d of every (sample, group, channel) once as float into a padded
-// plane split by column parity: rows 2 tiles_h + 2, each an even half then an odd half of
-// half_w = tiles_w + 4 columns (0 around the input), so that 4 consecutive tiles' columns 0..3
-// are 4 unaligned vector loads (even at tx, odd at tx, even at tx + 1, odd at tx + 1). Tiles
-// cover the output plane in raster order, 2x2 pixels each (the last row and column may reach past
-// it; those pixels are computed and dropped).
+// Layout. Each run first copies x of every (sample, group, channel) once into a padded int8 plane
+// split by column parity: rows 2 tiles_h + 2, each an even half then an odd half of
+// half_w = tiles_w + 8 columns (z around the input, so that d = x - z is 0 there), so that 8
+// consecutive tiles' columns 0..3 are 4 unaligned 8-byte loads (even at tx, odd at tx, even at
+// tx + 1, odd at tx + 1). Tiles cover the output plane in raster order, 2x2 pixels each (the last
+// row and column may reach past it; those pixels are computed and dropped).
 //
 // Work: the tiles of each (sample, group) plane are cut into blocks whose transformed input
-// V [16][words][block_tiles + 4] (32-bit words: one channel's float or two channels' int16)
+// V [16][words][block_tiles + 8] (32-bit words: one channel's float or two channels' int16)
 // fits a budget (L2 or L1: two descriptors), at least nr tiles;
 // a task is one block and a range of output-channel tiles (conv2d_winograd_blocking.h). It
-// transforms its block's input (SSE2, 4 tiles a vector) with no separate pack step: V is the
+// transforms its block's input (SSE2, int16, 8 tiles a vector) with no separate pack step: V is the
 // micro-kernel's operand as written. Then, per output-channel tile, it runs the micro-kernel on
 // each nr tiles of the block and hands the output rows to the epilogue while they are in cache.
 // Weights are transformed once, at load.
@@ -57,7 +57,7 @@ namespace {
 
 // 4 * 9 C * 255 * 127 < 2^31: the scaled result A^T M A fits int32 (docs/winograd.md).
 constexpr int64_t kMaxChannels = 1841;
-constexpr int64_t kVSlack = 4;  // words after each V row: the last 4-tile vector's overrun
+constexpr int64_t kVSlack = 8;  // words after each V row: the last 8-tile vector's overrun
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -74,8 +74,8 @@ int64_t max_block_tiles(int64_t words, int nr, int64_t block_bytes) {
 // The split input planes of one run (header comment), from the input shape.
 struct WinogradLayout {
     int64_t out_h, out_w, tiles_h, tiles_w, tiles;
-    int64_t half_w;          // columns of one parity half of a row
-    int64_t channel_floats;  // one channel's plane: (2 tiles_h + 2) rows of two halves
+    int64_t half_w;         // columns of one parity half of a row
+    int64_t channel_bytes;  // one channel's plane: (2 tiles_h + 2) rows of two halves
 
     WinogradLayout(const Conv2dParams& p, int64_t in_h, int64_t in_w)
         : out_h(in_h + 2 * p.pad_h - 2),
@@ -83,9 +83,9 @@ struct WinogradLayout {
           tiles_h(ceil_div(out_h, 2)),
           tiles_w(ceil_div(out_w, 2)),
           tiles(tiles_h * tiles_w),
-          // tiles_w + 1 columns per half, and 3 more read by a 4-tile vector past the row's end
-          half_w(tiles_w + 4),
-          channel_floats((2 * tiles_h + 2) * 2 * half_w) {}
+          // tiles_w + 1 columns per half, and 7 more read by an 8-tile vector past the row's end
+          half_w(tiles_w + 8),
+          channel_bytes((2 * tiles_h + 2) * 2 * half_w) {}
 };
 
 size_t block_v_bytes(int64_t words, int64_t block_tiles) {
@@ -96,62 +96,83 @@ size_t block_v_bytes(int64_t words, int64_t block_tiles) {
 template <typename Ukernel>
 size_t y_bytes(const Ukernel& u) { return size_t(u.mr * 2 * 2 * u.nr * 4); }
 
-// Stores 4 tiles' V of channel c as their words: floats, or c's int16 half of each pair of int16.
-// An even channel writes its words whole (its odd partner's half 0), an odd one keeps the even
-// half: a vector's overrun into tiles stored later is overwritten when they are.
-void store_v(float* out, int64_t, __m128 v) { _mm_storeu_ps(out, v); }
-void store_v(int32_t* out, int64_t c, __m128 v) {
-    const __m128i vlow = _mm_set1_epi32(0xFFFF), vi = _mm_cvtps_epi32(v);
+// Stores 8 tiles' V (int16 lanes) of channel c as their words: floats, or c's int16 half of each
+// pair. An even channel writes its words whole (its odd partner's half 0), an odd one keeps the
+// even half: a vector's overrun into tiles stored later is overwritten when they are.
+void store_v(float* out, int64_t, __m128i v) {
+    // Each int16 to the high half of an int32, then shifted down with its sign.
+    _mm_storeu_ps(out, _mm_cvtepi32_ps(_mm_srai_epi32(_mm_unpacklo_epi16(v, v), 16)));
+    _mm_storeu_ps(out + 4, _mm_cvtepi32_ps(_mm_srai_epi32(_mm_unpackhi_epi16(v, v), 16)));
+}
+void store_v(int32_t* out, int64_t c, __m128i v) {
+    const __m128i vzero = _mm_setzero_si128();
     __m128i* p = reinterpret_cast<__m128i*>(out);
-    _mm_storeu_si128(p, c % 2 == 0 ? _mm_and_si128(vi, vlow)
-                                   : _mm_or_si128(_mm_and_si128(_mm_loadu_si128(p), vlow),
-                                                  _mm_slli_epi32(vi, 16)));
+    if (c % 2 == 0) {
+        _mm_storeu_si128(p, _mm_unpacklo_epi16(v, vzero));
+        _mm_storeu_si128(p + 1, _mm_unpackhi_epi16(v, vzero));
+    } else {
+        const __m128i vlow = _mm_set1_epi32(0xFFFF);
+        _mm_storeu_si128(p, _mm_or_si128(_mm_and_si128(_mm_loadu_si128(p), vlow),
+                                         _mm_unpacklo_epi16(vzero, v)));
+        _mm_storeu_si128(p + 1, _mm_or_si128(_mm_and_si128(_mm_loadu_si128(p + 1), vlow),
+                                             _mm_unpackhi_epi16(vzero, v)));
+    }
 }
 
-// d = x - z of one channel plane into its split plane at dst (header comment), 0 around it.
+// One channel plane x into its split plane at dst (header comment), z around it.
 void split_channel(const int8_t* x, int64_t in_h, int64_t in_w, const Conv2dParams& p,
-                   const WinogradLayout& l, int32_t z, float* dst) {
-    std::fill(dst, dst + l.channel_floats, 0.0f);
+                   const WinogradLayout& l, int32_t z, int8_t* dst) {
+    std::fill(dst, dst + l.channel_bytes, static_cast<int8_t>(z));
     for (int64_t iy = 0; iy < in_h; ++iy) {
-        float* row = dst + (iy + p.pad_h) * 2 * l.half_w;
+        int8_t* row = dst + (iy + p.pad_h) * 2 * l.half_w;
         for (int64_t ix = 0; ix < in_w; ++ix) {
             const int64_t px = ix + p.pad_w;
-            row[(px & 1) * l.half_w + px / 2] = static_cast<float>(x[iy * in_w + ix] - z);
+            row[(px & 1) * l.half_w + px / 2] = x[iy * in_w + ix];
         }
     }
 }
 
+// d = x - z of 8 consecutive bytes as int16 lanes.
+__m128i load_d(const int8_t* x, __m128i vz) {
+    const __m128i vx = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x));
+    return _mm_sub_epi16(_mm_srai_epi16(_mm_unpacklo_epi8(vx, vx), 8), vz);
+}
+
 // V = B^T d B, B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], of tiles
 // [first, first + count) of `channels` split planes into v [16][words][v_row] of Word (store_v).
-// Exact: integer sums of at most 4 terms |d| <= 255. Vectors of 4 tiles run up to 3 tiles past a
+// Exact in int16: sums of at most 4 terms |d| <= 255. Vectors of 8 tiles run up to 7 tiles past a
 // tile row's last: into tiles written after them, or into the row's slack.
 template <int kChannelsPerWord, typename Word>
-void transform_input(const float* d, const WinogradLayout& l, int64_t channels, int64_t first,
-                     int64_t count, int64_t v_row, Word* v) {
+void transform_input(const int8_t* x, const WinogradLayout& l, int64_t channels, int32_t z,
+                     int64_t first, int64_t count, int64_t v_row, Word* v) {
     const int64_t element_stride = (channels + kChannelsPerWord - 1) / kChannelsPerWord * v_row;
+    const __m128i vz = _mm_set1_epi16(static_cast<int16_t>(z));
     for (int64_t c = 0; c < channels; ++c) {
-        const float* plane = d + c * l.channel_floats;
+        const int8_t* plane = x + c * l.channel_bytes;
         for (int64_t t = first; t < first + count;) {
             const int64_t ty = t / l.tiles_w, tx = t % l.tiles_w;
             const int64_t run = std::min(first + count - t, l.tiles_w - tx);
-            for (int64_t k = 0; k < run; k += 4) {
-                __m128 vdb[4][4];  // d B of the 4 rows
+            for (int64_t k = 0; k < run; k += 8) {
+                __m128i vdb[4][4];  // d B of the 4 rows
                 for (int a = 0; a < 4; ++a) {
-                    const float* even = plane + (2 * ty + a) * 2 * l.half_w + tx + k;
-                    const float* odd = even + l.half_w;
-                    const __m128 vc0 = _mm_loadu_ps(even), vc1 = _mm_loadu_ps(odd);
-                    const __m128 vc2 = _mm_loadu_ps(even + 1), vc3 = _mm_loadu_ps(odd + 1);
-                    vdb[a][0] = _mm_sub_ps(vc0, vc2);
-                    vdb[a][1] = _mm_add_ps(vc1, vc2);
-                    vdb[a][2] = _mm_sub_ps(vc2, vc1);
-                    vdb[a][3] = _mm_sub_ps(vc1, vc3);
+                    const int8_t* even = plane + (2 * ty + a) * 2 * l.half_w + tx + k;
+                    const int8_t* odd = even + l.half_w;
+                    const __m128i vc0 = load_d(even, vz), vc1 = load_d(odd, vz);
+                    const __m128i vc2 = load_d(even + 1, vz), vc3 = load_d(odd + 1, vz);
+                    vdb[a][0] = _mm_sub_epi16(vc0, vc2);
+                    vdb[a][1] = _mm_add_epi16(vc1, vc2);
+                    vdb[a][2] = _mm_sub_epi16(vc2, vc1);
+                    vdb[a][3] = _mm_sub_epi16(vc1, vc3);
                 }
                 Word* out = v + c / kChannelsPerWord * v_row + (t - first + k);
                 for (int j = 0; j < 4; ++j) {
-                    store_v(out + j * element_stride, c, _mm_sub_ps(vdb[0][j], vdb[2][j]));
-                    store_v(out + (4 + j) * element_stride, c, _mm_add_ps(vdb[1][j], vdb[2][j]));
-                    store_v(out + (8 + j) * element_stride, c, _mm_sub_ps(vdb[2][j], vdb[1][j]));
-                    store_v(out + (12 + j) * element_stride, c, _mm_sub_ps(vdb[1][j], vdb[3][j]));
+                    store_v(out + j * element_stride, c, _mm_sub_epi16(vdb[0][j], vdb[2][j]));
+                    store_v(out + (4 + j) * element_stride, c,
+                            _mm_add_epi16(vdb[1][j], vdb[2][j]));
+                    store_v(out + (8 + j) * element_stride, c,
+                            _mm_sub_epi16(vdb[2][j], vdb[1][j]));
+                    store_v(out + (12 + j) * element_stride, c,
+                            _mm_sub_epi16(vdb[1][j], vdb[3][j]));
                 }
             }
             t += run;
@@ -189,7 +210,7 @@ class Conv2dInt8Winograd final
               v_bytes(WorkspaceLayout::aligned(
                   block_v_bytes(k.words_, blocking.block_tiles))),
               workspace{size_t(x_shape[0] * k.params_.groups * k.params_.group_in_channels *
-                               layout.channel_floats * 4),
+                               layout.channel_bytes),
                         v_bytes + y_bytes(k.ukernel_), threads} {}
     };
 
@@ -214,12 +235,12 @@ class Conv2dInt8Winograd final
         const WinogradBlocking& b = plan.blocking;
         const int64_t planes = xs[0] * p.groups;
 
-        float* const d = reinterpret_cast<float*>(io.workspace);  // the split planes
+        int8_t* const split = reinterpret_cast<int8_t*>(io.workspace);  // the split planes
         const int8_t* x = io.input<int8_t>(0);
         pool.parallel_for(planes * p.group_in_channels, [&](int64_t begin, int64_t end) {
             for (int64_t c = begin; c < end; ++c) {  // channels of (sample, group) planes in order
                 split_channel(x + c * xs[2] * xs[3], xs[2], xs[3], p, l,
-                              constants_.input_zero_point, d + c * l.channel_floats);
+                              constants_.input_zero_point, split + c * l.channel_bytes);
             }
         });
         pool.parallel_for_slots(
@@ -228,7 +249,7 @@ class Conv2dInt8Winograd final
                 Word* v = reinterpret_cast<Word*>(scratch);
                 int32_t* y = reinterpret_cast<int32_t*>(scratch + plan.v_bytes);
                 for (int64_t task = begin; task < end; ++task) {
-                    run_task(io, l, b, d, task, v, y);
+                    run_task(io, l, b, split, task, v, y);
                 }
             });
     }
@@ -272,7 +293,7 @@ class Conv2dInt8Winograd final
     }
 
     void run_task(const NodeIO& io, const WinogradLayout& l, const WinogradBlocking& b,
-                  const float* d, int64_t task, Word* v, int32_t* y) const {
+                  const int8_t* split, int64_t task, Word* v, int32_t* y) const {
         const Conv2dParams& p = params_;
         const int64_t channels = p.group_in_channels, per_group = p.out_per_group();
         const int64_t range = task % b.ranges, block = task / b.ranges % b.blocks_per_plane;
@@ -286,8 +307,8 @@ class Conv2dInt8Winograd final
         for (int64_t row = 0; row < kWinogradElements * words_; ++row) {
             std::fill(v + row * v_row + count, v + row * v_row + called, Word{0});
         }
-        transform_input<kChannelsPerWord>(d + plane * channels * l.channel_floats, l, channels,
-                                          first, count, v_row, v);
+        transform_input<kChannelsPerWord>(split + plane * channels * l.channel_bytes, l, channels,
+                                          constants_.input_zero_point, first, count, v_row, v);
 
         int8_t* out = io.output<int8_t>(0);
         const int8_t* residual = this->residual(io);
