@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
@@ -132,9 +133,17 @@ void test_ukernels() {
                     v = static_cast<uint8_t>(fill == 0 ? rng.uniform(0, 255)
                                              : unsigned_b ? 255 : 0x80);
                 }
+                // The weights as the micro-kernel reads them: int8, or widened to int16.
+                std::vector<int8_t> packed(a.size() * size_t(u.weight_bytes));
+                for (size_t i = 0; i < a.size(); ++i) {
+                    const int16_t wide = a[i];
+                    std::memcpy(packed.data() + i * size_t(u.weight_bytes), &wide,
+                                size_t(u.weight_bytes));  // little-endian: the low byte first
+                }
                 std::vector<int32_t> c(size_t(u.mr * c_stride), 0x5a5a5a5a);
-                u.run(a.data(), Int8GemmB{b.data(), outer, outer_stride, inner, offsets.data()},
-                      c.data(), c_stride);
+                u.run(packed.data(),
+                      Int8GemmB{b.data(), outer, outer_stride, inner, offsets.data()}, c.data(),
+                      c_stride);
                 for (int r = 0; r < u.mr; ++r) {
                     for (int j = 0; j < c_stride; ++j) {
                         int64_t want = 0x5a5a5a5a;  // between rows: untouched

@@ -4,7 +4,9 @@
 //
 // Contract: c[r * c_stride + j] = sum over quads q < b.outer_count * b.inner_count, i < 4 of
 // a[q][r][i] * bq[j][i], exact in int32, with
-//   a   int8 weights, packed [quads][mr][4]: 4 consecutive k of one output channel;
+//   a   int8 weights, packed [quads][mr][4]: 4 consecutive k of one output channel; each widened
+//       to int16 (2 bytes, little-endian) for a micro-kernel with weight_bytes 2 (AVX2: its
+//       vpmaddwd multiplies int16, and widening at load spares the loop a conversion per row);
 //   bq  activations, [nr][4]: the same 4 k of nr output pixels, for quad q = o * inner_count
 //       + i at b.base + o * b.outer_stride + b.inner_offsets[i] (bytes); uint8 x + 128 for a
 //       micro-kernel with x_offset 128 (x86's vpdpbusd multiplies unsigned by signed bytes),
@@ -64,6 +66,7 @@ struct Int8GemmUkernel {
     int quad_block = 1;             // quads per run of a's rows (see the contract)
     void (*prepare)() = nullptr;    // per thread, before a task's first run()
     int32_t x_offset = 128;         // what bq adds to x: 128 or 0 (see the contract)
+    int weight_bytes = 1;           // bytes of each packed weight: 1, or 2 (see the contract)
 };
 
 // The channels-last (NHWC) conv's micro-kernels (conv2d_int8_gemm_nhwc.cpp): a pixel's input

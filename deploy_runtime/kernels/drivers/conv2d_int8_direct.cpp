@@ -247,18 +247,18 @@ class Conv2dInt8Direct final : public PlannedKernel<Conv2dInt8Direct, Conv2dInt8
         const int64_t per_group = p.out_per_group(), channels = p.group_in_channels;
         const int64_t mr = ukernel_.mr;
         const int64_t tile_quads = quads_ * taps_;
-        packed_weights_.assign(size_t(p.groups * oc_tiles_ * tile_quads * mr * 4), 0);
+        const int64_t tile_bytes = c4_weight_tile_bytes(ukernel_, tile_quads);
+        packed_weights_.assign(size_t(p.groups * oc_tiles_ * tile_bytes), 0);
         acc_init_.resize(size_t(p.out_channels));
         for (int64_t oc = 0; oc < p.out_channels; ++oc) {
             const int64_t group = oc / per_group, in_group = oc % per_group;
-            int8_t* tile = packed_weights_.data() +
-                           (group * oc_tiles_ + in_group / mr) * tile_quads * mr * 4;
+            int8_t* tile = packed_weights_.data() + (group * oc_tiles_ + in_group / mr) * tile_bytes;
             const int8_t* w = constants_.weight + oc * channels * taps_;
             int64_t sum = 0;
             for (int64_t ic = 0; ic < channels; ++ic) {
                 for (int64_t tap = 0; tap < taps_; ++tap) {
-                    tile[c4_weight_offset(ukernel_, taps_, ic / 4, tap, in_group % mr, ic % 4)] =
-                        w[ic * taps_ + tap];
+                    c4_store_weight(ukernel_, tile, taps_, ic / 4, tap, in_group % mr, ic % 4,
+                                    w[ic * taps_ + tap]);
                     sum += w[ic * taps_ + tap];
                 }
             }
@@ -291,8 +291,8 @@ class Conv2dInt8Direct final : public PlannedKernel<Conv2dInt8Direct, Conv2dInt8
             ukernel_.prepare();
         }
         for (int64_t t = first_tile; t < end_tile; ++t) {
-            const int8_t* w =
-                packed_weights_.data() + (group * oc_tiles_ + t) * quads_ * taps_ * mr * 4;
+            const int8_t* w = packed_weights_.data() + (group * oc_tiles_ + t) *
+                                                           c4_weight_tile_bytes(ukernel_, quads_ * taps_);
             for (int64_t g = 0; g < grid_pixels; g += nr) {
                 const Int8GemmB tile = {block_input + g * 4, quads_, c4.quad_bytes, taps_,
                                         tap_offsets};

@@ -194,16 +194,16 @@ class Conv2dInt8Gemm final : public Conv2dInt8Kernel {
         const int64_t k_count = params_.products_per_output();
         const int64_t per_group = params_.out_per_group();
         const int64_t mr = ukernel_.mr;
-        packed_weights_.assign(size_t(params_.groups * oc_tiles_ * quads_ * mr * 4), 0);
+        const int64_t tile_bytes = c4_weight_tile_bytes(ukernel_, quads_);
+        packed_weights_.assign(size_t(params_.groups * oc_tiles_ * tile_bytes), 0);
         acc_init_.resize(size_t(params_.out_channels));
         for (int64_t oc = 0; oc < params_.out_channels; ++oc) {
             const int64_t group = oc / per_group, in_group = oc % per_group;
-            int8_t* tile =
-                packed_weights_.data() + (group * oc_tiles_ + in_group / mr) * quads_ * mr * 4;
+            int8_t* tile = packed_weights_.data() + (group * oc_tiles_ + in_group / mr) * tile_bytes;
             const int8_t* w = constants_.weight + oc * k_count;
             int64_t sum = 0;
             for (int64_t k = 0; k < k_count; ++k) {
-                tile[c4_weight_offset(ukernel_, 1, k / 4, 0, in_group % mr, k % 4)] = w[k];
+                c4_store_weight(ukernel_, tile, 1, k / 4, 0, in_group % mr, k % 4, w[k]);
                 sum += w[k];
             }
             acc_init_[oc] =
@@ -256,8 +256,8 @@ class Conv2dInt8Gemm final : public Conv2dInt8Kernel {
             ukernel_.prepare();
         }
         for (int64_t t = 0; t < oc_tiles_; ++t) {
-            const int8_t* w =
-                packed_weights_.data() + (group * oc_tiles_ + t) * quads_ * ukernel_.mr * 4;
+            const int8_t* w = packed_weights_.data() +
+                              (group * oc_tiles_ + t) * c4_weight_tile_bytes(ukernel_, quads_);
             const int64_t oc0 = group * per_group + t * ukernel_.mr;
             const int64_t tile_rows = std::min<int64_t>(ukernel_.mr, per_group - t * ukernel_.mr);
             const int64_t chunk = b.tiles_per_chunk * ukernel_.nr;  // accumulators per row

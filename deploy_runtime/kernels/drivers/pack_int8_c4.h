@@ -103,12 +103,23 @@ inline int64_t c4_padded_quads(int64_t quads, const Int8GemmUkernel& u) {
     return (quads + u.quad_block - 1) / u.quad_block * u.quad_block;
 }
 
-// Where one weight goes in a tile of u's packed weights (gemm_int8.h's a, quad_block B): outer
-// quad q, inner step i of `inner`, row r of mr, byte `lane` of the quad.
-inline int64_t c4_weight_offset(const Int8GemmUkernel& u, int64_t inner, int64_t q, int64_t i,
-                                int64_t r, int64_t lane) {
+// Bytes of one tile of u's packed weights (gemm_int8.h's a) over `quads` quads.
+inline int64_t c4_weight_tile_bytes(const Int8GemmUkernel& u, int64_t quads) {
+    return quads * u.mr * 4 * u.weight_bytes;
+}
+
+// Stores one weight w into a tile of u's packed weights (quad_block B, weight_bytes wide): outer
+// quad q, inner step i of `inner`, row r of mr, element `lane` of the quad.
+inline void c4_store_weight(const Int8GemmUkernel& u, int8_t* tile, int64_t inner, int64_t q,
+                            int64_t i, int64_t r, int64_t lane, int8_t w) {
     const int64_t block = u.quad_block;
-    return ((((q / block) * inner + i) * u.mr + r) * block + q % block) * 4 + lane;
+    const int64_t index = ((((q / block) * inner + i) * u.mr + r) * block + q % block) * 4 + lane;
+    if (u.weight_bytes == 2) {
+        const int16_t wide = w;
+        std::memcpy(tile + 2 * index, &wide, 2);
+    } else {
+        tile[index] = w;
+    }
 }
 
 }  // namespace detail
