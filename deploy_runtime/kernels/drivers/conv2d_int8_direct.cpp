@@ -252,7 +252,8 @@ class Conv2dInt8Direct final : public PlannedKernel<Conv2dInt8Direct, Conv2dInt8
         acc_init_.resize(size_t(p.out_channels));
         for (int64_t oc = 0; oc < p.out_channels; ++oc) {
             const int64_t group = oc / per_group, in_group = oc % per_group;
-            int8_t* tile = packed_weights_.data() + (group * oc_tiles_ + in_group / mr) * tile_bytes;
+            int8_t* tile =
+                packed_weights_.data() + (group * oc_tiles_ + in_group / mr) * tile_bytes;
             const int8_t* w = constants_.weight + oc * channels * taps_;
             int64_t sum = 0;
             for (int64_t ic = 0; ic < channels; ++ic) {
@@ -290,9 +291,9 @@ class Conv2dInt8Direct final : public PlannedKernel<Conv2dInt8Direct, Conv2dInt8
         if (ukernel_.prepare != nullptr) {
             ukernel_.prepare();
         }
+        const int64_t tile_bytes = c4_weight_tile_bytes(ukernel_, quads_ * taps_);
         for (int64_t t = first_tile; t < end_tile; ++t) {
-            const int8_t* w = packed_weights_.data() + (group * oc_tiles_ + t) *
-                                                           c4_weight_tile_bytes(ukernel_, quads_ * taps_);
+            const int8_t* w = packed_weights_.data() + (group * oc_tiles_ + t) * tile_bytes;
             for (int64_t g = 0; g < grid_pixels; g += nr) {
                 const Int8GemmB tile = {block_input + g * 4, quads_, c4.quad_bytes, taps_,
                                         tap_offsets};

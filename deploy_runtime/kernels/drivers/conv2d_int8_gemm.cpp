@@ -199,7 +199,8 @@ class Conv2dInt8Gemm final : public Conv2dInt8Kernel {
         acc_init_.resize(size_t(params_.out_channels));
         for (int64_t oc = 0; oc < params_.out_channels; ++oc) {
             const int64_t group = oc / per_group, in_group = oc % per_group;
-            int8_t* tile = packed_weights_.data() + (group * oc_tiles_ + in_group / mr) * tile_bytes;
+            int8_t* tile =
+                packed_weights_.data() + (group * oc_tiles_ + in_group / mr) * tile_bytes;
             const int8_t* w = constants_.weight + oc * k_count;
             int64_t sum = 0;
             for (int64_t k = 0; k < k_count; ++k) {
