@@ -219,8 +219,32 @@ def weight_layer_requantization(bias, weight_q, input_scale, weight_scale, outpu
                          f"{float(products[c]):.3g}; the layer's fan-in or that bias is too large "
                          f"for int8 inputs at that scale")
     multiplier, shift = quantize_multipliers(
-        torch.where(zero_channel, 1.0, products / output_scale).tolist())
+        layer_multipliers(weight_q, input_scale, weight_scale, output_scale).tolist())
     return bias_q, multiplier, shift
+
+
+def layer_multipliers(weight_q, input_scale, weight_scale, output_scale):
+    """Spec 4's real multiplier per output channel, float64: ``s_x * s_w[c] / s_y``, or 1 for a
+    channel whose int8 weights are all zero (its bias is at the output scale)."""
+    products = torch.as_tensor(input_scale, dtype=torch.float64) * weight_scale.to(torch.float64)
+    return torch.where(_zero_channels(weight_q), 1.0,
+                       products / torch.as_tensor(output_scale, dtype=torch.float64))
+
+
+def fused_prelu_multipliers(slopes, weight_q, input_scale, weight_scale, output_scale, where):
+    """Spec 22, a PReLU fused into the conv before it: per output channel c, signed (M, n) of
+    ``a_c m[c]`` for the sums below zero (``m`` spec 4's, :func:`layer_multipliers`); a slope of 0
+    gives M = 0, n = 1. ``slopes``: one, or one per output channel."""
+    ratios = layer_multipliers(weight_q, input_scale, weight_scale, output_scale)
+    a = slopes.detach().to(torch.float64).reshape(-1).expand(ratios.numel())
+    big_m, n = quantize_multiplier_tensor(a.abs() * ratios, where)
+    return torch.where(a < 0, -big_m, big_m), n
+
+
+def requantize_by_sign(acc, positive, negative, zero_point, lo=INT8_MIN, hi=INT8_MAX):
+    """Spec 22 fused: ``acc`` at or above zero by ``positive`` (M, n), below by ``negative``."""
+    above = requantize(acc, *positive, zero_point, lo, hi)
+    return torch.where(acc >= 0, above, requantize(acc, *negative, zero_point, lo, hi))
 
 
 def conv2d_accumulate(x_q, x_zp, w_q, bias_q, stride, padding, dilation, groups):
@@ -249,8 +273,9 @@ def linear_accumulate(x_q, x_zp, w_q, bias_q):
 # ---- spec 5: activations as clamps --------------------------------------------------------------
 
 def activation_bounds(activation, qparams):
-    """(lo, hi) clamp bounds for None, 'relu' or 'relu6' on an output with ``qparams`` (scale,
-    zero_point, qmin, qmax): the activation's range intersected with the output's integer range."""
+    """(lo, hi) clamp bounds for None, 'relu', 'relu6' or 'prelu' on an output with ``qparams``
+    (scale, zero_point, qmin, qmax): the activation's range intersected with the output's integer
+    range."""
     scale, zero_point, lo, hi = qparams
     if activation == "relu6" and isinstance(scale, tuple):
         raise ValueError("a ReLU6 on an output quantized per channel would clamp each channel at "
@@ -259,7 +284,7 @@ def activation_bounds(activation, qparams):
         lo = max(lo, int(zero_point))
     if activation == "relu6":
         hi = min(hi, quantize_scalar(6.0, scale, zero_point))
-    if activation not in (None, "relu", "relu6"):
+    if activation not in (None, "relu", "relu6", "prelu"):  # PReLU: no clamp (spec 22)
         raise ValueError(f"unknown fused activation {activation!r}")
     return lo, hi
 

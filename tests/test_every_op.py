@@ -194,7 +194,7 @@ EXAMPLES = {
     nn.Mish: lambda: _after_conv(nn.Mish()),
     nn.GELU: lambda: _after_conv(nn.GELU(approximate="tanh")),
     nn.LeakyReLU: lambda: _after_conv(nn.LeakyReLU(0.2)),
-    nn.PReLU: lambda: _after_conv(PerChannelPReLU()),
+    nn.PReLU: lambda: _after_conv(nn.MaxPool2d(2), PerChannelPReLU()),  # after a conv: fused
     modules.RPReLU: lambda: _after_conv(ShiftedPReLU()),
     nn.ELU: lambda: _after_conv(nn.ELU(0.7)),
     nn.Softplus: lambda: _after_conv(nn.Softplus(beta=2.0, threshold=1.5)),
@@ -369,11 +369,36 @@ def test_functional_prelu_is_int8_and_byte_identical():
     model = FunctionalPReLU().eval()
     x = torch.randn(3, 3, SIZE, SIZE)
     quantized = calibrated(model, [torch.randn(4, 3, SIZE, SIZE) for _ in range(2)])
-    assert any(isinstance(m, modules.activation.QuantizedPReLU) for m in quantized.modules())
+    # captured as an nn.PReLU with those slopes, then fused into the conv
+    assert any(getattr(m, "activation", None) == "prelu" for m in quantized.modules())
     reference, runtime = reference_and_runtime(quantized, x[:1], x, threads=2)
     assert torch.equal(reference, runtime)
     assert_not_degenerate(reference, min_distinct=8)
     assert_runtime_matches_torch(model, SIZE)
+
+
+FUSED_PRELU = {
+    "conv": lambda: _after_conv(PerChannelPReLU()),
+    "conv_bn_one_slope": lambda: nn.Sequential(nn.Conv2d(3, 5, 3, stride=2, bias=False), _bn(5),
+                                               nn.PReLU(init=-0.3)),
+    "depthwise": lambda: nn.Sequential(_conv(), nn.Conv2d(6, 6, 3, padding=1, groups=6),
+                                       PerChannelPReLU()),
+}
+
+
+@pytest.mark.parametrize("name", FUSED_PRELU)
+def test_prelu_after_a_conv_is_fused_and_byte_identical(name):
+    """Spec 22 fused: the conv's sums requantized by sign, its output never rounded alone."""
+    model = FUSED_PRELU[name]().eval()
+    x = torch.randn(3, 3, SIZE, SIZE)
+    quantized = calibrated(model, [torch.randn(4, 3, SIZE, SIZE) for _ in range(2)])
+    assert not any(isinstance(m, modules.activation.QuantizedPReLU) for m in quantized.modules())
+    fused = [m for m in quantized.modules() if getattr(m, "activation", None) == "prelu"]
+    assert len(fused) == 1 and fused[0].negative is not None
+    reference, runtime = reference_and_runtime(quantized, x[:1], x, threads=2)
+    assert torch.equal(reference, runtime)
+    assert_not_degenerate(reference, min_distinct=8)
+    assert_runtime_matches_torch(model, SIZE)  # the float export: conv, then prelu
 
 
 class SharedPool(nn.Module):

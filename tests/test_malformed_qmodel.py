@@ -122,6 +122,18 @@ GRAPH_CASES = {
     "per-channel attribute of wrong length": (
         lambda w: _set(_node(w, "conv2d")["attrs"], "multiplier", [1 << 30]), "multiplier"),
     "shift out of range": (lambda w: _set(_node(w, "linear")["attrs"], "shift", [99] * 5), "shift"),
+    "fused PReLU of wrong length": (
+        lambda w: _node(w, "conv2d")["attrs"].update(negative_multiplier=[-(1 << 30)],
+                                                     negative_shift=[31]), "negative_multiplier"),
+    "fused PReLU shift out of range": (
+        lambda w: _node(w, "conv2d")["attrs"].update(
+            negative_multiplier=[1 << 30] * len(_node(w, "conv2d")["attrs"]["multiplier"]),
+            negative_shift=[0] * len(_node(w, "conv2d")["attrs"]["multiplier"])),
+        "negative_shift"),
+    "fused PReLU multiplier without its shift": (
+        lambda w: _node(w, "conv2d")["attrs"].update(
+            negative_multiplier=[1 << 30] * len(_node(w, "conv2d")["attrs"]["multiplier"])),
+        "negative_shift"),
     "activation produced twice": (lambda w: _set(_node(w, "linear"), "outputs",
                                                  _node(w, "conv2d")["outputs"]), "produced"),
     "use before definition": (lambda w: w.nodes.reverse(), "before"),

@@ -35,6 +35,7 @@ Conv2dParams read_conv2d_params(const NodeView& node, DType dtype, DType bias_dt
     Conv2dParams p =
         read_conv2d_window(node, node.expect_weight_layer(inputs, dtype, bias_dtype, 4));
     p.nhwc = node.channels_last();
+    p.fused_prelu = node.has_attr("negative_multiplier");
     const Shape& y = node.output(0, dtype).shape;
     if (y.size() == 4) {  // else the kernel reports it
         p.out_h = p.nhwc ? y[1] : y[2];
@@ -52,6 +53,17 @@ Conv2dInt8Constants::Conv2dInt8Constants(const NodeView& node, const Conv2dParam
     shift = node.shifts("shift", static_cast<size_t>(params.out_channels));
     clamp = node.clamp("clamp");
 
+    if (node.has_attr("negative_multiplier") || node.has_attr("negative_shift")) {
+        const std::vector<int64_t> m =
+            node.int_list("negative_multiplier", -kMaxAttr, kMaxAttr);  // signed (spec 22)
+        if (m.size() != size_t(params.out_channels)) {
+            node.fail("attribute 'negative_multiplier' holds " + std::to_string(m.size()) +
+                      " values, one per output channel (" + std::to_string(params.out_channels) +
+                      ") expected");
+        }
+        negative_multiplier.assign(m.begin(), m.end());
+        negative_shift = node.shifts("negative_shift", size_t(params.out_channels));
+    }
     weight = reinterpret_cast<const int8_t*>(w.data);
     bias = int32_values(b);
     check_narrow_range_weights(node, w);
@@ -62,7 +74,7 @@ Conv2dInt8Constants::Conv2dInt8Constants(const NodeView& node, const Conv2dParam
     if (binary) {
         node.expect_attrs({"stride", "padding", "dilation", "groups", "multiplier", "shift",
                            "clamp", "pad_value"},
-                          {"thresholds"});
+                          {"thresholds", "negative_multiplier", "negative_shift"});
         if (has_residual) {
             node.fail("a binary convolution takes 3 inputs (x, weight, bias), not 4");
         }
@@ -86,13 +98,13 @@ Conv2dInt8Constants::Conv2dInt8Constants(const NodeView& node, const Conv2dParam
     if (!has_residual) {
         node.expect_attrs(
             {"stride", "padding", "dilation", "groups", "multiplier", "shift", "clamp"},
-            {"layout"});
+            {"layout", "negative_multiplier", "negative_shift"});
         output_zero_point = y.zero_point;
         return;
     }
     node.expect_attrs({"stride", "padding", "dilation", "groups", "multiplier", "shift", "clamp",
                        "conv_zero_point", "add_multiplier", "add_shift", "add_clamp"},
-                      {"layout"});
+                      {"layout", "negative_multiplier", "negative_shift"});
     output_zero_point =
         static_cast<int32_t>(node.int_scalar("conv_zero_point", arith::kInt8Min, arith::kInt8Max));
     const std::vector<int32_t> add_multiplier = node.multipliers("add_multiplier", 2);

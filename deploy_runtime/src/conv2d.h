@@ -24,6 +24,9 @@ struct Conv2dParams {
     // The output's height and width in the graph (0 where unknown, as in a bare geometry). Only
     // the default choice reads them (Conv2dAlgo::preferred); kernels take each run's shapes.
     int64_t out_h = 0, out_w = 0;
+    // An int8 conv with a PReLU fused (spec 22): its sums below zero take other multipliers, which
+    // kernels that requantize by one multiplier per channel in registers do not take.
+    bool fused_prelu = false;
 
     int64_t products_per_output() const { return group_in_channels * kernel_h * kernel_w; }
     int64_t out_per_group() const { return out_channels / groups; }
@@ -60,13 +63,19 @@ struct ResidualAdd {
 struct Conv2dInt8Constants {
     Conv2dInt8Constants(const NodeView& node, const Conv2dParams& params);
 
+    // Spec 4, or spec 22's two sides with a fused PReLU.
     int8_t requantize(int64_t oc, int32_t acc) const {
-        return arith::requantize(acc, multiplier[oc], shift[oc], output_zero_point, clamp.lo,
-                                 clamp.hi);
+        const bool below = acc < 0 && fused_prelu();
+        return arith::requantize(acc, below ? negative_multiplier[oc] : multiplier[oc],
+                                 below ? negative_shift[oc] : shift[oc], output_zero_point,
+                                 clamp.lo, clamp.hi);
     }
+    bool fused_prelu() const { return !negative_multiplier.empty(); }
 
     const int8_t* weight;  // [O, C/groups, kh, kw], narrow range, owned by the model
     std::vector<int32_t> bias, multiplier, shift;
+    // A fused PReLU's (spec 22) per output channel, the multiplier signed; empty without one.
+    std::vector<int32_t> negative_multiplier, negative_shift;
     ClampRange clamp;
     int32_t input_zero_point, output_zero_point;  // output: of the conv result, before any residual
     bool has_residual = false;  // input 3, added to the conv result by `residual`

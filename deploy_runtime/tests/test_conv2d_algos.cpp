@@ -599,10 +599,28 @@ struct BuiltCase {
     Shape x_shape;          // batch 3
     std::vector<int8_t> residual;  // batch 3, where an add follows the conv
     Shape residual_shape;
+    bool fused_prelu = false;
 };
 
+// A fused PReLU's (spec 22) signed multipliers of the sums below zero: slopes of either sign, 0
+// and above 1 over the channels, times the channel's positive multiplier.
+std::vector<AttrSpec> negative_side_attrs(size_t channels, double positive) {
+    const double slopes[] = {0.25, -0.5, 0.0, 1.5, 0.1, -2.0, 0.75};
+    std::vector<int64_t> mults, shifts;
+    for (size_t c = 0; c < channels; ++c) {
+        const double slope = slopes[c % 7];
+        const qtk_test::Requant r = slope == 0.0
+                                        ? qtk_test::Requant{0, 1}
+                                        : qtk_test::quantize_multiplier(std::abs(slope) * positive);
+        mults.push_back(slope < 0 ? -int64_t{r.multiplier} : int64_t{r.multiplier});
+        shifts.push_back(r.shift);
+    }
+    return {AttrSpec("negative_multiplier", mults), AttrSpec("negative_shift", shifts)};
+}
+
 // One conv2d node with random zero points, per-channel requantization aimed at the accumulator's
-// typical size (so outputs spread over the int8 range), and sometimes a ReLU clamp. Extreme cases
+// typical size (so outputs spread over the int8 range), and sometimes a ReLU clamp or a fused
+// PReLU. Extreme cases
 // take extreme weights and the largest bias the accumulator check allows. A third of the cases add
 // a second input to the conv's output (an add the graph pass fuses into the conv's epilogue), with
 // the operands in either order.
@@ -631,6 +649,7 @@ BuiltCase build(const ConvCase& cc, uint64_t seed) {
     }
     const int32_t zy = static_cast<int32_t>(rng.uniform(-128, 127));
     const bool relu = rng.uniform(0, 2) == 0;
+    const bool prelu = !relu && rng.uniform(0, 1) == 0;
 
     ModelBuilder b;
     const uint32_t x = b.activation("x", {1, cc.in, cc.height, cc.width}, 0.05f, zx);
@@ -642,6 +661,11 @@ BuiltCase build(const ConvCase& cc, uint64_t seed) {
     attrs.insert(attrs.begin(),
                  {AttrSpec("stride", {cc.sh, cc.sw}), AttrSpec("padding", {cc.ph, cc.pw}),
                   AttrSpec("dilation", {cc.dh, cc.dw}), AttrSpec("groups", {cc.groups})});
+    if (prelu) {
+        for (const AttrSpec& a : negative_side_attrs(size_t(cc.out), 90.0 / typical)) {
+            attrs.push_back(a);
+        }
+    }
     b.node("conv2d", "conv", {x, w, bi}, {y}, attrs);
     b.inputs = {x};
     b.outputs = {y};
@@ -664,7 +688,7 @@ BuiltCase build(const ConvCase& cc, uint64_t seed) {
         b.outputs = {sum};
     }
 
-    BuiltCase built{b.build(), {}, {3, cc.in, cc.height, cc.width}, {}, y_shape};
+    BuiltCase built{b.build(), {}, {3, cc.in, cc.height, cc.width}, {}, y_shape, prelu};
     if (residual) {
         built.residual = rng.int8s(size_t(3 * cc.out * cc.out_h() * cc.out_w()));
     }
@@ -726,8 +750,10 @@ void check_case(const ConvCase& cc, const std::vector<const Conv2dAlgo*>& algos)
                                  "the reference with its add fused differs from conv then add "
                                  "on " + cc.describe());
     }
+    qtk::detail::Conv2dParams params = cc.params();
+    params.fused_prelu = c.fused_prelu;
     for (const Conv2dAlgo* algo : algos) {
-        if (!algo->fits(cc.params())) {
+        if (!algo->fits(params)) {
             continue;
         }
         ++g_algo_cases[algo->name];

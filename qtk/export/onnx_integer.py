@@ -152,8 +152,9 @@ class IntegerGraph(OnnxGraph):
 
     def _op_conv2d(self, node, inputs, outputs):
         a, out = node["attrs"], outputs[0]
-        if "layout" in a or len(node["inputs"]) != 3:
-            raise UnsupportedOpError(f"{node['name']}: a fused or channels-last conv2d")
+        if "layout" in a or len(node["inputs"]) != 3 or "negative_multiplier" in a:
+            raise UnsupportedOpError(f"{node['name']}: a conv2d with a fused residual add or "
+                                     f"PReLU, or channels-last")
         ph, pw = a["padding"]
         acc = self._layer_sum("ConvInteger", node, inputs,
                               self._constant_input(node, 1).astype(np.int8), out,

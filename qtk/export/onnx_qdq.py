@@ -110,8 +110,9 @@ class QdqGraph(OnnxGraph):
 
     def _op_conv2d(self, node, inputs, outputs):
         a = node["attrs"]
-        if "layout" in a or len(node["inputs"]) != 3:
-            raise UnsupportedOpError(f"{node['name']}: a fused or channels-last conv2d")
+        if "layout" in a or len(node["inputs"]) != 3 or "negative_multiplier" in a:
+            raise UnsupportedOpError(f"{node['name']}: a conv2d with a fused residual add or "
+                                     f"PReLU, or channels-last")
         w, b = self._weight_and_bias(node)
         ph, pw = a["padding"]
         self._step("Conv", [inputs[0], w, b], outputs[0], strides=a["stride"],

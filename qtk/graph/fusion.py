@@ -1,4 +1,5 @@
-"""Fusion pass: conv-bn(-relu), conv-relu, linear-relu and add-relu become one module each.
+"""Fusion pass: conv-bn(-relu), conv-relu, linear-relu and add-relu become one module each (relu:
+ReLU or ReLU6, and after a conv PReLU too).
 
 Fusion runs before QAT starts, so training sees the layer that will be deployed (BatchNorm folded,
 activation as the requantization clamp). A chain fuses only when each intermediate result has a
@@ -14,6 +15,9 @@ from .. import modules
 from .capture import replace_submodule
 
 _ACTIVATIONS = (nn.ReLU, nn.ReLU6)
+# A conv's output channels are dim 1, a PReLU's slopes' too: its PReLU fuses (one rounding instead
+# of two, spec 22). A linear's features are the last dim, dim 1 only at rank 2: its PReLU stays.
+_CONV_ACTIVATIONS = _ACTIVATIONS + (nn.PReLU,)
 
 
 def _conv_bn_relu(conv_bn, relu):
@@ -28,10 +32,10 @@ def _add_relu(add, relu):
 
 # Longest patterns first: (module types along the chain, builder of the fused module).
 PATTERNS = [
-    ((nn.Conv2d, nn.BatchNorm2d, _ACTIVATIONS), modules.ConvBnReLU2d),
+    ((nn.Conv2d, nn.BatchNorm2d, _CONV_ACTIVATIONS), modules.ConvBnReLU2d),
     ((nn.Conv2d, nn.BatchNorm2d), modules.ConvBn2d),
-    ((nn.Conv2d, _ACTIVATIONS), modules.ConvReLU2d),
-    ((modules.ConvBn2d, _ACTIVATIONS), _conv_bn_relu),
+    ((nn.Conv2d, _CONV_ACTIVATIONS), modules.ConvReLU2d),
+    ((modules.ConvBn2d, _CONV_ACTIVATIONS), _conv_bn_relu),
     ((nn.Linear, _ACTIVATIONS), modules.LinearReLU),
     ((modules.Add, _ACTIVATIONS), _add_relu),
 ]

@@ -61,14 +61,18 @@ def deployed_qparams(fake_quant):
 
 
 def activation_kind(module):
-    """The fused activation a float activation module stands for: None, 'relu' or 'relu6'."""
+    """The fused activation a float activation module stands for: None, 'relu', 'relu6' or
+    'prelu' (its slopes stay in the module)."""
     if module is None or isinstance(module, nn.Identity):
         return None
     if isinstance(module, nn.ReLU6):
         return "relu6"
     if isinstance(module, nn.ReLU):
         return "relu"
-    raise TypeError(f"cannot fuse {type(module).__name__} as an activation; only ReLU and ReLU6")
+    if isinstance(module, nn.PReLU):
+        return "prelu"
+    raise TypeError(f"cannot fuse {type(module).__name__} as an activation; only ReLU, ReLU6 and "
+                    f"PReLU")
 
 
 def float_activation_attrs(attrs, kind):
@@ -88,11 +92,14 @@ def refuse_own_input_quantizer(qconfig, layer):
             f"on int8 inputs")
 
 
-def apply_activation(x, kind):
+def apply_activation(x, kind, prelu=None):
+    """The fused activation ``kind`` on x; 'prelu' by the nn.PReLU ``prelu`` (its slopes)."""
     if kind == "relu":
         return torch.relu(x)
     if kind == "relu6":
         return torch.nn.functional.relu6(x)
+    if kind == "prelu":
+        return prelu(x)
     return x
 
 
@@ -206,7 +213,7 @@ class QuantizedWeightLayer(QuantizedModule):
     """Shared by convolution and linear: int8 weight, int32 bias, per-channel requantization."""
 
     def __init__(self, weight, bias, weight_fake_quant, input_qparams, output_qparams, activation,
-                 where, input_scale=None, input_bound=255):
+                 where, input_scale=None, input_bound=255, slopes=None):
         super().__init__(input_qparams, output_qparams)
         # the scale the layer reads its input at: its own input quantizer's (signs: 1, each at
         # most input_bound in magnitude), or the int8 input's
@@ -239,6 +246,11 @@ class QuantizedWeightLayer(QuantizedModule):
             w_q, s_x, w_scale, output_qparams.scales()))  # read by the ONNX QDQ exporter
         self.activation = activation
         self.lo, self.hi = arithmetic.activation_bounds(activation, output_qparams)
+        # a fused PReLU's (M, n) of the sums below zero (spec 22), or None
+        self.negative = None
+        if activation == "prelu":
+            self.negative = arithmetic.fused_prelu_multipliers(
+                slopes, w_q, s_x, w_scale, output_qparams.scales(), f"{where}: fused PReLU")
 
     @staticmethod
     def _affine_weight(weight, weight_fake_quant):
@@ -255,12 +267,18 @@ class QuantizedWeightLayer(QuantizedModule):
 
     def _requantize(self, acc, channel_shape):
         m, n = self.multiplier.reshape(channel_shape), self.shift.reshape(channel_shape)
-        return to_int8(arithmetic.requantize(acc, m, n, self.output_qparams.zero_point, self.lo,
-                                             self.hi))
+        z = self.output_qparams.zero_point
+        if self.negative is None:
+            return to_int8(arithmetic.requantize(acc, m, n, z, self.lo, self.hi))
+        negative = tuple(t.reshape(channel_shape) for t in self.negative)
+        return to_int8(arithmetic.requantize_by_sign(acc, (m, n), negative, z, self.lo, self.hi))
 
     def _weight_op(self, op, attrs):
         """The node: weight (packed below 8 bits) and bias, with requantization attributes."""
         attrs = {**attrs, "multiplier": self.multiplier.tolist(), "shift": self.shift.tolist(),
                  "clamp": clamp_attr(self.lo, self.hi)}
+        if self.negative is not None:
+            attrs["negative_multiplier"], attrs["negative_shift"] = (
+                t.tolist() for t in self.negative)
         return QModelOp(op, [("weight", self.weight_q), ("bias", self.bias_q)], attrs,
                         {"weight": self.weight_bits})

@@ -7,6 +7,7 @@ from torch import nn
 from .. import arithmetic
 from ..errors import UnsupportedOpError
 from ..fake_quant import BinaryFakeQuantize
+from .activation import float_prelu
 from .base import (QATModule, QModelOp, QuantizedWeightLayer, activation_kind, apply_activation,
                    deployed_qparams, float_activation_attrs, float_export,
                    refuse_own_input_quantizer, to_int8)
@@ -15,7 +16,7 @@ from .base import (QATModule, QModelOp, QuantizedWeightLayer, activation_kind, a
 # ---- float: fused containers that quantize as one layer ----------------------------------------
 
 class ConvReLU2d(nn.Sequential):
-    """Conv2d followed by ReLU or ReLU6, quantized as one layer."""
+    """Conv2d followed by ReLU, ReLU6 or PReLU, quantized as one layer."""
 
     def __init__(self, conv, relu):
         super().__init__(conv, relu)
@@ -29,7 +30,7 @@ class ConvBn2d(nn.Sequential):
 
 
 class ConvBnReLU2d(nn.Sequential):
-    """Conv2d, BatchNorm2d, then ReLU or ReLU6."""
+    """Conv2d, BatchNorm2d, then ReLU, ReLU6 or PReLU."""
 
     def __init__(self, conv, bn, relu):
         super().__init__(conv, bn, relu)
@@ -82,10 +83,11 @@ def check_conv_supported(conv):
 # ---- QAT ----------------------------------------------------------------------------------------
 
 class QATConv2d(nn.Conv2d, QATModule):
-    """Conv2d (+ fused ReLU/ReLU6) with fake-quantized weight and output.
+    """Conv2d (+ fused ReLU/ReLU6/PReLU) with fake-quantized weight and output.
 
     Args:
-        activation: None, 'relu' or 'relu6', applied before the output fake quantizer.
+        activation: None, 'relu', 'relu6' or 'prelu' (slopes: the ``prelu`` submodule), applied
+            before the output fake quantizer.
         qconfig: the :class:`qtk.QConfig` giving the fake quantizers.
     """
     FLOAT_TYPES = (nn.Conv2d, ConvReLU2d)
@@ -93,6 +95,7 @@ class QATConv2d(nn.Conv2d, QATModule):
     def __init__(self, *args, activation=None, qconfig, **kwargs):
         super().__init__(*args, **kwargs)
         self.activation = activation
+        self.prelu = None  # the fused nn.PReLU, its slopes trained with the layer
         self.weight_fake_quant = qconfig.weight()
         self.activation_post_process = qconfig.activation()
         # the layer's own quantizer of its input: signs (spec 24) or fewer bits (spec 16);
@@ -102,20 +105,26 @@ class QATConv2d(nn.Conv2d, QATModule):
             self.input_fake_quant.input_channels(self.in_channels)
 
     @classmethod
-    def _new_like(cls, conv, qconfig, activation, bias):
+    def _new_like(cls, conv, qconfig, act, bias):
         check_conv_supported(conv)
         qat = cls(conv.in_channels, conv.out_channels, conv.kernel_size, stride=conv.stride,
                   padding=conv.padding, dilation=conv.dilation, groups=conv.groups, bias=bias,
-                  activation=activation, qconfig=qconfig)
+                  activation=activation_kind(act), qconfig=qconfig)
         qat.weight = conv.weight
         if bias:
             qat.bias = conv.bias
+        if qat.activation == "prelu":
+            qat.prelu = act
         return qat.to(conv.weight.device)
 
     @classmethod
     def from_float(cls, module, qconfig):
         conv, act = (module[0], module[1]) if isinstance(module, ConvReLU2d) else (module, None)
-        return cls._new_like(conv, qconfig, activation_kind(act), conv.bias is not None)
+        return cls._new_like(conv, qconfig, act, conv.bias is not None)
+
+    def activate(self, y):
+        """The fused activation, if any."""
+        return apply_activation(y, self.activation, self.prelu)
 
     def folded_weight_and_bias(self):
         return self.weight, self.bias
@@ -134,7 +143,7 @@ class QATConv2d(nn.Conv2d, QATModule):
 
     def forward(self, x):
         y = self.convolve(x, self.weight_fake_quant(self.weight), self.bias)
-        return self.activation_post_process(apply_activation(y, self.activation))
+        return self.activation_post_process(self.activate(y))
 
 
 class QATConvBn2d(QATConv2d):
@@ -151,7 +160,7 @@ class QATConvBn2d(QATConv2d):
     def from_float(cls, module, qconfig):
         conv, bn = module[0], module[1]
         act = module[2] if isinstance(module, ConvBnReLU2d) else None
-        qat = cls._new_like(conv, qconfig, activation_kind(act), conv.bias is not None)
+        qat = cls._new_like(conv, qconfig, act, conv.bias is not None)
         qat.bn = bn
         qat.freeze_bn = False
         return qat
@@ -188,13 +197,14 @@ class QATConvBn2d(QATConv2d):
         if self.bias is not None:
             y = y + self.bias.reshape(1, -1, 1, 1)
         y = self.bn(y)
-        return self.activation_post_process(apply_activation(y, self.activation))
+        return self.activation_post_process(self.activate(y))
 
 
 # ---- Quantized ----------------------------------------------------------------------------------
 
 class QuantizedConv2d(QuantizedWeightLayer):
-    """int8 convolution: exact int32 sums, per-channel requantization, fused clamp (spec 4, 5);
+    """int8 convolution: exact int32 sums, per-channel requantization, fused clamp (spec 4, 5) or
+    PReLU (spec 22);
     reading its input requantized to its own fewer bits (spec 16), or binary, reading its input's
     signs (spec 24). A depthwise one may read an input quantized per channel; any one may write
     its output so (spec 25)."""
@@ -220,7 +230,8 @@ class QuantizedConv2d(QuantizedWeightLayer):
         layer = cls(weight.detach(), None if bias is None else bias.detach(),
                     module.weight_fake_quant, input_qparams, module.output_qparams(),
                     module.activation, where, input_scale=input_scale,
-                    input_bound=1 if binary else 255)
+                    input_bound=1 if binary else 255,
+                    slopes=None if module.prelu is None else module.prelu.weight)
         layer.stride, layer.padding = tuple(module.stride), tuple(module.padding)
         layer.dilation, layer.groups = tuple(module.dilation), module.groups
         # reads the signs of its input, padded with this value (spec 24); None: int8 input
@@ -295,8 +306,12 @@ def float_conv2d(module, input_shapes, where):
         weight, bias = weight.detach(), bias.detach()
     attrs = {"stride": list(conv.stride), "padding": list(conv.padding),
              "dilation": list(conv.dilation), "groups": [conv.groups]}
+    act = rest[0] if rest else None
+    if isinstance(act, nn.PReLU):  # the conv, then the float prelu op
+        return [QModelOp("conv2d", [("weight", weight.float()), ("bias", bias.float())], attrs),
+                float_prelu(act, input_shapes, where)]
     return QModelOp("conv2d", [("weight", weight.float()), ("bias", bias.float())],
-                    float_activation_attrs(attrs, activation_kind(rest[0] if rest else None)))
+                    float_activation_attrs(attrs, activation_kind(act)))
 
 
 # ---- transposed convolution (ConvTranspose2d): QAT, Quantized, float32 op ------------------------

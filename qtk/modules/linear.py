@@ -40,9 +40,13 @@ class QATLinear(nn.Linear, QATModule):
             qat.bias = linear.bias
         return qat.to(linear.weight.device)
 
+    def activate(self, y):
+        """The fused activation, if any."""
+        return apply_activation(y, self.activation)
+
     def forward(self, x):
         y = nn.functional.linear(x, self.weight_fake_quant(self.weight), self.bias)
-        return self.activation_post_process(apply_activation(y, self.activation))
+        return self.activation_post_process(self.activate(y))
 
 
 class QuantizedLinear(QuantizedWeightLayer):

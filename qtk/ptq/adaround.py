@@ -25,7 +25,6 @@ from tqdm import tqdm
 from ..fake_quant import FakeQuantize
 from ..modules import QATConv2d, QATConvBn2d, QATLinear
 from ..modules.activation import QATPReLU, QATTableFunction
-from ..modules.base import apply_activation
 from ..modules.conv import batchnorm_scale
 
 # The rectified sigmoid's stretch (paper eq. 23): h(V) reaches 0 and 1 exactly, so the
@@ -47,7 +46,7 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
     """Learn every conv/linear layer's weight rounding, in forward order, on calibration data.
 
     Each layer minimizes ``|f(W~ x~ + b) - f(W x + b)|^2 + regularization * sum(1 - |2h - 1|^beta)``
-    (f the layer's fused ReLU/ReLU6, or the PReLU or table function that alone reads its output,
+    (f the layer's fused ReLU/ReLU6/PReLU, or the PReLU or table function that alone reads its output,
     if any) over ``W~ = scale * (floor(W / scale) + h(V))``:
     ``x~`` is the layer's input in the model quantized so far (earlier layers' weights rounded,
     activations fake-quantized with their calibrated qparams), the target comes from the float
@@ -274,7 +273,7 @@ def _round_layer(layer, inputs, targets, iterations, deadline, regularization, l
         w = torch.clamp(floor + rounded, lowest, highest) * scale
         y = (nn.functional.conv2d(x, w, bias, layer.stride, 0, layer.dilation, layer.groups)
              if convolution else nn.functional.linear(x, w, bias))
-        return activation(y) if activation is not None else apply_activation(y, layer.activation)
+        return activation(y) if activation is not None else layer.activate(y)
 
     samples = torch.Generator().manual_seed(0)
     reconstruction = torch.zeros(())

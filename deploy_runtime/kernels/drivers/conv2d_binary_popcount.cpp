@@ -640,6 +640,9 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
     // output), and with pad_value 0 whether the input has the file's size, whose classes of
     // windows it has (a session changes only the batch). Else the reference's loop runs.
     bool runs_fast(const Shape& x, const Shape& y) const {
+        if (c_.fused_prelu()) {  // the epilogues take one multiplier per channel
+            return false;
+        }
         if (c_.pad_value == 0 && (x[2] != classes_.height || x[3] != classes_.width)) {
             return false;
         }

@@ -245,14 +245,17 @@ class Conv2dInt8DepthwiseC64 final : public Conv2dInt8Kernel {
     std::vector<int32_t> init_, multiplier_, shift_;  // [blocks][64]
 };
 
+// It requantizes by one multiplier per channel: not a fused PReLU's two sides.
+bool fits_depthwise_one_side(const Conv2dParams& p) { return fits_depthwise(p) && !p.fused_prelu; }
+
 }  // namespace
 
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8DepthwiseC64Avx512Vnni = {
-    "conv2d_int8_depthwise_c64_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
+    "conv2d_int8_depthwise_c64_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise_one_side,
     make_kernel<Conv2dInt8DepthwiseC64, kInt8DepthwiseNhwcC64Avx512Vnni, kInt8EpilogueAvx512>};
 extern const Conv2dAlgo kConv2dInt8DepthwiseNhwcC64Avx512Vnni = {
-    "conv2d_int8_depthwise_nhwc_c64_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise,
+    "conv2d_int8_depthwise_nhwc_c64_avx512_vnni", IsaLevel::kAvx512Vnni, fits_depthwise_one_side,
     make_kernel<Conv2dInt8DepthwiseC64, kInt8DepthwiseNhwcC64Avx512Vnni, kInt8EpilogueAvx512>,
     false, true};
 #endif

@@ -1,8 +1,9 @@
 // How every optimized int8 conv2d algorithm finishes a row of output pixels of one channel (or, in
-// channels-last layout, a run of channels of each of some pixels): the
-// requantization of requantize_int8.h and, where the graph pass fused one (conv2d.h), the residual
-// add of vadd_int8.h over the bytes just written, while they are still in cache. Both are exact,
-// so the row equals the reference's conv then add. Built with the baseline flags.
+// channels-last layout, a run of channels of each of some pixels): the requantization of
+// requantize_int8.h (a fused PReLU's two sides, spec 22, element by element) and, where the graph
+// pass fused one (conv2d.h), the residual add of vadd_int8.h over the bytes just written, while
+// they are still in cache. Both are exact, so the row equals the reference's conv then add. Built
+// with the baseline flags.
 #pragma once
 
 #include "../contracts/requantize_int8.h"
@@ -51,8 +52,16 @@ class Conv2dInt8Epilogue {
     // residual's element of y[0] (ignored without a fused add).
     void rows(int64_t oc, const int32_t* acc, int64_t acc_stride, int64_t rows, int64_t count,
               int32_t offset, int8_t* y, const int8_t* residual) const {
-        requantize_.channel(acc, acc_stride, rows, count, offset, k_.multiplier[oc], k_.shift[oc],
-                            out_, y);
+        if (k_.fused_prelu()) {
+            for (int64_t r = 0; r < rows; ++r) {
+                for (int64_t i = 0; i < count; ++i) {
+                    y[r * count + i] = k_.requantize(oc, acc[r * acc_stride + i] + offset);
+                }
+            }
+        } else {
+            requantize_.channel(acc, acc_stride, rows, count, offset, k_.multiplier[oc],
+                                k_.shift[oc], out_, y);
+        }
         if (k_.has_residual) {
             vadd_.run(y, residual, rows * count, add_, y);
         }
@@ -63,8 +72,17 @@ class Conv2dInt8Epilogue {
     // residual's alike).
     void pixels(int64_t oc, const int32_t* acc, int64_t acc_stride, int64_t pixels, int64_t count,
                 const int32_t* offset, int8_t* y, int64_t y_stride, const int8_t* residual) const {
-        requantize_.channels(acc, acc_stride, pixels, count, offset, k_.multiplier.data() + oc,
-                             k_.shift.data() + oc, out_, y, y_stride);
+        if (k_.fused_prelu()) {
+            for (int64_t p = 0; p < pixels; ++p) {
+                for (int64_t j = 0; j < count; ++j) {
+                    y[p * y_stride + j] =
+                        k_.requantize(oc + j, acc[p * acc_stride + j] + offset[j]);
+                }
+            }
+        } else {
+            requantize_.channels(acc, acc_stride, pixels, count, offset, k_.multiplier.data() + oc,
+                                 k_.shift.data() + oc, out_, y, y_stride);
+        }
         add_residual(y, y_stride, pixels, count, residual);
     }
 
@@ -89,7 +107,8 @@ class Conv2dInt8Epilogue {
         rows(oc, acc, count, 1, count, offset, y, residual);
     }
 
-    // The output's zero point and clamp, for micro-kernels that requantize in registers.
+    // The output's zero point and clamp, for micro-kernels that requantize in registers (by one
+    // multiplier per channel: never with a fused PReLU, whose layers they leave to rows / pixels).
     const Int8Output& output() const { return out_; }
 
  private:

@@ -233,8 +233,8 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
         }
         pack_weights();
         // Where every channel's shift takes the high-half form, the micro-kernel requantizes its
-        // own accumulators (gemm_int8.h).
-        if (ukernel_.run_requantized != nullptr) {
+        // own accumulators (gemm_int8.h); not a fused PReLU's two sides.
+        if (ukernel_.run_requantized != nullptr && !constants_.fused_prelu()) {
             blocks_.resize(size_t(scratch_.c_stride / 16));
             if (!int8_high_half_blocks(acc_init_.data(), constants_.multiplier.data(),
                                        constants_.shift.data(), params_.out_channels,
