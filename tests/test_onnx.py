@@ -191,19 +191,22 @@ def test_qdq_export_is_within_one_step_of_qtk_at_every_op(name):
 
 
 class EveryMappedOp(torch.nn.Module):
-    """The ops the torchvision models above do not reach: reflect pad, average pool without the
-    padding counted, nearest upsampling, a slice, ``c - x``, ``x * c``, a table function, a
-    linear over tokens (rank 3), ReLU6, softmax, and the import forms clone, clip and
-    ``x @ W``."""
+    """The ops the torchvision models above do not reach: a PReLU fused into a conv (slopes of
+    either sign and 0), reflect pad, average pool without the padding counted, nearest
+    upsampling, a slice, ``c - x``, ``x * c``, a table function, a linear over tokens (rank 3),
+    ReLU6, softmax, and the import forms clone, clip and ``x @ W``."""
 
     def __init__(self):
         super().__init__()
         self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.prelu = torch.nn.PReLU(8)
+        with torch.no_grad():
+            self.prelu.weight.copy_(torch.tensor([0.25, -0.5, 0.0, 1.5, 0.1, -0.05, 0.3, 0.7]))
         self.linear = torch.nn.Linear(8, 6)
         self.weight = torch.nn.Parameter(torch.randn(6, 5))
 
     def forward(self, x):
-        x = torch.nn.functional.pad(self.conv(x), (1, 1, 1, 1), mode="reflect")
+        x = torch.nn.functional.pad(self.prelu(self.conv(x)), (1, 1, 1, 1), mode="reflect")
         x = torch.nn.functional.avg_pool2d(x, 3, 1, 1, count_include_pad=False)
         x = torch.nn.functional.interpolate(x, scale_factor=2, mode="nearest")[:, :, 1:, :]
         x = torch.nn.functional.hardswish(1.5 - x.clone()) * 0.75

@@ -152,16 +152,24 @@ class IntegerGraph(OnnxGraph):
 
     def _op_conv2d(self, node, inputs, outputs):
         a, out = node["attrs"], outputs[0]
-        if "layout" in a or len(node["inputs"]) != 3 or "negative_multiplier" in a:
-            raise UnsupportedOpError(f"{node['name']}: a conv2d with a fused residual add or "
-                                     f"PReLU, or channels-last")
+        if "layout" in a or len(node["inputs"]) != 3:
+            raise UnsupportedOpError(f"{node['name']}: a fused or channels-last conv2d")
         ph, pw = a["padding"]
         acc = self._layer_sum("ConvInteger", node, inputs,
                               self._constant_input(node, 1).astype(np.int8), out,
                               strides=a["stride"], pads=[ph, pw, ph, pw],
                               dilations=a["dilation"], group=a["groups"][0])
-        self._requantize(node, acc, a["multiplier"], a["shift"], out, *a["clamp"],
-                         shape=(-1, 1, 1))
+        if "negative_multiplier" not in a:
+            self._requantize(node, acc, a["multiplier"], a["shift"], out, *a["clamp"],
+                             shape=(-1, 1, 1))
+            return
+        # spec 22 fused: both sides requantized, each sum takes its sign's
+        for side, prefix in ((f"{out}.above", ""), (f"{out}.below", "negative_")):
+            self._requantize(node, acc, a[prefix + "multiplier"], a[prefix + "shift"], side,
+                             *a["clamp"], shape=(-1, 1, 1))
+        at_or_above = self._step("GreaterOrEqual", [acc, self._i64(f"{out}.zero", 0)],
+                                 f"{out}.at_or_above")
+        self._step("Where", [at_or_above, f"{out}.above", f"{out}.below"], out)
 
     def _op_linear(self, node, inputs, outputs):
         a, out = node["attrs"], outputs[0]

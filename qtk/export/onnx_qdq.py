@@ -110,13 +110,22 @@ class QdqGraph(OnnxGraph):
 
     def _op_conv2d(self, node, inputs, outputs):
         a = node["attrs"]
-        if "layout" in a or len(node["inputs"]) != 3 or "negative_multiplier" in a:
-            raise UnsupportedOpError(f"{node['name']}: a conv2d with a fused residual add or "
-                                     f"PReLU, or channels-last")
+        if "layout" in a or len(node["inputs"]) != 3:
+            raise UnsupportedOpError(f"{node['name']}: a fused or channels-last conv2d")
         w, b = self._weight_and_bias(node)
         ph, pw = a["padding"]
-        self._step("Conv", [inputs[0], w, b], outputs[0], strides=a["stride"],
-                   pads=[ph, pw, ph, pw], dilations=a["dilation"], group=a["groups"][0])
+        prelu = "negative_multiplier" in a
+        conv = self._step("Conv", [inputs[0], w, b], f"{outputs[0]}.conv" if prelu else outputs[0],
+                          strides=a["stride"], pads=[ph, pw, ph, pw], dilations=a["dilation"],
+                          group=a["groups"][0])
+        if prelu:  # spec 22 fused: each channel's slope is its two multipliers' ratio
+            def real(multiplier, shift):
+                return np.ldexp(np.asarray(multiplier, np.float64), -np.asarray(shift))
+            slopes = (real(a["negative_multiplier"], a["negative_shift"])
+                      / real(a["multiplier"], a["shift"]))
+            self._step("PRelu", [conv, self._const(f"{outputs[0]}.slopes",
+                                                   slopes.astype(np.float32).reshape(-1, 1, 1))],
+                       outputs[0])
 
     def _op_linear(self, node, inputs, outputs):
         w, b = self._weight_and_bias(node)
