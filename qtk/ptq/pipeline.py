@@ -33,8 +33,10 @@ def quantize_ptq(model, data, method="auto", equalize=False, adaround=False,
        moved the output SQNR of the study's networks by -2.7 to 0 dB (``docs/ptq.md``).
     2. calibration of the activation ranges with ``method`` (:func:`qtk.calibrate`); ``"auto"``
        collects one histogram per activation and keeps the rule of :data:`AUTO_METHODS` whose
-       model (in fake quantization) is closest to the float model on ``data`` by output SQNR
-       (the result's ``qtk_calibration_scores``: dB per rule).
+       model (in fake quantization) is closest to the float model by output SQNR, with the
+       ranges fitted to half of ``data`` and measured on the other half, both ways
+       (:func:`held_out_scores`), or measured on ``validation_data`` (the result's
+       ``qtk_calibration_scores``: dB per rule).
     3. ``target``: keep the fewest layers in float for the Quantized model to reach ``target``
        (:func:`qtk.auto_mixed_precision`, calibrated by the rule step 2 chose; its report is the
        result's ``qtk_mixed_precision`` attribute); otherwise every layer is quantized.
@@ -89,12 +91,40 @@ def quantize_ptq(model, data, method="auto", equalize=False, adaround=False,
 def _calibrated(model, qconfig, batches, method, checks, reference):
     """(prepared and calibrated on ``batches``, the rule used, its output SQNR on ``checks``, the
     SQNR of each rule tried or None)."""
-    prepared = calibrate(prepare_ptq(model, qconfig, example_inputs=(batches[0][:1],)), batches,
-                         method="percentile" if method == "auto" else method)
+    prepared = _histograms(model, qconfig, batches, method)
     if method != "auto":
         return prepared, method, _score(prepared, checks, reference), None
+    if checks is batches and len(batches) >= 2:
+        scores = held_out_scores(model, qconfig, batches, reference)
+        method = max(scores, key=scores.get)
+        _set_rule(prepared, method)
+        return prepared, method, _score(prepared, checks, reference), scores
     method, scores = best_calibration_method(prepared, checks, reference)
     return prepared, method, scores[method], scores
+
+
+def _histograms(model, qconfig, batches, method="auto"):
+    """``model`` prepared and calibrated on ``batches`` by ``method`` (histograms for "auto")."""
+    return calibrate(prepare_ptq(model, qconfig, example_inputs=(batches[0][:1],)), batches,
+                     method="percentile" if method == "auto" else method)
+
+
+def held_out_scores(model, qconfig, batches, reference, methods=AUTO_METHODS):
+    """{rule: output SQNR} of each rule with the ranges fitted to half of ``batches`` (every other
+    one) and measured on the other half, both ways, pooled. Measured on the inputs the ranges were
+    fitted to, min/max never clips and so scores above the rules that clip a rare extreme: on MTCNN
+    RNet it won there (34.6 dB, percentile 34.2) and came last on the test faces (30.3 against
+    percentile's 33.9); held out, percentile leads (32.0, min/max 30.9)."""
+    halves = (batches[0::2], batches[1::2])
+    expected, outputs = [], {method: [] for method in methods}
+    for fitted, measured in ((0, 1), (1, 0)):
+        prepared = _histograms(model, qconfig, halves[fitted])
+        expected += reference[measured::2]
+        for method in methods:
+            _set_rule(prepared, method)
+            with fake_quantized_as_converted(prepared):
+                outputs[method] += run(prepared, halves[measured])
+    return {method: _sqnr(expected, outputs[method]) for method in methods}
 
 
 def _score(prepared, inputs, reference):
@@ -107,16 +137,20 @@ def best_calibration_method(prepared, inputs, reference, methods=AUTO_METHODS):
     """The activation rule of ``methods`` under which ``prepared`` (calibrated with histogram
     observers) is closest to the float outputs ``reference`` on ``inputs``, by output SQNR in
     fake quantization; the observers are left on it. Returns (method, {method: dB})."""
-    weights = {id(m.weight_fake_quant) for m in prepared.modules()
-               if hasattr(m, "weight_fake_quant")}
-    observers = [m.observer for m in prepared.modules() if isinstance(m, FakeQuantize)
-                 and id(m) not in weights and isinstance(m.observer, HistogramObserver)]
     scores = {}
     for method in methods:
-        for observer in observers:
-            observer.method = method
+        _set_rule(prepared, method)
         scores[method] = _score(prepared, inputs, reference)
     best = max(scores, key=scores.get)
-    for observer in observers:
-        observer.method = best
+    _set_rule(prepared, best)
     return best, scores
+
+
+def _set_rule(prepared, method):
+    """Every activation histogram of ``prepared`` reads its range by ``method``."""
+    weights = {id(m.weight_fake_quant) for m in prepared.modules()
+               if hasattr(m, "weight_fake_quant")}
+    for m in prepared.modules():
+        if (isinstance(m, FakeQuantize) and id(m) not in weights
+                and isinstance(m.observer, HistogramObserver)):
+            m.observer.method = method
