@@ -15,7 +15,6 @@ import argparse
 import copy
 import datetime
 import os
-import platform
 import shlex
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 import qtk
+from benchmarks.peers import cpu_description
 from model_zoo import photos
 from model_zoo.pretrained import PRETRAINED
 from model_zoo.study_document import write_document
@@ -253,7 +253,11 @@ def _onnx_input_name(path):
 
 def onnx_runtime_rows(onnx_path, calibration, test, reference, task, folder):
     """quantize_static: QDQ, per-channel weights, ONNX Runtime's default (uint8 activations,
-    int8 weights), after its recommended quant_pre_process."""
+    int8 weights), after its recommended quant_pre_process. The QDQ model runs with graph
+    optimizations off: float ops between its exact QuantizeLinear / DequantizeLinear, the model's
+    own arithmetic on any CPU. Optimized, ORT fuses them into u8 x s8 kernels that on a CPU
+    without VNNI multiply by the saturating vpmaddubsw (MTCNN RNet: 29.5 -> 17.9 dB on an AMD
+    EPYC Zen 3), which would measure the CPU, not the calibration."""
     import onnxruntime as ort
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
                                           quantize_static)
@@ -277,7 +281,9 @@ def onnx_runtime_rows(onnx_path, calibration, test, reference, task, folder):
         quantize_static(prepared, path, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                         calibrate_method=getattr(CalibrationMethod, method))
         seconds = time.perf_counter() - start
-        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         output = torch.cat([torch.from_numpy(session.run(None, {name: b.numpy()})[0])
                             for b in batches(test, 1)])
         rows.append(Row("ONNX Runtime", f"QDQ per-channel, {method}",
@@ -436,9 +442,14 @@ INTRO = [
     "compared byte for byte with its Quantized reference (*deployed byte-identical*, per test "
     "input); qtk's figures are the Quantized reference's, equal to the runtime's by that column. "
     "Peers: ONNX Runtime `quantize_static` (QDQ, per-channel weights, its defaults otherwise), "
+    "its QDQ model run with graph optimizations off (float ops between exact QuantizeLinear and "
+    "DequantizeLinear: the model's own arithmetic on any CPU; optimized, ORT's u8 x s8 kernels "
+    "saturate on a CPU without VNNI, MTCNN RNet 29.5 -> 17.9 dB on an AMD EPYC Zen 3); "
     "OpenVINO NNCF `nncf.quantize` on the model converted from the float ONNX (default and "
-    "MIXED presets), run by OpenVINO; torch.ao FX PTQ with the 'x86' default qconfig mapping, "
-    "run by its own kernels. All on the same calibration and test tensors.", "",
+    "MIXED presets), run by OpenVINO's int8 kernels, so its figures depend on the CPU (RNet's "
+    "default preset: 23.3 dB on the AVX-512 VNNI CPU of the first runs, lower on AVX2); torch.ao "
+    "FX PTQ with the 'x86' default qconfig mapping, run by its own kernels. All on the same "
+    "calibration and test tensors.", "",
     f"The AdaRound rows stop each network's rounding at a time budget ({ADAROUND_BUDGET_S} s), "
     "so their steps, and their figures, depend on the machine and vary from run to run: where "
     "equalization is not kept the two AdaRound rows are the same configuration, and on CRAFT "
@@ -453,7 +464,9 @@ INTRO = [
     "(HardSwish) before them (spec 25, `qtk.per_channel_activations`), every other per tensor: "
     "of the study's networks only PP-LCNet has depthwise convolutions. They read their "
     "histograms by the rule (percentile, MSE or min/max) under which the model is closest to the "
-    "float model on the calibration inputs (`method=\"auto\"`; the row's note names it).", "",
+    "float model with the ranges fitted to half the calibration inputs and measured on the other "
+    "half, both ways (`method=\"auto\"`, `qtk.ptq.pipeline.held_out_scores`; the row's note "
+    "names it). Conv layers take the PReLU after them fused (spec 22): MTCNN's convs.", "",
     "What the peers do by default, read from their code and the models they write: **NNCF** "
     "(`nncf.quantize`) inserts FakeQuantize only at the inputs of convolutions, matmuls and a few "
     "element-wise ops (38 on PP-LCNet against qtk's 108 quantized tensors: activation functions, "
@@ -478,21 +491,10 @@ def section(network, rows, sizes, command, minutes):
     task = TASKS[network]
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"## {network} ({sizes[0]} calibration / {sizes[1]} test inputs)", "",
-             f"Run by `{command}` on {now} on {_cpu_name()}: {minutes:.1f} min (torch "
+             f"Run by `{command}` on {now} on {cpu_description()}: {minutes:.1f} min (torch "
              f"{torch.__version__}, qtk {qtk.__version__}).", "", "Acceptance checks:", ""]
     lines += [f"- {'✅' if holds else '❌'} {text}" for text, holds in acceptance(rows)]
     return "\n".join(lines + [""] + table(rows, task.agreement_name) + [""])
-
-
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main(argv=None):
