@@ -237,8 +237,7 @@ def fused_prelu_multipliers(slopes, weight_q, input_scale, weight_scale, output_
     gives M = 0, n = 1. ``slopes``: one, or one per output channel."""
     ratios = layer_multipliers(weight_q, input_scale, weight_scale, output_scale)
     a = slopes.detach().to(torch.float64).reshape(-1).expand(ratios.numel())
-    big_m, n = quantize_multiplier_tensor(a.abs() * ratios, where)
-    return torch.where(a < 0, -big_m, big_m), n
+    return signed_multipliers(a * ratios, where)
 
 
 def requantize_by_sign(acc, positive, negative, zero_point, lo=INT8_MIN, hi=INT8_MAX):
@@ -579,6 +578,13 @@ def quantize_multiplier_tensor(m, where):
     return torch.where(zero, 0, big_m), torch.where(zero, 1, n)
 
 
+def signed_multipliers(m, where):
+    """Spec 2 for signed real multipliers (a float64 tensor): (M, n) of ``|m|`` with M carrying
+    m's sign (spec 21's constants, spec 22's slopes); m = 0 gives M = 0, n = 1."""
+    big_m, n = quantize_multiplier_tensor(m.abs(), where)
+    return torch.where(m < 0, -big_m, big_m), n
+
+
 def constant_mul_requantization(constant, input_scale, output_scale, where, divide=False):
     """Spec 21: ``x * c`` (or ``x / c``, ``divide``) as signed (M, n) per element of ``c``:
     ``m = s_x |c| / s_y`` (``s_x / (|c| s_y)``), M carrying c's sign; c = 0 gives M = 0."""
@@ -587,9 +593,7 @@ def constant_mul_requantization(constant, input_scale, output_scale, where, divi
         if bool((c == 0).any()):
             raise ValueError(f"{where}: division by a constant holding 0 has no int8 form")
         c = 1.0 / c
-    m = float(input_scale) * c.abs() / float(output_scale)
-    big_m, n = quantize_multiplier_tensor(m, where)
-    return torch.where(c < 0, -big_m, big_m), n
+    return signed_multipliers(float(input_scale) * c / float(output_scale), where)
 
 
 def constant_add_requantization(constant, input_scale, output_scale, where):
@@ -629,24 +633,16 @@ def prelu_multipliers(slopes, input_scale, output_scale):
     """Spec 22: the positive side's (M, n) of ``s_x / s_y`` and, per slope ``a_c``, (M_c, n_c) of
     ``|a_c| s_x / s_y`` with M_c carrying a_c's sign (M_c = 0, n_c = 1 for a_c = 0)."""
     ratio = float(input_scale) / float(output_scale)
-    positive = quantize_multiplier(ratio)
-    multipliers, shifts = [], []
-    for a in slopes.detach().to(torch.float64).reshape(-1).tolist():
-        big_m, n = quantize_multiplier(abs(a) * ratio) if a != 0 else (0, 1)
-        multipliers.append(-big_m if a < 0 else big_m)
-        shifts.append(n)
-    return positive, (torch.tensor(multipliers, dtype=torch.int64),
-                      torch.tensor(shifts, dtype=torch.int64))
+    a = slopes.detach().to(torch.float64).reshape(-1)
+    return quantize_multiplier(ratio), signed_multipliers(a * ratio, "slope")
 
 
 def prelu(q, zero_point, positive, multipliers, shifts, output_zero_point, lo=INT8_MIN,
           hi=INT8_MAX):
     """Spec 22 on an int8 tensor: ``multipliers`` and ``shifts`` broadcast against q (one slope,
     or one per channel of dim 1)."""
-    d = q.to(torch.int64) - zero_point
-    above = requantize(d, positive[0], positive[1], output_zero_point, lo, hi)
-    below = requantize(d, multipliers, shifts, output_zero_point, lo, hi)
-    return torch.where(d >= 0, above, below)
+    return requantize_by_sign(q.to(torch.int64) - zero_point, positive, (multipliers, shifts),
+                              output_zero_point, lo, hi)
 
 
 # ---- spec 23: image input (integer resize of uint8 pixels) --------------------------------------

@@ -158,21 +158,24 @@ def test_zero_weight_channel_requantization(biases, input_scale, output_scale, z
     assert expected[1:].tolist() == once
 
 
+signed_multipliers = st.one_of(multipliers, multipliers.map(lambda m: -m))
+
+
 @SETTINGS
-@given(hnp.arrays(np.int8, st.integers(1, 64)), int8s, st.integers(-(2**31 - 1), 2**31 - 1),
-       shifts, int8s)
-def test_prelu_matches_requantize_with_a_signed_multiplier(q, zero_point, multiplier, shift,
-                                                           out_zero_point):
-    """Spec 22: below z_x, requantize with the slope's signed multiplier (the runtime's
-    arith::requantize, int64 product); at or above, the positive pair."""
-    positive = (2**30 + 12345, 31)
-    expected = arithmetic.prelu(torch.from_numpy(q), zero_point, positive,
-                                torch.tensor(multiplier), torch.tensor(shift), out_zero_point)
-    d = q.astype(np.int32) - zero_point
-    above = d >= 0
-    m = np.where(above, positive[0], multiplier).astype(np.int32)
-    n = np.where(above, positive[1], shift).astype(np.int32)
-    actual = _C.arith.requantize(d, m, n, out_zero_point, -128, 127)
+@given(st.lists(st.tuples(int32s, multipliers, shifts, signed_multipliers, shifts), min_size=1,
+                max_size=64), int8s, st.tuples(int8s, int8s))
+@example([(0, 2**30, 31, -(2**30), 31), (-1, 2**30, 31, -(2**30), 31),
+          (-(2**31), 2**30, 1, -(2**31 - 1), 1)], 0, (-128, 127))
+def test_requantize_by_sign_matches(cases, zero_point, bounds):
+    """Spec 22, a PReLU alone or fused into a conv: at or above zero by the positive pair, below
+    by the slope's signed one."""
+    lo, hi = min(bounds), max(bounds)
+    acc, m, n, negative_m, negative_n = (_array(c, np.int32) for c in zip(*cases))
+    expected = arithmetic.requantize_by_sign(
+        torch.from_numpy(acc).long(), (torch.from_numpy(m).long(), torch.from_numpy(n).long()),
+        (torch.from_numpy(negative_m).long(), torch.from_numpy(negative_n).long()), zero_point,
+        lo, hi)
+    actual = _C.arith.requantize_by_sign(acc, m, n, negative_m, negative_n, zero_point, lo, hi)
     np.testing.assert_array_equal(actual, expected.numpy().astype(np.int8))
 
 

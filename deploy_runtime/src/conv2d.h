@@ -65,10 +65,13 @@ struct Conv2dInt8Constants {
 
     // Spec 4, or spec 22's two sides with a fused PReLU.
     int8_t requantize(int64_t oc, int32_t acc) const {
-        const bool below = acc < 0 && fused_prelu();
-        return arith::requantize(acc, below ? negative_multiplier[oc] : multiplier[oc],
-                                 below ? negative_shift[oc] : shift[oc], output_zero_point,
-                                 clamp.lo, clamp.hi);
+        if (!fused_prelu()) {
+            return arith::requantize(acc, multiplier[oc], shift[oc], output_zero_point, clamp.lo,
+                                     clamp.hi);
+        }
+        return arith::requantize_by_sign(acc, multiplier[oc], shift[oc], negative_multiplier[oc],
+                                         negative_shift[oc], output_zero_point, clamp.lo,
+                                         clamp.hi);
     }
     bool fused_prelu() const { return !negative_multiplier.empty(); }
 

@@ -71,6 +71,17 @@ float scale_arg(const std::string& fn, double scale) {
     return s;
 }
 
+// Element i of a shift array, refused outside [1, 62].
+int32_t shift_at(const std::string& fn, const char* name,
+                 const py::array_t<int32_t, py::array::c_style>& shifts, py::ssize_t i) {
+    const int32_t n = shifts.data()[i];
+    if (n < 1 || n > 62) {
+        throw qtk::Error(fn + ": " + name + "[" + std::to_string(i) + "] = " + std::to_string(n) +
+                         " is outside [1, 62]");
+    }
+    return n;
+}
+
 py::array_t<int8_t> requantize(const py::handle& acc_obj, const py::handle& mult_obj,
                                const py::handle& shift_obj, int64_t zero_point, int64_t lo,
                                int64_t hi) {
@@ -84,12 +95,35 @@ py::array_t<int8_t> requantize(const py::handle& acc_obj, const py::handle& mult
     py::array_t<int8_t> out(acc.shape(0));
     int8_t* y = out.mutable_data();
     for (py::ssize_t i = 0; i < acc.shape(0); ++i) {
-        const int32_t n = shift.data()[i];
-        if (n < 1 || n > 62) {
-            throw qtk::Error(fn + ": shift[" + std::to_string(i) + "] = " + std::to_string(n) +
-                             " is outside [1, 62]");
-        }
-        y[i] = qtk::arith::requantize(acc.data()[i], mult.data()[i], n, z, l, h);
+        y[i] = qtk::arith::requantize(acc.data()[i], mult.data()[i], shift_at(fn, "shift", shift, i),
+                                      z, l, h);
+    }
+    return out;
+}
+
+py::array_t<int8_t> requantize_by_sign(const py::handle& acc_obj, const py::handle& mult_obj,
+                                       const py::handle& shift_obj,
+                                       const py::handle& negative_mult_obj,
+                                       const py::handle& negative_shift_obj, int64_t zero_point,
+                                       int64_t lo, int64_t hi) {
+    const std::string fn = "requantize_by_sign";
+    const auto acc = vector_arg<int32_t>(fn, "acc", "int32", acc_obj);
+    const py::ssize_t length = acc.shape(0);
+    const auto mult = vector_arg<int32_t>(fn, "multiplier", "int32", mult_obj, length);
+    const auto shift = vector_arg<int32_t>(fn, "shift", "int32", shift_obj, length);
+    const auto negative_mult =
+        vector_arg<int32_t>(fn, "negative_multiplier", "int32", negative_mult_obj, length);
+    const auto negative_shift =
+        vector_arg<int32_t>(fn, "negative_shift", "int32", negative_shift_obj, length);
+    const int32_t z = zero_point_arg(fn, "zero_point", zero_point);
+    const int32_t l = zero_point_arg(fn, "lo", lo), h = zero_point_arg(fn, "hi", hi);
+    check_clamp(fn, l, h);
+    py::array_t<int8_t> out(length);
+    int8_t* y = out.mutable_data();
+    for (py::ssize_t i = 0; i < length; ++i) {
+        y[i] = qtk::arith::requantize_by_sign(
+            acc.data()[i], mult.data()[i], shift_at(fn, "shift", shift, i),
+            negative_mult.data()[i], shift_at(fn, "negative_shift", negative_shift, i), z, l, h);
     }
     return out;
 }
@@ -281,6 +315,11 @@ void bind_arith(py::module_& m) {
     m.def("requantize", &requantize, py::arg("acc"), py::arg("multiplier"), py::arg("shift"),
           py::arg("zero_point"), py::arg("lo"), py::arg("hi"),
           "int32 acc, multiplier, shift arrays -> int8 (spec 2).");
+    m.def("requantize_by_sign", &requantize_by_sign, py::arg("acc"), py::arg("multiplier"),
+          py::arg("shift"), py::arg("negative_multiplier"), py::arg("negative_shift"),
+          py::arg("zero_point"), py::arg("lo"), py::arg("hi"),
+          "int32 arrays -> int8, acc >= 0 by (multiplier, shift), below by the negative pair "
+          "(spec 22).");
     m.def("rescale_add", &rescale_add, py::arg("a"), py::arg("za"), py::arg("ma"), py::arg("b"),
           py::arg("zb"), py::arg("mb"), py::arg("shift"), py::arg("zero_point"), py::arg("lo"),
           py::arg("hi"), "int8 a, b arrays -> int8 rescaled sum (spec 3).");

@@ -44,6 +44,16 @@ QTK_HOST_DEVICE inline int8_t requantize(int32_t acc, int32_t multiplier, int32_
     return static_cast<int8_t>(clamp(scaled + zero_point, lo, hi));
 }
 
+// Spec 22: the two sides of a PReLU, fused into a conv or alone: acc at or above zero by (M, n),
+// below by the slope's (M_neg, n_neg), M_neg signed (|M_neg| < 2^31 keeps acc M_neg exact).
+QTK_HOST_DEVICE inline int8_t requantize_by_sign(int32_t acc, int32_t multiplier, int32_t shift,
+                                                 int32_t negative_multiplier,
+                                                 int32_t negative_shift, int32_t zero_point,
+                                                 int32_t lo, int32_t hi) {
+    return acc >= 0 ? requantize(acc, multiplier, shift, zero_point, lo, hi)
+                    : requantize(acc, negative_multiplier, negative_shift, zero_point, lo, hi);
+}
+
 // Spec 3: the rescaled sum of (q_i - z_i) * M_i with one shared shift; the caller accumulates the
 // int64 sum (each term below 2^39) and this finishes it.
 QTK_HOST_DEVICE inline int8_t finish_rescaled_sum(int64_t sum, int32_t shift,

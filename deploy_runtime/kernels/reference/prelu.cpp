@@ -74,11 +74,9 @@ class PReLUInt8Reference final : public OpKernel {
 
     // Spec 22 for input q of channel c (slope c).
     int8_t apply(int8_t q, int64_t c) const {
-        const int32_t d = int32_t{q} - zero_point_;
-        return d >= 0 ? arith::requantize(d, positive_multiplier_, positive_shift_,
-                                          output_zero_point_, lo_, hi_)
-                      : arith::requantize(d, multipliers_[size_t(c)], shifts_[size_t(c)],
-                                          output_zero_point_, lo_, hi_);
+        return arith::requantize_by_sign(int32_t{q} - zero_point_, positive_multiplier_,
+                                         positive_shift_, multipliers_[size_t(c)],
+                                         shifts_[size_t(c)], output_zero_point_, lo_, hi_);
     }
 
     int64_t slopes() const { return static_cast<int64_t>(multipliers_.size()); }
