@@ -46,8 +46,8 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
     """Learn every conv/linear layer's weight rounding, in forward order, on calibration data.
 
     Each layer minimizes ``|f(W~ x~ + b) - f(W x + b)|^2 + regularization * sum(1 - |2h - 1|^beta)``
-    (f the layer's fused ReLU/ReLU6/PReLU, or the PReLU or table function that alone reads its output,
-    if any) over ``W~ = scale * (floor(W / scale) + h(V))``:
+    (f the layer's fused activation, or the element-wise one that alone reads its output, if any)
+    over ``W~ = scale * (floor(W / scale) + h(V))``:
     ``x~`` is the layer's input in the model quantized so far (earlier layers' weights rounded,
     activations fake-quantized with their calibrated qparams), the target comes from the float
     model (the paper's asymmetric reconstruction). beta anneals from ``beta_range[0]`` to

@@ -122,15 +122,19 @@ def held_out_scores(model, qconfig, batches, reference, methods=AUTO_METHODS):
         expected += reference[measured::2]
         for method in methods:
             _set_rule(prepared, method)
-            with fake_quantized_as_converted(prepared):
-                outputs[method] += run(prepared, halves[measured])
+            outputs[method] += _quantized_outputs(prepared, halves[measured])
     return {method: _sqnr(expected, outputs[method]) for method in methods}
+
+
+def _quantized_outputs(prepared, inputs):
+    """``prepared``'s outputs on ``inputs`` in fake quantization as converted."""
+    with fake_quantized_as_converted(prepared):
+        return run(prepared, inputs)
 
 
 def _score(prepared, inputs, reference):
     """Output SQNR (dB) against the float outputs, in fake quantization as converted."""
-    with fake_quantized_as_converted(prepared):
-        return _sqnr(reference, run(prepared, inputs))
+    return _sqnr(reference, _quantized_outputs(prepared, inputs))
 
 
 def best_calibration_method(prepared, inputs, reference, methods=AUTO_METHODS):
