@@ -54,16 +54,33 @@ def package_photos():
     return photos
 
 
+def _examples_under(folder):
+    """``folder``'s opencv-doc examples folder (the one holding ``data``): the folder itself, its
+    ``examples``, or the one a ``dpkg-deb -x`` into it unpacked; ``None`` if there is none."""
+    for root in (folder, os.path.join(folder, "examples"),
+                 os.path.join(folder, "usr/share/doc/opencv-doc/examples")):
+        if os.path.isdir(os.path.join(root, "data")):
+            return root
+    return None
+
+
 def opencv_doc_dir(directory=None):
-    """The unpacked ``opencv-doc`` examples folder, or ``None`` where it is absent."""
-    candidates = [directory] if directory else []
-    if os.environ.get("QTK_OPENCV_DOC"):
-        candidates.append(os.environ["QTK_OPENCV_DOC"])
-    candidates += OPENCV_DOC_DIRS
-    for candidate in candidates:
-        for root in (candidate, os.path.join(candidate, "usr/share/doc/opencv-doc/examples")):
-            if os.path.isdir(os.path.join(root, "data")):
-                return root
+    """The unpacked ``opencv-doc`` examples folder, or ``None`` where it is absent. A folder
+    named by the caller must hold it: a wrong path is an error, not a study run without the
+    photos."""
+    if directory:
+        root = _examples_under(directory)
+        if root is None:
+            raise FileNotFoundError(
+                f"{directory}: no opencv-doc examples (a data folder) in it, its examples "
+                f"folder or its usr/share/doc/opencv-doc/examples; unpack the package with "
+                f"'apt-get download opencv-doc && dpkg-deb -x opencv-doc_*.deb {directory}'")
+        return root
+    candidates = [os.environ["QTK_OPENCV_DOC"]] if os.environ.get("QTK_OPENCV_DOC") else []
+    for candidate in candidates + OPENCV_DOC_DIRS:
+        root = _examples_under(candidate)
+        if root is not None:
+            return root
     return None
 
 

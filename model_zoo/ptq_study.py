@@ -117,15 +117,16 @@ class Task:
     halves: object  # calibration -> [fit, validation], no image in both
     agreement: object  # (float outputs, quantized outputs) -> fraction
     agreement_name: str
+    reads_photos: bool = False  # the package photos, and opencv-doc's where unpacked
 
 
 TASKS = {
-    "PP-LCNet": Task(orientation_data, _photo_halves, top1_agreement, "top-1 = float"),
+    "PP-LCNet": Task(orientation_data, _photo_halves, top1_agreement, "top-1 = float", True),
     "MTCNN RNet": Task(lambda _: face_data(24), _alternate, face_agreement,
                        "face decision = float"),
     "MTCNN ONet": Task(lambda _: face_data(48), _alternate, face_agreement,
                        "face decision = float"),
-    "CRAFT": Task(text_data, _crop_halves, text_mask_iou, "text-mask IoU with float"),
+    "CRAFT": Task(text_data, _crop_halves, text_mask_iou, "text-mask IoU with float", True),
 }
 
 
@@ -432,7 +433,10 @@ INTRO = [
     "packages too: scikit-image's photos and its LFW subset of 100 faces and 100 non-faces, "
     "scikit-learn's and matplotlib's sample photos, and Debian's `opencv-doc` examples (about 90 "
     "photos and 14 scene-text photos; `apt-get download opencv-doc && dpkg-deb -x "
-    "opencv-doc_*.deb DIR`, then `--opencv-doc DIR`). Calibration and test images are disjoint: "
+    "opencv-doc_*.deb DIR`, then `--opencv-doc DIR`; each photo section's run line says whether "
+    "they were read: a section without that line was run before 2026-11-29, when a path the "
+    "study did not recognise left them out without a word, so it saw the package photos alone). "
+    "Calibration and test images are disjoint: "
     "alternate images of each source. PP-LCNet sees each photo at 0, 90, 180 and 270 degrees "
     "(its four classes); CRAFT sees four 256x256 crops per photo.", "",
     "*agreement* compares the quantized model's decisions with the float model's on the test "
@@ -487,12 +491,16 @@ INTRO = [
 ]
 
 
-def section(network, rows, sizes, command, minutes):
+def section(network, rows, sizes, command, minutes, opencv_doc):
     task = TASKS[network]
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [f"## {network} ({sizes[0]} calibration / {sizes[1]} test inputs)", "",
-             f"Run by `{command}` on {now} on {cpu_description()}: {minutes:.1f} min (torch "
-             f"{torch.__version__}, qtk {qtk.__version__}).", "", "Acceptance checks:", ""]
+    run = (f"Run by `{command}` on {now} on {cpu_description()}: {minutes:.1f} min (torch "
+           f"{torch.__version__}, qtk {qtk.__version__}).")
+    if task.reads_photos:
+        run += (f" Photos: the packages' and opencv-doc's ({opencv_doc})." if opencv_doc else
+                " Photos: the packages' only (opencv-doc not unpacked).")
+    lines = [f"## {network} ({sizes[0]} calibration / {sizes[1]} test inputs)", "", run, "",
+             "Acceptance checks:", ""]
     lines += [f"- {'✅' if holds else '❌'} {text}" for text, holds in acceptance(rows)]
     return "\n".join(lines + [""] + table(rows, task.agreement_name) + [""])
 
@@ -506,14 +514,18 @@ def main(argv=None):
                         choices=list(QTK_METHODS))
     parser.add_argument("--peers", nargs="*", default=list(PEERS), choices=list(PEERS))
     parser.add_argument("--opencv-doc", default=None,
-                        help="the unpacked opencv-doc package (default: $QTK_OPENCV_DOC or "
-                             "/usr/share/doc/opencv-doc)")
+                        help="the folder opencv-doc's .deb was unpacked into, or its examples "
+                             "folder (default: $QTK_OPENCV_DOC or /usr/share/doc/opencv-doc)")
     parser.add_argument("--max-inputs", type=int, default=None,
                         help="at most this many calibration and test inputs (a smoke test)")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args(argv)
     command = "python -m model_zoo.ptq_study " + shlex.join(sys.argv[1:] if argv is None
                                                              else argv)
+    try:
+        args.opencv_doc = photos.opencv_doc_dir(args.opencv_doc)
+    except FileNotFoundError as error:
+        parser.error(f"--opencv-doc {error}")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     sections = []
@@ -522,7 +534,7 @@ def main(argv=None):
         start = time.perf_counter()
         rows, *sizes = study(network, args)
         sections.append(section(network, rows, sizes, command,
-                                (time.perf_counter() - start) / 60))
+                                (time.perf_counter() - start) / 60, args.opencv_doc))
         write_document(args.out, INTRO, sections, [f"## {n}" for n in TASKS])
     print("\n".join(sections))
 

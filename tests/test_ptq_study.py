@@ -1,5 +1,6 @@
 """The PTQ study (model_zoo/ptq_study.py, which writes docs/ptq.md) runs end to end on a real
 pretrained network and real photos: qtk rows deployed byte-identical, a peer beside them."""
+import pytest
 import torch
 
 from conftest import require_module
@@ -47,3 +48,20 @@ def test_validation_halves_keep_each_photo_whole():
     fit, validation = ptq_study.TASKS["CRAFT"].halves(crops)
     photo = lambda x: set((x.reshape(-1) // ptq_study.CRAFT_CROPS_PER_IMAGE).tolist())  # noqa: E731
     assert photo(fit) == {0, 2, 4} and photo(validation) == {1, 3}
+
+
+def test_an_opencv_doc_folder_is_found_in_each_form_or_refused(tmp_path, capsys):
+    """The unpack folder, the package's doc folder and its examples folder all lead to the
+    examples; a folder without them stops the study with the command that unpacks them, where it
+    once ran without the photos and said nothing."""
+    examples = tmp_path / "usr/share/doc/opencv-doc/examples"
+    (examples / "data").mkdir(parents=True)
+    for folder in (tmp_path, tmp_path / "usr/share/doc/opencv-doc", examples):
+        assert photos.opencv_doc_dir(str(folder)) == str(examples)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SystemExit):
+        ptq_study.main(["--networks", "PP-LCNet", "--opencv-doc", str(empty),
+                        "--out", str(tmp_path / "ptq.md")])
+    assert "dpkg-deb -x opencv-doc_*.deb" in capsys.readouterr().err
+    assert not (tmp_path / "ptq.md").exists()
