@@ -581,6 +581,9 @@ def quantize_multiplier_tensor(m, where):
 def signed_multipliers(m, where):
     """Spec 2 for signed real multipliers (a float64 tensor): (M, n) of ``|m|`` with M carrying
     m's sign (spec 21's constants, spec 22's slopes); m = 0 gives M = 0, n = 1."""
+    if not bool(torch.isfinite(m).all()):
+        raise ValueError(f"{where}: a multiplier is NaN or infinite ({m.flatten()[:4].tolist()}"
+                         f"...), which has no int8 form")
     big_m, n = quantize_multiplier_tensor(m.abs(), where)
     return torch.where(m < 0, -big_m, big_m), n
 

@@ -158,12 +158,12 @@ def test_zero_weight_channel_requantization(biases, input_scale, output_scale, z
     assert expected[1:].tolist() == once
 
 
-signed_multipliers = st.one_of(multipliers, multipliers.map(lambda m: -m))
+signed_multiplier_values = st.one_of(multipliers, multipliers.map(lambda m: -m))
 
 
 @SETTINGS
-@given(st.lists(st.tuples(int32s, multipliers, shifts, signed_multipliers, shifts), min_size=1,
-                max_size=64), int8s, st.tuples(int8s, int8s))
+@given(st.lists(st.tuples(int32s, multipliers, shifts, signed_multiplier_values, shifts),
+                min_size=1, max_size=64), int8s, st.tuples(int8s, int8s))
 @example([(0, 2**30, 31, -(2**30), 31), (-1, 2**30, 31, -(2**30), 31),
           (-(2**31), 2**30, 1, -(2**31 - 1), 1)], 0, (-128, 127))
 def test_requantize_by_sign_matches(cases, zero_point, bounds):
@@ -177,6 +177,11 @@ def test_requantize_by_sign_matches(cases, zero_point, bounds):
         lo, hi)
     actual = _C.arith.requantize_by_sign(acc, m, n, negative_m, negative_n, zero_point, lo, hi)
     np.testing.assert_array_equal(actual, expected.numpy().astype(np.int8))
+
+
+def test_a_slope_without_an_int8_form_is_refused():
+    with pytest.raises(ValueError, match="slope: a multiplier is NaN or infinite"):
+        arithmetic.prelu_multipliers(torch.tensor([0.25, float("nan")]), 0.1, 0.05)
 
 
 def test_prelu_multipliers_carry_the_slope_sign():

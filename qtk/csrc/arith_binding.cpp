@@ -95,8 +95,8 @@ py::array_t<int8_t> requantize(const py::handle& acc_obj, const py::handle& mult
     py::array_t<int8_t> out(acc.shape(0));
     int8_t* y = out.mutable_data();
     for (py::ssize_t i = 0; i < acc.shape(0); ++i) {
-        y[i] = qtk::arith::requantize(acc.data()[i], mult.data()[i], shift_at(fn, "shift", shift, i),
-                                      z, l, h);
+        const int32_t n = shift_at(fn, "shift", shift, i);
+        y[i] = qtk::arith::requantize(acc.data()[i], mult.data()[i], n, z, l, h);
     }
     return out;
 }
