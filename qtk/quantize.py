@@ -322,6 +322,13 @@ def _correct_bias(module, input_mean):
         delta = (error.sum((2, 3)) * per_group).sum(1)
     else:
         delta = error @ input_mean
+    shift_bias(module, delta)
+
+
+def shift_bias(module, delta):
+    """Add ``delta`` (one value per output channel) to a conv/linear layer's folded bias: to a
+    conv-BatchNorm's beta, which the folded bias carries one to one, else to the layer's bias
+    (created where it has none)."""
     target = module.bn if isinstance(module, modules.QATConvBn2d) else module
     if target.bias is None:
         target.bias = nn.Parameter(torch.zeros_like(delta))

@@ -7,10 +7,11 @@ import torch
 
 import qtk
 from conftest import assert_not_degenerate, reference_and_runtime, trained_small_cnn
-from qtk.ptq import correct_biases
+from qtk.ptq import correct_biases, pipeline
 from qtk.ptq.adaround import (_folded_weight_and_bias, _GraphPass, _set_fake_quant,
                               _weight_layer_calls, fake_quantized_as_converted)
 from qtk.ptq.bias_correction import _sums
+from qtk.ptq.sensitivity import run
 
 
 def test_each_layer_sums_average_to_float_after_correction(one_torch_thread):
@@ -54,10 +55,18 @@ def test_each_layer_sums_average_to_float_after_correction(one_torch_thread):
 
 
 def test_quantize_ptq_keeps_the_correction_only_if_held_out_inputs_come_closer(one_torch_thread):
-    model, (train_images, _), _ = trained_small_cnn(1, 1000)
-    batches = list(train_images[:256].split(64))
-    plain = qtk.quantize_ptq(model, batches)
+    """The decision is the comparison of the corrected and the plain model on inputs the
+    correction was not fitted to (here validation_data), computed apart from quantize_ptq."""
+    model, (train_images, _), (test_images, _) = trained_small_cnn(1, 1000)
+    batches, validation = list(train_images[:256].split(64)), list(test_images[:128].split(64))
+    qconfig = qtk.bits_qconfig(4, 8, base=qtk.per_channel_activations(qtk.default_ptq_qconfig))
+    plain = qtk.quantize_ptq(model, batches, validation_data=validation, qconfig=qconfig)
     assert plain.qtk_bias_corrected is None
-    prepared = qtk.quantize_ptq(model, batches, bias_correction=True)
-    assert isinstance(prepared.qtk_bias_corrected, bool)
-    assert hasattr(prepared, "qtk_bias_shifts") == prepared.qtk_bias_corrected
+    reference = run(model, validation)
+    corrected = correct_biases(copy.deepcopy(plain), batches, progress=False)
+    helps = (pipeline._score(corrected, validation, reference)
+             > pipeline._score(plain, validation, reference))
+    prepared = qtk.quantize_ptq(model, batches, validation_data=validation, qconfig=qconfig,
+                                bias_correction=True)
+    assert prepared.qtk_bias_corrected == helps
+    assert hasattr(prepared, "qtk_bias_shifts") == helps

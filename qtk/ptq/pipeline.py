@@ -44,10 +44,12 @@ def quantize_ptq(model, data, method="auto", equalize=False, adaround=False,
     4. ``adaround``: learned weight rounding (:func:`qtk.ptq.adaround`), within
        ``adaround_time_budget_s`` seconds if given, kept if it brings the model closer to float
        (the result's ``qtk_adaround_kept``).
-    5. ``bias_correction``: empirical bias correction (:func:`qtk.ptq.correct_biases`), each
-       layer's mean output error moved into its bias, kept if the ranges and corrections fitted
-       to half of ``data`` bring the other half closer to float, both ways (or if it brings
-       ``validation_data`` closer). Off by default: fitted to all of PP-LCNet's calibration
+    5. ``bias_correction``: empirical bias correction (:func:`qtk.ptq.correct_biases`; not
+       :func:`qtk.calibrate`'s, which corrects the weights' error alone), each layer's mean
+       output error moved into its bias, kept if the ranges and corrections fitted to half of
+       ``data`` bring the other half closer to float, both ways (or if it brings
+       ``validation_data`` closer), measured on the calibrated model without steps 3 and 4.
+       Off by default: fitted to all of PP-LCNet's calibration
        photos it raised the one call on the test photos from 20.8 to 22.8 dB, but fitted to
        either half it lowered the other (22.4 -> 20.7, 20.9 -> 20.3 dB), so the check undoes
        it there; on MTCNN RNet it lowered the test faces' 33.9 to 32.9 dB (result's
@@ -63,9 +65,10 @@ def quantize_ptq(model, data, method="auto", equalize=False, adaround=False,
             :data:`qtk.default_ptq_qconfig` with the outputs that depthwise convolutions read
             quantized per channel (:func:`qtk.per_channel_activations`, spec 25).
         validation_data: batches not used for calibration or AdaRound, on which every choice
-            above (the rule, keeping equalization or AdaRound, the target) is measured instead of
-            ``data``: each step fits the calibration inputs, so measuring it there favours it
-            (on MTCNN RNet, AdaRound raised the calibration SQNR and lowered the test one).
+            above (the rule, keeping equalization, AdaRound or the bias correction, the target) is
+            measured instead of ``data``: each step fits the calibration inputs, so measuring it
+            there favours it (on MTCNN RNet, AdaRound raised the calibration SQNR and lowered the
+            test one).
     Returns:
         the prepared, calibrated model.
     """
@@ -84,7 +87,7 @@ def quantize_ptq(model, data, method="auto", equalize=False, adaround=False,
                                                 qconfig=qconfig, validation_data=checks)
         prepared.qtk_mixed_precision = report
         score = _score(prepared, checks, reference)
-    adaround_kept = None
+    adaround_kept, unrounded = None, prepared
     if adaround:
         rounded = learn_rounding(copy.deepcopy(prepared), batches,
                                  time_budget_s=adaround_time_budget_s)
@@ -96,7 +99,7 @@ def quantize_ptq(model, data, method="auto", equalize=False, adaround=False,
         bias_corrected = _bias_correction_helps(model, qconfig, batches, method, checks,
                                                 reference)
         if bias_corrected:
-            prepared = correct_biases(prepared, batches, progress=False)
+            prepared = correct_biases(prepared, batches, progress=False, float_model=unrounded)
     prepared.qtk_calibration_scores = scores
     prepared.qtk_equalized = best == 1 if equalize else None
     prepared.qtk_adaround_kept = adaround_kept
@@ -107,7 +110,8 @@ def quantize_ptq(model, data, method="auto", equalize=False, adaround=False,
 def _bias_correction_helps(model, qconfig, batches, method, checks, reference):
     """Whether correcting the biases brings the quantized model closer to float on inputs the
     corrections were not fitted to: on ``checks`` when they are not ``batches``, else fitted to
-    every other batch and measured on the rest, both ways, pooled (as :func:`held_out_scores`)."""
+    every other batch and measured on the rest, both ways, pooled (as :func:`held_out_scores`;
+    a single batch is fitted and measured alike)."""
     splits = ([(batches, checks, reference)] if checks is not batches or len(batches) < 2 else
               [(batches[fit::2], batches[1 - fit::2], reference[1 - fit::2]) for fit in (0, 1)])
     expected, plain, corrected = [], [], []
