@@ -66,22 +66,18 @@ def _examples_under(folder):
 
 def opencv_doc_dir(directory=None):
     """The unpacked ``opencv-doc`` examples folder, or ``None`` where it is absent. A folder
-    named by the caller must hold it: a wrong path is an error, not a study run without the
-    photos."""
-    if directory:
-        root = _examples_under(directory)
-        if root is None:
-            raise FileNotFoundError(
-                f"{directory}: no opencv-doc examples (a data folder) in it, its examples "
-                f"folder or its usr/share/doc/opencv-doc/examples; unpack the package with "
-                f"'apt-get download opencv-doc && dpkg-deb -x opencv-doc_*.deb {directory}'")
-        return root
-    candidates = [os.environ["QTK_OPENCV_DOC"]] if os.environ.get("QTK_OPENCV_DOC") else []
-    for candidate in candidates + OPENCV_DOC_DIRS:
-        root = _examples_under(candidate)
-        if root is not None:
-            return root
-    return None
+    named by the caller or by ``$QTK_OPENCV_DOC`` must hold it: a wrong path is an error, not a
+    study run without the photos."""
+    named = directory or os.environ.get("QTK_OPENCV_DOC")
+    if not named:
+        return next(filter(None, map(_examples_under, OPENCV_DOC_DIRS)), None)
+    root = _examples_under(named)
+    if root is None:
+        raise FileNotFoundError(
+            f"{named}: no opencv-doc examples (a data folder) in it, its examples folder or its "
+            f"usr/share/doc/opencv-doc/examples; unpack the package with "
+            f"'apt-get download opencv-doc && dpkg-deb -x opencv-doc_*.deb {named}'")
+    return root
 
 
 def opencv_doc_photos(directory=None, subfolder="data"):

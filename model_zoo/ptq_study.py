@@ -433,10 +433,10 @@ INTRO = [
     "packages too: scikit-image's photos and its LFW subset of 100 faces and 100 non-faces, "
     "scikit-learn's and matplotlib's sample photos, and Debian's `opencv-doc` examples (about 90 "
     "photos and 14 scene-text photos; `apt-get download opencv-doc && dpkg-deb -x "
-    "opencv-doc_*.deb DIR`, then `--opencv-doc DIR`; each photo section's run line says whether "
-    "they were read: a section without that line was run before 2026-11-29, when a path the "
-    "study did not recognise left them out without a word, so it saw the package photos alone). "
-    "Calibration and test images are disjoint: "
+    "opencv-doc_*.deb DIR`, then `--opencv-doc DIR`). PP-LCNet's and CRAFT's run lines say "
+    "whether opencv-doc's photos were read; a run line without that note predates 2026-11-29 "
+    "19:20 UTC, when an `--opencv-doc` path the study did not recognise was ignored without a "
+    "word, and read the packages' photos alone. Calibration and test images are disjoint: "
     "alternate images of each source. PP-LCNet sees each photo at 0, 90, 180 and 270 degrees "
     "(its four classes); CRAFT sees four 256x256 crops per photo.", "",
     "*agreement* compares the quantized model's decisions with the float model's on the test "
@@ -498,7 +498,7 @@ def section(network, rows, sizes, command, minutes, opencv_doc):
            f"{torch.__version__}, qtk {qtk.__version__}).")
     if task.reads_photos:
         run += (f" Photos: the packages' and opencv-doc's ({opencv_doc})." if opencv_doc else
-                " Photos: the packages' only (opencv-doc not unpacked).")
+                " Photos: the packages' only (opencv-doc's not found).")
     lines = [f"## {network} ({sizes[0]} calibration / {sizes[1]} test inputs)", "", run, "",
              "Acceptance checks:", ""]
     lines += [f"- {'✅' if holds else '❌'} {text}" for text, holds in acceptance(rows)]
@@ -525,7 +525,7 @@ def main(argv=None):
     try:
         args.opencv_doc = photos.opencv_doc_dir(args.opencv_doc)
     except FileNotFoundError as error:
-        parser.error(f"--opencv-doc {error}")
+        parser.error(str(error))
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     sections = []
