@@ -56,6 +56,7 @@ class OpKernel;
 
 struct Model::Impl {
     std::shared_ptr<const uint8_t> bytes;  // the whole file; constants point into it
+    size_t size = 0;                       // its length in bytes
     detail::Graph graph;
     std::vector<std::unique_ptr<detail::OpKernel>> kernels;  // one per node
     std::vector<std::string> algorithms;                      // the one serving each node
@@ -64,5 +65,11 @@ struct Model::Impl {
 
     ~Impl();  // where OpKernel is complete
 };
+
+namespace detail {
+// Reads and checks a .qmodel's bytes (`size` of them) and creates its kernels (model_loader.cpp).
+std::unique_ptr<Model::Impl> parse_model(std::shared_ptr<const uint8_t> bytes, size_t size,
+                                         const LoadOptions& options);
+}  // namespace detail
 
 }  // namespace qtk

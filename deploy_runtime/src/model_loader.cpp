@@ -59,10 +59,13 @@ TensorInfo tensor_info(const Value& v) {
     return TensorInfo{v.name, v.dtype, v.shape, v.scale, v.zero_point};
 }
 
+}  // namespace
+
 std::unique_ptr<Model::Impl> parse_model(std::shared_ptr<const uint8_t> bytes, size_t size,
                                          const LoadOptions& options) {
     auto impl = std::make_unique<Model::Impl>();
     impl->graph = read_qmodel(bytes.get(), size);
+    impl->size = size;
     if (options.optimize_graph) {
         fuse_residual_adds(impl->graph);
         use_nhwc_layout(impl->graph, choose_nhwc);
@@ -92,6 +95,8 @@ std::unique_ptr<Model::Impl> parse_model(std::shared_ptr<const uint8_t> bytes, s
     impl->bytes = std::move(bytes);
     return impl;
 }
+
+namespace {
 
 std::shared_ptr<const uint8_t> copy_aligned(const void* data, size_t size) {
     AlignedBytes buffer = allocate_aligned(size, "the model");

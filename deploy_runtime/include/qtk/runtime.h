@@ -62,6 +62,7 @@ struct Tensor {
 };
 
 class Session;
+class DeviceSession;
 
 // The runtime's version; it keys Fast-Run caches (a new version may time kernels differently).
 constexpr const char* kVersion = "0.1.0";
@@ -136,6 +137,7 @@ class Model {
     explicit Model(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
     friend class Session;
+    friend class DeviceSession;
 };
 
 // Activation memory that several sessions use in turn (models run one after another): each run

@@ -1,0 +1,62 @@
+// Running a model on an accelerator (docs/cuda.md): qtk's CUDA kernels, byte-identical to the CPU.
+//
+//   auto model = qtk::Model::load("m.qmodel");
+//   qtk::DeviceSession session(model, qtk::cuda_device());   // a build with QTK_CUDA
+//   std::vector<qtk::Tensor> out = session.run({x.data()}, {{32, 3, 224, 224}});
+//
+// The session plans once per batch size: every activation in the NCHW4 layout of the CUDA
+// kernels, in one device arena laid out by the CPU session's memory planner; the weights are packed
+// and uploaded once when the session is made. A run copies the int8 graph inputs in (NCHW), runs
+// every node's kernel on the device and copies the outputs back (NCHW), so it returns what
+// qtk::Session returns, byte for byte. Ops without a device kernel fail at construction, naming the
+// node: the session never falls back to the CPU in the middle of a graph.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qtk/runtime.h"
+
+namespace qtk {
+
+// Where a DeviceSession's memory lives and its kernels run (src/device.h).
+class Device;
+
+// GPU `ordinal` (CUDA device numbering). Defined in the library qtk_cuda, which a build with
+// QTK_CUDA makes; the tensor-core convolution where the GPU has compute capability 8.0 or more,
+// else the dp4a one. Throws Error when there is no such GPU.
+std::shared_ptr<Device> cuda_device(int ordinal = 0);
+
+// The CUDA kernels' host twins on the CPU (each GPU thread's code run in turn, docs/cuda.md), as
+// a device: the same plan, layouts, packing and kernel code as cuda_device() without a GPU, for
+// tests. `tensor_cores` picks the mma convolution (else dp4a). Slow: emulation, one thread.
+std::shared_ptr<Device> emulated_cuda_device(bool tensor_cores = true);
+
+class DeviceSession {
+ public:
+    // Reads the model's graph as the file holds it (the CPU's graph passes are CPU layout choices)
+    // and uploads its constants. Throws Error naming the first node the device cannot run.
+    DeviceSession(std::shared_ptr<const Model> model, std::shared_ptr<Device> device);
+    ~DeviceSession();
+    DeviceSession(const DeviceSession&) = delete;
+    DeviceSession& operator=(const DeviceSession&) = delete;
+
+    // As Session::run: int8 graph inputs, NCHW, any batch size; int8 outputs on the host.
+    std::vector<Tensor> run(const std::vector<const void*>& inputs,
+                            const std::vector<Shape>& input_shapes);
+
+    std::string device_name() const;
+    std::vector<std::string> kernels() const;  // the kernel serving each node, in order
+    size_t arena_bytes() const;                // the device arena of the last batch size
+    // Waits for the device and returns the seconds each of `runs` runs of the last inputs took
+    // on it, inputs already there and outputs left there (the kernels alone, no copies).
+    std::vector<double> time_runs(int runs);
+
+    struct Impl;
+
+ private:
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace qtk

@@ -1,0 +1,104 @@
+// A CUDA GPU as a Device (src/device.h): cudaMalloc'd memory, synchronous copies, and the kernels
+// of this folder launched on one stream of their own. Built into qtk_cuda where QTK_CUDA is on.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "conv2d_int8_dp4a.h"
+#include "conv2d_int8_mma.h"
+#include "device.h"
+
+namespace qtk {
+namespace {
+
+void check(cudaError_t error, const char* what) {
+    if (error != cudaSuccess) {
+        throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(error));
+    }
+}
+
+class CudaDevice final : public Device {
+ public:
+    explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
+        int count = 0;
+        if (cudaGetDeviceCount(&count) != cudaSuccess || ordinal < 0 || ordinal >= count) {
+            throw Error("cuda_device(" + std::to_string(ordinal) + "): this machine has " +
+                        std::to_string(count) + " CUDA device(s); run on the CPU (qtk::Session)");
+        }
+        check(cudaSetDevice(ordinal), "cudaSetDevice");
+        cudaDeviceProp properties{};
+        check(cudaGetDeviceProperties(&properties, ordinal), "cudaGetDeviceProperties");
+        name_ = std::string(properties.name) + ", compute capability " +
+                std::to_string(properties.major) + "." + std::to_string(properties.minor);
+        tensor_cores_ = properties.major >= 8;
+        if (properties.major * 10 + properties.minor < 61) {
+            throw Error("cuda_device(" + std::to_string(ordinal) + "): " + name_ +
+                        " lacks dp4a (compute capability 6.1); run on the CPU (qtk::Session)");
+        }
+        check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    }
+    ~CudaDevice() override { cudaStreamDestroy(stream_); }
+
+    std::string name() const override { return name_; }
+    const char* conv2d_kernel() const override {
+        return tensor_cores_ ? "conv2d_int8_mma" : "conv2d_int8_dp4a";
+    }
+
+    void* allocate(size_t bytes) override {
+        select();
+        void* memory = nullptr;
+        check(cudaMalloc(&memory, bytes == 0 ? 1 : bytes), "cudaMalloc");
+        return memory;
+    }
+    void release(void* memory) override { cudaFree(memory); }
+    void upload(void* device, const void* host, size_t bytes) override {
+        check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+        check(cudaStreamSynchronize(stream_), "upload");
+    }
+    void download(void* host, const void* device, size_t bytes) override {
+        check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_), "download");
+        check(cudaStreamSynchronize(stream_), "the kernels or the download");
+    }
+
+    void conv2d(const cuda::Conv2dNchw4Params& p) override {
+        launched(tensor_cores_ ? cuda::launch_conv2d_mma(p, stream_)
+                               : cuda::launch_conv2d_dp4a(p, stream_));
+    }
+    void depthwise(const cuda::DepthwiseNchw4Params& p) override {
+        launched(cuda::launch_depthwise(p, stream_));
+    }
+    void pool2d(const cuda::Pool2dNchw4Params& p) override {
+        launched(cuda::launch_pool2d(p, stream_));
+    }
+    void add(const cuda::AddParams& p) override { launched(cuda::launch_add(p, stream_)); }
+
+    double seconds(const std::function<void()>& work) override {
+        cudaEvent_t start, stop;
+        check(cudaEventCreate(&start), "cudaEventCreate");
+        check(cudaEventCreate(&stop), "cudaEventCreate");
+        check(cudaEventRecord(start, stream_), "cudaEventRecord");
+        work();
+        check(cudaEventRecord(stop, stream_), "cudaEventRecord");
+        check(cudaEventSynchronize(stop), "the kernels");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+        return ms * 1e-3;
+    }
+
+ private:
+    void select() const { check(cudaSetDevice(ordinal_), "cudaSetDevice"); }
+    static void launched(int error) { check(static_cast<cudaError_t>(error), "kernel launch"); }
+
+    int ordinal_;
+    std::string name_;
+    bool tensor_cores_ = false;
+    cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::shared_ptr<Device> cuda_device(int ordinal) { return std::make_shared<CudaDevice>(ordinal); }
+
+}  // namespace qtk

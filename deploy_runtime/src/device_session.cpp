@@ -1,0 +1,528 @@
+// Runs a model's int8 graph on a Device (include/qtk/device_session.h, docs/cuda.md): one step per
+// node, each a CUDA kernel of kernels/cuda/ (or no work, for a reshape that leaves the NCHW4 bytes
+// as they are); every activation in NCHW4 in one device arena that the CPU session's memory
+// planner lays out, once per batch size.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "conv2d.h"
+#include "device.h"
+#include "graph.h"
+#include "linear.h"
+#include "memory_planner.h"
+#include "op_kernel.h"
+
+namespace qtk {
+namespace {
+
+using detail::Node;
+using detail::NodeView;
+using detail::Value;
+
+// An activation as the CUDA kernels hold it: [N, C, H, W], or [N, C] as a 1x1 plane, in NCHW4
+// bytes [N][ceil(C / 4)][H][W][4].
+struct Nchw4 {
+    int32_t batch = 0, channels = 0, height = 1, width = 1;
+
+    int64_t bytes() const { return int64_t{batch} * ((channels + 3) / 4) * height * width * 4; }
+    bool operator==(const Nchw4& o) const {
+        return batch == o.batch && channels == o.channels && height == o.height && width == o.width;
+    }
+};
+
+// Sets *out from a shape of rank 4 or 2; false for other ranks.
+bool nchw4_of(const Shape& shape, Nchw4* out) {
+    if (shape.size() != 4 && shape.size() != 2) {
+        return false;
+    }
+    for (int64_t d : shape) {
+        if (d > std::numeric_limits<int32_t>::max()) {
+            return false;
+        }
+    }
+    out->batch = int32_t(shape[0]);
+    out->channels = int32_t(shape[1]);
+    out->height = shape.size() == 4 ? int32_t(shape[2]) : 1;
+    out->width = shape.size() == 4 ? int32_t(shape[3]) : 1;
+    return true;
+}
+
+enum class StepKind { kConv2d, kDepthwise, kPool2d, kGlobalPool2d, kAdd, kAlias };
+
+// One node's work: its kernel's parameters, their pointers and sizes bound per batch size.
+struct Step {
+    StepKind kind = StepKind::kAlias;
+    std::string kernel;
+    cuda::Conv2dNchw4Params conv{};
+    cuda::DepthwiseNchw4Params depthwise{};
+    cuda::Pool2dNchw4Params pool{};
+    cuda::AddParams add{};
+};
+
+int32_t replicated_byte(int32_t zero_point) {
+    const uint32_t byte = static_cast<uint8_t>(static_cast<int8_t>(zero_point));
+    return static_cast<int32_t>(byte * 0x01010101u);
+}
+
+cuda::Window2d window_of(const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                         const std::vector<int64_t>& padding,
+                         const std::vector<int64_t>& dilation) {
+    return {int32_t(kernel[0]), int32_t(kernel[1]), int32_t(stride[0]), int32_t(stride[1]),
+            int32_t(padding[0]), int32_t(padding[1]), int32_t(dilation[0]), int32_t(dilation[1])};
+}
+
+constexpr int64_t kMaxWindow = (int64_t{1} << 31) - 1;
+
+}  // namespace
+
+struct DeviceSession::Impl {
+    std::shared_ptr<const Model> model;
+    std::unique_ptr<Model::Impl> file;  // the graph as the file holds it, its CPU kernels
+    std::shared_ptr<Device> device;
+    std::vector<void*> constants;  // device copies, released with the session
+    std::vector<Step> steps;       // one per node
+
+    // The plan of the last batch size.
+    int64_t batch = 0;
+    std::vector<Shape> shapes;       // per value
+    std::vector<uint32_t> storage;   // per value: the value whose bytes it is (itself, or an alias)
+    std::vector<uint64_t> offsets;   // per value: its storage's offset in the arena
+    uint8_t* arena = nullptr;
+    uint64_t arena_bytes = 0, arena_capacity = 0;
+
+    ~Impl() {
+        for (void* c : constants) {
+            device->release(c);
+        }
+        if (arena != nullptr) {
+            device->release(arena);
+        }
+    }
+
+    const detail::Graph& graph() const { return file->graph; }
+
+    template <typename T>
+    const T* upload(const std::vector<T>& host) {
+        void* memory = device->allocate(host.size() * sizeof(T));
+        constants.push_back(memory);
+        device->upload(memory, host.data(), host.size() * sizeof(T));
+        return static_cast<const T*>(memory);
+    }
+
+    Step make_step(const Node& node);
+    Step conv_step(const std::vector<int32_t>& bias,
+                   const std::vector<int32_t>& multiplier, const std::vector<int32_t>& shift,
+                   const int8_t* weight, int64_t out, int64_t in, int64_t kh, int64_t kw,
+                   const cuda::Window2d& window, int32_t x_zero_point, int32_t y_zero_point,
+                   detail::ClampRange clamp);
+    void plan(int64_t new_batch);
+    void launch_all();
+    uint8_t* at(uint32_t value) const { return arena + offsets[value]; }
+};
+
+namespace {
+
+[[noreturn]] void unsupported(const NodeView& view, const std::string& why) {
+    view.fail(why + " has no CUDA kernel yet (the device session runs int8 conv2d with groups 1 or "
+              "depthwise, linear, add, max_pool2d, avg_pool2d, global_avg_pool2d, reshape and "
+              "flatten); "
+              "run this model with qtk::Session on the CPU");
+}
+
+}  // namespace
+
+Step DeviceSession::Impl::conv_step(const std::vector<int32_t>& bias,
+                                    const std::vector<int32_t>& multiplier,
+                                    const std::vector<int32_t>& shift, const int8_t* weight,
+                                    int64_t out, int64_t in, int64_t kh, int64_t kw,
+                                    const cuda::Window2d& window, int32_t x_zero_point,
+                                    int32_t y_zero_point, detail::ClampRange clamp) {
+    Step s;
+    s.kind = StepKind::kConv2d;
+    s.kernel = device->conv2d_kernel();
+    cuda::Conv2dNchw4Params& p = s.conv;
+    p.w = upload(cuda::pack_nchw4_weights(weight, out, in, kh, kw));
+    p.folded_bias = upload(cuda::fold_nchw4_bias(bias.data(), weight, out, in * kh * kw,
+                                                 x_zero_point));
+    p.multiplier = upload(multiplier);
+    p.shift = upload(shift);
+    p.padding_word = replicated_byte(x_zero_point);
+    p.y_zero_point = y_zero_point;
+    p.lo = clamp.lo;
+    p.hi = clamp.hi;
+    p.c_quads = int32_t((in + 3) / 4);
+    p.out_channels = int32_t(out);
+    p.window = window;
+    return s;
+}
+
+Step DeviceSession::Impl::make_step(const Node& node) {
+    const NodeView view(graph(), node);
+    if (view.dtype() != DType::kInt8) {
+        unsupported(view, std::string("a ") + dtype_name(view.dtype()) + " " + node.op);
+    }
+    Step s;
+    if (node.op == "conv2d") {
+        const detail::Conv2dParams params =
+            detail::read_conv2d_params(view, DType::kInt8, DType::kInt32);
+        const detail::Conv2dInt8Constants c(view, params);
+        if (c.fused_prelu() || c.has_residual) {
+            unsupported(view, "a conv2d with a fused PReLU or residual add");
+        }
+        const cuda::Window2d window{int32_t(params.kernel_h), int32_t(params.kernel_w),
+                                    int32_t(params.stride_h), int32_t(params.stride_w),
+                                    int32_t(params.pad_h),    int32_t(params.pad_w),
+                                    int32_t(params.dilation_h), int32_t(params.dilation_w)};
+        if (params.groups == 1) {
+            return conv_step(c.bias, c.multiplier, c.shift, c.weight, params.out_channels,
+                             params.group_in_channels, params.kernel_h, params.kernel_w, window,
+                             c.input_zero_point, c.output_zero_point, c.clamp);
+        }
+        if (params.group_in_channels != 1 || params.out_per_group() != 1) {
+            unsupported(view, "a grouped conv2d (groups " + std::to_string(params.groups) +
+                                  ", neither 1 nor depthwise)");
+        }
+        s.kind = StepKind::kDepthwise;
+        s.kernel = "conv2d_int8_depthwise";
+        cuda::DepthwiseNchw4Params& p = s.depthwise;
+        p.w = upload(std::vector<int8_t>(
+            c.weight, c.weight + params.out_channels * params.kernel_h * params.kernel_w));
+        p.bias = upload(c.bias);
+        p.multiplier = upload(c.multiplier);
+        p.shift = upload(c.shift);
+        p.x_zero_point = c.input_zero_point;
+        p.y_zero_point = c.output_zero_point;
+        p.lo = c.clamp.lo;
+        p.hi = c.clamp.hi;
+        p.channels = int32_t(params.out_channels);
+        p.window = window;
+        return s;
+    }
+    if (node.op == "linear") {  // a 1x1 conv over [N, K] as N pixels of K channels
+        const Value& weight = view.constant_input(1, "weight", DType::kInt8, 2);
+        const int64_t out = weight.shape[0], in = weight.shape[1];
+        const detail::LinearInt8Constants c(view, out, in);
+        return conv_step(c.bias, c.multiplier, c.shift, c.weight, out, in, 1, 1,
+                         cuda::Window2d{1, 1, 1, 1, 0, 0, 1, 1}, c.input_zero_point,
+                         c.output_zero_point, c.clamp);
+    }
+    if (node.op == "add") {
+        s.kind = StepKind::kAdd;
+        s.kernel = "add_int8";
+        cuda::AddParams& p = s.add;
+        const std::vector<int32_t> multipliers = view.multipliers("multiplier", 2);
+        p.a_zero_point = view.activation_input(0, DType::kInt8).zero_point;
+        p.b_zero_point = view.activation_input(1, DType::kInt8).zero_point;
+        p.a_multiplier = multipliers[0];
+        p.b_multiplier = multipliers[1];
+        p.shift = view.shifts("shift", 1)[0];
+        p.zero_point = view.output(0, DType::kInt8).zero_point;
+        const detail::ClampRange clamp = view.clamp("clamp");
+        p.lo = clamp.lo;
+        p.hi = clamp.hi;
+        return s;
+    }
+    if (node.op == "max_pool2d" || node.op == "avg_pool2d") {
+        s.kind = StepKind::kPool2d;
+        s.kernel = "pool2d_int8";
+        cuda::Pool2dNchw4Params& p = s.pool;
+        const bool average = node.op == "avg_pool2d";
+        p.window = window_of(view.ints("kernel", 2, 1, kMaxWindow),
+                             view.ints("stride", 2, 1, kMaxWindow),
+                             view.ints("padding", 2, 0, kMaxWindow),
+                             average ? std::vector<int64_t>{1, 1}
+                                     : view.ints("dilation", 2, 1, kMaxWindow));
+        p.average = average;
+        p.count_include_pad = average && view.int_scalar("count_include_pad", 0, 1) == 1;
+        p.divisor_override = average && view.has_attr("divisor_override")
+                                 ? view.int_scalar("divisor_override", 1, kMaxWindow)
+                                 : 0;
+        p.zero_point = view.activation_input(0, DType::kInt8).zero_point;
+        return s;
+    }
+    if (node.op == "global_avg_pool2d") {  // the average pool of one window of the whole plane
+        s.kind = StepKind::kGlobalPool2d;
+        s.kernel = "pool2d_int8";
+        s.pool.average = true;
+        s.pool.zero_point = view.activation_input(0, DType::kInt8).zero_point;
+        return s;
+    }
+    if (node.op == "reshape" || node.op == "flatten") {
+        s.kind = StepKind::kAlias;  // checked per batch: only reshapes that keep the NCHW4 bytes
+        s.kernel = "none (the NCHW4 bytes stay)";
+        return s;
+    }
+    unsupported(view, "op '" + node.op + "'");
+}
+
+void DeviceSession::Impl::plan(int64_t new_batch) {
+    const detail::Graph& g = graph();
+    shapes.assign(g.values.size(), Shape{});
+    for (uint32_t id = 0; id < g.values.size(); ++id) {
+        if (g.values[id].constant) {
+            shapes[id] = g.values[id].shape;
+        }
+    }
+    for (uint32_t id : g.inputs) {
+        shapes[id] = g.values[id].shape;
+        shapes[id][0] = new_batch;
+    }
+    storage.resize(g.values.size());
+    for (uint32_t id = 0; id < g.values.size(); ++id) {
+        storage[id] = id;
+    }
+    std::vector<Shape> input_shapes;
+    std::vector<Nchw4> nchw4(g.values.size());
+    auto activation = [&](uint32_t id, const NodeView& view) {
+        if (!nchw4_of(shapes[id], &nchw4[id])) {
+            view.fail("'" + g.values[id].name + "' has shape " + to_string(shapes[id]) +
+                      "; the CUDA kernels hold activations of rank 4 or 2 ([N, C, H, W], [N, C])");
+        }
+        return nchw4[id];
+    };
+    for (uint32_t id : g.inputs) {
+        if (!nchw4_of(shapes[id], &nchw4[id])) {
+            throw Error("graph input '" + g.values[id].name + "' has shape " +
+                        to_string(shapes[id]) + "; the device session takes rank 4 or 2");
+        }
+    }
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        const Node& node = g.nodes[k];
+        const NodeView view(g, node);
+        input_shapes.clear();
+        for (uint32_t id : node.inputs) {
+            input_shapes.push_back(shapes[id]);
+        }
+        std::vector<Shape> out = file->kernels[k]->infer_shapes(input_shapes);
+        shapes[node.outputs[0]] = std::move(out[0]);
+        const Nchw4 x = activation(node.inputs[0], view);
+        const Nchw4 y = activation(node.outputs[0], view);
+        Step& s = steps[k];
+        switch (s.kind) {
+            case StepKind::kConv2d:
+                s.conv.batch = y.batch;
+                s.conv.height = x.height;
+                s.conv.width = x.width;
+                s.conv.out_h = y.height;
+                s.conv.out_w = y.width;
+                break;
+            case StepKind::kDepthwise:
+                s.depthwise.batch = y.batch;
+                s.depthwise.height = x.height;
+                s.depthwise.width = x.width;
+                s.depthwise.out_h = y.height;
+                s.depthwise.out_w = y.width;
+                break;
+            case StepKind::kGlobalPool2d:
+                s.pool.window = cuda::Window2d{x.height, x.width, 1, 1, 0, 0, 1, 1};
+                [[fallthrough]];
+            case StepKind::kPool2d:
+                s.pool.batch = y.batch;
+                s.pool.channels = y.channels;
+                s.pool.height = x.height;
+                s.pool.width = x.width;
+                s.pool.out_h = y.height;
+                s.pool.out_w = y.width;
+                break;
+            case StepKind::kAdd:
+                s.add.count = y.bytes();
+                break;
+            case StepKind::kAlias: {
+                const bool one_pixel = x.height * x.width == 1 && y.height * y.width == 1;
+                if (!(x == y) && !(one_pixel && x.batch == y.batch && x.channels == y.channels)) {
+                    unsupported(view, "a reshape from " + to_string(input_shapes[0]) + " to " +
+                                          to_string(shapes[node.outputs[0]]) +
+                                          " (only [N, C, 1, 1] <-> [N, C] keep the NCHW4 bytes)");
+                }
+                storage[node.outputs[0]] = storage[node.inputs[0]];
+                break;
+            }
+        }
+    }
+
+    // Lifetimes of each storage, in steps, as the CPU session plans its arena.
+    const size_t steps_count = std::max<size_t>(1, g.nodes.size());
+    std::vector<int64_t> tensor_of(g.values.size(), -1);
+    std::vector<detail::TensorLifetime> lifetimes;
+    auto define = [&](uint32_t id, size_t step) {
+        if (storage[id] == id) {
+            tensor_of[id] = int64_t(lifetimes.size());
+            lifetimes.push_back({uint64_t(nchw4[id].bytes()), step, step});
+        }
+    };
+    auto use = [&](uint32_t id, size_t step) {
+        const int64_t t = tensor_of[storage[id]];
+        if (t >= 0) {
+            lifetimes[size_t(t)].last_step = std::max(lifetimes[size_t(t)].last_step, step);
+        }
+    };
+    for (uint32_t id : g.inputs) {
+        define(id, 0);
+    }
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        for (uint32_t id : g.nodes[k].inputs) {
+            use(id, k);
+        }
+        define(g.nodes[k].outputs[0], k);
+    }
+    for (uint32_t id : g.outputs) {
+        use(id, steps_count - 1);
+    }
+    const detail::MemoryPlan memory = detail::plan_memory(lifetimes);
+    if (memory.arena_bytes > arena_capacity) {
+        if (arena != nullptr) {
+            device->release(arena);
+            arena = nullptr;
+        }
+        arena = static_cast<uint8_t*>(device->allocate(size_t(memory.arena_bytes)));
+        arena_capacity = memory.arena_bytes;
+    }
+    arena_bytes = memory.arena_bytes;
+    offsets.assign(g.values.size(), 0);
+    for (uint32_t id = 0; id < g.values.size(); ++id) {
+        if (tensor_of[storage[id]] >= 0) {
+            offsets[id] = memory.offsets[size_t(tensor_of[storage[id]])];
+        }
+    }
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        const Node& node = g.nodes[k];
+        Step& s = steps[k];
+        uint8_t* y = at(node.outputs[0]);
+        s.conv.x = reinterpret_cast<const int32_t*>(at(node.inputs[0]));
+        s.conv.y = reinterpret_cast<int8_t*>(y);
+        s.depthwise.x = reinterpret_cast<const int8_t*>(at(node.inputs[0]));
+        s.depthwise.y = reinterpret_cast<int8_t*>(y);
+        s.pool.x = s.depthwise.x;
+        s.pool.y = s.depthwise.y;
+        s.add.a = s.depthwise.x;
+        s.add.b = node.inputs.size() > 1 ? reinterpret_cast<const int8_t*>(at(node.inputs[1]))
+                                         : nullptr;
+        s.add.y = s.depthwise.y;
+    }
+    batch = new_batch;
+}
+
+void DeviceSession::Impl::launch_all() {
+    for (const Step& s : steps) {
+        switch (s.kind) {
+            case StepKind::kConv2d:
+                device->conv2d(s.conv);
+                break;
+            case StepKind::kDepthwise:
+                device->depthwise(s.depthwise);
+                break;
+            case StepKind::kPool2d:
+            case StepKind::kGlobalPool2d:
+                device->pool2d(s.pool);
+                break;
+            case StepKind::kAdd:
+                device->add(s.add);
+                break;
+            case StepKind::kAlias:
+                break;
+        }
+    }
+}
+
+DeviceSession::DeviceSession(std::shared_ptr<const Model> model, std::shared_ptr<Device> device)
+    : impl_(std::make_unique<Impl>()) {
+    if (!model || !device) {
+        throw Error("DeviceSession: the model and the device must not be null");
+    }
+    impl_->model = std::move(model);
+    impl_->device = std::move(device);
+    const Model::Impl& m = *impl_->model->impl_;
+    LoadOptions file_graph;
+    file_graph.optimize_graph = false;
+    impl_->file = detail::parse_model(m.bytes, m.size, file_graph);
+    const detail::Graph& g = impl_->graph();
+    for (const std::vector<uint32_t>* ends : {&g.inputs, &g.outputs}) {
+        for (uint32_t id : *ends) {
+            if (g.values[id].dtype != DType::kInt8) {
+                throw Error(std::string("graph ") + (ends == &g.inputs ? "input" : "output") +
+                            " '" + g.values[id].name + "' is " + dtype_name(g.values[id].dtype) +
+                            "; the device session takes and gives int8 (quantize and dequantize "
+                            "on the host: Session::quantize_input, dequantize_output)");
+            }
+        }
+    }
+    for (const Node& node : g.nodes) {
+        impl_->steps.push_back(impl_->make_step(node));
+    }
+}
+
+DeviceSession::~DeviceSession() = default;
+
+std::vector<Tensor> DeviceSession::run(const std::vector<const void*>& inputs,
+                                       const std::vector<Shape>& input_shapes) {
+    Impl& s = *impl_;
+    const detail::Graph& g = s.graph();
+    if (inputs.size() != g.inputs.size() || input_shapes.size() != g.inputs.size()) {
+        throw Error("DeviceSession::run: the model has " + std::to_string(g.inputs.size()) +
+                    " graph input(s), got " + std::to_string(inputs.size()) + " pointer(s) and " +
+                    std::to_string(input_shapes.size()) + " shape(s)");
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        const Value& v = g.values[g.inputs[i]];
+        Shape expected = v.shape;
+        expected[0] = input_shapes[i].empty() ? 0 : input_shapes[i][0];
+        if (input_shapes[i] != expected || expected[0] < 1 || inputs[i] == nullptr) {
+            throw Error("graph input '" + v.name + "' takes " + batch_shape_pattern(v.shape) +
+                        " int8 with N >= 1, got " + to_string(input_shapes[i]) +
+                        (inputs[i] == nullptr ? " and a null pointer" : ""));
+        }
+        if (input_shapes[i][0] != input_shapes[0][0]) {
+            throw Error("graph inputs disagree on the batch size: " +
+                        to_string(input_shapes[0]) + " and " + to_string(input_shapes[i]));
+        }
+    }
+    if (input_shapes[0][0] != s.batch) {
+        s.plan(input_shapes[0][0]);
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        const Shape& shape = s.shapes[g.inputs[i]];
+        const std::vector<int32_t> x4 = cuda::to_nchw4(
+            static_cast<const int8_t*>(inputs[i]), shape[0], shape[1],
+            shape.size() == 4 ? shape[2] : 1, shape.size() == 4 ? shape[3] : 1);
+        s.device->upload(s.at(g.inputs[i]), x4.data(), x4.size() * sizeof(int32_t));
+    }
+    s.launch_all();
+    std::vector<Tensor> outputs;
+    for (uint32_t id : g.outputs) {
+        const Shape& shape = s.shapes[id];
+        const int64_t h = shape.size() == 4 ? shape[2] : 1, w = shape.size() == 4 ? shape[3] : 1;
+        std::vector<int8_t> y4(size_t(shape[0] * ((shape[1] + 3) / 4) * h * w * 4));
+        s.device->download(y4.data(), s.at(id), y4.size());
+        Tensor t;
+        t.shape = shape;
+        t.data = cuda::from_nchw4(y4.data(), shape[0], shape[1], h, w);
+        outputs.push_back(std::move(t));
+    }
+    return outputs;
+}
+
+std::string DeviceSession::device_name() const { return impl_->device->name(); }
+
+std::vector<std::string> DeviceSession::kernels() const {
+    std::vector<std::string> names;
+    for (const Step& s : impl_->steps) {
+        names.push_back(s.kernel);
+    }
+    return names;
+}
+
+size_t DeviceSession::arena_bytes() const { return size_t(impl_->arena_bytes); }
+
+std::vector<double> DeviceSession::time_runs(int runs) {
+    if (impl_->batch == 0) {
+        throw Error("DeviceSession::time_runs: run the session once first");
+    }
+    std::vector<double> seconds;
+    for (int i = 0; i < runs; ++i) {
+        seconds.push_back(impl_->device->seconds([this] { impl_->launch_all(); }));
+    }
+    return seconds;
+}
+
+}  // namespace qtk

@@ -1,0 +1,161 @@
+// DeviceSession (include/qtk/device_session.h) against qtk::Session, byte for byte: a model of
+// every op the device runs, at several batch sizes, on the emulated CUDA device (the GPU kernels'
+// host twins, both convolutions) and, built with QTK_TEST_ON_GPU, on GPU 0 as well; and the errors
+// for what the device cannot run.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "model_builder.h"
+#include "qtk/device_session.h"
+#include "qtk/runtime.h"
+
+namespace {
+
+using qtk_test::AttrSpec;
+using qtk_test::ModelBuilder;
+using qtk_test::requant_attrs;
+using qtk_test::Rng;
+
+std::vector<AttrSpec> conv_attrs(size_t out, std::vector<int64_t> stride,
+                                 std::vector<int64_t> padding, std::vector<int64_t> dilation,
+                                 int64_t groups, double sx, double sy, int64_t lo) {
+    std::vector<AttrSpec> attrs = requant_attrs(out, sx, 0.01, sy, lo, 127);
+    attrs.insert(attrs.begin(), {AttrSpec("stride", stride), AttrSpec("padding", padding),
+                                 AttrSpec("dilation", dilation), AttrSpec("groups", {groups})});
+    return attrs;
+}
+
+// x [N, 6, 11, 11] -> conv 3x3 (ReLU) -> a [N, 10, 11, 11] -> depthwise 3x3 stride 2 -> b
+// [N, 10, 6, 6] -> conv 1x1 -> c; add(b, c) -> d; conv 3x3 dilation 2 stride 2, 10 -> 5
+// channels (quads not filled) -> k [N, 5, 2, 2]; max_pool 3x3 stride 2 padding 1 (d) -> e
+// [N, 10, 3, 3]; avg_pool 2x2 stride 1 -> f [N, 10, 2, 2]; global_avg_pool2d -> g
+// [N, 10, 1, 1]; flatten -> h [N, 10]; linear -> out [N, 7]. Outputs: out, d, k.
+ModelBuilder device_model() {
+    ModelBuilder b;
+    Rng rng(23);
+    const uint32_t x = b.activation("x", {1, 6, 11, 11}, 0.05f, 3);
+    const uint32_t a = b.activation("a", {1, 10, 11, 11}, 0.1f, -7);
+    b.node("conv2d", "conv1",
+           {x, b.weight("conv1.weight", {10, 6, 3, 3}, qtk_test::random_weights(rng, 540)),
+            b.bias("conv1.bias", {10}, qtk_test::random_bias(rng, 10))},
+           {a}, conv_attrs(10, {1, 1}, {1, 1}, {1, 1}, 1, 0.05, 0.1, -7));
+    const uint32_t bv = b.activation("b", {1, 10, 6, 6}, 0.08f, 4);
+    b.node("conv2d", "dw",
+           {a, b.weight("dw.weight", {10, 1, 3, 3}, qtk_test::random_weights(rng, 90)),
+            b.bias("dw.bias", {10}, qtk_test::random_bias(rng, 10))},
+           {bv}, conv_attrs(10, {2, 2}, {1, 1}, {1, 1}, 10, 0.1, 0.08, -128));
+    const uint32_t c = b.activation("c", {1, 10, 6, 6}, 0.12f, -2);
+    b.node("conv2d", "pw",
+           {bv, b.weight("pw.weight", {10, 10, 1, 1}, qtk_test::random_weights(rng, 100)),
+            b.bias("pw.bias", {10}, qtk_test::random_bias(rng, 10))},
+           {c}, conv_attrs(10, {1, 1}, {0, 0}, {1, 1}, 1, 0.08, 0.12, -128));
+    const uint32_t d = b.activation("d", {1, 10, 6, 6}, 0.15f, 1);
+    const auto m = qtk_test::rescale_multipliers({0.08, 0.12}, 0.15);
+    b.node("add", "add", {bv, c}, {d},
+           {AttrSpec("multiplier", m.first), AttrSpec("shift", {m.second}),
+            AttrSpec("clamp", {1, 127})});
+    const uint32_t k = b.activation("k", {1, 5, 2, 2}, 0.2f, 0);
+    b.node("conv2d", "dilated",
+           {d, b.weight("dilated.weight", {5, 10, 3, 3}, qtk_test::random_weights(rng, 450)),
+            b.bias("dilated.bias", {5}, qtk_test::random_bias(rng, 5))},
+           {k}, conv_attrs(5, {2, 2}, {1, 1}, {2, 2}, 1, 0.15, 0.2, -128));
+    const uint32_t e = b.activation("e", {1, 10, 3, 3}, 0.15f, 1);
+    b.node("max_pool2d", "maxpool", {d}, {e},
+           {AttrSpec("kernel", {3, 3}), AttrSpec("stride", {2, 2}), AttrSpec("padding", {1, 1}),
+            AttrSpec("dilation", {1, 1})});
+    const uint32_t f = b.activation("f", {1, 10, 2, 2}, 0.15f, 1);
+    b.node("avg_pool2d", "avgpool", {e}, {f},
+           {AttrSpec("kernel", {2, 2}), AttrSpec("stride", {1, 1}), AttrSpec("padding", {0, 0}),
+            AttrSpec("count_include_pad", {0})});
+    const uint32_t g = b.activation("g", {1, 10, 1, 1}, 0.15f, 1);
+    b.node("global_avg_pool2d", "gap", {f}, {g});
+    const uint32_t h = b.activation("h", {1, 10}, 0.15f, 1);
+    b.node("flatten", "flatten", {g}, {h});
+    const uint32_t out = b.activation("out", {1, 7}, 0.3f, -1);
+    b.node("linear", "fc",
+           {h, b.weight("fc.weight", {7, 10}, qtk_test::random_weights(rng, 70)),
+            b.bias("fc.bias", {7}, qtk_test::random_bias(rng, 7))},
+           {out}, requant_attrs(7, 0.15, 0.02, 0.3));
+    b.inputs = {x};
+    b.outputs = {out, d, k};
+    return b;
+}
+
+std::shared_ptr<const qtk::Model> load(const ModelBuilder& b) {
+    const std::vector<uint8_t> bytes = b.build();
+    return qtk::Model::from_bytes(bytes.data(), bytes.size());
+}
+
+// Every output of the device session equals the CPU session's; each takes 8 values or more.
+void check_against_cpu(const std::shared_ptr<qtk::Device>& device) {
+    const auto model = load(device_model());
+    qtk::Session cpu(model, {2});
+    qtk::DeviceSession on_device(model, device);
+    std::printf("%s\n", on_device.device_name().c_str());
+    const std::vector<std::string> kernels = on_device.kernels();
+    CHECK_EQ(kernels.size(), size_t(10));  // the file's nodes (the CPU fuses the add)
+    CHECK(kernels[1] == "conv2d_int8_depthwise");
+    Rng rng(5);
+    std::vector<std::vector<bool>> seen(3, std::vector<bool>(256, false));  // per output
+    for (int64_t batch : {1, 3, 1, 2}) {  // replans on every change of batch size
+        const std::vector<int8_t> x = rng.int8s(size_t(batch * 6 * 11 * 11));
+        const qtk::Shape shape{batch, 6, 11, 11};
+        const std::vector<qtk::Tensor> want = cpu.run({x.data()}, {shape});
+        const std::vector<qtk::Tensor> got = on_device.run({x.data()}, {shape});
+        CHECK_EQ(got.size(), want.size());
+        for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+            if (got[i].shape != want[i].shape || got[i].data != want[i].data) {
+                qtk_test::report_failure(__FILE__, __LINE__,
+                                         on_device.device_name() + ": output " +
+                                             std::to_string(i) + " differs from the CPU's at batch " +
+                                             std::to_string(batch));
+            }
+            for (int8_t v : want[i].data) {
+                seen[i][uint8_t(v)] = true;
+            }
+        }
+    }
+    for (const std::vector<bool>& values : seen) {  // a wrong plan cannot match by accident
+        CHECK(std::count(values.begin(), values.end(), true) >= 8);
+    }
+    CHECK(on_device.arena_bytes() > 0);
+    CHECK_EQ(on_device.time_runs(2).size(), size_t(2));
+}
+
+void test_errors() {
+    const auto device = qtk::emulated_cuda_device();
+    // sample_model has a clamp node, a concat and a grouped conv: the first one is named.
+    CHECK_THROWS_WITH(qtk::DeviceSession(load(qtk_test::sample_model()), device),
+                      "node 'relu6' (clamp): op 'clamp' has no CUDA kernel yet");
+    CHECK_THROWS_WITH(qtk::DeviceSession(load(qtk_test::mixed_model()), device),
+                      "the device session takes and gives int8");
+    CHECK_THROWS_WITH(qtk::DeviceSession(nullptr, device), "must not be null");
+
+    const auto model = load(device_model());
+    qtk::DeviceSession session(model, device);
+    const std::vector<int8_t> x(6 * 11 * 11);
+    CHECK_THROWS_WITH(session.run({x.data()}, {{1, 6, 11, 12}}),
+                      "graph input 'x' takes [N, 6, 11, 11] int8");
+    CHECK_THROWS_WITH(session.run({}, {}), "the model has 1 graph input(s)");
+    CHECK_THROWS_WITH(session.time_runs(1), "run the session once first");
+}
+
+}  // namespace
+
+int main() {
+    check_against_cpu(qtk::emulated_cuda_device(true));
+    check_against_cpu(qtk::emulated_cuda_device(false));
+    test_errors();
+#if QTK_TEST_ON_GPU
+    try {
+        check_against_cpu(qtk::cuda_device());
+    } catch (const qtk::Error& e) {
+        std::printf("%s: the GPU run is skipped\n", e.what());
+        return qtk_test::check_report() == 0 ? 77 : 1;
+    }
+#endif
+    return qtk_test::check_report();
+}
