@@ -1,6 +1,7 @@
 """Builds the qtk._C extension (the deploy runtime + its pybind11 binding) with CMake and ninja."""
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -46,7 +47,7 @@ class CMakeBuild(build_ext):
             f"-DPython_EXECUTABLE={sys.executable}",
             f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
             f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={output_dir}",
-        ]
+        ] + shlex.split(os.environ.get("CMAKE_ARGS", ""))  # e.g. -DQTK_CUDA=ON
         subprocess.run(config, check=True)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
         subprocess.run(["cmake", "--build", str(build_dir), "--target", "qtk_C", "-j", jobs],

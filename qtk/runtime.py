@@ -1,4 +1,5 @@
-"""The deploy runtime from Python: ``qtk.runtime.load(path, threads=...)`` -> :class:`Session`."""
+"""The deploy runtime from Python: ``qtk.runtime.load(path, threads=...)`` -> :class:`Session`;
+``qtk.runtime.load(path, device="cuda")`` -> :class:`DeviceSession`."""
 import os
 
 import numpy as np
@@ -130,8 +131,61 @@ class Session:
                        f"{x.dtype}")
 
 
+class DeviceSession(Session):
+    """A :class:`Session` whose nodes run on a device (``docs/cuda.md``): every node on qtk's CUDA
+    kernels, activations in one device arena, the outputs byte-identical to the CPU session's.
+    Float inputs are quantized and outputs dequantized on the host, as a CPU session does.
+
+    Args:
+        model: a ``qtk._C.Model``.
+        device: ``"cuda"`` or ``"cuda:N"`` (a qtk built with ``CMAKE_ARGS=-DQTK_CUDA=ON``), or
+            ``"cuda-emulated"``: the CUDA kernels' host twins on the CPU (tests; slow).
+    """
+
+    def __init__(self, model, device):
+        super().__init__(model)  # its quantizer and dequantizer serve the host's side
+        self._device = _C.DeviceSession(model, device)
+
+    @property
+    def device_name(self):
+        return self._device.device_name
+
+    @property
+    def kernels(self):
+        """The device kernel serving each of the file's nodes, in order."""
+        return self._device.kernels
+
+    @property
+    def arena_bytes(self):
+        return self._device.arena_bytes
+
+    def run(self, *inputs, output="float"):
+        """As :meth:`Session.run`, on the device."""
+        if output not in ("float", "int8"):
+            raise ValueError(f"output must be 'float' or 'int8', got {output!r}")
+        if len(inputs) != len(self.inputs):
+            raise QtkError(f"the model takes {len(self.inputs)} input(s), got {len(inputs)}")
+        as_torch = any(isinstance(x, torch.Tensor) for x in inputs)
+        raw = [self._graph_input(i, x) for i, x in enumerate(inputs)]
+        raw = [self._session.quantize_input(i, x) if x.dtype == np.float32 else x
+               for i, x in enumerate(raw)]
+        results = self._device.run(raw)
+        if output == "float":
+            results = [self._session.dequantize_output(i, r) for i, r in enumerate(results)]
+        if as_torch:
+            results = [torch.from_numpy(r) for r in results]
+        return results[0] if len(results) == 1 else results
+
+    def profile(self):
+        raise QtkError("profile: a DeviceSession does not profile nodes yet; time whole runs")
+
+    def intermediates(self):
+        raise QtkError("intermediates: a DeviceSession keeps no intermediates; debug on the CPU "
+                       "(qtk.runtime.load(..., keep_intermediates=True))")
+
+
 def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False, arena=None,
-         optimize_graph=True, keep_intermediates=False):
+         optimize_graph=True, keep_intermediates=False, device="cpu"):
     """Load a ``.qmodel`` from a path or from ``bytes`` and open a :class:`Session` on it.
 
     The file is validated completely before anything runs; a malformed file raises
@@ -151,6 +205,9 @@ def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False, ar
             before them). They change no byte; ``False`` runs the file's nodes one by one.
         keep_intermediates: keep every node's output for :meth:`Session.intermediates`
             (debugging: a larger arena, the same results; ``qtk.debug`` uses it).
+        device: ``"cpu"``, or a :class:`DeviceSession`'s device (``"cuda"``, ``"cuda:N"``,
+            ``"cuda-emulated"``), which runs the file's own nodes: the CPU's options above do
+            not apply to it.
     """
     options = dict(fast_run=fast_run or "off", fast_run_cache=os.fspath(fast_run_cache or ""),
                    fast_run_threads=threads, optimize_graph=optimize_graph)
@@ -158,4 +215,9 @@ def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False, ar
         loaded = _C.Model.from_bytes(bytes(model), **options)
     else:
         loaded = _C.Model.load(os.fspath(model), **options)
+    if device != "cpu":
+        if profile or arena is not None or keep_intermediates:
+            raise QtkError(f"device {device!r}: profile, arena and keep_intermediates are CPU "
+                           f"session options")
+        return DeviceSession(loaded, device)
     return Session(loaded, threads, profile, arena, keep_intermediates)

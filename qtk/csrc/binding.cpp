@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "qtk/device_session.h"
 #include "qtk/runtime.h"
 
 namespace py = pybind11;
@@ -293,6 +294,73 @@ class PySession {
     std::vector<std::vector<int8_t>> quantized_;  // per graph input: float data quantized
 };
 
+// "cuda", "cuda:N" (a build with QTK_CUDA) or "cuda-emulated" (the CUDA kernels' host twins).
+std::shared_ptr<qtk::Device> device_named(const std::string& name) {
+    if (name == "cuda-emulated") {
+        return qtk::emulated_cuda_device();
+    }
+    if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
+#if QTK_HAS_CUDA
+        const std::string ordinal = name == "cuda" ? "0" : name.substr(5);
+        if (ordinal.empty() || ordinal.size() > 3 ||
+            ordinal.find_first_not_of("0123456789") != std::string::npos) {
+            throw qtk::Error("device '" + name + "': expected 'cuda' or 'cuda:N'");
+        }
+        return qtk::cuda_device(std::stoi(ordinal));
+#else
+        throw qtk::Error("device '" + name + "': this qtk was built without CUDA; rebuild it where "
+                         "nvcc is on the PATH with CMAKE_ARGS=-DQTK_CUDA=ON, or run on the CPU "
+                         "(device='cpu')");
+#endif
+    }
+    throw qtk::Error("device must be 'cpu', 'cuda', 'cuda:N' or 'cuda-emulated', got '" + name +
+                     "'");
+}
+
+// A model on a device: int8 arrays in, int8 arrays out (qtk.runtime.DeviceSession quantizes).
+class PyDeviceSession {
+ public:
+    PyDeviceSession(const PyModel& m, const std::string& device)
+        : session_(m.model, device_named(device)) {}
+
+    py::list run(const py::list& inputs) {
+        std::vector<py::array> arrays;
+        std::vector<const void*> pointers;
+        std::vector<qtk::Shape> shapes;
+        for (const py::handle obj : inputs) {
+            if (!has_dtype(obj, qtk::DType::kInt8)) {
+                throw qtk::Error("DeviceSession.run: inputs must be int8 arrays, got " +
+                                 describe(obj));
+            }
+            arrays.push_back(c_contiguous<int8_t>(obj));
+            pointers.push_back(arrays.back().data());
+            shapes.push_back(shape_of(arrays.back()));
+        }
+        std::vector<qtk::Tensor> outputs;
+        {
+            py::gil_scoped_release no_gil;
+            std::lock_guard<std::mutex> lock(mutex_);  // one run at a time: one device arena
+            outputs = session_.run(pointers, shapes);
+        }
+        py::list result;
+        for (qtk::Tensor& t : outputs) {
+            result.append(to_numpy(std::move(t)));
+        }
+        return result;
+    }
+
+    std::string device_name() const { return session_.device_name(); }
+    std::vector<std::string> kernels() const { return session_.kernels(); }
+    size_t arena_bytes() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return session_.arena_bytes();
+    }
+
+ private:
+    qtk::DeviceSession session_;
+    std::mutex mutex_;
+};
+
 // fast_run: "off", "use" or "search" (see qtk::FastRun).
 qtk::LoadOptions load_options(const std::string& fast_run, const std::string& cache, int threads,
                               bool optimize_graph) {
@@ -379,6 +447,14 @@ PYBIND11_MODULE(_C, m) {
         "holds the largest of their plans instead of the sum.")
         .def(py::init<>())
         .def_property_readonly("bytes", &qtk::Arena::bytes);
+
+    py::class_<PyDeviceSession>(m, "DeviceSession",
+                                "A model on a device (qtk/device_session.h): int8 in, int8 out.")
+        .def(py::init<const PyModel&, const std::string&>(), py::arg("model"), py::arg("device"))
+        .def("run", &PyDeviceSession::run, py::arg("inputs"))
+        .def_property_readonly("device_name", &PyDeviceSession::device_name)
+        .def_property_readonly("kernels", &PyDeviceSession::kernels)
+        .def_property_readonly("arena_bytes", &PyDeviceSession::arena_bytes);
 
     py::class_<PySession>(m, "Session",
                           "Runs a Model on int8 (and, for float32 graph inputs, float32) arrays; "

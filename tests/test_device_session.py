@@ -1,0 +1,69 @@
+"""qtk.runtime.load(path, device=...) (docs/cuda.md): the file's nodes on qtk's CUDA kernels give
+the CPU session's bytes. Without a GPU the device is "cuda-emulated", the kernels' host twins (the
+GPU's own tile code run thread by thread), so the plan, the NCHW4 layouts, the weight packing and
+the device arena are held here; deploy_runtime/tests/test_device_session.cpp and benchmarks/cuda.py
+do the same on a GPU."""
+import numpy as np
+import pytest
+import torch
+import torchvision
+
+import qtk
+from conftest import assert_not_degenerate
+from test_torchvision_models import qat_convert
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_torchvision_models_on_the_emulated_cuda_device_give_the_cpu_bytes(name):
+    torch.manual_seed(0)
+    quantized = qat_convert(getattr(torchvision.models, name)(num_classes=10), 32, steps=1)
+    qmodel = qtk.export(quantized, torch.randn(1, 3, 32, 32))
+    cpu = qtk.runtime.load(qmodel)
+    device = qtk.runtime.load(qmodel, device="cuda-emulated")
+    assert device.device_name.startswith("emulated CUDA")
+    assert "conv2d_int8_mma" in device.kernels and device.kernels.count("add_int8") > 0
+    if name == "mobilenet_v2":
+        assert "conv2d_int8_depthwise" in device.kernels
+    for batch in (1, 3):
+        x = torch.randn(batch, 3, 32, 32)
+        want = cpu.run(x, output="int8")
+        got = device.run(x, output="int8")
+        assert torch.equal(got, want), f"batch {batch}: the device differs from the CPU"
+        with qtk.int8_outputs(quantized), torch.no_grad():
+            assert torch.equal(got, quantized(x))
+        assert torch.equal(device.run(x), cpu.run(x))  # float outputs, dequantized alike
+    assert_not_degenerate(want, min_distinct=8)
+    assert device.arena_bytes > 0
+
+
+def test_device_errors_name_the_fix():
+    torch.manual_seed(0)
+    quantized = qat_convert(torchvision.models.mobilenet_v3_small(num_classes=10), 32, steps=1)
+    qmodel = qtk.export(quantized, torch.randn(1, 3, 32, 32))
+    with pytest.raises(qtk.runtime.QtkError, match=r"has no CUDA kernel yet .* qtk::Session on "
+                                                   r"the CPU"):
+        qtk.runtime.load(qmodel, device="cuda-emulated")
+    with pytest.raises(qtk.runtime.QtkError, match="device must be 'cpu', 'cuda'"):
+        qtk.runtime.load(qmodel, device="gpu")
+    with pytest.raises(qtk.runtime.QtkError, match="CPU session options"):
+        qtk.runtime.load(qmodel, device="cuda-emulated", profile=True)
+    try:
+        qtk.runtime.load(qmodel, device="cuda")
+    except qtk.runtime.QtkError as e:  # built without CUDA, no GPU, or the op above
+        assert any(fix in str(e) for fix in ("CMAKE_ARGS=-DQTK_CUDA=ON", "run on the CPU",
+                                             "qtk::Session on the CPU")), str(e)
+
+
+def test_device_session_checks_its_inputs():
+    torch.manual_seed(0)
+    quantized = qat_convert(torchvision.models.resnet18(num_classes=10), 32, steps=1)
+    device = qtk.runtime.load(qtk.export(quantized, torch.randn(1, 3, 32, 32)),
+                              device="cuda-emulated")
+    with pytest.raises(qtk.runtime.QtkError, match=r"takes \[N, 3, 32, 32\] int8"):
+        device.run(np.zeros((1, 3, 32, 31), np.int8))
+    with pytest.raises(qtk.runtime.QtkError, match="takes 1 input"):
+        device.run()
+    with pytest.raises(qtk.runtime.QtkError, match="keeps no intermediates"):
+        device.intermediates()
