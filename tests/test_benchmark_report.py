@@ -128,3 +128,24 @@ def test_two_thread_tables_say_what_reading_the_other_cores_writes_cost():
                                                            runs=50, warmup=5)))
     assert "resnet18 13.4 (4.2) / 29.1 (4.3)" in text
     assert text.index("### 2 thread(s)") < text.index("resnet18 13.4")
+
+
+def test_the_cuda_report_puts_whole_models_and_their_bytes_first():
+    from benchmarks import cuda
+    layer = {"model": "resnet18", "layer": "3x3 64@56", "count": 4, "batch": 1, "tops": 5.0}
+    results = {
+        "gpu": {"gpu": "NVIDIA H200", "compute_capability": "9.0", "multiprocessors": 132},
+        "torch": "2.11", "cuda": "13.0", "onnxruntime": None,
+        "qtk_layers": [dict(layer, qtk_kernel="conv2d_int8_dp4a", ms=0.05),
+                       dict(layer, qtk_kernel="conv2d_int8_mma", ms=0.04)],
+        "torch_layers": [{"model": "resnet18", "layer": "3x3 64@56", "batch": 1,
+                          "torch_ms": {"float16": 0.01, "float32": 0.02}}],
+        "qtk_models": [{"model": "dir/resnet18.qmodel", "batch": 1, "median_ms": 2.5,
+                        "byte_identical": False, "distinct_output_values": 200}],
+        "models": [{"model": "resnet18", "batch": 1, "ms": 1.4}]}
+    heading, lines = cuda.render(results)
+    assert heading == "NVIDIA H200 (compute capability 9.0, 132 SMs)"
+    assert "| resnet18 | 1 | 2.500 | NO (200) | 0.160 | 0.040 | 0.080 | 1.400 |" in lines
+    assert lines.index("Conv layers at batch 1:") > 3
+    assert "| resnet18 | 3x3 64@56 | 4 | 0.0500 | 0.0400 |  | 5.0 | 0.0100 | 0.0200 | 0.25x |" \
+        in lines
