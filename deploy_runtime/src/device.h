@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../kernels/cuda/add_int8.h"
+#include "../kernels/cuda/concat_int8.h"
 #include "../kernels/cuda/conv2d_int8_depthwise.h"
 #include "../kernels/cuda/conv2d_int8_nchw4.h"
 #include "../kernels/cuda/pool2d_int8.h"
@@ -35,6 +36,7 @@ class Device {
     virtual void depthwise(const cuda::DepthwiseNchw4Params& p) = 0;
     virtual void pool2d(const cuda::Pool2dNchw4Params& p) = 0;
     virtual void add(const cuda::AddParams& p) = 0;
+    virtual void concat(const cuda::ConcatParams& p) = 0;
 
     // The seconds `work` (launches) takes on the device, waiting for what was launched before.
     virtual double seconds(const std::function<void()>& work) = 0;

@@ -48,7 +48,7 @@ bool nchw4_of(const Shape& shape, Nchw4* out) {
     return true;
 }
 
-enum class StepKind { kConv2d, kDepthwise, kPool2d, kGlobalPool2d, kAdd, kAlias };
+enum class StepKind { kConv2d, kDepthwise, kPool2d, kGlobalPool2d, kAdd, kConcat, kAlias };
 
 // One node's work: its kernel's parameters, their pointers and sizes bound per batch size.
 struct Step {
@@ -58,6 +58,7 @@ struct Step {
     cuda::DepthwiseNchw4Params depthwise{};
     cuda::Pool2dNchw4Params pool{};
     cuda::AddParams add{};
+    cuda::ConcatParams concat{};
 };
 
 int32_t replicated_byte(int32_t zero_point) {
@@ -125,8 +126,8 @@ namespace {
 
 [[noreturn]] void unsupported(const NodeView& view, const std::string& why) {
     view.fail(why + " has no CUDA kernel yet (the device session runs int8 conv2d with groups 1 or "
-              "depthwise, linear, add, max_pool2d, avg_pool2d, global_avg_pool2d, reshape and "
-              "flatten); "
+              "depthwise, linear, add, concat, max_pool2d, avg_pool2d, global_avg_pool2d, "
+              "reshape and flatten); "
               "run this model with qtk::Session on the CPU");
 }
 
@@ -221,6 +222,26 @@ Step DeviceSession::Impl::make_step(const Node& node) {
         const detail::ClampRange clamp = view.clamp("clamp");
         p.lo = clamp.lo;
         p.hi = clamp.hi;
+        return s;
+    }
+    if (node.op == "concat") {  // along channels; each input rescaled on its own (spec 3)
+        const size_t inputs = view.input_count();
+        if (view.int_scalar("axis", 1, 3) != 1 || inputs > size_t(cuda::kConcatMaxInputs)) {
+            unsupported(view, "a concat along another axis than channels, or of more than " +
+                                  std::to_string(cuda::kConcatMaxInputs) + " inputs,");
+        }
+        s.kind = StepKind::kConcat;
+        s.kernel = "concat_int8";
+        const std::vector<int32_t> multipliers = view.multipliers("multiplier", inputs);
+        const std::vector<int32_t> shifts = view.shifts("shift", inputs);
+        s.concat.input_count = int32_t(inputs);
+        for (size_t i = 0; i < inputs; ++i) {
+            cuda::ConcatInput& in = s.concat.inputs[i];
+            in.zero_point = view.activation_input(i, DType::kInt8).zero_point;
+            in.multiplier = multipliers[i];
+            in.shift = shifts[i];
+        }
+        s.concat.zero_point = view.output(0, DType::kInt8).zero_point;
         return s;
     }
     if (node.op == "max_pool2d" || node.op == "avg_pool2d") {
@@ -328,6 +349,13 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
             case StepKind::kAdd:
                 s.add.count = y.bytes();
                 break;
+            case StepKind::kConcat:
+                s.concat.batch = y.batch;
+                s.concat.plane = y.height * y.width;
+                for (size_t i = 0; i < node.inputs.size(); ++i) {
+                    s.concat.inputs[i].channels = activation(node.inputs[i], view).channels;
+                }
+                break;
             case StepKind::kAlias: {
                 const bool one_pixel = x.height * x.width == 1 && y.height * y.width == 1;
                 if (!(x == y) && !(one_pixel && x.batch == y.batch && x.channels == y.channels)) {
@@ -399,6 +427,10 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
         s.add.b = node.inputs.size() > 1 ? reinterpret_cast<const int8_t*>(at(node.inputs[1]))
                                          : nullptr;
         s.add.y = s.depthwise.y;
+        for (int32_t i = 0; i < s.concat.input_count; ++i) {
+            s.concat.inputs[i].x = reinterpret_cast<const int8_t*>(at(node.inputs[size_t(i)]));
+        }
+        s.concat.y = s.depthwise.y;
     }
     batch = new_batch;
 }
@@ -418,6 +450,9 @@ void DeviceSession::Impl::launch_all() {
                 break;
             case StepKind::kAdd:
                 device->add(s.add);
+                break;
+            case StepKind::kConcat:
+                device->concat(s.concat);
                 break;
             case StepKind::kAlias:
                 break;

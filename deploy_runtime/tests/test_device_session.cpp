@@ -30,9 +30,10 @@ std::vector<AttrSpec> conv_attrs(size_t out, std::vector<int64_t> stride,
 
 // x [N, 6, 11, 11] -> conv 3x3 (ReLU) -> a [N, 10, 11, 11] -> depthwise 3x3 stride 2 -> b
 // [N, 10, 6, 6] -> conv 1x1 -> c; add(b, c) -> d; conv 3x3 dilation 2 stride 2, 10 -> 5
-// channels (quads not filled) -> k [N, 5, 2, 2]; max_pool 3x3 stride 2 padding 1 (d) -> e
-// [N, 10, 3, 3]; avg_pool 2x2 stride 1 -> f [N, 10, 2, 2]; global_avg_pool2d -> g
-// [N, 10, 1, 1]; flatten -> h [N, 10]; linear -> out [N, 7]. Outputs: out, d, k.
+// channels (quads not filled) -> k [N, 5, 2, 2]; conv 1x1 (d) -> m [N, 3, 6, 6]; concat(m, d)
+// -> cat [N, 13, 6, 6]; max_pool 3x3 stride 2 padding 1 -> e [N, 13, 3, 3]; avg_pool 2x2
+// stride 1 -> f [N, 13, 2, 2]; global_avg_pool2d -> g [N, 13, 1, 1]; flatten -> h [N, 13];
+// linear -> out [N, 7]. Outputs: out, d, k.
 ModelBuilder device_model() {
     ModelBuilder b;
     Rng rng(23);
@@ -62,21 +63,31 @@ ModelBuilder device_model() {
            {d, b.weight("dilated.weight", {5, 10, 3, 3}, qtk_test::random_weights(rng, 450)),
             b.bias("dilated.bias", {5}, qtk_test::random_bias(rng, 5))},
            {k}, conv_attrs(5, {2, 2}, {1, 1}, {2, 2}, 1, 0.15, 0.2, -128));
-    const uint32_t e = b.activation("e", {1, 10, 3, 3}, 0.15f, 1);
-    b.node("max_pool2d", "maxpool", {d}, {e},
+    const uint32_t mv = b.activation("m", {1, 3, 6, 6}, 0.1f, -3);
+    b.node("conv2d", "narrow",
+           {d, b.weight("narrow.weight", {3, 10, 1, 1}, qtk_test::random_weights(rng, 30)),
+            b.bias("narrow.bias", {3}, qtk_test::random_bias(rng, 3))},
+           {mv}, conv_attrs(3, {1, 1}, {0, 0}, {1, 1}, 1, 0.15, 0.1, -128));
+    const uint32_t cat = b.activation("cat", {1, 13, 6, 6}, 0.15f, 1);
+    const qtk_test::Requant from_m = qtk_test::quantize_multiplier(0.1 / 0.15);
+    b.node("concat", "cat", {mv, d}, {cat},
+           {AttrSpec("axis", {1}), AttrSpec("multiplier", {from_m.multiplier, 1 << 30}),
+            AttrSpec("shift", {from_m.shift, 30})});
+    const uint32_t e = b.activation("e", {1, 13, 3, 3}, 0.15f, 1);
+    b.node("max_pool2d", "maxpool", {cat}, {e},
            {AttrSpec("kernel", {3, 3}), AttrSpec("stride", {2, 2}), AttrSpec("padding", {1, 1}),
             AttrSpec("dilation", {1, 1})});
-    const uint32_t f = b.activation("f", {1, 10, 2, 2}, 0.15f, 1);
+    const uint32_t f = b.activation("f", {1, 13, 2, 2}, 0.15f, 1);
     b.node("avg_pool2d", "avgpool", {e}, {f},
            {AttrSpec("kernel", {2, 2}), AttrSpec("stride", {1, 1}), AttrSpec("padding", {0, 0}),
             AttrSpec("count_include_pad", {0})});
-    const uint32_t g = b.activation("g", {1, 10, 1, 1}, 0.15f, 1);
+    const uint32_t g = b.activation("g", {1, 13, 1, 1}, 0.15f, 1);
     b.node("global_avg_pool2d", "gap", {f}, {g});
-    const uint32_t h = b.activation("h", {1, 10}, 0.15f, 1);
+    const uint32_t h = b.activation("h", {1, 13}, 0.15f, 1);
     b.node("flatten", "flatten", {g}, {h});
     const uint32_t out = b.activation("out", {1, 7}, 0.3f, -1);
     b.node("linear", "fc",
-           {h, b.weight("fc.weight", {7, 10}, qtk_test::random_weights(rng, 70)),
+           {h, b.weight("fc.weight", {7, 13}, qtk_test::random_weights(rng, 91)),
             b.bias("fc.bias", {7}, qtk_test::random_bias(rng, 7))},
            {out}, requant_attrs(7, 0.15, 0.02, 0.3));
     b.inputs = {x};
@@ -96,8 +107,8 @@ void check_against_cpu(const std::shared_ptr<qtk::Device>& device) {
     qtk::DeviceSession on_device(model, device);
     std::printf("%s\n", on_device.device_name().c_str());
     const std::vector<std::string> kernels = on_device.kernels();
-    CHECK_EQ(kernels.size(), size_t(10));  // the file's nodes (the CPU fuses the add)
-    CHECK(kernels[1] == "conv2d_int8_depthwise");
+    CHECK_EQ(kernels.size(), size_t(12));  // the file's nodes (the CPU fuses the add)
+    CHECK(kernels[1] == "conv2d_int8_depthwise" && kernels[6] == "concat_int8");
     Rng rng(5);
     std::vector<std::vector<bool>> seen(3, std::vector<bool>(256, false));  // per output
     for (int64_t batch : {1, 3, 1, 2}) {  // replans on every change of batch size
@@ -127,7 +138,7 @@ void check_against_cpu(const std::shared_ptr<qtk::Device>& device) {
 
 void test_errors() {
     const auto device = qtk::emulated_cuda_device();
-    // sample_model has a clamp node, a concat and a grouped conv: the first one is named.
+    // sample_model has a clamp node and a grouped conv: the first one is named.
     CHECK_THROWS_WITH(qtk::DeviceSession(load(qtk_test::sample_model()), device),
                       "node 'relu6' (clamp): op 'clamp' has no CUDA kernel yet");
     CHECK_THROWS_WITH(qtk::DeviceSession(load(qtk_test::mixed_model()), device),

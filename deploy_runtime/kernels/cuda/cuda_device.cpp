@@ -71,6 +71,9 @@ class CudaDevice final : public Device {
         launched(cuda::launch_pool2d(p, stream_));
     }
     void add(const cuda::AddParams& p) override { launched(cuda::launch_add(p, stream_)); }
+    void concat(const cuda::ConcatParams& p) override {
+        launched(cuda::launch_concat(p, stream_));
+    }
 
     double seconds(const std::function<void()>& work) override {
         cudaEvent_t start, stop;

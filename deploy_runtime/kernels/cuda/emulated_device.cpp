@@ -42,6 +42,7 @@ class EmulatedCudaDevice final : public Device {
     }
     void pool2d(const cuda::Pool2dNchw4Params& p) override { cuda::run_pool2d_on_host(p); }
     void add(const cuda::AddParams& p) override { cuda::run_add_on_host(p); }
+    void concat(const cuda::ConcatParams& p) override { cuda::run_concat_on_host(p); }
 
     double seconds(const std::function<void()>& work) override {
         const auto start = std::chrono::steady_clock::now();
