@@ -140,11 +140,14 @@ class DeviceSession(Session):
         model: a ``qtk._C.Model``.
         device: ``"cuda"`` or ``"cuda:N"`` (a qtk built with ``CMAKE_ARGS=-DQTK_CUDA=ON``), or
             ``"cuda-emulated"``: the CUDA kernels' host twins on the CPU (tests; slow).
+        fast_run, fast_run_cache: as :func:`load`'s, over the device's convolutions (mma and
+            dp4a), per layer and batch size, the cache keyed by the GPU's name.
     """
 
-    def __init__(self, model, device):
+    def __init__(self, model, device, fast_run=None, fast_run_cache=None):
         super().__init__(model)  # its quantizer and dequantizer serve the host's side
-        self._device = _C.DeviceSession(model, device)
+        self._device = _C.DeviceSession(model, device, fast_run or "off",
+                                        os.fspath(fast_run_cache or ""))
 
     @property
     def device_name(self):
@@ -206,18 +209,20 @@ def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False, ar
         keep_intermediates: keep every node's output for :meth:`Session.intermediates`
             (debugging: a larger arena, the same results; ``qtk.debug`` uses it).
         device: ``"cpu"``, or a :class:`DeviceSession`'s device (``"cuda"``, ``"cuda:N"``,
-            ``"cuda-emulated"``), which runs the file's own nodes: the CPU's options above do
-            not apply to it.
+            ``"cuda-emulated"``), which runs the file's own nodes: of the options above only
+            ``fast_run`` and ``fast_run_cache`` apply to it (over its convolutions).
     """
-    options = dict(fast_run=fast_run or "off", fast_run_cache=os.fspath(fast_run_cache or ""),
+    on_cpu = device == "cpu"
+    options = dict(fast_run=fast_run or "off" if on_cpu else "off",
+                   fast_run_cache=os.fspath(fast_run_cache or "") if on_cpu else "",
                    fast_run_threads=threads, optimize_graph=optimize_graph)
     if isinstance(model, (bytes, bytearray, memoryview)):
         loaded = _C.Model.from_bytes(bytes(model), **options)
     else:
         loaded = _C.Model.load(os.fspath(model), **options)
-    if device != "cpu":
+    if not on_cpu:
         if profile or arena is not None or keep_intermediates:
             raise QtkError(f"device {device!r}: profile, arena and keep_intermediates are CPU "
                            f"session options")
-        return DeviceSession(loaded, device)
+        return DeviceSession(loaded, device, fast_run, fast_run_cache)
     return Session(loaded, threads, profile, arena, keep_intermediates)

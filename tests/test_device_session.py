@@ -67,3 +67,19 @@ def test_device_session_checks_its_inputs():
         device.run()
     with pytest.raises(qtk.runtime.QtkError, match="keeps no intermediates"):
         device.intermediates()
+
+
+def test_fast_run_on_the_device_keys_its_cache_by_the_device(tmp_path):
+    torch.manual_seed(0)
+    quantized = qat_convert(torchvision.models.resnet18(num_classes=10), 32, steps=1)
+    qmodel = qtk.export(quantized, torch.randn(1, 3, 32, 32))
+    cache = tmp_path / "device.cache"
+    x = torch.randn(2, 3, 32, 32)
+    want = qtk.runtime.load(qmodel).run(x, output="int8")
+    searched = qtk.runtime.load(qmodel, device="cuda-emulated", fast_run="search",
+                                fast_run_cache=cache)
+    assert torch.equal(searched.run(x, output="int8"), want)
+    assert "emulated CUDA" in cache.read_text() and "conv2d x[2, 3, 32, 32]" in cache.read_text()
+    used = qtk.runtime.load(qmodel, device="cuda-emulated", fast_run="use", fast_run_cache=cache)
+    assert torch.equal(used.run(x, output="int8"), want)
+    assert used.kernels == searched.kernels

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "../kernels/cuda/add_int8.h"
 #include "../kernels/cuda/concat_int8.h"
@@ -22,8 +23,9 @@ class Device {
     virtual ~Device() = default;
 
     virtual std::string name() const = 0;
-    // The GEMM convolution this device runs: "conv2d_int8_mma" or "conv2d_int8_dp4a".
-    virtual const char* conv2d_kernel() const = 0;
+    // The GEMM convolutions this device runs ("conv2d_int8_mma", "conv2d_int8_dp4a"), its default
+    // first; conv2d() takes an index into them.
+    virtual std::vector<std::string> conv2d_kernels() const = 0;
 
     // Errors throw qtk::Error naming the call and the device's message.
     virtual void* allocate(size_t bytes) = 0;
@@ -32,7 +34,7 @@ class Device {
     virtual void download(void* host, const void* device, size_t bytes) = 0;
 
     // Kernel launches, in order on one stream; download() waits for them.
-    virtual void conv2d(const cuda::Conv2dNchw4Params& p) = 0;
+    virtual void conv2d(const cuda::Conv2dNchw4Params& p, size_t kernel) = 0;
     virtual void depthwise(const cuda::DepthwiseNchw4Params& p) = 0;
     virtual void pool2d(const cuda::Pool2dNchw4Params& p) = 0;
     virtual void add(const cuda::AddParams& p) = 0;

@@ -8,6 +8,7 @@
 
 #include "conv2d.h"
 #include "device.h"
+#include "fast_run.h"
 #include "graph.h"
 #include "linear.h"
 #include "memory_planner.h"
@@ -54,6 +55,7 @@ enum class StepKind { kConv2d, kDepthwise, kPool2d, kGlobalPool2d, kAdd, kConcat
 struct Step {
     StepKind kind = StepKind::kAlias;
     std::string kernel;
+    size_t conv_kernel = 0;  // kConv2d: which of the device's conv2d_kernels(), per batch size
     cuda::Conv2dNchw4Params conv{};
     cuda::DepthwiseNchw4Params depthwise{};
     cuda::Pool2dNchw4Params pool{};
@@ -81,6 +83,8 @@ struct DeviceSession::Impl {
     std::shared_ptr<const Model> model;
     std::unique_ptr<Model::Impl> file;  // the graph as the file holds it, its CPU kernels
     std::shared_ptr<Device> device;
+    DeviceOptions options;
+    std::unique_ptr<detail::FastRunCache> fast_run_cache;
     std::vector<void*> constants;  // device copies, released with the session
     std::vector<Step> steps;       // one per node
 
@@ -118,6 +122,7 @@ struct DeviceSession::Impl {
                    const cuda::Window2d& window, int32_t x_zero_point, int32_t y_zero_point,
                    detail::ClampRange clamp);
     void plan(int64_t new_batch);
+    void choose_conv_kernels(const std::vector<Nchw4>& nchw4);
     void launch_all();
     uint8_t* at(uint32_t value) const { return arena + offsets[value]; }
 };
@@ -141,7 +146,7 @@ Step DeviceSession::Impl::conv_step(const std::vector<int32_t>& bias,
                                     int32_t y_zero_point, detail::ClampRange clamp) {
     Step s;
     s.kind = StepKind::kConv2d;
-    s.kernel = device->conv2d_kernel();
+    s.kernel = device->conv2d_kernels()[0];
     cuda::Conv2dNchw4Params& p = s.conv;
     p.w = upload(cuda::pack_nchw4_weights(weight, out, in, kh, kw));
     p.folded_bias = upload(cuda::fold_nchw4_bias(bias.data(), weight, out, in * kh * kw,
@@ -433,13 +438,63 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
         s.concat.y = s.depthwise.y;
     }
     batch = new_batch;
+    choose_conv_kernels(nchw4);
+}
+
+// Fast-Run over the device's GEMM convolutions, per layer and batch size (they give the same
+// bytes): the cache's choice, else under kSearch the fastest of a few timed launches.
+void DeviceSession::Impl::choose_conv_kernels(const std::vector<Nchw4>& nchw4) {
+    const std::vector<std::string> kernels = device->conv2d_kernels();
+    for (size_t k = 0; k < steps.size(); ++k) {
+        Step& s = steps[k];
+        if (s.kind != StepKind::kConv2d) {
+            continue;
+        }
+        s.conv_kernel = 0;
+        if (options.fast_run != FastRun::kOff && kernels.size() > 1) {
+            const cuda::Conv2dNchw4Params& p = s.conv;
+            const Nchw4& x = nchw4[graph().nodes[k].inputs[0]];
+            const cuda::Window2d& w = p.window;
+            const std::string key =
+                device->name() + " | qtk " + kVersion + " | conv2d x[" + std::to_string(x.batch) +
+                ", " + std::to_string(x.channels) + ", " + std::to_string(x.height) + ", " +
+                std::to_string(x.width) + "] out " + std::to_string(p.out_channels) + " kernel " +
+                std::to_string(w.kernel_h) + "x" + std::to_string(w.kernel_w) + " stride " +
+                std::to_string(w.stride_h) + "x" + std::to_string(w.stride_w) + " padding " +
+                std::to_string(w.pad_h) + "x" + std::to_string(w.pad_w) + " dilation " +
+                std::to_string(w.dilation_h) + "x" + std::to_string(w.dilation_w);
+            const std::string* cached = fast_run_cache->find(key);
+            const auto known = cached ? std::find(kernels.begin(), kernels.end(), *cached)
+                                      : kernels.end();
+            if (known != kernels.end()) {
+                s.conv_kernel = size_t(known - kernels.begin());
+            } else if (options.fast_run == FastRun::kSearch) {
+                double best = 0;
+                for (size_t i = 0; i < kernels.size(); ++i) {
+                    device->conv2d(p, i);  // warm-up
+                    const double seconds = device->seconds([&] {
+                        for (int r = 0; r < 3; ++r) {
+                            device->conv2d(p, i);
+                        }
+                    });
+                    if (i == 0 || seconds < best) {
+                        best = seconds;
+                        s.conv_kernel = i;
+                    }
+                }
+                fast_run_cache->record(key, kernels[s.conv_kernel]);
+            }
+        }
+        s.kernel = kernels[s.conv_kernel];
+    }
+    fast_run_cache->save();
 }
 
 void DeviceSession::Impl::launch_all() {
     for (const Step& s : steps) {
         switch (s.kind) {
             case StepKind::kConv2d:
-                device->conv2d(s.conv);
+                device->conv2d(s.conv, s.conv_kernel);
                 break;
             case StepKind::kDepthwise:
                 device->depthwise(s.depthwise);
@@ -460,13 +515,16 @@ void DeviceSession::Impl::launch_all() {
     }
 }
 
-DeviceSession::DeviceSession(std::shared_ptr<const Model> model, std::shared_ptr<Device> device)
+DeviceSession::DeviceSession(std::shared_ptr<const Model> model, std::shared_ptr<Device> device,
+                             const DeviceOptions& options)
     : impl_(std::make_unique<Impl>()) {
     if (!model || !device) {
         throw Error("DeviceSession: the model and the device must not be null");
     }
     impl_->model = std::move(model);
     impl_->device = std::move(device);
+    impl_->options = options;
+    impl_->fast_run_cache = std::make_unique<detail::FastRunCache>(options.fast_run_cache);
     const Model::Impl& m = *impl_->model->impl_;
     LoadOptions file_graph;
     file_graph.optimize_graph = false;

@@ -1,9 +1,11 @@
 // DeviceSession (include/qtk/device_session.h) against qtk::Session, byte for byte: a model of
 // every op the device runs, at several batch sizes, on the emulated CUDA device (the GPU kernels'
-// host twins, both convolutions) and, built with QTK_TEST_ON_GPU, on GPU 0 as well; and the errors
-// for what the device cannot run.
+// host twins, both convolutions, and Fast-Run between them) and, built with QTK_TEST_ON_GPU, on
+// GPU 0 as well; and the errors for what the device cannot run.
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -101,10 +103,11 @@ std::shared_ptr<const qtk::Model> load(const ModelBuilder& b) {
 }
 
 // Every output of the device session equals the CPU session's; each takes 8 values or more.
-void check_against_cpu(const std::shared_ptr<qtk::Device>& device) {
+void check_against_cpu(const std::shared_ptr<qtk::Device>& device,
+                       const qtk::DeviceOptions& options = {}) {
     const auto model = load(device_model());
     qtk::Session cpu(model, {2});
-    qtk::DeviceSession on_device(model, device);
+    qtk::DeviceSession on_device(model, device, options);
     std::printf("%s\n", on_device.device_name().c_str());
     const std::vector<std::string> kernels = on_device.kernels();
     CHECK_EQ(kernels.size(), size_t(12));  // the file's nodes (the CPU fuses the add)
@@ -136,6 +139,35 @@ void check_against_cpu(const std::shared_ptr<qtk::Device>& device) {
     CHECK_EQ(on_device.time_runs(2).size(), size_t(2));
 }
 
+// Fast-Run times both GEMM convolutions per layer and batch size and records the winners under
+// the device's name; a later session with kUse reads them back. The bytes never change.
+void test_fast_run() {
+    const char* cache = "test_device_session.cache";
+    std::remove(cache);
+    qtk::DeviceOptions search;
+    search.fast_run = qtk::FastRun::kSearch;
+    search.fast_run_cache = cache;
+    check_against_cpu(qtk::emulated_cuda_device(), search);
+    std::ifstream in(cache);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(text.find("emulated CUDA (host twins, conv2d_int8_mma first) | qtk ") !=
+          std::string::npos);
+    CHECK(text.find("conv2d x[3, 6, 11, 11] out 10 kernel 3x3 stride 1x1 padding 1x1") !=
+          std::string::npos);
+    CHECK(text.find("\tconv2d_int8_") != std::string::npos);
+
+    const auto model = load(device_model());
+    qtk::DeviceSession searched(model, qtk::emulated_cuda_device(), search);
+    qtk::DeviceOptions use = search;
+    use.fast_run = qtk::FastRun::kUse;
+    qtk::DeviceSession used(model, qtk::emulated_cuda_device(), use);
+    const std::vector<int8_t> x(2 * 6 * 11 * 11, 9);
+    searched.run({x.data()}, {{2, 6, 11, 11}});
+    used.run({x.data()}, {{2, 6, 11, 11}});
+    CHECK(searched.kernels() == used.kernels());
+    std::remove(cache);
+}
+
 void test_errors() {
     const auto device = qtk::emulated_cuda_device();
     // sample_model has a clamp node and a grouped conv: the first one is named.
@@ -159,10 +191,14 @@ void test_errors() {
 int main() {
     check_against_cpu(qtk::emulated_cuda_device(true));
     check_against_cpu(qtk::emulated_cuda_device(false));
+    test_fast_run();
     test_errors();
 #if QTK_TEST_ON_GPU
     try {
         check_against_cpu(qtk::cuda_device());
+        qtk::DeviceOptions search;
+        search.fast_run = qtk::FastRun::kSearch;
+        check_against_cpu(qtk::cuda_device(), search);
     } catch (const qtk::Error& e) {
         std::printf("%s: the GPU run is skipped\n", e.what());
         return qtk_test::check_report() == 0 ? 77 : 1;

@@ -294,6 +294,22 @@ class PySession {
     std::vector<std::vector<int8_t>> quantized_;  // per graph input: float data quantized
 };
 
+// fast_run: "off", "use" or "search" (see qtk::FastRun).
+qtk::FastRun fast_run_mode(const std::string& fast_run) {
+    return fast_run == "off"      ? qtk::FastRun::kOff
+           : fast_run == "use"    ? qtk::FastRun::kUse
+           : fast_run == "search" ? qtk::FastRun::kSearch
+                                  : throw qtk::Error("fast_run must be 'off', 'use' or 'search', "
+                                                     "got '" + fast_run + "'");
+}
+
+qtk::DeviceOptions device_options(const std::string& fast_run, const std::string& cache) {
+    qtk::DeviceOptions options;
+    options.fast_run = fast_run_mode(fast_run);
+    options.fast_run_cache = cache;
+    return options;
+}
+
 // "cuda", "cuda:N" (a build with QTK_CUDA) or "cuda-emulated" (the CUDA kernels' host twins).
 std::shared_ptr<qtk::Device> device_named(const std::string& name) {
     if (name == "cuda-emulated") {
@@ -320,8 +336,9 @@ std::shared_ptr<qtk::Device> device_named(const std::string& name) {
 // A model on a device: int8 arrays in, int8 arrays out (qtk.runtime.DeviceSession quantizes).
 class PyDeviceSession {
  public:
-    PyDeviceSession(const PyModel& m, const std::string& device)
-        : session_(m.model, device_named(device)) {}
+    PyDeviceSession(const PyModel& m, const std::string& device, const std::string& fast_run,
+                    const std::string& cache)
+        : session_(m.model, device_named(device), device_options(fast_run, cache)) {}
 
     py::list run(const py::list& inputs) {
         std::vector<py::array> arrays;
@@ -361,15 +378,10 @@ class PyDeviceSession {
     std::mutex mutex_;
 };
 
-// fast_run: "off", "use" or "search" (see qtk::FastRun).
 qtk::LoadOptions load_options(const std::string& fast_run, const std::string& cache, int threads,
                               bool optimize_graph) {
     qtk::LoadOptions options;
-    options.fast_run = fast_run == "off"      ? qtk::FastRun::kOff
-                       : fast_run == "use"    ? qtk::FastRun::kUse
-                       : fast_run == "search" ? qtk::FastRun::kSearch
-                                              : throw qtk::Error("fast_run must be 'off', 'use' or "
-                                                                 "'search', got '" + fast_run + "'");
+    options.fast_run = fast_run_mode(fast_run);
     options.fast_run_cache = cache;
     options.fast_run_threads = threads;
     options.optimize_graph = optimize_graph;
@@ -450,7 +462,10 @@ PYBIND11_MODULE(_C, m) {
 
     py::class_<PyDeviceSession>(m, "DeviceSession",
                                 "A model on a device (qtk/device_session.h): int8 in, int8 out.")
-        .def(py::init<const PyModel&, const std::string&>(), py::arg("model"), py::arg("device"))
+        .def(py::init<const PyModel&, const std::string&, const std::string&,
+                      const std::string&>(),
+             py::arg("model"), py::arg("device"), py::arg("fast_run") = "off",
+             py::arg("fast_run_cache") = "")
         .def("run", &PyDeviceSession::run, py::arg("inputs"))
         .def_property_readonly("device_name", &PyDeviceSession::device_name)
         .def_property_readonly("kernels", &PyDeviceSession::kernels)

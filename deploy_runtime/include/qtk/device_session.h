@@ -33,11 +33,21 @@ std::shared_ptr<Device> cuda_device(int ordinal = 0);
 // tests. `tensor_cores` picks the mma convolution (else dp4a). Slow: emulation, one thread.
 std::shared_ptr<Device> emulated_cuda_device(bool tensor_cores = true);
 
+struct DeviceOptions {
+    // Which GEMM convolution serves each layer where the device has several (mma and dp4a on a
+    // GPU with tensor cores; the same bytes): kOff takes the device's default; kSearch times each
+    // on the device when a batch size is first planned, kUse only reads the cache. The cache file
+    // is the CPU's format, its keys naming the device (GPU model) and the batch size.
+    FastRun fast_run = FastRun::kOff;
+    std::string fast_run_cache;
+};
+
 class DeviceSession {
  public:
     // Reads the model's graph as the file holds it (the CPU's graph passes are CPU layout choices)
     // and uploads its constants. Throws Error naming the first node the device cannot run.
-    DeviceSession(std::shared_ptr<const Model> model, std::shared_ptr<Device> device);
+    DeviceSession(std::shared_ptr<const Model> model, std::shared_ptr<Device> device,
+                  const DeviceOptions& options = {});
     ~DeviceSession();
     DeviceSession(const DeviceSession&) = delete;
     DeviceSession& operator=(const DeviceSession&) = delete;

@@ -40,8 +40,12 @@ class CudaDevice final : public Device {
     ~CudaDevice() override { cudaStreamDestroy(stream_); }
 
     std::string name() const override { return name_; }
-    const char* conv2d_kernel() const override {
-        return tensor_cores_ ? "conv2d_int8_mma" : "conv2d_int8_dp4a";
+    // Tensor cores (compute capability 8.0) first where the GPU has them; dp4a everywhere.
+    std::vector<std::string> conv2d_kernels() const override {
+        if (tensor_cores_) {
+            return {"conv2d_int8_mma", "conv2d_int8_dp4a"};
+        }
+        return {"conv2d_int8_dp4a"};
     }
 
     void* allocate(size_t bytes) override {
@@ -60,9 +64,9 @@ class CudaDevice final : public Device {
         check(cudaStreamSynchronize(stream_), "the kernels or the download");
     }
 
-    void conv2d(const cuda::Conv2dNchw4Params& p) override {
-        launched(tensor_cores_ ? cuda::launch_conv2d_mma(p, stream_)
-                               : cuda::launch_conv2d_dp4a(p, stream_));
+    void conv2d(const cuda::Conv2dNchw4Params& p, size_t kernel) override {
+        launched(tensor_cores_ && kernel == 0 ? cuda::launch_conv2d_mma(p, stream_)
+                                              : cuda::launch_conv2d_dp4a(p, stream_));
     }
     void depthwise(const cuda::DepthwiseNchw4Params& p) override {
         launched(cuda::launch_depthwise(p, stream_));

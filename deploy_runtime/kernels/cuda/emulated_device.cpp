@@ -17,10 +17,14 @@ class EmulatedCudaDevice final : public Device {
     explicit EmulatedCudaDevice(bool tensor_cores) : tensor_cores_(tensor_cores) {}
 
     std::string name() const override {
-        return std::string("emulated CUDA (host twins, ") + conv2d_kernel() + ")";
+        return "emulated CUDA (host twins, " + conv2d_kernels()[0] + " first)";
     }
-    const char* conv2d_kernel() const override {
-        return tensor_cores_ ? "conv2d_int8_mma" : "conv2d_int8_dp4a";
+    // Both, as a GPU with tensor cores has them; `tensor_cores` puts mma first.
+    std::vector<std::string> conv2d_kernels() const override {
+        if (tensor_cores_) {
+            return {"conv2d_int8_mma", "conv2d_int8_dp4a"};
+        }
+        return {"conv2d_int8_dp4a", "conv2d_int8_mma"};
     }
 
     void* allocate(size_t bytes) override {
@@ -34,8 +38,9 @@ class EmulatedCudaDevice final : public Device {
         std::memcpy(host, device, bytes);
     }
 
-    void conv2d(const cuda::Conv2dNchw4Params& p) override {
-        (tensor_cores_ ? cuda::run_conv2d_mma_on_host : cuda::run_conv2d_dp4a_on_host)(p);
+    void conv2d(const cuda::Conv2dNchw4Params& p, size_t kernel) override {
+        ((kernel == 0) == tensor_cores_ ? cuda::run_conv2d_mma_on_host
+                                        : cuda::run_conv2d_dp4a_on_host)(p);
     }
     void depthwise(const cuda::DepthwiseNchw4Params& p) override {
         cuda::run_depthwise_on_host(p);
