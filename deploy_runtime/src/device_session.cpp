@@ -284,6 +284,7 @@ Step DeviceSession::Impl::make_step(const Node& node) {
 
 void DeviceSession::Impl::plan(int64_t new_batch) {
     const detail::Graph& g = graph();
+    batch = 0;  // until the plan is whole: a plan that fails is made again by the next run
     shapes.assign(g.values.size(), Shape{});
     for (uint32_t id = 0; id < g.values.size(); ++id) {
         if (g.values[id].constant) {
