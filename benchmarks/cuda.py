@@ -4,12 +4,13 @@
     python -m benchmarks.cuda --json R.json --models DIR (on a machine with a GPU and nvcc)
     python -m benchmarks.cuda --from-json R.json         (anywhere: writes the README section)
 
---export makes resnet18 and mobilenet_v2 as benchmarks.peers does (torchvision, random weights,
+--export makes resnet18, mobilenet_v2 and resnet50 as benchmarks.peers does (torchvision, random weights,
 BatchNorm statistics re-estimated, qtk PTQ on 8 random images). The measuring form builds
 deploy_runtime with QTK_CUDA for this GPU, then:
-- `qtk_cuda_models` runs each .qmodel through a DeviceSession on the GPU and a CPU Session on the
-  same random int8 inputs at batch 1 and 32: the outputs must be byte-identical; the GPU runs are
-  timed with CUDA events, inputs already on the device (the kernels alone);
+- `qtk_cuda_models` runs each .qmodel through a DeviceSession on the GPU (with the default
+  convolution, and with Fast-Run's per-layer choice of mma or dp4a) and a CPU Session on the same
+  random int8 inputs at batch 1 and 32: the outputs must be byte-identical; the GPU runs are timed
+  with CUDA events, inputs already on the device (the kernels alone);
 - `qtk_cuda_layers` times each conv layer shape of the two models on each qtk kernel;
 - PyTorch's conv2d on the same shapes in fp16 and fp32 (channels-last, cuDNN autotuned; fp32 may
   use TF32), launched from a captured CUDA graph so Python's dispatch stays out, and PyTorch's
@@ -31,7 +32,7 @@ BEGIN = "<!-- BEGIN CUDA RESULTS: written by `python -m benchmarks.cuda`, do not
 END = "<!-- END CUDA RESULTS -->"
 
 
-MODELS = ("resnet18", "mobilenet_v2")
+MODELS = ("resnet18", "mobilenet_v2", "resnet50")  # qtk_cuda_layers times the first two's layers
 
 
 def export_models(directory):
@@ -195,21 +196,30 @@ def render(results):
              f"{(results['onnxruntime'] or {}).get('version')} with providers "
              f"{(results['onnxruntime'] or {}).get('providers')}: no CUDA provider to compare. "
              "Median ms; TOPS counts 2 operations per multiply-accumulate.", "",
-             "| model | batch | qtk int8 DeviceSession ms | byte-identical to the CPU (distinct "
-             "output values) | its conv layers: best qtk kernels ms | the same layers in cuDNN "
-             "fp16 ms | cuDNN fp32 ms | PyTorch fp16 eager, whole model ms |",
+             "| model | batch | qtk int8 DeviceSession ms: default / Fast-Run (its dp4a layers) "
+             "| byte-identical to the CPU (distinct output values) | its conv layers: best qtk "
+             "kernels ms | the same layers in cuDNN fp16 ms | cuDNN fp32 ms | PyTorch fp16 eager, "
+             "whole model ms |",
              "|---|---:|---:|---|---:|---:|---:|---:|"]
-    for (model, batch), total in sorted(sums.items()):
-        run = next((r for r in results.get("qtk_models", [])
-                    if os.path.basename(r["model"]) == model + ".qmodel" and r["batch"] == batch),
-                   None)
+    runs = {}
+    for r in results.get("qtk_models", []):
+        name = os.path.basename(r["model"]).rsplit(".", 1)[0]
+        runs.setdefault((name, r["batch"]), {})[r.get("fast_run", False)] = r
+    for (model, batch), by_mode in sorted(runs.items()):
+        default, searched = by_mode.get(False), by_mode.get(True)
+        times = f"{default['median_ms']:.3f}" if default else ""
+        if searched:
+            times += (f" / {searched['median_ms']:.3f} ({searched['dp4a_layers']} of "
+                      f"{searched['dp4a_layers'] + searched['mma_layers']})")
+        identical = all(r["byte_identical"] for r in by_mode.values())
+        distinct = min(r["distinct_output_values"] for r in by_mode.values())
+        total = sums.get((model, batch))
+        layers = (f"{total['qtk']:.3f} | {total['fp16']:.3f} | {total['fp32']:.3f}" if total
+                  else " |  | ")
         whole = next((r["ms"] for r in results["models"]
                       if r["model"] == model and r["batch"] == batch), None)
-        session = (f"{run['median_ms']:.3f} | {'yes' if run['byte_identical'] else 'NO'} "
-                   f"({run['distinct_output_values']})" if run else "not run | ")
-        lines.append(f"| {model} | {batch} | {session} | {total['qtk']:.3f} | "
-                     f"{total['fp16']:.3f} | {total['fp32']:.3f} | "
-                     + (f"{whole:.3f} |" if whole else " |"))
+        lines.append(f"| {model} | {batch} | {times} | {'yes' if identical else 'NO'} "
+                     f"({distinct}) | {layers} | " + (f"{whole:.3f} |" if whole else " |"))
     return heading, lines + [""] + layer_lines
 
 

@@ -141,11 +141,15 @@ def test_the_cuda_report_puts_whole_models_and_their_bytes_first():
         "torch_layers": [{"model": "resnet18", "layer": "3x3 64@56", "batch": 1,
                           "torch_ms": {"float16": 0.01, "float32": 0.02}}],
         "qtk_models": [{"model": "dir/resnet18.qmodel", "batch": 1, "median_ms": 2.5,
+                        "fast_run": False, "byte_identical": True, "distinct_output_values": 200},
+                       {"model": "dir/resnet18.qmodel", "batch": 1, "median_ms": 2.0,
+                        "fast_run": True, "dp4a_layers": 7, "mma_layers": 14,
                         "byte_identical": False, "distinct_output_values": 200}],
         "models": [{"model": "resnet18", "batch": 1, "ms": 1.4}]}
     heading, lines = cuda.render(results)
     assert heading == "NVIDIA H200 (compute capability 9.0, 132 SMs)"
-    assert "| resnet18 | 1 | 2.500 | NO (200) | 0.160 | 0.040 | 0.080 | 1.400 |" in lines
+    assert ("| resnet18 | 1 | 2.500 / 2.000 (7 of 21) | NO (200) | 0.160 | 0.040 | 0.080 | 1.400 |"
+            in lines)
     assert lines.index("Conv layers at batch 1:") > 3
     assert "| resnet18 | 3x3 64@56 | 4 | 0.0500 | 0.0400 |  | 5.0 | 0.0100 | 0.0200 | 0.25x |" \
         in lines

@@ -1,6 +1,7 @@
 // Runs whole .qmodel files on the GPU (DeviceSession, cuda_device()) beside the CPU session on the
-// same random int8 inputs: the outputs must be byte-identical; then times the GPU runs. One JSON
-// object per line on stdout; benchmarks/cuda.py runs it. Exits 1 where any output differs.
+// same random int8 inputs: the outputs must be byte-identical; then times the GPU runs, with the
+// device's default convolution and with Fast-Run's per-layer choice. One JSON object per line on
+// stdout; benchmarks/cuda.py runs it. Exits 1 where any output differs.
 //
 //     qtk_cuda_models [--batch N]... [--runs N] [--emulated] model.qmodel...
 //
@@ -34,7 +35,9 @@ bool run_model(const std::string& path, const std::vector<int64_t>& batches, int
     const auto model = qtk::Model::load(path);
     const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
     qtk::Session cpu(model, {threads});
-    qtk::DeviceSession gpu(model, device);
+    qtk::DeviceOptions search;
+    search.fast_run = qtk::FastRun::kSearch;
+    qtk::DeviceSession default_kernels(model, device), fast_run(model, device, search);
     bool same = true;
     std::mt19937 rng(11);
     std::uniform_int_distribution<int> byte(-128, 127);
@@ -53,23 +56,30 @@ bool run_model(const std::string& path, const std::vector<int64_t>& batches, int
             shapes.push_back(shape);
         }
         const std::vector<qtk::Tensor> want = cpu.run(pointers, shapes);
-        const std::vector<qtk::Tensor> got = gpu.run(pointers, shapes);
-        bool identical = got.size() == want.size();
-        for (size_t i = 0; identical && i < want.size(); ++i) {
-            identical = got[i].shape == want[i].shape && got[i].data == want[i].data;
+        for (qtk::DeviceSession* gpu : {&default_kernels, &fast_run}) {
+            const std::vector<qtk::Tensor> got = gpu->run(pointers, shapes);
+            bool identical = got.size() == want.size();
+            for (size_t i = 0; identical && i < want.size(); ++i) {
+                identical = got[i].shape == want[i].shape && got[i].data == want[i].data;
+            }
+            same = same && identical;
+            std::vector<double> seconds = gpu->time_runs(runs);
+            std::sort(seconds.begin(), seconds.end());
+            const std::vector<std::string> kernels = gpu->kernels();
+            std::printf("{\"model\": \"%s\", \"batch\": %lld, \"gpu\": \"%s\", "
+                        "\"fast_run\": %s, \"dp4a_layers\": %d, \"mma_layers\": %d, "
+                        "\"byte_identical\": %s, \"distinct_output_values\": %d, "
+                        "\"median_ms\": %.4f, \"min_ms\": %.4f, \"runs\": %d, "
+                        "\"arena_bytes\": %zu, \"cpu_threads\": %d}\n",
+                        path.c_str(), (long long)batch, gpu->device_name().c_str(),
+                        gpu == &fast_run ? "true" : "false",
+                        int(std::count(kernels.begin(), kernels.end(), "conv2d_int8_dp4a")),
+                        int(std::count(kernels.begin(), kernels.end(), "conv2d_int8_mma")),
+                        identical ? "true" : "false", distinct_values(want[0].data),
+                        seconds[seconds.size() / 2] * 1e3, seconds[0] * 1e3, runs,
+                        gpu->arena_bytes(), threads);
+            std::fflush(stdout);
         }
-        same = same && identical;
-        std::vector<double> seconds = gpu.time_runs(runs);
-        std::sort(seconds.begin(), seconds.end());
-        std::printf("{\"model\": \"%s\", \"batch\": %lld, \"gpu\": \"%s\", "
-                    "\"byte_identical\": %s, \"distinct_output_values\": %d, "
-                    "\"median_ms\": %.4f, \"min_ms\": %.4f, \"runs\": %d, "
-                    "\"arena_bytes\": %zu, \"cpu_threads\": %d}\n",
-                    path.c_str(), (long long)batch, gpu.device_name().c_str(),
-                    identical ? "true" : "false", distinct_values(want[0].data),
-                    seconds[seconds.size() / 2] * 1e3, seconds[0] * 1e3, runs, gpu.arena_bytes(),
-                    threads);
-        std::fflush(stdout);
     }
     return same;
 }
