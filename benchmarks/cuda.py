@@ -14,7 +14,8 @@ deploy_runtime with QTK_CUDA for this GPU, then:
 - `qtk_cuda_layers` times each conv layer shape of the two models on each qtk kernel;
 - PyTorch's conv2d on the same shapes in fp16 and fp32 (channels-last, cuDNN autotuned; fp32 may
   use TF32), launched from a captured CUDA graph so Python's dispatch stays out, and PyTorch's
-  whole float models (eager, fp16, channels-last) at both batches.
+  whole float models (fp16, channels-last) at both batches, eager and replayed from a CUDA graph
+  (eager's time is mostly Python's dispatch on the host).
 ONNX Runtime's providers there are recorded: its CUDA provider comes only with the onnxruntime-gpu
 wheel, which the GPU machines here do not have.
 """
@@ -126,10 +127,11 @@ def time_models():
         for batch in (1, 32):
             x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16
                             ).to(memory_format=torch.channels_last)
-            with torch.no_grad():
-                ms = time_cuda(lambda: model(x), repeats=20)
-            results.append({"model": name, "batch": batch, "engine": "PyTorch fp16 eager",
-                            "ms": ms})
+            for engine, graph in (("PyTorch fp16 eager", False),
+                                  ("PyTorch fp16 CUDA graph", True)):
+                with torch.no_grad():
+                    ms = time_cuda(lambda: model(x), repeats=20, graph=graph)
+                results.append({"model": name, "batch": batch, "engine": engine, "ms": ms})
     return results
 
 
@@ -198,9 +200,9 @@ def render(results):
              "Median ms; TOPS counts 2 operations per multiply-accumulate.", "",
              "| model | batch | qtk int8 DeviceSession ms: default / Fast-Run (its dp4a layers) "
              "| byte-identical to the CPU (distinct output values) | its conv layers: best qtk "
-             "kernels ms | the same layers in cuDNN fp16 ms | cuDNN fp32 ms | PyTorch fp16 eager, "
-             "whole model ms |",
-             "|---|---:|---:|---|---:|---:|---:|---:|"]
+             "kernels ms | the same layers in cuDNN fp16 ms | cuDNN fp32 ms | whole model, "
+             "PyTorch fp16 CUDA graph ms | PyTorch fp16 eager ms |",
+             "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
     runs = {}
     for r in results.get("qtk_models", []):
         name = os.path.basename(r["model"]).rsplit(".", 1)[0]
@@ -216,10 +218,12 @@ def render(results):
         total = sums.get((model, batch))
         layers = (f"{total['qtk']:.3f} | {total['fp16']:.3f} | {total['fp32']:.3f}" if total
                   else " |  | ")
-        whole = next((r["ms"] for r in results["models"]
-                      if r["model"] == model and r["batch"] == batch), None)
+        whole = [next((f"{r['ms']:.3f}" for r in results["models"]
+                       if r["model"] == model and r["batch"] == batch
+                       and r.get("engine") == engine), "")
+                 for engine in ("PyTorch fp16 CUDA graph", "PyTorch fp16 eager")]
         lines.append(f"| {model} | {batch} | {times} | {'yes' if identical else 'NO'} "
-                     f"({distinct}) | {layers} | " + (f"{whole:.3f} |" if whole else " |"))
+                     f"({distinct}) | {layers} | {' | '.join(whole)} |")
     return heading, lines + [""] + layer_lines
 
 

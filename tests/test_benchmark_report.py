@@ -145,11 +145,13 @@ def test_the_cuda_report_puts_whole_models_and_their_bytes_first():
                        {"model": "dir/resnet18.qmodel", "batch": 1, "median_ms": 2.0,
                         "fast_run": True, "dp4a_layers": 7, "mma_layers": 14,
                         "byte_identical": False, "distinct_output_values": 200}],
-        "models": [{"model": "resnet18", "batch": 1, "ms": 1.4}]}
+        "models": [{"model": "resnet18", "batch": 1, "ms": 1.4, "engine": "PyTorch fp16 eager"},
+                   {"model": "resnet18", "batch": 1, "ms": 0.3,
+                    "engine": "PyTorch fp16 CUDA graph"}]}
     heading, lines = cuda.render(results)
     assert heading == "NVIDIA H200 (compute capability 9.0, 132 SMs)"
-    assert ("| resnet18 | 1 | 2.500 / 2.000 (7 of 21) | NO (200) | 0.160 | 0.040 | 0.080 | 1.400 |"
-            in lines)
+    assert ("| resnet18 | 1 | 2.500 / 2.000 (7 of 21) | NO (200) | 0.160 | 0.040 | 0.080 | 0.300 | "
+            "1.400 |" in lines)
     assert lines.index("Conv layers at batch 1:") > 3
     assert "| resnet18 | 3x3 64@56 | 4 | 0.0500 | 0.0400 |  | 5.0 | 0.0100 | 0.0200 | 0.25x |" \
         in lines
