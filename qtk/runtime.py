@@ -81,12 +81,16 @@ class Session:
             raise QtkError(f"the model takes {len(self.inputs)} input(s), got {len(inputs)}")
         as_torch = any(isinstance(x, torch.Tensor) for x in inputs)
         raw = [self._graph_input(i, x) for i, x in enumerate(inputs)]
-        results = self._session.run(raw)
+        results = self._run_graph(raw)
         if output == "float":
             results = [self._session.dequantize_output(i, r) for i, r in enumerate(results)]
         if as_torch:
             results = [torch.from_numpy(r) for r in results]
         return results[0] if len(results) == 1 else results
+
+    def _run_graph(self, raw):
+        """The runtime's outputs for the graph inputs ``_graph_input`` made."""
+        return self._session.run(raw)
 
     def run_image(self, image, output="float"):
         """Run a model exported with ``qtk.export(..., image=preprocess)`` on uint8 images.
@@ -162,22 +166,10 @@ class DeviceSession(Session):
     def arena_bytes(self):
         return self._device.arena_bytes
 
-    def run(self, *inputs, output="float"):
-        """As :meth:`Session.run`, on the device."""
-        if output not in ("float", "int8"):
-            raise ValueError(f"output must be 'float' or 'int8', got {output!r}")
-        if len(inputs) != len(self.inputs):
-            raise QtkError(f"the model takes {len(self.inputs)} input(s), got {len(inputs)}")
-        as_torch = any(isinstance(x, torch.Tensor) for x in inputs)
-        raw = [self._graph_input(i, x) for i, x in enumerate(inputs)]
-        raw = [self._session.quantize_input(i, x) if x.dtype == np.float32 else x
-               for i, x in enumerate(raw)]
-        results = self._device.run(raw)
-        if output == "float":
-            results = [self._session.dequantize_output(i, r) for i, r in enumerate(results)]
-        if as_torch:
-            results = [torch.from_numpy(r) for r in results]
-        return results[0] if len(results) == 1 else results
+    def _run_graph(self, raw):
+        """Float inputs quantized here (the session's quantizer), then the graph on the device."""
+        return self._device.run([self._session.quantize_input(i, x) if x.dtype == np.float32
+                                 else x for i, x in enumerate(raw)])
 
     def profile(self):
         raise QtkError("profile: a DeviceSession does not profile nodes yet; time whole runs")

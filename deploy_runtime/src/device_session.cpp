@@ -77,6 +77,16 @@ cuda::Window2d window_of(const std::vector<int64_t>& kernel, const std::vector<i
 
 constexpr int64_t kMaxWindow = (int64_t{1} << 31) - 1;
 
+// The batch-dependent sizes of a sliding-window kernel's parameters (conv, depthwise, pool).
+template <typename Params>
+void set_window_shapes(Params& p, const Nchw4& x, const Nchw4& y) {
+    p.batch = y.batch;
+    p.height = x.height;
+    p.width = x.width;
+    p.out_h = y.height;
+    p.out_w = y.width;
+}
+
 }  // namespace
 
 struct DeviceSession::Impl {
@@ -328,29 +338,17 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
         Step& s = steps[k];
         switch (s.kind) {
             case StepKind::kConv2d:
-                s.conv.batch = y.batch;
-                s.conv.height = x.height;
-                s.conv.width = x.width;
-                s.conv.out_h = y.height;
-                s.conv.out_w = y.width;
+                set_window_shapes(s.conv, x, y);
                 break;
             case StepKind::kDepthwise:
-                s.depthwise.batch = y.batch;
-                s.depthwise.height = x.height;
-                s.depthwise.width = x.width;
-                s.depthwise.out_h = y.height;
-                s.depthwise.out_w = y.width;
+                set_window_shapes(s.depthwise, x, y);
                 break;
             case StepKind::kGlobalPool2d:
                 s.pool.window = cuda::Window2d{x.height, x.width, 1, 1, 0, 0, 1, 1};
                 [[fallthrough]];
             case StepKind::kPool2d:
-                s.pool.batch = y.batch;
+                set_window_shapes(s.pool, x, y);
                 s.pool.channels = y.channels;
-                s.pool.height = x.height;
-                s.pool.width = x.width;
-                s.pool.out_h = y.height;
-                s.pool.out_w = y.width;
                 break;
             case StepKind::kAdd:
                 s.add.count = y.bytes();
