@@ -163,6 +163,15 @@ class DeviceSession(Session):
         return self._device.kernels
 
     @property
+    def algorithms(self):
+        return self.kernels
+
+    @property
+    def arena_lower_bound(self):
+        raise QtkError("arena_lower_bound: a DeviceSession reports its device arena only "
+                       "(arena_bytes)")
+
+    @property
     def arena_bytes(self):
         return self._device.arena_bytes
 

@@ -4,7 +4,6 @@
 // planner lays out, once per batch size.
 #include <algorithm>
 #include <cstring>
-#include <limits>
 
 #include "conv2d.h"
 #include "device.h"
@@ -32,21 +31,24 @@ struct Nchw4 {
     }
 };
 
-// Sets *out from a shape of rank 4 or 2; false for other ranks.
-bool nchw4_of(const Shape& shape, Nchw4* out) {
+// Sets *out from a shape of rank 4 or 2 and at most 2^31 - 1 elements (the kernels index pixels
+// in int32); otherwise returns why it cannot, for a message that names the tensor.
+std::string nchw4_of(const Shape& shape, Nchw4* out) {
     if (shape.size() != 4 && shape.size() != 2) {
-        return false;
+        return "; the CUDA kernels hold activations of rank 4 or 2 ([N, C, H, W], [N, C])";
     }
+    int64_t elements = 1;
     for (int64_t d : shape) {
-        if (d > std::numeric_limits<int32_t>::max()) {
-            return false;
+        if (d > kMaxTensorElements / elements) {
+            return ", more than 2^31 - 1 elements: run a smaller batch";
         }
+        elements *= d;
     }
     out->batch = int32_t(shape[0]);
     out->channels = int32_t(shape[1]);
     out->height = shape.size() == 4 ? int32_t(shape[2]) : 1;
     out->width = shape.size() == 4 ? int32_t(shape[3]) : 1;
-    return true;
+    return "";
 }
 
 enum class StepKind { kConv2d, kDepthwise, kPool2d, kGlobalPool2d, kAdd, kConcat, kAlias };
@@ -186,10 +188,9 @@ Step DeviceSession::Impl::make_step(const Node& node) {
         if (c.fused_prelu() || c.has_residual) {
             unsupported(view, "a conv2d with a fused PReLU or residual add");
         }
-        const cuda::Window2d window{int32_t(params.kernel_h), int32_t(params.kernel_w),
-                                    int32_t(params.stride_h), int32_t(params.stride_w),
-                                    int32_t(params.pad_h),    int32_t(params.pad_w),
-                                    int32_t(params.dilation_h), int32_t(params.dilation_w)};
+        const cuda::Window2d window =
+            window_of({params.kernel_h, params.kernel_w}, {params.stride_h, params.stride_w},
+                      {params.pad_h, params.pad_w}, {params.dilation_h, params.dilation_w});
         if (params.groups == 1) {
             return conv_step(c.bias, c.multiplier, c.shift, c.weight, params.out_channels,
                              params.group_in_channels, params.kernel_h, params.kernel_w, window,
@@ -285,6 +286,9 @@ Step DeviceSession::Impl::make_step(const Node& node) {
         return s;
     }
     if (node.op == "reshape" || node.op == "flatten") {
+        if (view.input_value(0).constant) {
+            unsupported(view, "a reshape of a constant");
+        }
         s.kind = StepKind::kAlias;  // checked per batch: only reshapes that keep the NCHW4 bytes
         s.kernel = "none (the NCHW4 bytes stay)";
         return s;
@@ -312,16 +316,17 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
     std::vector<Shape> input_shapes;
     std::vector<Nchw4> nchw4(g.values.size());
     auto activation = [&](uint32_t id, const NodeView& view) {
-        if (!nchw4_of(shapes[id], &nchw4[id])) {
-            view.fail("'" + g.values[id].name + "' has shape " + to_string(shapes[id]) +
-                      "; the CUDA kernels hold activations of rank 4 or 2 ([N, C, H, W], [N, C])");
+        const std::string unfit = nchw4_of(shapes[id], &nchw4[id]);
+        if (!unfit.empty()) {
+            view.fail("'" + g.values[id].name + "' has shape " + to_string(shapes[id]) + unfit);
         }
         return nchw4[id];
     };
     for (uint32_t id : g.inputs) {
-        if (!nchw4_of(shapes[id], &nchw4[id])) {
+        const std::string unfit = nchw4_of(shapes[id], &nchw4[id]);
+        if (!unfit.empty()) {
             throw Error("graph input '" + g.values[id].name + "' has shape " +
-                        to_string(shapes[id]) + "; the device session takes rank 4 or 2");
+                        to_string(shapes[id]) + unfit);
         }
     }
     for (size_t k = 0; k < g.nodes.size(); ++k) {
@@ -402,12 +407,12 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
         use(id, steps_count - 1);
     }
     const detail::MemoryPlan memory = detail::plan_memory(lifetimes);
-    if (memory.arena_bytes > arena_capacity) {
+    if (memory.arena_bytes > arena_capacity) {  // the old arena stays if the larger one fails
+        uint8_t* larger = static_cast<uint8_t*>(device->allocate(size_t(memory.arena_bytes)));
         if (arena != nullptr) {
             device->release(arena);
-            arena = nullptr;
         }
-        arena = static_cast<uint8_t*>(device->allocate(size_t(memory.arena_bytes)));
+        arena = larger;
         arena_capacity = memory.arena_bytes;
     }
     arena_bytes = memory.arena_bytes;
@@ -436,8 +441,8 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
         }
         s.concat.y = s.depthwise.y;
     }
-    batch = new_batch;
     choose_conv_kernels(nchw4);
+    batch = new_batch;
 }
 
 // Fast-Run over the device's GEMM convolutions, per layer and batch size (they give the same

@@ -168,6 +168,48 @@ void test_fast_run() {
     std::remove(cache);
 }
 
+// Reshapes that keep the NCHW4 bytes are aliases, also of a graph input and as a graph output:
+// x [N, 12] -> reshape [N, 12, 1, 1] -> max_pool 1x1 -> p -> flatten -> y [N, 12] (an output
+// aliasing p's bytes); a reshape that would move bytes ([N, 3, 2, 2]) is refused per batch.
+void test_reshapes() {
+    ModelBuilder b;
+    const uint32_t x = b.activation("x", {1, 12}, 0.1f, 5);
+    const uint32_t r = b.activation("r", {1, 12, 1, 1}, 0.1f, 5);
+    b.node("reshape", "to4d", {x}, {r}, {AttrSpec("shape", {12, 1, 1})});
+    const uint32_t pooled = b.activation("p", {1, 12, 1, 1}, 0.1f, 5);
+    b.node("max_pool2d", "pool", {r}, {pooled},
+           {AttrSpec("kernel", {1, 1}), AttrSpec("stride", {1, 1}), AttrSpec("padding", {0, 0}),
+            AttrSpec("dilation", {1, 1})});
+    const uint32_t y = b.activation("y", {1, 12}, 0.1f, 5);
+    b.node("flatten", "flatten", {pooled}, {y});
+    b.inputs = {x};
+    b.outputs = {y, pooled};
+    const auto model = load(b);
+    qtk::Session cpu(model, {1});
+    qtk::DeviceSession on_device(model, qtk::emulated_cuda_device());
+    Rng rng(3);
+    for (int64_t batch : {2, 5}) {
+        const std::vector<int8_t> input = rng.int8s(size_t(batch * 12));
+        const std::vector<qtk::Tensor> want = cpu.run({input.data()}, {{batch, 12}});
+        const std::vector<qtk::Tensor> got = on_device.run({input.data()}, {{batch, 12}});
+        CHECK(got.size() == 2 && got[0].data == want[0].data && got[1].data == want[1].data);
+        CHECK(got[0].data == input);  // the pools of 1x1 windows copy
+    }
+
+    ModelBuilder moving;
+    const uint32_t mx = moving.activation("x", {1, 12}, 0.1f, 5);
+    const uint32_t my = moving.activation("y", {1, 3, 2, 2}, 0.1f, 5);
+    moving.node("reshape", "to_planes", {mx}, {my}, {AttrSpec("shape", {3, 2, 2})});
+    moving.inputs = {mx};
+    moving.outputs = {my};
+    qtk::DeviceSession refused(load(moving), qtk::emulated_cuda_device());
+    const std::vector<int8_t> input(12);
+    CHECK_THROWS_WITH(refused.run({input.data()}, {{1, 12}}),
+                      "a reshape from [1, 12] to [1, 3, 2, 2] (only [N, C, 1, 1] <-> [N, C]");
+    // The failed plan is made again (and fails again) rather than used half-made.
+    CHECK_THROWS_WITH(refused.run({input.data()}, {{1, 12}}), "has no CUDA kernel yet");
+}
+
 void test_errors() {
     const auto device = qtk::emulated_cuda_device();
     // sample_model has a clamp node and a grouped conv: the first one is named.
@@ -192,6 +234,7 @@ int main() {
     check_against_cpu(qtk::emulated_cuda_device(true));
     check_against_cpu(qtk::emulated_cuda_device(false));
     test_fast_run();
+    test_reshapes();
     test_errors();
 #if QTK_TEST_ON_GPU
     try {

@@ -367,7 +367,10 @@ class PyDeviceSession {
     }
 
     std::string device_name() const { return session_.device_name(); }
-    std::vector<std::string> kernels() const { return session_.kernels(); }
+    std::vector<std::string> kernels() {
+        std::lock_guard<std::mutex> lock(mutex_);  // a run's plan may be choosing them
+        return session_.kernels();
+    }
     size_t arena_bytes() {
         std::lock_guard<std::mutex> lock(mutex_);
         return session_.arena_bytes();

@@ -59,8 +59,8 @@ class DeviceSession {
     std::string device_name() const;
     std::vector<std::string> kernels() const;  // the kernel serving each node, in order
     size_t arena_bytes() const;                // the device arena of the last batch size
-    // Waits for the device and returns the seconds each of `runs` runs of the last inputs took
-    // on it, inputs already there and outputs left there (the kernels alone, no copies).
+    // Waits for the device and returns the seconds each of `runs` runs of the kernels alone took
+    // on it, on whatever the arena holds after the last run (timing only: no copies, no outputs).
     std::vector<double> time_runs(int runs);
 
     struct Impl;

@@ -36,8 +36,14 @@ class CudaDevice final : public Device {
                         " lacks dp4a (compute capability 6.1); run on the CPU (qtk::Session)");
         }
         check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+        check(cudaEventCreate(&start_), "cudaEventCreate");
+        check(cudaEventCreate(&stop_), "cudaEventCreate");
     }
-    ~CudaDevice() override { cudaStreamDestroy(stream_); }
+    ~CudaDevice() override {
+        cudaEventDestroy(start_);
+        cudaEventDestroy(stop_);
+        cudaStreamDestroy(stream_);
+    }
 
     std::string name() const override { return name_; }
     // Tensor cores (compute capability 8.0) first where the GPU has them; dp4a everywhere.
@@ -54,54 +60,65 @@ class CudaDevice final : public Device {
         check(cudaMalloc(&memory, bytes == 0 ? 1 : bytes), "cudaMalloc");
         return memory;
     }
-    void release(void* memory) override { cudaFree(memory); }
+    void release(void* memory) override {
+        select();
+        cudaFree(memory);
+    }
     void upload(void* device, const void* host, size_t bytes) override {
+        select();
         check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_), "upload");
         check(cudaStreamSynchronize(stream_), "upload");
     }
     void download(void* host, const void* device, size_t bytes) override {
+        select();
         check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_), "download");
         check(cudaStreamSynchronize(stream_), "the kernels or the download");
     }
 
     void conv2d(const cuda::Conv2dNchw4Params& p, size_t kernel) override {
+        select();
         launched(tensor_cores_ && kernel == 0 ? cuda::launch_conv2d_mma(p, stream_)
                                               : cuda::launch_conv2d_dp4a(p, stream_));
     }
     void depthwise(const cuda::DepthwiseNchw4Params& p) override {
+        select();
         launched(cuda::launch_depthwise(p, stream_));
     }
     void pool2d(const cuda::Pool2dNchw4Params& p) override {
+        select();
         launched(cuda::launch_pool2d(p, stream_));
     }
-    void add(const cuda::AddParams& p) override { launched(cuda::launch_add(p, stream_)); }
+    void add(const cuda::AddParams& p) override {
+        select();
+        launched(cuda::launch_add(p, stream_));
+    }
     void concat(const cuda::ConcatParams& p) override {
+        select();
         launched(cuda::launch_concat(p, stream_));
     }
 
     double seconds(const std::function<void()>& work) override {
-        cudaEvent_t start, stop;
-        check(cudaEventCreate(&start), "cudaEventCreate");
-        check(cudaEventCreate(&stop), "cudaEventCreate");
-        check(cudaEventRecord(start, stream_), "cudaEventRecord");
+        select();
+        check(cudaEventRecord(start_, stream_), "cudaEventRecord");
         work();
-        check(cudaEventRecord(stop, stream_), "cudaEventRecord");
-        check(cudaEventSynchronize(stop), "the kernels");
+        check(cudaEventRecord(stop_, stream_), "cudaEventRecord");
+        check(cudaEventSynchronize(stop_), "the kernels");
         float ms = 0;
-        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-        cudaEventDestroy(start);
-        cudaEventDestroy(stop);
+        check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
         return ms * 1e-3;
     }
 
  private:
+    // Every call makes this GPU the calling thread's current one: sessions on several GPUs, or
+    // other code that switches devices, may share the thread.
     void select() const { check(cudaSetDevice(ordinal_), "cudaSetDevice"); }
-    static void launched(int error) { check(static_cast<cudaError_t>(error), "kernel launch"); }
+    void launched(int error) const { check(static_cast<cudaError_t>(error), "kernel launch"); }
 
     int ordinal_;
     std::string name_;
     bool tensor_cores_ = false;
     cudaStream_t stream_ = nullptr;
+    cudaEvent_t start_ = nullptr, stop_ = nullptr;  // seconds()'s
 };
 
 }  // namespace

@@ -39,8 +39,8 @@ class EmulatedCudaDevice final : public Device {
     }
 
     void conv2d(const cuda::Conv2dNchw4Params& p, size_t kernel) override {
-        ((kernel == 0) == tensor_cores_ ? cuda::run_conv2d_mma_on_host
-                                        : cuda::run_conv2d_dp4a_on_host)(p);
+        (conv2d_kernels()[kernel] == "conv2d_int8_mma" ? cuda::run_conv2d_mma_on_host
+                                                       : cuda::run_conv2d_dp4a_on_host)(p);
     }
     void depthwise(const cuda::DepthwiseNchw4Params& p) override {
         cuda::run_depthwise_on_host(p);
