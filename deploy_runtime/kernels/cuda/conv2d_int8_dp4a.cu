@@ -12,8 +12,9 @@ __global__ void __launch_bounds__(kBlockThreads) conv2d_int8_dp4a(Conv2dNchw4Par
     __shared__ Conv2dNchw4Tile tile;
     Dp4aAcc acc = {};
     const int channel_block = blockIdx.y, pixel_block = blockIdx.x, thread = threadIdx.x;
+    const PixelOrigin origin = pixel_origin(p, pixel_block, thread);
     for (int32_t q0 = 0; q0 < p.quads(); q0 += kTileQuads) {
-        load_conv2d_tile(p, channel_block, pixel_block, thread, q0, tile);
+        load_conv2d_tile(p, channel_block, origin, thread, q0, tile);
         __syncthreads();
         multiply_dp4a(tile, thread, acc);
         __syncthreads();

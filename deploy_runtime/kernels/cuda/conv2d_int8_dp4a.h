@@ -75,7 +75,7 @@ inline void run_conv2d_dp4a_on_host(const Conv2dNchw4Params& p) {
             std::fill(acc.begin(), acc.end(), Dp4aAcc{});
             for (int32_t q0 = 0; q0 < p.quads(); q0 += kTileQuads) {
                 for (int t = 0; t < kBlockThreads; ++t) {
-                    load_conv2d_tile(p, cb, pb, t, q0, tile);
+                    load_conv2d_tile(p, cb, pixel_origin(p, pb, t), t, q0, tile);
                 }
                 for (int t = 0; t < kBlockThreads; ++t) {
                     multiply_dp4a(tile, t, acc[size_t(t)]);

@@ -12,9 +12,10 @@ __global__ void __launch_bounds__(kBlockThreads) conv2d_int8_mma(Conv2dNchw4Para
     __shared__ Conv2dNchw4Tile tile;
     MmaAcc acc = {};
     const int channel_block = blockIdx.y, pixel_block = blockIdx.x, thread = threadIdx.x;
+    const PixelOrigin origin = pixel_origin(p, pixel_block, thread);
     const int warp = thread / kWarpLanes, lane = thread % kWarpLanes;
     for (int32_t q0 = 0; q0 < p.quads(); q0 += kTileQuads) {
-        load_conv2d_tile(p, channel_block, pixel_block, thread, q0, tile);
+        load_conv2d_tile(p, channel_block, origin, thread, q0, tile);
         __syncthreads();
 #pragma unroll
         for (int mma_tile = 0; mma_tile < kMmaTilesPerWarp; ++mma_tile) {

@@ -132,7 +132,7 @@ inline void run_conv2d_mma_on_host(const Conv2dNchw4Params& p) {
             std::fill(acc.begin(), acc.end(), MmaAcc{});
             for (int32_t q0 = 0; q0 < p.quads(); q0 += kTileQuads) {
                 for (int t = 0; t < kBlockThreads; ++t) {
-                    load_conv2d_tile(p, cb, pb, t, q0, tile);
+                    load_conv2d_tile(p, cb, pixel_origin(p, pb, t), t, q0, tile);
                 }
                 for (int warp = 0; warp < kWarps; ++warp) {
                     for (int mma_tile = 0; mma_tile < kMmaTilesPerWarp; ++mma_tile) {

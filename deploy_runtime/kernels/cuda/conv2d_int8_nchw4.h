@@ -71,29 +71,47 @@ inline int32_t pixel_blocks(const Conv2dNchw4Params& p) {
     return (p.pixels() + kTilePixels - 1) / kTilePixels;
 }
 
-// Phase 1: thread `thread` of block (channel_block, pixel_block) copies its share of the weight
-// and activation tiles of quads [q0, q0 + 8) to shared memory: zero past the quads, the channels
-// and the pixels, the padding word at a padded position.
+// Every activation word a thread stages is for the same tile pixel, thread % kTilePixels, so the
+// pixel's decoding (batch image, first input row and column) is done once per block, not per word
+// and K step: the staging is issue-bound (its index arithmetic outweighs the multiplies).
+static_assert(kBlockThreads % kTilePixels == 0, "a thread stages one pixel's words");
+
+struct PixelOrigin {
+    int64_t image;   // word offset of the pixel's batch image in x
+    int32_t iy0, ix0;  // the input row and column of its window's tap (0, 0)
+    bool valid;        // a pixel of the output (the last block's tail is not)
+};
+
+QTK_HOST_DEVICE inline PixelOrigin pixel_origin(const Conv2dNchw4Params& p, int pixel_block,
+                                                int thread) {
+    const int32_t pixel = pixel_block * kTilePixels + thread % kTilePixels;
+    const int32_t plane = p.out_h * p.out_w, n = pixel / plane, at = pixel % plane;
+    return {int64_t{n} * p.c_quads * p.height * p.width, p.window.input_row(at / p.out_w, 0),
+            p.window.input_column(at % p.out_w, 0), pixel < p.pixels()};
+}
+
+// Phase 1: thread `thread` of block (channel_block, the pixel block of `origin`) copies its share
+// of the weight and activation tiles of quads [q0, q0 + 8) to shared memory: zero past the quads,
+// the channels and the pixels, the padding word at a padded position.
 QTK_HOST_DEVICE inline void load_conv2d_tile(const Conv2dNchw4Params& p, int channel_block,
-                                             int pixel_block, int thread, int32_t q0,
+                                             const PixelOrigin& origin, int thread, int32_t q0,
                                              Conv2dNchw4Tile& s) {
-    const int32_t quads = p.quads(), pixels = p.pixels();
+    const int32_t quads = p.quads();
     for (int e = thread; e < kTileQuads * kTileChannels; e += kBlockThreads) {
         const int q = e / kTileChannels, c = e % kTileChannels;
         const int32_t k = q0 + q, o = channel_block * kTileChannels + c;
         s.w[q][c] = k < quads && o < p.out_channels ? p.w[int64_t{k} * p.out_channels + o] : 0;
     }
-    for (int e = thread; e < kTileQuads * kTilePixels; e += kBlockThreads) {
-        const int q = e / kTilePixels, j = e % kTilePixels;
-        const int32_t k = q0 + q, pixel = pixel_block * kTilePixels + j;
+    const int j = thread % kTilePixels;
+    for (int q = thread / kTilePixels; q < kTileQuads; q += kBlockThreads / kTilePixels) {
+        const int32_t k = q0 + q;
         int32_t word = 0;
-        if (k < quads && pixel < pixels) {
+        if (k < quads && origin.valid) {
             const int32_t tap = k / p.c_quads, c4 = k % p.c_quads;
-            const int32_t n = pixel / (p.out_h * p.out_w), at = pixel % (p.out_h * p.out_w);
-            const int32_t iy = p.window.input_row(at / p.out_w, tap / p.window.kernel_w);
-            const int32_t ix = p.window.input_column(at % p.out_w, tap % p.window.kernel_w);
+            const int32_t iy = origin.iy0 + tap / p.window.kernel_w * p.window.dilation_h;
+            const int32_t ix = origin.ix0 + tap % p.window.kernel_w * p.window.dilation_w;
             const bool inside = iy >= 0 && iy < p.height && ix >= 0 && ix < p.width;
-            word = inside ? p.x[((int64_t{n} * p.c_quads + c4) * p.height + iy) * p.width + ix]
+            word = inside ? p.x[origin.image + (int64_t{c4} * p.height + iy) * p.width + ix]
                           : p.padding_word;
         }
         s.x[q][j] = word;
