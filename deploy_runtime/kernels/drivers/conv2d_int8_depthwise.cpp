@@ -9,13 +9,18 @@
 // load), turns their sums into the spec's accumulator, and a padded tap adds (z - z) w = 0, as in
 // the reference. |sum x w| and |z sum w| are at most 25 * 128 * 127: no int32 step overflows.
 //
-// Work: one task per (sample, channel) plane. Output row oy reads the padded input rows s oy to
-// s oy + k - 1; each is packed into int16 pairs once, into a ring of k rows: straight from the
-// input where both columns of a pair lie inside it, from z at the edges. The rows' accumulators
-// go one after another into a plane buffer (a row's padding lanes are overwritten by the next
-// row), which one epilogue call then requantizes: small planes (7x7, 14x14) spend most of their
-// time in per-row overhead otherwise.
+// Work: one task per (sample, channel) plane, cut into bands of output rows (about kBandOutputs
+// accumulators). A band's padded input rows are copied into an int8 buffer whose rows are the
+// padded width W' (rounded up to a multiple of the stride s), split by row phase (padded row r in
+// phase r % s), and each phase is packed into int16 pairs in one call, W' / s pairs a row. With
+// rows laid end to end, output (oy, ox) of the band reads pair (oy + ky / s) W' / s + ox + 2p / s
+// of phase ky % s: one micro-kernel call sums the whole band as one flat row of band_rows W' / s
+// outputs, of which the W' / s - out_w last of each row are never stored (their lanes read the next
+// row's pairs). The epilogue then requantizes the band's rows. Small planes (7x7, 14x14) are one
+// band: one pack, one micro-kernel call and one epilogue call a plane, where a call per row would
+// cost more than its sums.
 #include <algorithm>
+#include <cstring>
 
 #include "../contracts/depthwise_int8.h"
 #include "conv2d_int8_depthwise.h"
@@ -33,32 +38,59 @@ int32_t int16_pair(int8_t first, int8_t second) {
     return int32_t(uint16_t(first)) | int32_t(uint32_t(second) << 16);
 }
 
-// The scratch of one thread for output planes of `out_w` x `out_h` pixels (depthwise_int8.h's
-// bounds): the ring of k pair rows, then the accumulators of the plane, the last row's padded to
-// whole vectors.
-struct RowLayout {
-    int64_t acc;    // int32 accumulators of the plane
-    int64_t pairs;  // int32 pairs of one packed input row: what the micro-kernel reads
+constexpr int64_t kBandOutputs = 2048;  // accumulators per band (row ends included), L1-sized
 
-    RowLayout(const Conv2dParams& p, int64_t out_w, int64_t plane_pixels)
-        : acc(plane_pixels + kDepthwiseMaxLanes),
-          pairs(ceil_div(out_w, kDepthwiseMaxLanes) * kDepthwiseMaxLanes +
-                (p.kernel_w - 1) / p.stride_w) {}
+// n >= kChunk bytes from src to dst in moves of kChunk, the last one overlapping the one before.
+template <int kChunk>
+void copy_chunks(const int8_t* src, int64_t n, int8_t* dst) {
+    for (int64_t i = 0; i + kChunk < n; i += kChunk) {
+        std::memcpy(dst + i, src + i, kChunk);
+    }
+    std::memcpy(dst + n - kChunk, src + n - kChunk, kChunk);
+}
 
-    size_t bytes(const Conv2dParams& p) const { return size_t((p.kernel_h * pairs + acc) * 4); }
-};
+// n bytes from src to dst: the rows here are a few to a few hundred bytes, where a library call
+// costs more than the moves.
+void copy_row(const int8_t* src, int64_t n, int8_t* dst) {
+    if (n >= 16) {
+        copy_chunks<16>(src, n, dst);
+    } else if (n >= 8) {
+        copy_chunks<8>(src, n, dst);
+    } else if (n >= 4) {
+        copy_chunks<4>(src, n, dst);
+    } else {
+        for (int64_t i = 0; i < n; ++i) {
+            dst[i] = src[i];
+        }
+    }
+}
 
-// Where pack_row reads the input row straight (pairs [first, last)) and which pairs it fills at
-// all ([0, beyond)): shapes only, so computed once per run.
-struct PairSpan {
-    int64_t first, last, beyond;
+// The bands of one layer and the scratch of one thread, in bytes: the padded int8 rows of a band
+// (s phases of phase_rows rows of `width` bytes), their int16 pairs (s phases of phase_rows rows of
+// width / s pairs, then the micro-kernel's overread), the band's accumulators.
+struct BandLayout {
+    int64_t width;       // W': padded input width rounded up to the stride
+    int64_t row_pairs;   // W' / s: pairs a row, accumulators an output row
+    int64_t band_rows;   // output rows a band
+    int64_t phase_rows;  // padded input rows a phase of a band holds: band_rows + (k - 1) / s
+    int64_t bytes_phase, pairs_phase, acc;  // sizes: int8 bytes, int32 pairs, int32 accumulators
 
-    PairSpan(const Conv2dParams& p, int64_t width, int64_t count) {
-        const int64_t s = p.stride_w, pad = p.pad_w;
-        beyond = std::min(count, ceil_div(width + 2 * pad, s));
-        first = std::min(beyond, ceil_div(pad, s));
-        const int64_t span = width - 2 + pad;  // s (last - 1) <= span
-        last = span < 0 ? first : std::max(first, std::min(beyond, span / s + 1));
+    BandLayout(const Conv2dParams& p, int64_t in_w, int64_t out_h) {
+        const int64_t s = p.stride_w;
+        width = ceil_div(in_w + 2 * p.pad_w, s) * s;
+        row_pairs = width / s;
+        band_rows = std::max<int64_t>(1, std::min(out_h, kBandOutputs / row_pairs));
+        phase_rows = band_rows + (p.kernel_h - 1) / s;
+        // pack_pairs reads s (count - 1) + 2 bytes; the micro-kernel reads round_up(count, lanes) +
+        // (k - 1) / s pairs from its last row's start: kDepthwiseMaxLanes + 2 pairs past the rows.
+        bytes_phase = phase_rows * width + 2;
+        pairs_phase = phase_rows * row_pairs + kDepthwiseMaxLanes + 2;
+        acc = ceil_div(band_rows * row_pairs, kDepthwiseMaxLanes) * kDepthwiseMaxLanes;
+    }
+
+    // The int32 regions first, then the bytes.
+    size_t bytes(const Conv2dParams& p) const {
+        return size_t(4 * (p.stride_h * pairs_phase + acc) + p.stride_h * bytes_phase);
     }
 };
 
@@ -76,24 +108,22 @@ class Conv2dInt8Depthwise final : public Conv2dInt8Kernel {
         pack_weights();
     }
 
-    size_t workspace_bytes(const std::vector<Shape>&, const std::vector<Shape>& output_shapes,
-                           int threads) const override {
-        const Shape& ys = output_shapes[0];
-        return WorkspaceLayout{0, RowLayout(params_, ys[3], ys[2] * ys[3]).bytes(params_), threads}
-            .bytes();
+    size_t workspace_bytes(const std::vector<Shape>& input_shapes,
+                           const std::vector<Shape>& output_shapes, int threads) const override {
+        const BandLayout layout(params_, input_shapes[0][3], output_shapes[0][2]);
+        return WorkspaceLayout{0, layout.bytes(params_), threads}.bytes();
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Shape& xs = *io.input_shapes[0];
-        const Shape& ys = *io.output_shapes[0];
-        const RowLayout layout(params_, ys[3], ys[2] * ys[3]);
-        const PairSpan span(params_, xs[3], layout.pairs);
+        const BandLayout layout(params_, xs[3], (*io.output_shapes[0])[2]);
         const WorkspaceLayout workspace{0, layout.bytes(params_), pool.threads()};
         pool.parallel_for_slots(xs[0] * xs[1], [&](int64_t slot, int64_t begin, int64_t end) {
             uint8_t* scratch = workspace.slot(io.workspace, slot);
+            // The pairs past the rows feed only lanes that are never stored: zero, not unread.
             std::fill(scratch, scratch + layout.bytes(params_), uint8_t{0});
             for (int64_t plane = begin; plane < end; ++plane) {
-                run_plane(io, layout, span, plane, scratch);
+                run_plane(io, layout, plane, scratch);
             }
         });
     }
@@ -116,70 +146,61 @@ class Conv2dInt8Depthwise final : public Conv2dInt8Kernel {
         }
     }
 
-    // Pairs of one padded input row (x_row: the input row, nullptr for a padding row) into a ring
-    // slot (PairSpan's `count` pairs). Pair j reads columns s j - pad_w and s j + 1 - pad_w: both
-    // inside the row for j in [first, last). Outputs below out_w read columns below width + pad_w
-    // only (and one more with a zero weight), so the pairs from `beyond` on, which start at or past
-    // it, feed only vector lanes the epilogue drops: they keep whatever the slot holds (zeros at
-    // first).
-    void pack_row(const int8_t* x_row, int64_t width, const PairSpan& span,
-                  int32_t* pairs) const {
-        const int64_t s = params_.stride_w, pad = params_.pad_w;
-        const int8_t z = static_cast<int8_t>(constants_.input_zero_point);
-        const int64_t first = span.first, last = span.last, beyond = span.beyond;
-        if (x_row == nullptr) {
-            std::fill(pairs, pairs + beyond, int16_pair(z, z));
-            return;
+    // Output rows [oy0, oy0 + rows) of one plane: its padded input rows into the phases' bytes,
+    // packed, summed in one micro-kernel call, requantized.
+    void run_band(const int8_t* x, int64_t height, int64_t width, int64_t c, int64_t oy0,
+                  int64_t rows, const BandLayout& layout, uint8_t* scratch, int64_t out_w,
+                  int8_t* y, const int8_t* residual) const {
+        const Conv2dParams& p = params_;
+        const int64_t s = p.stride_h, k = p.kernel_h;
+        int32_t* pairs = reinterpret_cast<int32_t*>(scratch);
+        int32_t* acc = pairs + s * layout.pairs_phase;
+        int8_t* bytes = reinterpret_cast<int8_t*>(acc + layout.acc);
+        std::fill(bytes, bytes + s * layout.bytes_phase,
+                  static_cast<int8_t>(constants_.input_zero_point));
+        // Padded row s oy0 + r, r < s (rows - 1) + k, is row r / s of phase r % s.
+        for (int64_t r = 0; r < s * (rows - 1) + k; ++r) {
+            const int64_t iy = s * oy0 + r - p.pad_h;
+            if (iy >= 0 && iy < height) {
+                copy_row(x + iy * width, width,
+                         bytes + (r % s) * layout.bytes_phase + (r / s) * layout.width + p.pad_w);
+            }
         }
-        if (last > first) {
-            pack_pairs_(x_row + s * first - pad, last - first, s, pairs + first);
+        for (int64_t phase = 0; phase < s; ++phase) {
+            pack_pairs_(bytes + phase * layout.bytes_phase, layout.phase_rows * layout.row_pairs,
+                        s, pairs + phase * layout.pairs_phase);
         }
-        const auto at = [&](int64_t column) {
-            return column >= 0 && column < width ? x_row[column] : z;
-        };
-        for (int64_t j = 0; j < first; ++j) {
-            pairs[j] = int16_pair(at(s * j - pad), at(s * j + 1 - pad));
+        const int32_t* row_starts[5];
+        for (int64_t ky = 0; ky < k; ++ky) {
+            row_starts[ky] = pairs + (ky % s) * layout.pairs_phase + (ky / s) * layout.row_pairs;
         }
-        for (int64_t j = last; j < beyond; ++j) {
-            pairs[j] = int16_pair(at(s * j - pad), at(s * j + 1 - pad));
+        row_(row_starts, weight_pairs_.data() + c * k * ((k + 1) / 2), rows * layout.row_pairs,
+             acc);
+        // Every accumulator of the band in whole vectors, into the input bytes (packed already),
+        // then the rows without their ends: a call per row of a few pixels would cost more.
+        const int64_t count = rows * layout.row_pairs;
+        epilogue_.requantize_rows(c, acc, count, 1, count, acc_init_[size_t(c)], bytes);
+        for (int64_t r = 0; r < rows; ++r) {
+            copy_row(bytes + r * layout.row_pairs, out_w, y + (oy0 + r) * out_w);
         }
+        epilogue_.add_residual(y + oy0 * out_w, rows * out_w, 1, rows * out_w,
+                               residual == nullptr ? nullptr : residual + oy0 * out_w);
     }
 
-    void run_plane(const NodeIO& io, const RowLayout& layout, const PairSpan& span, int64_t plane,
-                   uint8_t* workspace) const {
-        const Conv2dParams& p = params_;
+    void run_plane(const NodeIO& io, const BandLayout& layout, int64_t plane,
+                   uint8_t* scratch) const {
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
         const int64_t height = xs[2], width = xs[3], out_h = ys[2], out_w = ys[3];
-        const int64_t c = plane % p.out_channels, k = p.kernel_h, s = p.stride_h;
+        const int64_t c = plane % params_.out_channels;
         const int8_t* x = io.input<int8_t>(0) + plane * height * width;
         int8_t* y = io.output<int8_t>(0) + plane * out_h * out_w;
         const int8_t* residual =
             constants_.has_residual ? io.input<int8_t>(3) + plane * out_h * out_w : nullptr;
-
-        int32_t* ring = reinterpret_cast<int32_t*>(workspace);
-        int32_t* acc = ring + k * layout.pairs;
-
-        // Padded input row r lives in ring slot r % k (k >= s, so no row is skipped). next_row is
-        // the first not packed yet, next_slot its slot.
-        int64_t next_row = 0, next_slot = 0;
-        for (int64_t oy = 0; oy < out_h; ++oy) {
-            const int64_t top = s * oy;
-            for (; next_row < top + k; ++next_row) {
-                const int64_t iy = next_row - p.pad_h;
-                pack_row(iy >= 0 && iy < height ? x + iy * width : nullptr, width, span,
-                         ring + next_slot * layout.pairs);
-                next_slot = next_slot + 1 == k ? 0 : next_slot + 1;
-            }
-            // Rows top .. top + k - 1, the last k packed, start at slot next_slot.
-            const int32_t* rows[5];
-            for (int64_t ky = 0; ky < k; ++ky) {
-                const int64_t slot = next_slot + ky;
-                rows[ky] = ring + (slot < k ? slot : slot - k) * layout.pairs;
-            }
-            row_(rows, weight_pairs_.data() + c * k * ((k + 1) / 2), out_w, acc + oy * out_w);
+        for (int64_t oy0 = 0; oy0 < out_h; oy0 += layout.band_rows) {
+            run_band(x, height, width, c, oy0, std::min(layout.band_rows, out_h - oy0), layout,
+                     scratch, out_w, y, residual);
         }
-        epilogue_.row(c, acc, acc_init_[c], out_h * out_w, y, residual);
     }
 
     void (*const pack_pairs_)(const int8_t* x, int64_t count, int64_t stride, int32_t* pairs);

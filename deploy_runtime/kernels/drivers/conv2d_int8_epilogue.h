@@ -52,6 +52,14 @@ class Conv2dInt8Epilogue {
     // residual's element of y[0] (ignored without a fused add).
     void rows(int64_t oc, const int32_t* acc, int64_t acc_stride, int64_t rows, int64_t count,
               int32_t offset, int8_t* y, const int8_t* residual) const {
+        requantize_rows(oc, acc, acc_stride, rows, count, offset, y);
+        add_residual(y, rows * count, 1, rows * count, residual);
+    }
+
+    // The requantization of `rows` alone, for a kernel that moves the bytes before the residual
+    // add (add_residual).
+    void requantize_rows(int64_t oc, const int32_t* acc, int64_t acc_stride, int64_t rows,
+                         int64_t count, int32_t offset, int8_t* y) const {
         if (k_.fused_prelu()) {
             for (int64_t r = 0; r < rows; ++r) {
                 for (int64_t i = 0; i < count; ++i) {
@@ -61,9 +69,6 @@ class Conv2dInt8Epilogue {
         } else {
             requantize_.channel(acc, acc_stride, rows, count, offset, k_.multiplier[oc],
                                 k_.shift[oc], out_, y);
-        }
-        if (k_.has_residual) {
-            vadd_.run(y, residual, rows * count, add_, y);
         }
     }
 

@@ -30,25 +30,47 @@ void pack_pairs_avx2(const int8_t* x, int64_t count, int64_t stride, int32_t* pa
     }
 }
 
+// The sums of outputs [o, o + 8): two accumulators halve the dependency chain. Inlined into the
+// row loop, where GCC would otherwise call it per vector.
+template <int K, int S>
+[[gnu::always_inline]] inline __m256i depthwise8(const int32_t* const* rows, const __m256i* vweights, int64_t o) {
+    constexpr int P = (K + 1) / 2;
+    __m256i vacc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 5
+    for (int ky = 0; ky < K; ++ky) {
+#pragma GCC unroll 3
+        for (int p = 0; p < P; ++p) {
+            const __m256i vx =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[ky] + o + 2 * p / S));
+            vacc[ky % 2] = _mm256_add_epi32(vacc[ky % 2], _mm256_madd_epi16(vx, vweights[ky * P + p]));
+        }
+    }
+    return _mm256_add_epi32(vacc[0], vacc[1]);
+}
+
 template <int K, int S>
 void depthwise_row_avx2(const int32_t* const* rows, const int32_t* weights, int64_t count,
                         int32_t* acc) {
     constexpr int P = (K + 1) / 2;
-    for (int64_t o = 0; o < count; o += 8) {
-        // Two accumulators halve the dependency chain.
-        __m256i vacc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-#pragma GCC unroll 5
-        for (int ky = 0; ky < K; ++ky) {
-#pragma GCC unroll 3
-            for (int p = 0; p < P; ++p) {
-                const __m256i vx =
-                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[ky] + o + 2 * p / S));
-                vacc[ky % 2] = _mm256_add_epi32(
-                    vacc[ky % 2], _mm256_madd_epi16(vx, _mm256_set1_epi32(weights[ky * P + p])));
-            }
-        }
+    // Weights broadcast and row starts read once: the stores to acc could alias them.
+    __m256i vweights[K * P];
+    for (int i = 0; i < K * P; ++i) {
+        vweights[i] = _mm256_set1_epi32(weights[i]);
+    }
+    const int32_t* row_starts[K];
+    for (int ky = 0; ky < K; ++ky) {
+        row_starts[ky] = rows[ky];
+    }
+    int64_t o = 0;
+    for (; o + 16 <= count; o += 16) {  // two vectors a step: independent chains
+        const __m256i vfirst = depthwise8<K, S>(row_starts, vweights, o);
+        const __m256i vsecond = depthwise8<K, S>(row_starts, vweights, o + 8);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + o), vfirst);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + o + 8), vsecond);
+    }
+    for (; o < count; o += 8) {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + o),
-                            _mm256_add_epi32(vacc[0], vacc[1]));
+                            depthwise8<K, S>(row_starts, vweights, o));
     }
 }
 
