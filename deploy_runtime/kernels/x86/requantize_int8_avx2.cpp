@@ -94,16 +94,37 @@ struct HighHalfParams {
     __m256i shift;  // n - 32, for vpsravd (one uop, where vpsrad by xmm is two)
 };
 
-void requantize8_high_half(const int32_t* acc, int64_t count, const HighHalfParams& p,
-                           int8_t* y) {
-    const __m256i vacc = _mm256_add_epi32(load_lanes(acc, count), p.offset);
+// The high-half form's int32 results of 8 accumulators, before the clamp.
+__m256i scale8_high_half(__m256i vacc, const HighHalfParams& p) {
+    vacc = _mm256_add_epi32(vacc, p.offset);
     const __m256i veven = _mm256_mul_epi32(vacc, p.multiplier);
     const __m256i vodd = _mm256_mul_epi32(_mm256_srli_epi64(vacc, 32), p.multiplier);
     // h: the even products' high halves moved down, the odd ones' in place.
     const __m256i vhigh = _mm256_blend_epi32(_mm256_srli_epi64(veven, 32), vodd, 0xAA);
-    const __m256i vscaled = _mm256_srav_epi32(_mm256_add_epi32(vhigh, p.round), p.shift);
-    const __m256i vy = _mm256_min_epi32(_mm256_max_epi32(vscaled, p.lo), p.hi);
-    store_lanes(vy, count, y);
+    return _mm256_srav_epi32(_mm256_add_epi32(vhigh, p.round), p.shift);
+}
+
+void requantize8_high_half(const int32_t* acc, int64_t count, const HighHalfParams& p,
+                           int8_t* y) {
+    const __m256i vscaled = scale8_high_half(load_lanes(acc, count), p);
+    store_lanes(_mm256_min_epi32(_mm256_max_epi32(vscaled, p.lo), p.hi), count, y);
+}
+
+// 32 values of the high-half form: narrowed by saturating packs first, then clamped as bytes,
+// which is the same (lo and hi lie inside the int8 range) and clamps 32 at once, not 8.
+void requantize32_high_half(const int32_t* acc, const HighHalfParams& p, __m256i vlo8,
+                            __m256i vhi8, int8_t* y) {
+    // packs works within 128-bit lanes: bytes come out as 4-value groups 0 2 4 6 | 1 3 5 7 of
+    // the 8 groups in order; the permute puts them back.
+    const auto scaled = [&](int64_t i) {
+        return scale8_high_half(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)), p);
+    };
+    const __m256i v01 = _mm256_packs_epi32(scaled(0), scaled(8));
+    const __m256i v23 = _mm256_packs_epi32(scaled(16), scaled(24));
+    const __m256i vy = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(v01, v23),
+                                                   _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y),
+                        _mm256_min_epi8(_mm256_max_epi8(vy, vlo8), vhi8));
 }
 
 void requantize_channel_avx2(const int32_t* acc, int64_t acc_stride, int64_t rows, int64_t count,
@@ -117,8 +138,14 @@ void requantize_channel_avx2(const int32_t* acc, int64_t acc_stride, int64_t row
             _mm256_set1_epi32(out.hi),
             _mm256_set1_epi32(out.round_odd * (int32_t{1} << (shift - kHighHalfMinShift))),
             _mm256_set1_epi32(shift - kHighHalfDroppedBits)};
+        const __m256i vlo8 = _mm256_set1_epi8(static_cast<int8_t>(out.lo));
+        const __m256i vhi8 = _mm256_set1_epi8(static_cast<int8_t>(out.hi));
         for (int64_t r = 0; r < rows; ++r, acc += acc_stride, y += count) {
-            for (int64_t i = 0; i < count; i += 8) {
+            int64_t i = 0;
+            for (; i + 32 <= count; i += 32) {
+                requantize32_high_half(acc + i, p, vlo8, vhi8, y + i);
+            }
+            for (; i < count; i += 8) {
                 requantize8_high_half(acc + i, count - i, p, y + i);
             }
         }
