@@ -15,7 +15,7 @@ from test_torchvision_models import qat_convert
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "mobilenet_v3_small"])
 def test_torchvision_models_on_the_emulated_cuda_device_give_the_cpu_bytes(name):
     torch.manual_seed(0)
     quantized = qat_convert(getattr(torchvision.models, name)(num_classes=10), 32, steps=1)
@@ -24,8 +24,10 @@ def test_torchvision_models_on_the_emulated_cuda_device_give_the_cpu_bytes(name)
     device = qtk.runtime.load(qmodel, device="cuda-emulated")
     assert device.device_name.startswith("emulated CUDA")
     assert "conv2d_int8_mma" in device.kernels and device.kernels.count("add_int8") > 0
-    if name == "mobilenet_v2":
+    if name.startswith("mobilenet"):
         assert "conv2d_int8_depthwise" in device.kernels
+    if name == "mobilenet_v3_small":  # hardswish and hardsigmoid tables, squeeze-excite scales
+        assert "lut_int8" in device.kernels and "mul_int8" in device.kernels
     for batch in (1, 3):
         x = torch.randn(batch, 3, 32, 32)
         want = cpu.run(x, output="int8")
@@ -40,9 +42,9 @@ def test_torchvision_models_on_the_emulated_cuda_device_give_the_cpu_bytes(name)
 
 def test_device_errors_name_the_fix():
     torch.manual_seed(0)
-    quantized = qat_convert(torchvision.models.mobilenet_v3_small(num_classes=10), 32, steps=1)
+    quantized = qat_convert(torchvision.models.shufflenet_v2_x0_5(num_classes=10), 32, steps=1)
     qmodel = qtk.export(quantized, torch.randn(1, 3, 32, 32))
-    with pytest.raises(qtk.runtime.QtkError, match=r"has no CUDA kernel yet .* qtk::Session on "
+    with pytest.raises(qtk.runtime.QtkError, match=r"permute.* has no CUDA kernel yet .* qtk::Session on "
                                                    r"the CPU"):
         qtk.runtime.load(qmodel, device="cuda-emulated")
     with pytest.raises(qtk.runtime.QtkError, match="device must be 'cpu', 'cuda'"):

@@ -51,7 +51,7 @@ std::string nchw4_of(const Shape& shape, Nchw4* out) {
     return "";
 }
 
-enum class StepKind { kConv2d, kDepthwise, kPool2d, kGlobalPool2d, kAdd, kConcat, kAlias };
+enum class StepKind { kConv2d, kDepthwise, kPool2d, kGlobalPool2d, kAdd, kConcat, kLut, kMul, kAlias };
 
 // One node's work: its kernel's parameters, their pointers and sizes bound per batch size.
 struct Step {
@@ -63,6 +63,8 @@ struct Step {
     cuda::Pool2dNchw4Params pool{};
     cuda::AddParams add{};
     cuda::ConcatParams concat{};
+    cuda::LutParams lut{};
+    cuda::MulParams mul{};
 };
 
 int32_t replicated_byte(int32_t zero_point) {
@@ -143,8 +145,8 @@ namespace {
 
 [[noreturn]] void unsupported(const NodeView& view, const std::string& why) {
     view.fail(why + " has no CUDA kernel yet (the device session runs int8 conv2d with groups 1 or "
-              "depthwise, linear, add, concat, max_pool2d, avg_pool2d, global_avg_pool2d, "
-              "reshape and flatten); "
+              "depthwise, linear, add, mul, lut, concat, max_pool2d, avg_pool2d, "
+              "global_avg_pool2d, reshape and flatten); "
               "run this model with qtk::Session on the CPU");
 }
 
@@ -260,6 +262,33 @@ Step DeviceSession::Impl::make_step(const Node& node) {
         s.concat.zero_point = view.output(0, DType::kInt8).zero_point;
         return s;
     }
+    if (node.op == "mul") {  // shapes checked per batch: same, or [N, C, 1, 1] over [N, C, H, W]
+        s.kind = StepKind::kMul;
+        s.kernel = "mul_int8";
+        cuda::MulParams& p = s.mul;
+        p.a_zero_point = view.activation_input(0, DType::kInt8).zero_point;
+        p.b_zero_point = view.activation_input(1, DType::kInt8).zero_point;
+        p.multiplier = view.multipliers("multiplier", 1)[0];
+        p.shift = view.shifts("shift", 1)[0];
+        p.zero_point = view.output(0, DType::kInt8).zero_point;
+        const detail::ClampRange clamp = view.clamp("clamp");
+        p.lo = clamp.lo;
+        p.hi = clamp.hi;
+        return s;
+    }
+    if (node.op == "lut") {  // the table (or one per channel) as the CPU kernel checked it
+        if (view.channels_last()) {
+            unsupported(view, "a channels-last lut");
+        }
+        const Value& table = view.input_value(1);
+        const int64_t tables = table.shape.size() == 2 ? table.shape[0] : 1;
+        const int8_t* entries = reinterpret_cast<const int8_t*>(table.data);
+        s.kind = StepKind::kLut;
+        s.kernel = "lut_int8";
+        s.lut.tables = upload(std::vector<int8_t>(entries, entries + tables * 256));
+        s.lut.tables_count = int32_t(tables);
+        return s;
+    }
     if (node.op == "max_pool2d" || node.op == "avg_pool2d") {
         s.kind = StepKind::kPool2d;
         s.kernel = "pool2d_int8";
@@ -358,6 +387,32 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
             case StepKind::kAdd:
                 s.add.count = y.bytes();
                 break;
+            case StepKind::kLut:
+                s.lut.count = y.bytes();
+                s.lut.channel_quads = (y.channels + 3) / 4;
+                s.lut.plane = y.height * y.width;
+                break;
+            case StepKind::kMul: {
+                // Each operand y's shape, or one value per sample and channel over y's plane.
+                const auto per_channel = [&](size_t i) {
+                    const Nchw4 v = activation(node.inputs[i], view);
+                    if (v == y) {
+                        return false;
+                    }
+                    if (v.batch != y.batch || v.channels != y.channels || v.height * v.width != 1) {
+                        unsupported(view, "a mul of " + to_string(input_shapes[0]) + " by " +
+                                              to_string(input_shapes[1]) +
+                                              " (the CUDA kernel broadcasts only [N, C, 1, 1] "
+                                              "over [N, C, H, W])");
+                    }
+                    return true;
+                };
+                s.mul.a_per_channel = per_channel(0);
+                s.mul.b_per_channel = per_channel(1);
+                s.mul.count = y.bytes();
+                s.mul.plane = y.height * y.width;
+                break;
+            }
             case StepKind::kConcat:
                 s.concat.batch = y.batch;
                 s.concat.plane = y.height * y.width;
@@ -440,6 +495,11 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
             s.concat.inputs[i].x = reinterpret_cast<const int8_t*>(at(node.inputs[size_t(i)]));
         }
         s.concat.y = s.depthwise.y;
+        s.lut.x = s.depthwise.x;
+        s.lut.y = s.depthwise.y;
+        s.mul.a = s.add.a;
+        s.mul.b = s.add.b;
+        s.mul.y = s.depthwise.y;
     }
     choose_conv_kernels(nchw4);
     batch = new_batch;
@@ -512,6 +572,12 @@ void DeviceSession::Impl::launch_all() {
                 break;
             case StepKind::kConcat:
                 device->concat(s.concat);
+                break;
+            case StepKind::kLut:
+                device->lut(s.lut);
+                break;
+            case StepKind::kMul:
+                device->mul(s.mul);
                 break;
             case StepKind::kAlias:
                 break;

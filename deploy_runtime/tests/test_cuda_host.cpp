@@ -16,6 +16,8 @@
 
 #include "../kernels/cuda/add_int8.h"
 #include "../kernels/cuda/concat_int8.h"
+#include "../kernels/cuda/lut_int8.h"
+#include "../kernels/cuda/mul_int8.h"
 #include "../kernels/cuda/conv2d_int8_depthwise.h"
 #include "../kernels/cuda/conv2d_int8_dp4a.h"
 #include "../kernels/cuda/conv2d_int8_mma.h"
@@ -33,6 +35,8 @@ namespace {
 
 using qtk::cuda::AddParams;
 using qtk::cuda::ConcatParams;
+using qtk::cuda::LutParams;
+using qtk::cuda::MulParams;
 using qtk::cuda::Conv2dNchw4Params;
 using qtk::cuda::DepthwiseNchw4Params;
 using qtk::cuda::Pool2dNchw4Params;
@@ -242,6 +246,29 @@ void concat_on_gpu(const ConcatParams& p) {
     if (uploaded && d.y) {
         buffers.launch_and_download(qtk::cuda::launch_concat(d, nullptr), p.y, d.y,
                                     size_t(p.output_bytes()));
+    }
+}
+
+void lut_on_gpu(const LutParams& p) {
+    DeviceBuffers buffers;
+    LutParams d = p;
+    d.x = buffers.upload(p.x, size_t(p.count));
+    d.tables = buffers.upload(p.tables, size_t(p.tables_count) * 256);
+    d.y = buffers.upload(p.y, size_t(p.count));
+    if (d.x && d.tables && d.y) {
+        buffers.launch_and_download(qtk::cuda::launch_lut(d, nullptr), p.y, d.y, size_t(p.count));
+    }
+}
+
+void mul_on_gpu(const MulParams& p) {
+    DeviceBuffers buffers;
+    MulParams d = p;
+    const size_t per_channel = size_t(p.count / p.plane);
+    d.a = buffers.upload(p.a, p.a_per_channel ? per_channel : size_t(p.count));
+    d.b = buffers.upload(p.b, p.b_per_channel ? per_channel : size_t(p.count));
+    d.y = buffers.upload(p.y, size_t(p.count));
+    if (d.a && d.b && d.y) {
+        buffers.launch_and_download(qtk::cuda::launch_mul(d, nullptr), p.y, d.y, size_t(p.count));
     }
 }
 #endif
@@ -487,6 +514,19 @@ const std::vector<Kernel<ConcatParams>> kConcatKernels = {
 #endif
 };
 
+const std::vector<Kernel<LutParams>> kLutKernels = {
+    {"lut_int8 (on the CPU)", qtk::cuda::run_lut_on_host, 0},
+#if QTK_TEST_ON_GPU
+    {"lut_int8 (on the GPU)", lut_on_gpu, 1},
+#endif
+};
+const std::vector<Kernel<MulParams>> kMulKernels = {
+    {"mul_int8 (on the CPU)", qtk::cuda::run_mul_on_host, 0},
+#if QTK_TEST_ON_GPU
+    {"mul_int8 (on the GPU)", mul_on_gpu, 1},
+#endif
+};
+
 // PyTorch's pooling output size along one axis (spec 6), ceil_mode's included.
 int64_t pool_output_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
     const int64_t span = in + 2 * p - d * (k - 1) - 1;
@@ -691,6 +731,105 @@ void test_concat_against_reference() {
     std::printf("concat_int8: %d cases\n", g_cases - before);
 }
 
+// One table, or one per channel, over NCHW4 inputs whose channels do and do not fill whole quads.
+void test_lut_against_reference() {
+    const int before = g_cases;
+    const std::vector<int64_t> shapes[] = {{1, 1, 1, 1}, {2, 5, 3, 7}, {1, 8, 4, 4}, {3, 6, 1, 1}};
+    for (const std::vector<int64_t>& shape : shapes) {
+        for (bool per_channel : {false, true}) {
+            ++g_cases;
+            Rng rng(13000 + uint64_t(g_cases));
+            const int64_t n = shape[0], c = shape[1], h = shape[2], w = shape[3];
+            const int64_t tables = per_channel ? c : 1;
+            const std::vector<int8_t> x = rng.int8s(size_t(n * c * h * w));
+            const std::vector<int8_t> entries = rng.int8s(size_t(tables * 256));
+            ModelBuilder b;
+            const uint32_t xv = b.activation("x", {1, c, h, w}, 0.1f, 3);
+            const uint32_t table = b.weight("table", per_channel ? std::vector<int64_t>{c, 256}
+                                                                 : std::vector<int64_t>{256},
+                                            entries);
+            const uint32_t yv = b.activation("y", {1, c, h, w}, 0.05f, -7);
+            b.node("lut", "lut", {xv, table}, {yv});
+            b.inputs = {xv};
+            b.outputs = {yv};
+            const std::vector<int8_t> want = run_reference(b, {x.data()}, {shape});
+            const std::vector<int8_t> x4 = nchw4_bytes(x, n, c, h, w);
+            LutParams p{};
+            p.x = x4.data();
+            p.tables = entries.data();
+            p.count = int64_t(x4.size());
+            p.tables_count = int32_t(tables);
+            p.channel_quads = int32_t((c + 3) / 4);
+            p.plane = int32_t(h * w);
+            check_outputs(kLutKernels, p, x4.size(), shape, false, want,
+                          std::string(per_channel ? "per-channel " : "") + "lut of " +
+                              std::to_string(x.size()) + " bytes");
+        }
+    }
+    std::printf("lut_int8: %d cases\n", g_cases - before);
+}
+
+// Same shapes, and a [N, C, 1, 1] operand on either side (a squeeze-excite scale).
+void test_mul_against_reference() {
+    const int before = g_cases;
+    const std::vector<int64_t> shapes[] = {{1, 1, 1, 1}, {2, 5, 3, 7}, {1, 8, 4, 4}, {3, 6, 2, 1}};
+    for (const std::vector<int64_t>& shape : shapes) {
+        for (int broadcast = 0; broadcast < 3; ++broadcast) {  // none, a, b
+            ++g_cases;
+            Rng rng(14000 + uint64_t(g_cases));
+            const int64_t n = shape[0], c = shape[1], h = shape[2], w = shape[3];
+            const std::vector<int64_t> scale_shape = {n, c, 1, 1};
+            const std::vector<int64_t>& a_shape = broadcast == 1 ? scale_shape : shape;
+            const std::vector<int64_t>& b_shape = broadcast == 2 ? scale_shape : shape;
+            const auto elements = [](const std::vector<int64_t>& s) {
+                return size_t(s[0] * s[1] * s[2] * s[3]);
+            };
+            const std::vector<int8_t> a = rng.int8s(elements(a_shape));
+            const std::vector<int8_t> bv = rng.int8s(elements(b_shape));
+            const int32_t za = static_cast<int32_t>(rng.uniform(-128, 127));
+            const int32_t zb = static_cast<int32_t>(rng.uniform(-128, 127));
+            const int32_t zy = static_cast<int32_t>(rng.uniform(-128, 127));
+            const int32_t lo = rng.uniform(0, 1) == 0 ? zy : -128;
+            const auto m = qtk_test::rescale_multipliers({0.1 * 0.02}, 0.13);
+            ModelBuilder b;
+            const auto one = [](std::vector<int64_t> s) {
+                s[0] = 1;
+                return s;
+            };
+            const uint32_t av_ = b.activation("a", one(a_shape), 0.1f, za);
+            const uint32_t bv_ = b.activation("b", one(b_shape), 0.02f, zb);
+            const uint32_t yv = b.activation("y", one(shape), 0.13f, zy);
+            b.node("mul", "mul", {av_, bv_}, {yv},
+                   {AttrSpec("multiplier", m.first), AttrSpec("shift", {m.second}),
+                    AttrSpec("clamp", {lo, 127})});
+            b.inputs = {av_, bv_};
+            b.outputs = {yv};
+            const std::vector<int8_t> want =
+                run_reference(b, {a.data(), bv.data()}, {a_shape, b_shape});
+            const std::vector<int8_t> a4 = nchw4_bytes(a, n, c, a_shape[2], a_shape[3]);
+            const std::vector<int8_t> b4 = nchw4_bytes(bv, n, c, b_shape[2], b_shape[3]);
+            MulParams p{};
+            p.a = a4.data();
+            p.b = b4.data();
+            p.count = int64_t(n * ((c + 3) / 4) * h * w * 4);
+            p.plane = int32_t(h * w);
+            p.a_per_channel = broadcast == 1;
+            p.b_per_channel = broadcast == 2;
+            p.a_zero_point = za;
+            p.b_zero_point = zb;
+            p.multiplier = int32_t(m.first[0]);
+            p.shift = m.second;
+            p.zero_point = zy;
+            p.lo = lo;
+            p.hi = 127;
+            check_outputs(kMulKernels, p, size_t(p.count), shape, false, want,
+                          "mul of " + std::to_string(elements(shape)) + " bytes, broadcast " +
+                              std::to_string(broadcast));
+        }
+    }
+    std::printf("mul_int8: %d cases\n", g_cases - before);
+}
+
 }  // namespace
 
 int main() {
@@ -711,5 +850,7 @@ int main() {
     test_pool2d_against_reference();
     test_add_against_reference();
     test_concat_against_reference();
+    test_lut_against_reference();
+    test_mul_against_reference();
     return qtk_test::check_report();
 }

@@ -34,8 +34,9 @@ std::vector<AttrSpec> conv_attrs(size_t out, std::vector<int64_t> stride,
 // [N, 10, 6, 6] -> conv 1x1 -> c; add(b, c) -> d; conv 3x3 dilation 2 stride 2, 10 -> 5
 // channels (quads not filled) -> k [N, 5, 2, 2]; conv 1x1 (d) -> m [N, 3, 6, 6]; concat(m, d)
 // -> cat [N, 13, 6, 6]; max_pool 3x3 stride 2 padding 1 -> e [N, 13, 3, 3]; avg_pool 2x2
-// stride 1 -> f [N, 13, 2, 2]; global_avg_pool2d -> g [N, 13, 1, 1]; flatten -> h [N, 13];
-// linear -> out [N, 7]. Outputs: out, d, k.
+// stride 1 -> f [N, 13, 2, 2]; global_avg_pool2d -> g [N, 13, 1, 1]; lut (a table per channel)
+// -> gate; mul(gate, f), the gate broadcast over f's plane -> s [N, 13, 2, 2]; global_avg_pool2d
+// -> t; flatten -> h [N, 13]; linear -> out [N, 7]. Outputs: out, d, k.
 ModelBuilder device_model() {
     ModelBuilder b;
     Rng rng(23);
@@ -85,8 +86,17 @@ ModelBuilder device_model() {
             AttrSpec("count_include_pad", {0})});
     const uint32_t g = b.activation("g", {1, 13, 1, 1}, 0.15f, 1);
     b.node("global_avg_pool2d", "gap", {f}, {g});
+    const uint32_t gate = b.activation("gate", {1, 13, 1, 1}, 0.004f, -128);
+    b.node("lut", "gate", {g, b.weight("gate.tables", {13, 256}, rng.int8s(13 * 256))}, {gate});
+    const uint32_t sv = b.activation("s", {1, 13, 2, 2}, 0.15f, 1);
+    const auto gated = qtk_test::rescale_multipliers({0.004 * 0.15}, 0.15);
+    b.node("mul", "scale", {gate, f}, {sv},
+           {AttrSpec("multiplier", gated.first), AttrSpec("shift", {gated.second}),
+            AttrSpec("clamp", {-128, 127})});
+    const uint32_t t = b.activation("t", {1, 13, 1, 1}, 0.15f, 1);
+    b.node("global_avg_pool2d", "gap2", {sv}, {t});
     const uint32_t h = b.activation("h", {1, 13}, 0.15f, 1);
-    b.node("flatten", "flatten", {g}, {h});
+    b.node("flatten", "flatten", {t}, {h});
     const uint32_t out = b.activation("out", {1, 7}, 0.3f, -1);
     b.node("linear", "fc",
            {h, b.weight("fc.weight", {7, 13}, qtk_test::random_weights(rng, 91)),
@@ -110,8 +120,9 @@ void check_against_cpu(const std::shared_ptr<qtk::Device>& device,
     qtk::DeviceSession on_device(model, device, options);
     std::printf("%s\n", on_device.device_name().c_str());
     const std::vector<std::string> kernels = on_device.kernels();
-    CHECK_EQ(kernels.size(), size_t(12));  // the file's nodes (the CPU fuses the add)
-    CHECK(kernels[1] == "conv2d_int8_depthwise" && kernels[6] == "concat_int8");
+    CHECK_EQ(kernels.size(), size_t(15));  // the file's nodes (the CPU fuses the add)
+    CHECK(kernels[1] == "conv2d_int8_depthwise" && kernels[6] == "concat_int8" &&
+          kernels[10] == "lut_int8" && kernels[11] == "mul_int8");
     Rng rng(5);
     std::vector<std::vector<bool>> seen(3, std::vector<bool>(256, false));  // per output
     for (int64_t batch : {1, 3, 1, 2}) {  // replans on every change of batch size
@@ -226,6 +237,24 @@ void test_errors() {
                       "graph input 'x' takes [N, 6, 11, 11] int8");
     CHECK_THROWS_WITH(session.run({}, {}), "the model has 1 graph input(s)");
     CHECK_THROWS_WITH(session.time_runs(1), "run the session once first");
+
+    // A mul broadcasting other than [N, C, 1, 1] over [N, C, H, W] is refused as it is planned.
+    ModelBuilder rows;
+    const uint32_t a = rows.activation("a", {1, 4, 3, 3}, 0.1f, 0);
+    const uint32_t row = rows.activation("row", {1, 1, 3, 3}, 0.1f, 0);
+    const uint32_t y = rows.activation("y", {1, 4, 3, 3}, 0.1f, 0);
+    const auto m = qtk_test::rescale_multipliers({0.01}, 0.1);
+    const std::vector<AttrSpec> mul_attrs = {AttrSpec("multiplier", m.first),
+                                             AttrSpec("shift", {m.second}),
+                                             AttrSpec("clamp", {-128, 127})};
+    rows.node("mul", "by_row", {a, row}, {y}, mul_attrs);
+    rows.inputs = {a, row};
+    rows.outputs = {y};
+    qtk::DeviceSession broadcast(load(rows), device);
+    const std::vector<int8_t> av(36), rowv(9);
+    CHECK_THROWS_WITH(broadcast.run({av.data(), rowv.data()}, {{1, 4, 3, 3}, {1, 1, 3, 3}}),
+                      "node 'by_row' (mul): a mul of [1, 4, 3, 3] by [1, 1, 3, 3] (the CUDA "
+                      "kernel broadcasts only [N, C, 1, 1] over [N, C, H, W]) has no CUDA kernel");
 }
 
 }  // namespace

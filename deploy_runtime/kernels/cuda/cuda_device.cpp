@@ -96,6 +96,14 @@ class CudaDevice final : public Device {
         select();
         launched(cuda::launch_concat(p, stream_));
     }
+    void lut(const cuda::LutParams& p) override {
+        select();
+        launched(cuda::launch_lut(p, stream_));
+    }
+    void mul(const cuda::MulParams& p) override {
+        select();
+        launched(cuda::launch_mul(p, stream_));
+    }
 
     double seconds(const std::function<void()>& work) override {
         select();

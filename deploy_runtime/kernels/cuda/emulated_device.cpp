@@ -48,6 +48,8 @@ class EmulatedCudaDevice final : public Device {
     void pool2d(const cuda::Pool2dNchw4Params& p) override { cuda::run_pool2d_on_host(p); }
     void add(const cuda::AddParams& p) override { cuda::run_add_on_host(p); }
     void concat(const cuda::ConcatParams& p) override { cuda::run_concat_on_host(p); }
+    void lut(const cuda::LutParams& p) override { cuda::run_lut_on_host(p); }
+    void mul(const cuda::MulParams& p) override { cuda::run_mul_on_host(p); }
 
     double seconds(const std::function<void()>& work) override {
         const auto start = std::chrono::steady_clock::now();
