@@ -4,8 +4,9 @@
     python -m benchmarks.cuda --json R.json --models DIR (on a machine with a GPU and nvcc)
     python -m benchmarks.cuda --from-json R.json         (anywhere: writes the README section)
 
---export makes resnet18, mobilenet_v2, resnet50 and mobilenet_v3_small as benchmarks.peers does
-(torchvision, random weights, BatchNorm statistics re-estimated, qtk PTQ on 8 random images). The measuring form builds
+--export makes resnet18, mobilenet_v2, resnet50, mobilenet_v3_small and shufflenet_v2_x1_0 as
+benchmarks.peers does (torchvision, random weights, BatchNorm statistics re-estimated, qtk PTQ on 8
+random images). The measuring form builds
 deploy_runtime with QTK_CUDA for this GPU, then:
 - `qtk_cuda_models` runs each .qmodel through a DeviceSession on the GPU (with the default
   convolution, and with Fast-Run's per-layer choice of mma or dp4a) and a CPU Session on the same
@@ -34,8 +35,8 @@ END = "<!-- END CUDA RESULTS -->"
 
 
 # qtk_cuda_layers times the first two's layers; mobilenet_v3_small brings table lookups and
-# squeeze-excite multiplies.
-MODELS = ("resnet18", "mobilenet_v2", "resnet50", "mobilenet_v3_small")
+# squeeze-excite multiplies, shufflenet_v2 channel shuffles and splits.
+MODELS = ("resnet18", "mobilenet_v2", "resnet50", "mobilenet_v3_small", "shufflenet_v2_x1_0")
 
 
 def export_models(directory):

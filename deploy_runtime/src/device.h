@@ -13,6 +13,7 @@
 #include "../kernels/cuda/concat_int8.h"
 #include "../kernels/cuda/conv2d_int8_depthwise.h"
 #include "../kernels/cuda/conv2d_int8_nchw4.h"
+#include "../kernels/cuda/gather_channels_int8.h"
 #include "../kernels/cuda/lut_int8.h"
 #include "../kernels/cuda/mul_int8.h"
 #include "../kernels/cuda/pool2d_int8.h"
@@ -43,6 +44,7 @@ class Device {
     virtual void concat(const cuda::ConcatParams& p) = 0;
     virtual void lut(const cuda::LutParams& p) = 0;
     virtual void mul(const cuda::MulParams& p) = 0;
+    virtual void gather_channels(const cuda::GatherChannelsParams& p) = 0;
 
     // The seconds `work` (launches) takes on the device, waiting for what was launched before.
     virtual double seconds(const std::function<void()>& work) = 0;

@@ -32,10 +32,14 @@ struct Nchw4 {
 };
 
 // Sets *out from a shape of rank 4 or 2 and at most 2^31 - 1 elements (the kernels index pixels
-// in int32); otherwise returns why it cannot, for a message that names the tensor.
+// in int32), or of rank 5 as [N, A B, H, W]: a channel shuffle's view [N, A, B, H, W] of
+// [N, C, H, W] has the same bytes, and so does every op the session runs on it (data movement and
+// element-wise ops keep the order of dims 1 and 2; conv and pooling take rank 4 only). Otherwise
+// returns why it cannot, for a message that names the tensor.
 std::string nchw4_of(const Shape& shape, Nchw4* out) {
-    if (shape.size() != 4 && shape.size() != 2) {
-        return "; the CUDA kernels hold activations of rank 4 or 2 ([N, C, H, W], [N, C])";
+    if (shape.size() != 2 && shape.size() != 4 && shape.size() != 5) {
+        return "; the CUDA kernels hold activations of rank 4 or 2 ([N, C, H, W], [N, C]), and "
+               "channel shuffles' views of rank 5";
     }
     int64_t elements = 1;
     for (int64_t d : shape) {
@@ -44,14 +48,17 @@ std::string nchw4_of(const Shape& shape, Nchw4* out) {
         }
         elements *= d;
     }
+    const size_t spatial = shape.size() == 5 ? 3 : 2;  // the first of H, W
     out->batch = int32_t(shape[0]);
-    out->channels = int32_t(shape[1]);
-    out->height = shape.size() == 4 ? int32_t(shape[2]) : 1;
-    out->width = shape.size() == 4 ? int32_t(shape[3]) : 1;
+    out->channels = int32_t(shape.size() == 5 ? shape[1] * shape[2] : shape[1]);
+    out->height = shape.size() >= 4 ? int32_t(shape[spatial]) : 1;
+    out->width = shape.size() >= 4 ? int32_t(shape[spatial + 1]) : 1;
     return "";
 }
 
-enum class StepKind { kConv2d, kDepthwise, kPool2d, kGlobalPool2d, kAdd, kConcat, kLut, kMul, kAlias };
+enum class StepKind {
+    kConv2d, kDepthwise, kPool2d, kGlobalPool2d, kAdd, kConcat, kLut, kMul, kGather, kAlias
+};
 
 // One node's work: its kernel's parameters, their pointers and sizes bound per batch size.
 struct Step {
@@ -65,6 +72,7 @@ struct Step {
     cuda::ConcatParams concat{};
     cuda::LutParams lut{};
     cuda::MulParams mul{};
+    std::vector<cuda::GatherChannelsParams> gathers;  // kGather: one per output
 };
 
 int32_t replicated_byte(int32_t zero_point) {
@@ -145,8 +153,9 @@ namespace {
 
 [[noreturn]] void unsupported(const NodeView& view, const std::string& why) {
     view.fail(why + " has no CUDA kernel yet (the device session runs int8 conv2d with groups 1 or "
-              "depthwise, linear, add, mul, lut, concat, max_pool2d, avg_pool2d, "
-              "global_avg_pool2d, reshape and flatten); "
+              "depthwise, linear, add, mul, lut, concat, split along channels, a channel "
+              "shuffle's permute, max_pool2d, avg_pool2d, global_avg_pool2d, reshape and "
+              "flatten); "
               "run this model with qtk::Session on the CPU");
 }
 
@@ -289,6 +298,44 @@ Step DeviceSession::Impl::make_step(const Node& node) {
         s.lut.tables_count = int32_t(tables);
         return s;
     }
+    if (node.op == "split" || node.op == "permute") {  // output channel c is input channel_of[c]
+        const Shape& x = view.input_value(0).shape;  // the file's: every dim but the batch holds
+        std::vector<std::vector<int32_t>> channel_of;
+        if (node.op == "split") {
+            if (view.int_scalar("axis", 1, int64_t(x.size()) - 1) != 1 || x.size() == 5) {
+                unsupported(view, "a split along another axis than the channels of [N, C, H, W] "
+                                  "or [N, C]");
+            }
+            int32_t first = 0;
+            for (int64_t size : view.ints("sizes", node.outputs.size(), 1, kMaxWindow)) {
+                channel_of.emplace_back(size_t(size));
+                for (int32_t& c : channel_of.back()) {
+                    c = first++;
+                }
+            }
+        } else {
+            // [N, A, B, H, W] -> [N, B, A, H, W]: output channel j A + i is input channel i B + j.
+            const std::vector<int64_t> shuffle = {0, 2, 1, 3, 4};
+            if (view.ints("perm", x.size(), 0, int64_t(x.size()) - 1) != shuffle) {
+                unsupported(view, "a permute other than a channel shuffle's (0, 2, 1, 3, 4) "
+                                  "of [N, A, B, H, W]");
+            }
+            const int32_t a = int32_t(x[1]), b = int32_t(x[2]);
+            channel_of.emplace_back(size_t(a) * size_t(b));
+            for (int32_t j = 0; j < b; ++j) {
+                for (int32_t i = 0; i < a; ++i) {
+                    channel_of.back()[size_t(j * a + i)] = i * b + j;
+                }
+            }
+        }
+        s.kind = StepKind::kGather;
+        s.kernel = "gather_channels_int8";
+        for (const std::vector<int32_t>& table : channel_of) {
+            s.gathers.emplace_back();
+            s.gathers.back().channel_of = upload(table);
+        }
+        return s;
+    }
     if (node.op == "max_pool2d" || node.op == "avg_pool2d") {
         s.kind = StepKind::kPool2d;
         s.kernel = "pool2d_int8";
@@ -366,9 +413,12 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
             input_shapes.push_back(shapes[id]);
         }
         std::vector<Shape> out = file->kernels[k]->infer_shapes(input_shapes);
-        shapes[node.outputs[0]] = std::move(out[0]);
+        for (size_t o = 0; o < node.outputs.size(); ++o) {
+            shapes[node.outputs[o]] = std::move(out[o]);
+            activation(node.outputs[o], view);
+        }
         const Nchw4 x = activation(node.inputs[0], view);
-        const Nchw4 y = activation(node.outputs[0], view);
+        const Nchw4 y = nchw4[node.outputs[0]];
         Step& s = steps[k];
         switch (s.kind) {
             case StepKind::kConv2d:
@@ -413,6 +463,15 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
                 s.mul.plane = y.height * y.width;
                 break;
             }
+            case StepKind::kGather:
+                for (size_t o = 0; o < node.outputs.size(); ++o) {
+                    cuda::GatherChannelsParams& p = s.gathers[o];
+                    p.batch = x.batch;
+                    p.x_channels = x.channels;
+                    p.y_channels = nchw4[node.outputs[o]].channels;
+                    p.plane = x.height * x.width;
+                }
+                break;
             case StepKind::kConcat:
                 s.concat.batch = y.batch;
                 s.concat.plane = y.height * y.width;
@@ -456,7 +515,9 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
         for (uint32_t id : g.nodes[k].inputs) {
             use(id, k);
         }
-        define(g.nodes[k].outputs[0], k);
+        for (uint32_t id : g.nodes[k].outputs) {
+            define(id, k);
+        }
     }
     for (uint32_t id : g.outputs) {
         use(id, steps_count - 1);
@@ -500,6 +561,10 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
         s.mul.a = s.add.a;
         s.mul.b = s.add.b;
         s.mul.y = s.depthwise.y;
+        for (size_t o = 0; o < s.gathers.size(); ++o) {
+            s.gathers[o].x = s.depthwise.x;
+            s.gathers[o].y = reinterpret_cast<int8_t*>(at(node.outputs[o]));
+        }
     }
     choose_conv_kernels(nchw4);
     batch = new_batch;
@@ -578,6 +643,11 @@ void DeviceSession::Impl::launch_all() {
                 break;
             case StepKind::kMul:
                 device->mul(s.mul);
+                break;
+            case StepKind::kGather:
+                for (const cuda::GatherChannelsParams& p : s.gathers) {
+                    device->gather_channels(p);
+                }
                 break;
             case StepKind::kAlias:
                 break;

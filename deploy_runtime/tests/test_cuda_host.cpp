@@ -16,6 +16,7 @@
 
 #include "../kernels/cuda/add_int8.h"
 #include "../kernels/cuda/concat_int8.h"
+#include "../kernels/cuda/gather_channels_int8.h"
 #include "../kernels/cuda/lut_int8.h"
 #include "../kernels/cuda/mul_int8.h"
 #include "../kernels/cuda/conv2d_int8_depthwise.h"
@@ -35,6 +36,7 @@ namespace {
 
 using qtk::cuda::AddParams;
 using qtk::cuda::ConcatParams;
+using qtk::cuda::GatherChannelsParams;
 using qtk::cuda::LutParams;
 using qtk::cuda::MulParams;
 using qtk::cuda::Conv2dNchw4Params;
@@ -245,6 +247,19 @@ void concat_on_gpu(const ConcatParams& p) {
     d.y = buffers.upload(p.y, size_t(p.output_bytes()));
     if (uploaded && d.y) {
         buffers.launch_and_download(qtk::cuda::launch_concat(d, nullptr), p.y, d.y,
+                                    size_t(p.output_bytes()));
+    }
+}
+
+void gather_channels_on_gpu(const GatherChannelsParams& p) {
+    DeviceBuffers buffers;
+    GatherChannelsParams d = p;
+    d.x = buffers.upload(p.x, size_t(p.batch) * size_t((p.x_channels + 3) / 4) * size_t(p.plane) *
+                                  4);
+    d.channel_of = buffers.upload(p.channel_of, size_t(p.y_channels));
+    d.y = buffers.upload(p.y, size_t(p.output_bytes()));
+    if (d.x && d.channel_of && d.y) {
+        buffers.launch_and_download(qtk::cuda::launch_gather_channels(d, nullptr), p.y, d.y,
                                     size_t(p.output_bytes()));
     }
 }
@@ -514,6 +529,12 @@ const std::vector<Kernel<ConcatParams>> kConcatKernels = {
 #endif
 };
 
+const std::vector<Kernel<GatherChannelsParams>> kGatherChannelsKernels = {
+    {"gather_channels_int8 (on the CPU)", qtk::cuda::run_gather_channels_on_host, 0},
+#if QTK_TEST_ON_GPU
+    {"gather_channels_int8 (on the GPU)", gather_channels_on_gpu, 1},
+#endif
+};
 const std::vector<Kernel<LutParams>> kLutKernels = {
     {"lut_int8 (on the CPU)", qtk::cuda::run_lut_on_host, 0},
 #if QTK_TEST_ON_GPU
@@ -731,6 +752,80 @@ void test_concat_against_reference() {
     std::printf("concat_int8: %d cases\n", g_cases - before);
 }
 
+// Splits along channels (parts that do and do not fill quads) and channel shuffles (the permute
+// (0, 2, 1, 3, 4) of an [N, A, B, H, W] view, NCHW4 as [N, A B, H, W]) against the reference.
+void test_gather_channels_against_reference() {
+    const int before = g_cases;
+    const std::vector<int64_t> splits[] = {{1, 3}, {4, 4}, {5, 2, 6}, {24, 24}, {7}};
+    for (const std::vector<int64_t>& sizes : splits) {
+        for (int64_t batch : {1, 3}) {
+            ++g_cases;
+            Rng rng(15000 + uint64_t(g_cases));
+            const int64_t h = 3, w = 5;
+            int64_t channels = 0;
+            for (int64_t size : sizes) {
+                channels += size;
+            }
+            const std::vector<int8_t> x = rng.int8s(size_t(batch * channels * h * w));
+            const std::vector<int8_t> x4 = nchw4_bytes(x, batch, channels, h, w);
+            ModelBuilder b;
+            const uint32_t xv = b.activation("x", {1, channels, h, w}, 0.1f, 2);
+            std::vector<uint32_t> outputs;
+            for (size_t k = 0; k < sizes.size(); ++k) {
+                outputs.push_back(
+                    b.activation("y" + std::to_string(k), {1, sizes[k], h, w}, 0.1f, 2));
+            }
+            b.node("split", "split", {xv}, outputs,
+                   {AttrSpec("axis", {1}), AttrSpec("sizes", sizes)});
+            b.inputs = {xv};
+            int64_t first = 0;
+            for (size_t k = 0; k < sizes.size(); ++k) {
+                b.outputs = {outputs[k]};
+                const std::vector<int8_t> want =
+                    run_reference(b, {x.data()}, {{batch, channels, h, w}});
+                std::vector<int32_t> channel_of(size_t(sizes[k]));
+                for (int64_t c = 0; c < sizes[k]; ++c) {
+                    channel_of[size_t(c)] = int32_t(first + c);
+                }
+                GatherChannelsParams p{x4.data(), nullptr, channel_of.data(), int32_t(batch),
+                                       int32_t(channels), int32_t(sizes[k]), int32_t(h * w)};
+                check_outputs(kGatherChannelsKernels, p, size_t(p.output_bytes()),
+                              {batch, sizes[k], h, w}, false, want,
+                              "split part " + std::to_string(k) + " of " +
+                                  std::to_string(sizes.size()));
+                first += sizes[k];
+            }
+        }
+    }
+    const int64_t shuffles[][2] = {{2, 12}, {2, 3}, {3, 5}, {4, 1}};
+    for (const auto& ab : shuffles) {
+        ++g_cases;
+        Rng rng(15500 + uint64_t(g_cases));
+        const int64_t a = ab[0], bb = ab[1], batch = 2, h = 2, w = 3;
+        const std::vector<int8_t> x = rng.int8s(size_t(batch * a * bb * h * w));
+        ModelBuilder b;
+        const uint32_t xv = b.activation("x", {1, a, bb, h, w}, 0.1f, 2);
+        const uint32_t yv = b.activation("y", {1, bb, a, h, w}, 0.1f, 2);
+        b.node("permute", "shuffle", {xv}, {yv}, {AttrSpec("perm", {0, 2, 1, 3, 4})});
+        b.inputs = {xv};
+        b.outputs = {yv};
+        const std::vector<int8_t> want = run_reference(b, {x.data()}, {{batch, a, bb, h, w}});
+        std::vector<int32_t> channel_of(size_t(a * bb));
+        for (int64_t j = 0; j < bb; ++j) {
+            for (int64_t i = 0; i < a; ++i) {
+                channel_of[size_t(j * a + i)] = int32_t(i * bb + j);
+            }
+        }
+        const std::vector<int8_t> x4 = nchw4_bytes(x, batch, a * bb, h, w);
+        GatherChannelsParams p{x4.data(), nullptr, channel_of.data(), int32_t(batch),
+                               int32_t(a * bb), int32_t(a * bb), int32_t(h * w)};
+        check_outputs(kGatherChannelsKernels, p, size_t(p.output_bytes()), {batch, a * bb, h, w},
+                      false, want,
+                      "channel shuffle of " + std::to_string(a) + " x " + std::to_string(bb));
+    }
+    std::printf("gather_channels_int8: %d cases\n", g_cases - before);
+}
+
 // One table, or one per channel, over NCHW4 inputs whose channels do and do not fill whole quads.
 void test_lut_against_reference() {
     const int before = g_cases;
@@ -850,6 +945,7 @@ int main() {
     test_pool2d_against_reference();
     test_add_against_reference();
     test_concat_against_reference();
+    test_gather_channels_against_reference();
     test_lut_against_reference();
     test_mul_against_reference();
     return qtk_test::check_report();

@@ -1,7 +1,7 @@
 // DeviceSession (include/qtk/device_session.h) against qtk::Session, byte for byte: a model of
 // every op the device runs, at several batch sizes, on the emulated CUDA device (the GPU kernels'
 // host twins, both convolutions, and Fast-Run between them) and, built with QTK_TEST_ON_GPU, on
-// GPU 0 as well; and the errors for what the device cannot run.
+// GPU 0 as well; channel shuffles and splits; and the errors for what the device cannot run.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -221,6 +221,51 @@ void test_reshapes() {
     CHECK_THROWS_WITH(refused.run({input.data()}, {{1, 12}}), "has no CUDA kernel yet");
 }
 
+// shufflenet's channel shuffle and split: x [N, 10, 3, 3] -> reshape [N, 2, 5, 3, 3] -> permute
+// (0, 2, 1, 3, 4) -> reshape [N, 10, 3, 3] -> s -> split {3, 7}. Outputs: s and both parts. Any
+// other permute is refused as the session is made.
+void test_channel_shuffle(const std::shared_ptr<qtk::Device>& device) {
+    ModelBuilder b;
+    const uint32_t x = b.activation("x", {1, 10, 3, 3}, 0.1f, 5);
+    const uint32_t view = b.activation("view", {1, 2, 5, 3, 3}, 0.1f, 5);
+    b.node("reshape", "view", {x}, {view}, {AttrSpec("shape", {2, 5, 3, 3})});
+    const uint32_t moved = b.activation("moved", {1, 5, 2, 3, 3}, 0.1f, 5);
+    b.node("permute", "transpose", {view}, {moved}, {AttrSpec("perm", {0, 2, 1, 3, 4})});
+    const uint32_t shuffled = b.activation("s", {1, 10, 3, 3}, 0.1f, 5);
+    b.node("reshape", "back", {moved}, {shuffled}, {AttrSpec("shape", {10, 3, 3})});
+    const uint32_t first = b.activation("first", {1, 3, 3, 3}, 0.1f, 5);
+    const uint32_t rest = b.activation("rest", {1, 7, 3, 3}, 0.1f, 5);
+    b.node("split", "chunk", {shuffled}, {first, rest},
+           {AttrSpec("axis", {1}), AttrSpec("sizes", {3, 7})});
+    b.inputs = {x};
+    b.outputs = {shuffled, first, rest};
+    const auto model = load(b);
+    qtk::Session cpu(model, {1});
+    qtk::DeviceSession on_device(model, device);
+    CHECK(on_device.kernels()[1] == "gather_channels_int8" &&
+          on_device.kernels()[3] == "gather_channels_int8");
+    Rng rng(7);
+    for (int64_t batch : {1, 2}) {
+        const std::vector<int8_t> input = rng.int8s(size_t(batch * 90));
+        const std::vector<qtk::Tensor> want = cpu.run({input.data()}, {{batch, 10, 3, 3}});
+        const std::vector<qtk::Tensor> got = on_device.run({input.data()}, {{batch, 10, 3, 3}});
+        CHECK(got.size() == 3);
+        for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+            CHECK(got[i].shape == want[i].shape && got[i].data == want[i].data);
+        }
+        CHECK(want[0].data != input);  // the shuffle moved channels
+    }
+
+    ModelBuilder other;
+    const uint32_t ox = other.activation("x", {1, 4, 3, 5}, 0.1f, 5);
+    const uint32_t oy = other.activation("y", {1, 4, 5, 3}, 0.1f, 5);
+    other.node("permute", "swap_hw", {ox}, {oy}, {AttrSpec("perm", {0, 1, 3, 2})});
+    other.inputs = {ox};
+    other.outputs = {oy};
+    CHECK_THROWS_WITH(qtk::DeviceSession(load(other), device),
+                      "node 'swap_hw' (permute): a permute other than a channel shuffle's");
+}
+
 void test_errors() {
     const auto device = qtk::emulated_cuda_device();
     // sample_model has a clamp node and a grouped conv: the first one is named.
@@ -264,6 +309,7 @@ int main() {
     check_against_cpu(qtk::emulated_cuda_device(false));
     test_fast_run();
     test_reshapes();
+    test_channel_shuffle(qtk::emulated_cuda_device());
     test_errors();
 #if QTK_TEST_ON_GPU
     try {
@@ -271,6 +317,7 @@ int main() {
         qtk::DeviceOptions search;
         search.fast_run = qtk::FastRun::kSearch;
         check_against_cpu(qtk::cuda_device(), search);
+        test_channel_shuffle(qtk::cuda_device());
     } catch (const qtk::Error& e) {
         std::printf("%s: the GPU run is skipped\n", e.what());
         return qtk_test::check_report() == 0 ? 77 : 1;

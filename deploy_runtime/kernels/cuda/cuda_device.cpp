@@ -104,6 +104,10 @@ class CudaDevice final : public Device {
         select();
         launched(cuda::launch_mul(p, stream_));
     }
+    void gather_channels(const cuda::GatherChannelsParams& p) override {
+        select();
+        launched(cuda::launch_gather_channels(p, stream_));
+    }
 
     double seconds(const std::function<void()>& work) override {
         select();

@@ -50,6 +50,9 @@ class EmulatedCudaDevice final : public Device {
     void concat(const cuda::ConcatParams& p) override { cuda::run_concat_on_host(p); }
     void lut(const cuda::LutParams& p) override { cuda::run_lut_on_host(p); }
     void mul(const cuda::MulParams& p) override { cuda::run_mul_on_host(p); }
+    void gather_channels(const cuda::GatherChannelsParams& p) override {
+        cuda::run_gather_channels_on_host(p);
+    }
 
     double seconds(const std::function<void()>& work) override {
         const auto start = std::chrono::steady_clock::now();
