@@ -14,6 +14,7 @@
 #include "../kernels/cuda/conv2d_int8_depthwise.h"
 #include "../kernels/cuda/conv2d_int8_nchw4.h"
 #include "../kernels/cuda/gather_channels_int8.h"
+#include "../kernels/cuda/layout_int8.h"
 #include "../kernels/cuda/lut_int8.h"
 #include "../kernels/cuda/mul_int8.h"
 #include "../kernels/cuda/pool2d_int8.h"
@@ -35,6 +36,7 @@ class Device {
     virtual void release(void* memory) = 0;
     virtual void upload(void* device, const void* host, size_t bytes) = 0;
     virtual void download(void* host, const void* device, size_t bytes) = 0;
+    virtual void synchronize() = 0;  // returns once every launch so far has finished
 
     // Kernel launches, in order on one stream; download() waits for them.
     virtual void conv2d(const cuda::Conv2dNchw4Params& p, size_t kernel) = 0;
@@ -45,6 +47,8 @@ class Device {
     virtual void lut(const cuda::LutParams& p) = 0;
     virtual void mul(const cuda::MulParams& p) = 0;
     virtual void gather_channels(const cuda::GatherChannelsParams& p) = 0;
+    virtual void to_nchw4(const cuda::LayoutParams& p) = 0;
+    virtual void from_nchw4(const cuda::LayoutParams& p) = 0;
 
     // The seconds `work` (launches) takes on the device, waiting for what was launched before.
     virtual double seconds(const std::function<void()>& work) = 0;

@@ -117,8 +117,11 @@ struct DeviceSession::Impl {
     std::vector<uint64_t> offsets;   // per value: its storage's offset in the arena
     uint8_t* arena = nullptr;
     uint64_t arena_bytes = 0, arena_capacity = 0;
+    std::vector<Nchw4> layouts;   // per value
+    std::vector<void*> staging;   // per graph input, then output: its NCHW bytes, for run()
 
     ~Impl() {
+        release_staging();
         for (void* c : constants) {
             device->release(c);
         }
@@ -146,6 +149,16 @@ struct DeviceSession::Impl {
     void plan(int64_t new_batch);
     void choose_conv_kernels(const std::vector<Nchw4>& nchw4);
     void launch_all();
+    void check_inputs(const std::vector<const void*>& inputs,
+                      const std::vector<Shape>& input_shapes) const;
+    void run_on_device(const std::vector<const void*>& inputs, const std::vector<void*>& outputs);
+    cuda::LayoutParams layout(uint32_t value, const void* nchw) const;
+    void release_staging() {
+        for (void* buffer : staging) {
+            device->release(buffer);
+        }
+        staging.clear();
+    }
     uint8_t* at(uint32_t value) const { return arena + offsets[value]; }
 };
 
@@ -567,7 +580,39 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
         }
     }
     choose_conv_kernels(nchw4);
+    layouts = nchw4;
+    release_staging();
+    for (const std::vector<uint32_t>* ends : {&g.inputs, &g.outputs}) {
+        for (uint32_t id : *ends) {
+            staging.push_back(device->allocate(size_t(layout(id, nullptr).nchw_bytes())));
+        }
+    }
     batch = new_batch;
+}
+
+// Graph value `value` (planned) between its NCHW bytes at `nchw` and its NCHW4 bytes in the arena;
+// x and y as to_nchw4 reads them (from_nchw4 swaps them).
+cuda::LayoutParams DeviceSession::Impl::layout(uint32_t value, const void* nchw) const {
+    const Nchw4& v = layouts[value];
+    return {static_cast<const int8_t*>(nchw), reinterpret_cast<int8_t*>(at(value)), v.batch,
+            v.channels, v.height * v.width};
+}
+
+// The graph inputs' NCHW bytes (device memory) into the arena's NCHW4, every step, the outputs
+// back to NCHW bytes (device memory).
+void DeviceSession::Impl::run_on_device(const std::vector<const void*>& inputs,
+                                        const std::vector<void*>& outputs) {
+    const detail::Graph& g = graph();
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+        device->to_nchw4(layout(g.inputs[i], inputs[i]));
+    }
+    launch_all();
+    for (size_t i = 0; i < g.outputs.size(); ++i) {
+        cuda::LayoutParams p = layout(g.outputs[i], nullptr);
+        p.x = p.y;
+        p.y = static_cast<int8_t*>(outputs[i]);
+        device->from_nchw4(p);
+    }
 }
 
 // Fast-Run over the device's GEMM convolutions, per layer and batch size (they give the same
@@ -687,10 +732,9 @@ DeviceSession::DeviceSession(std::shared_ptr<const Model> model, std::shared_ptr
 
 DeviceSession::~DeviceSession() = default;
 
-std::vector<Tensor> DeviceSession::run(const std::vector<const void*>& inputs,
-                                       const std::vector<Shape>& input_shapes) {
-    Impl& s = *impl_;
-    const detail::Graph& g = s.graph();
+void DeviceSession::Impl::check_inputs(const std::vector<const void*>& inputs,
+                                       const std::vector<Shape>& input_shapes) const {
+    const detail::Graph& g = graph();
     if (inputs.size() != g.inputs.size() || input_shapes.size() != g.inputs.size()) {
         throw Error("DeviceSession::run: the model has " + std::to_string(g.inputs.size()) +
                     " graph input(s), got " + std::to_string(inputs.size()) + " pointer(s) and " +
@@ -710,29 +754,67 @@ std::vector<Tensor> DeviceSession::run(const std::vector<const void*>& inputs,
                         to_string(input_shapes[0]) + " and " + to_string(input_shapes[i]));
         }
     }
+}
+
+std::vector<Tensor> DeviceSession::run(const std::vector<const void*>& inputs,
+                                       const std::vector<Shape>& input_shapes) {
+    Impl& s = *impl_;
+    const detail::Graph& g = s.graph();
+    s.check_inputs(inputs, input_shapes);
     if (input_shapes[0][0] != s.batch) {
         s.plan(input_shapes[0][0]);
     }
-    for (size_t i = 0; i < inputs.size(); ++i) {
-        const Shape& shape = s.shapes[g.inputs[i]];
-        const std::vector<int32_t> x4 = cuda::to_nchw4(
-            static_cast<const int8_t*>(inputs[i]), shape[0], shape[1],
-            shape.size() == 4 ? shape[2] : 1, shape.size() == 4 ? shape[3] : 1);
-        s.device->upload(s.at(g.inputs[i]), x4.data(), x4.size() * sizeof(int32_t));
+    const size_t ni = g.inputs.size();
+    for (size_t i = 0; i < ni; ++i) {
+        s.device->upload(s.staging[i], inputs[i],
+                         size_t(s.layout(g.inputs[i], nullptr).nchw_bytes()));
     }
-    s.launch_all();
+    s.run_on_device({s.staging.begin(), s.staging.begin() + ptrdiff_t(ni)},
+                    {s.staging.begin() + ptrdiff_t(ni), s.staging.end()});
     std::vector<Tensor> outputs;
-    for (uint32_t id : g.outputs) {
-        const Shape& shape = s.shapes[id];
-        const int64_t h = shape.size() == 4 ? shape[2] : 1, w = shape.size() == 4 ? shape[3] : 1;
-        std::vector<int8_t> y4(size_t(shape[0] * ((shape[1] + 3) / 4) * h * w * 4));
-        s.device->download(y4.data(), s.at(id), y4.size());
+    for (size_t o = 0; o < g.outputs.size(); ++o) {
         Tensor t;
-        t.shape = shape;
-        t.data = cuda::from_nchw4(y4.data(), shape[0], shape[1], h, w);
+        t.shape = s.shapes[g.outputs[o]];
+        t.data.resize(size_t(s.layout(g.outputs[o], nullptr).nchw_bytes()));
+        s.device->download(t.data.data(), s.staging[ni + o], t.data.size());
         outputs.push_back(std::move(t));
     }
     return outputs;
+}
+
+void DeviceSession::run_on_device(const std::vector<const void*>& inputs,
+                                  const std::vector<Shape>& input_shapes,
+                                  const std::vector<void*>& outputs) {
+    Impl& s = *impl_;
+    s.check_inputs(inputs, input_shapes);
+    const size_t count = s.graph().outputs.size();
+    if (outputs.size() != count ||
+        std::find(outputs.begin(), outputs.end(), nullptr) != outputs.end()) {
+        throw Error("DeviceSession::run_on_device: the model has " + std::to_string(count) +
+                    " graph output(s), got " + std::to_string(outputs.size()) +
+                    " pointer(s), each must be non-null");
+    }
+    if (input_shapes[0][0] != s.batch) {
+        s.plan(input_shapes[0][0]);
+    }
+    s.run_on_device(inputs, outputs);
+    s.device->synchronize();
+}
+
+std::vector<Shape> DeviceSession::output_shapes(int64_t batch) {
+    Impl& s = *impl_;
+    if (batch < 1) {
+        throw Error("DeviceSession::output_shapes: the batch size must be 1 or more, got " +
+                    std::to_string(batch));
+    }
+    if (batch != s.batch) {
+        s.plan(batch);
+    }
+    std::vector<Shape> shapes;
+    for (uint32_t id : s.graph().outputs) {
+        shapes.push_back(s.shapes[id]);
+    }
+    return shapes;
 }
 
 std::string DeviceSession::device_name() const { return impl_->device->name(); }

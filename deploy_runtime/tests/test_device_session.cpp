@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "device.h"
 #include "check.h"
 #include "model_builder.h"
 #include "qtk/device_session.h"
@@ -112,7 +113,34 @@ std::shared_ptr<const qtk::Model> load(const ModelBuilder& b) {
     return qtk::Model::from_bytes(bytes.data(), bytes.size());
 }
 
-// Every output of the device session equals the CPU session's; each takes 8 values or more.
+// run_on_device on buffers in the device's own memory: x uploaded, the outputs downloaded.
+std::vector<std::vector<int8_t>> run_in_device_memory(qtk::DeviceSession& session,
+                                                      qtk::Device& device,
+                                                      const std::vector<int8_t>& x,
+                                                      const qtk::Shape& shape) {
+    std::vector<std::vector<int8_t>> outputs;
+    std::vector<void*> buffers;
+    for (const qtk::Shape& s : session.output_shapes(shape[0])) {
+        int64_t bytes = 1;
+        for (int64_t d : s) {
+            bytes *= d;
+        }
+        outputs.emplace_back(size_t(bytes));
+        buffers.push_back(device.allocate(size_t(bytes)));
+    }
+    void* input = device.allocate(x.size());
+    device.upload(input, x.data(), x.size());
+    session.run_on_device({input}, {shape}, buffers);
+    for (size_t i = 0; i < buffers.size(); ++i) {
+        device.download(outputs[i].data(), buffers[i], outputs[i].size());
+        device.release(buffers[i]);
+    }
+    device.release(input);
+    return outputs;
+}
+
+// Every output of the device session equals the CPU session's, from host or from device memory;
+// each takes 8 values or more.
 void check_against_cpu(const std::shared_ptr<qtk::Device>& device,
                        const qtk::DeviceOptions& options = {}) {
     const auto model = load(device_model());
@@ -146,6 +174,22 @@ void check_against_cpu(const std::shared_ptr<qtk::Device>& device,
     for (const std::vector<bool>& values : seen) {  // a wrong plan cannot match by accident
         CHECK(std::count(values.begin(), values.end(), true) >= 8);
     }
+    for (int64_t batch : {2, 3}) {  // device memory in and out, also as the batch size changes
+        const std::vector<int8_t> x = rng.int8s(size_t(batch * 6 * 11 * 11));
+        const qtk::Shape shape{batch, 6, 11, 11};
+        const std::vector<qtk::Tensor> want = cpu.run({x.data()}, {shape});
+        const std::vector<std::vector<int8_t>> got =
+            run_in_device_memory(on_device, *device, x, shape);
+        CHECK_EQ(got.size(), want.size());
+        for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+            CHECK(got[i] == want[i].data);
+        }
+    }
+    std::vector<int8_t> x(6 * 11 * 11), y(7);
+    CHECK_THROWS_WITH(on_device.run_on_device({x.data()}, {{1, 6, 11, 11}}, {y.data()}),
+                      "the model has 3 graph output(s), got 1 pointer(s)");
+    CHECK_THROWS_WITH(on_device.output_shapes(0), "the batch size must be 1 or more");
+    CHECK(on_device.output_shapes(4)[0] == (qtk::Shape{4, 7}));
     CHECK(on_device.arena_bytes() > 0);
     CHECK_EQ(on_device.time_runs(2).size(), size_t(2));
 }

@@ -6,9 +6,10 @@
 //
 // The session plans once per batch size: every activation in the NCHW4 layout of the CUDA
 // kernels, in one device arena laid out by the CPU session's memory planner; the weights are packed
-// and uploaded once when the session is made. A run copies the int8 graph inputs in (NCHW), runs
-// every node's kernel on the device and copies the outputs back (NCHW), so it returns what
-// qtk::Session returns, byte for byte. Ops without a device kernel fail at construction, naming the
+// and uploaded once when the session is made. A run copies the int8 graph inputs in (NCHW), turns
+// them into NCHW4 on the device, runs every node's kernel there and returns the outputs as NCHW
+// on the host: what qtk::Session returns, byte for byte. run_on_device takes and fills NCHW
+// tensors in the device's memory instead, with no host copy. Ops without a device kernel fail at construction, naming the
 // node: the session never falls back to the CPU in the middle of a graph.
 #pragma once
 
@@ -55,6 +56,13 @@ class DeviceSession {
     // As Session::run: int8 graph inputs, NCHW, any batch size; int8 outputs on the host.
     std::vector<Tensor> run(const std::vector<const void*>& inputs,
                             const std::vector<Shape>& input_shapes);
+    // As run, with the graph inputs and outputs NCHW int8 in the device's memory (CUDA device
+    // pointers for cuda_device(); host memory for emulated_cuda_device()): outputs[i] holds
+    // output_shapes(N)[i]'s bytes. Returns once the outputs are written.
+    void run_on_device(const std::vector<const void*>& inputs,
+                       const std::vector<Shape>& input_shapes, const std::vector<void*>& outputs);
+    // The graph outputs' shapes at batch size `batch` (planning it, as a run would).
+    std::vector<Shape> output_shapes(int64_t batch);
 
     std::string device_name() const;
     std::vector<std::string> kernels() const;  // the kernel serving each node, in order

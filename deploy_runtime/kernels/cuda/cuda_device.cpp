@@ -74,6 +74,10 @@ class CudaDevice final : public Device {
         check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_), "download");
         check(cudaStreamSynchronize(stream_), "the kernels or the download");
     }
+    void synchronize() override {
+        select();
+        check(cudaStreamSynchronize(stream_), "the kernels");
+    }
 
     void conv2d(const cuda::Conv2dNchw4Params& p, size_t kernel) override {
         select();
@@ -107,6 +111,14 @@ class CudaDevice final : public Device {
     void gather_channels(const cuda::GatherChannelsParams& p) override {
         select();
         launched(cuda::launch_gather_channels(p, stream_));
+    }
+    void to_nchw4(const cuda::LayoutParams& p) override {
+        select();
+        launched(cuda::launch_to_nchw4(p, stream_));
+    }
+    void from_nchw4(const cuda::LayoutParams& p) override {
+        select();
+        launched(cuda::launch_from_nchw4(p, stream_));
     }
 
     double seconds(const std::function<void()>& work) override {

@@ -37,6 +37,7 @@ class EmulatedCudaDevice final : public Device {
     void download(void* host, const void* device, size_t bytes) override {
         std::memcpy(host, device, bytes);
     }
+    void synchronize() override {}  // each launch has run when it returns
 
     void conv2d(const cuda::Conv2dNchw4Params& p, size_t kernel) override {
         (conv2d_kernels()[kernel] == "conv2d_int8_mma" ? cuda::run_conv2d_mma_on_host
@@ -53,6 +54,8 @@ class EmulatedCudaDevice final : public Device {
     void gather_channels(const cuda::GatherChannelsParams& p) override {
         cuda::run_gather_channels_on_host(p);
     }
+    void to_nchw4(const cuda::LayoutParams& p) override { cuda::run_to_nchw4_on_host(p); }
+    void from_nchw4(const cuda::LayoutParams& p) override { cuda::run_from_nchw4_on_host(p); }
 
     double seconds(const std::function<void()>& work) override {
         const auto start = std::chrono::steady_clock::now();
