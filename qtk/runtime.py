@@ -152,6 +152,41 @@ class DeviceSession(Session):
         super().__init__(model)  # its quantizer and dequantizer serve the host's side
         self._device = _C.DeviceSession(model, device, fast_run or "off",
                                         os.fspath(fast_run_cache or ""))
+        # Where run_on_device's tensors live: the GPU's, or the host's for the emulated device.
+        self._tensor_device = ("cpu" if device == "cuda-emulated" else
+                               device if ":" in device else "cuda:0")
+
+    def output_shapes(self, batch):
+        """The graph outputs' shapes at batch size ``batch``, to allocate run_on_device's."""
+        return [tuple(s) for s in self._device.output_shapes(batch)]
+
+    def run_on_device(self, inputs, outputs):
+        """Run on int8 NCHW torch tensors already in the device's memory (CUDA tensors on the
+        session's GPU; CPU tensors for ``"cuda-emulated"``): ``inputs`` one per graph input,
+        ``outputs`` one per graph output of :meth:`output_shapes`, which the run fills. No host
+        copy; returns once the outputs are written."""
+        import torch
+        for kind, tensors in (("input", inputs), ("output", outputs)):
+            for t in tensors:
+                if not isinstance(t, torch.Tensor):
+                    got = type(t).__name__
+                elif (t.dtype != torch.int8 or not t.is_contiguous()
+                        or str(t.device) != self._tensor_device):
+                    got = (f"{t.dtype} {tuple(t.shape)} on {t.device}"
+                           f"{'' if t.is_contiguous() else ', not contiguous'}")
+                else:
+                    continue
+                raise QtkError(f"run_on_device: each {kind} must be a contiguous int8 torch "
+                               f"tensor on {self._tensor_device}, got {got}")
+        batch = inputs[0].shape[0] if inputs else 0
+        want = self.output_shapes(batch) if batch else []
+        got = [tuple(t.shape) for t in outputs]
+        if got != want:
+            raise QtkError(f"run_on_device: the outputs must have shapes {want} (output_shapes("
+                           f"{batch})), got {got}")
+        self._device.run_on_device([t.data_ptr() for t in inputs],
+                                   [list(t.shape) for t in inputs],
+                                   [t.data_ptr() for t in outputs])
 
     @property
     def device_name(self):

@@ -94,3 +94,24 @@ def test_fast_run_on_the_device_keys_its_cache_by_the_device(tmp_path):
     used = qtk.runtime.load(qmodel, device="cuda-emulated", fast_run="use", fast_run_cache=cache)
     assert torch.equal(used.run(x, output="int8"), want)
     assert used.kernels == searched.kernels
+
+
+def test_run_on_device_takes_tensors_in_the_devices_memory():
+    """Device pointers in and out (the emulated device's memory is the host's, so CPU tensors):
+    the same bytes as run, and tensors of the wrong kind are named."""
+    torch.manual_seed(0)
+    quantized = qat_convert(torchvision.models.resnet18(num_classes=10), 32, steps=1)
+    qmodel = qtk.export(quantized, torch.randn(1, 3, 32, 32))
+    device = qtk.runtime.load(qmodel, device="cuda-emulated")
+    x = torch.randint(-128, 128, (2, 3, 32, 32), dtype=torch.int8)
+    assert device.output_shapes(2) == [(2, 10)]
+    y = torch.zeros(2, 10, dtype=torch.int8)
+    device.run_on_device([x], [y])
+    want = qtk.runtime.load(qmodel).run(x.numpy(), output="int8")
+    assert torch.equal(y, torch.as_tensor(want))
+    assert_not_degenerate(y, min_distinct=8)
+    with pytest.raises(qtk.runtime.QtkError, match=r"each input must be a contiguous int8 torch "
+                                                   r"tensor on cpu, got torch.float32"):
+        device.run_on_device([x.float()], [y])
+    with pytest.raises(qtk.runtime.QtkError, match=r"outputs must have shapes \[\(2, 10\)\]"):
+        device.run_on_device([x], [torch.zeros(1, 10, dtype=torch.int8)])

@@ -366,6 +366,27 @@ class PyDeviceSession {
         return result;
     }
 
+    // Pointers into the device's memory (qtk.runtime.DeviceSession.run_on_device checks the
+    // tensors they come from).
+    void run_on_device(const std::vector<uintptr_t>& inputs, const std::vector<qtk::Shape>& shapes,
+                       const std::vector<uintptr_t>& outputs) {
+        std::vector<const void*> in;
+        std::vector<void*> out;
+        for (uintptr_t p : inputs) {
+            in.push_back(reinterpret_cast<const void*>(p));
+        }
+        for (uintptr_t p : outputs) {
+            out.push_back(reinterpret_cast<void*>(p));
+        }
+        py::gil_scoped_release no_gil;
+        std::lock_guard<std::mutex> lock(mutex_);
+        session_.run_on_device(in, shapes, out);
+    }
+    std::vector<qtk::Shape> output_shapes(int64_t batch) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return session_.output_shapes(batch);
+    }
+
     std::string device_name() const { return session_.device_name(); }
     std::vector<std::string> kernels() {
         std::lock_guard<std::mutex> lock(mutex_);  // a run's plan may be choosing them
@@ -470,6 +491,9 @@ PYBIND11_MODULE(_C, m) {
              py::arg("model"), py::arg("device"), py::arg("fast_run") = "off",
              py::arg("fast_run_cache") = "")
         .def("run", &PyDeviceSession::run, py::arg("inputs"))
+        .def("run_on_device", &PyDeviceSession::run_on_device, py::arg("inputs"),
+             py::arg("shapes"), py::arg("outputs"))
+        .def("output_shapes", &PyDeviceSession::output_shapes, py::arg("batch"))
         .def_property_readonly("device_name", &PyDeviceSession::device_name)
         .def_property_readonly("kernels", &PyDeviceSession::kernels)
         .def_property_readonly("arena_bytes", &PyDeviceSession::arena_bytes);
