@@ -1040,9 +1040,10 @@ void test_against_reference() {
     // Around the channel blocks of the channel-vectorized depthwise kernels (8 channels per vector
     // at AVX2, 64 or 32 of a pair per block at AVX-512, the last block partial): tiny planes, a
     // plane of several bands and two row groups (95x93 at stride 1; several NCHW bands of the c64
-    // kernel too) and rows wider than a band (3x300), every kernel, stride and padding.
+    // kernel too) and rows wider than a band (3x300; 5x2100, one row a band of the by-rows
+    // kernel), every kernel, stride and padding.
     const int64_t block_channels[] = {1, 15, 16, 17, 33};
-    const int64_t block_sizes[][2] = {{1, 1}, {2, 3}, {7, 7}, {95, 93}, {3, 300}};
+    const int64_t block_sizes[][2] = {{1, 1}, {2, 3}, {7, 7}, {95, 93}, {3, 300}, {5, 2100}};
     int index = 0;
     for (int64_t kernel : {3, 5}) {
         for (int64_t stride : {1, 2}) {

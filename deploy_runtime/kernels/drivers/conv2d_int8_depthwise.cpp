@@ -82,9 +82,9 @@ struct BandLayout {
         band_rows = std::max<int64_t>(1, std::min(out_h, kBandOutputs / row_pairs));
         phase_rows = band_rows + (p.kernel_h - 1) / s;
         // pack_pairs reads s (count - 1) + 2 bytes; the micro-kernel reads round_up(count, lanes) +
-        // (k - 1) / s pairs from its last row's start: kDepthwiseMaxLanes + 2 pairs past the rows.
+        // (k - 1) / s pairs from its last row's start: up to lanes - 1 + (k - 1) / s past the rows.
         bytes_phase = phase_rows * width + 2;
-        pairs_phase = phase_rows * row_pairs + kDepthwiseMaxLanes + 2;
+        pairs_phase = phase_rows * row_pairs + kDepthwiseMaxLanes + (p.kernel_h - 1) / s;
         acc = ceil_div(band_rows * row_pairs, kDepthwiseMaxLanes) * kDepthwiseMaxLanes;
     }
 

@@ -42,7 +42,8 @@ template <int K, int S>
         for (int p = 0; p < P; ++p) {
             const __m256i vx =
                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[ky] + o + 2 * p / S));
-            vacc[ky % 2] = _mm256_add_epi32(vacc[ky % 2], _mm256_madd_epi16(vx, vweights[ky * P + p]));
+            vacc[ky % 2] =
+                _mm256_add_epi32(vacc[ky % 2], _mm256_madd_epi16(vx, vweights[ky * P + p]));
         }
     }
     return _mm256_add_epi32(vacc[0], vacc[1]);
