@@ -1,7 +1,8 @@
 // Runs a model's int8 graph on a Device (include/qtk/device_session.h, docs/cuda.md): one step per
-// node, each a CUDA kernel of kernels/cuda/ (or no work, for a reshape that leaves the NCHW4 bytes
-// as they are); every activation in NCHW4 in one device arena that the CPU session's memory
-// planner lays out, once per batch size.
+// node, each one CUDA kernel of kernels/cuda/ (a split one per output; a reshape that leaves the
+// NCHW4 bytes as they are none); every activation in NCHW4 in one device arena that the CPU
+// session's memory planner lays out, once per batch size, the graph's inputs and outputs turned
+// from and into NCHW on the device.
 #include <algorithm>
 #include <cstring>
 
@@ -20,8 +21,8 @@ using detail::Node;
 using detail::NodeView;
 using detail::Value;
 
-// An activation as the CUDA kernels hold it: [N, C, H, W], or [N, C] as a 1x1 plane, in NCHW4
-// bytes [N][ceil(C / 4)][H][W][4].
+// An activation as the CUDA kernels hold it: [N, C, H, W], or [N, C] as a 1x1 plane, or a rank-5
+// view [N, A, B, H, W] as [N, A B, H, W], in NCHW4 bytes [N][ceil(C / 4)][H][W][4].
 struct Nchw4 {
     int32_t batch = 0, channels = 0, height = 1, width = 1;
 
@@ -34,8 +35,9 @@ struct Nchw4 {
 // Sets *out from a shape of rank 4 or 2 and at most 2^31 - 1 elements (the kernels index pixels
 // in int32), or of rank 5 as [N, A B, H, W]: a channel shuffle's view [N, A, B, H, W] of
 // [N, C, H, W] has the same bytes, and so does every op the session runs on it (data movement and
-// element-wise ops keep the order of dims 1 and 2; conv and pooling take rank 4 only). Otherwise
-// returns why it cannot, for a message that names the tensor.
+// element-wise ops keep the order of dims 1 and 2; conv and pooling take rank 4 only; a lut with a
+// table per channel of dim 1 is refused there). Otherwise returns why it cannot, for a message
+// that names the tensor.
 std::string nchw4_of(const Shape& shape, Nchw4* out) {
     if (shape.size() != 2 && shape.size() != 4 && shape.size() != 5) {
         return "; the CUDA kernels hold activations of rank 4 or 2 ([N, C, H, W], [N, C]), and "
@@ -451,6 +453,9 @@ void DeviceSession::Impl::plan(int64_t new_batch) {
                 s.add.count = y.bytes();
                 break;
             case StepKind::kLut:
+                if (s.lut.tables_count > 1 && s.lut.tables_count != y.channels) {
+                    unsupported(view, "a lut with a table per channel of a rank-5 view");
+                }
                 s.lut.count = y.bytes();
                 s.lut.channel_quads = (y.channels + 3) / 4;
                 s.lut.plane = y.height * y.width;
@@ -736,7 +741,7 @@ void DeviceSession::Impl::check_inputs(const std::vector<const void*>& inputs,
                                        const std::vector<Shape>& input_shapes) const {
     const detail::Graph& g = graph();
     if (inputs.size() != g.inputs.size() || input_shapes.size() != g.inputs.size()) {
-        throw Error("DeviceSession::run: the model has " + std::to_string(g.inputs.size()) +
+        throw Error("DeviceSession: the model has " + std::to_string(g.inputs.size()) +
                     " graph input(s), got " + std::to_string(inputs.size()) + " pointer(s) and " +
                     std::to_string(input_shapes.size()) + " shape(s)");
     }

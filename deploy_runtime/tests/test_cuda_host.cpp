@@ -11,17 +11,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "../kernels/cuda/add_int8.h"
 #include "../kernels/cuda/concat_int8.h"
-#include "../kernels/cuda/gather_channels_int8.h"
-#include "../kernels/cuda/lut_int8.h"
-#include "../kernels/cuda/mul_int8.h"
 #include "../kernels/cuda/conv2d_int8_depthwise.h"
 #include "../kernels/cuda/conv2d_int8_dp4a.h"
 #include "../kernels/cuda/conv2d_int8_mma.h"
+#include "../kernels/cuda/gather_channels_int8.h"
+#include "../kernels/cuda/layout_int8.h"
+#include "../kernels/cuda/lut_int8.h"
+#include "../kernels/cuda/mul_int8.h"
 #include "../kernels/cuda/pool2d_int8.h"
 #include "check.h"
 #include "conv_geometry.h"
@@ -53,17 +55,31 @@ struct Case {
     bool extreme = false;  // weights +-127, input -128 or 127, the largest bias the check allows
 };
 
-// NCHW int8 -> NCHW4 bytes, the bytes past the channels 0x5a (read against nothing).
+// NCHW int8 -> NCHW4 bytes by the device's layout kernel (its host twin), then the bytes past the
+// channels set to 0x5a: the kernels must read them against nothing.
 std::vector<int8_t> nchw4_bytes(const std::vector<int8_t>& x, int64_t n, int64_t c, int64_t h,
                                 int64_t w) {
-    const std::vector<int32_t> words = qtk::cuda::to_nchw4(x.data(), n, c, h, w, int8_t{0x5a});
-    std::vector<int8_t> bytes(4 * words.size());
-    for (size_t i = 0; i < words.size(); ++i) {
-        for (size_t k = 0; k < 4; ++k) {
-            bytes[4 * i + k] = static_cast<int8_t>(qtk::cuda::signed_byte(words[i], int(k)));
+    qtk::cuda::LayoutParams p{x.data(), nullptr, int32_t(n), int32_t(c), int32_t(h * w)};
+    std::vector<int8_t> bytes(size_t(p.nchw4_bytes()));
+    p.y = bytes.data();
+    qtk::cuda::run_to_nchw4_on_host(p);
+    const size_t plane = size_t(h * w), quads = size_t((c + 3) / 4);
+    for (size_t e = 0; e < bytes.size(); ++e) {
+        if (4 * (e / 4 / plane % quads) + e % 4 >= size_t(c)) {
+            bytes[e] = 0x5a;
         }
     }
     return bytes;
+}
+
+// NCHW4 bytes -> NCHW int8 [n][c][h][w] by the device's layout kernel (its host twin).
+std::vector<int8_t> nchw_bytes(const std::vector<int8_t>& y4, const std::vector<int64_t>& nchw) {
+    qtk::cuda::LayoutParams p{y4.data(), nullptr, int32_t(nchw[0]), int32_t(nchw[1]),
+                              int32_t(nchw[2] * nchw[3])};
+    std::vector<int8_t> out(size_t(p.nchw_bytes()));
+    p.y = out.data();
+    qtk::cuda::run_from_nchw4_on_host(p);
+    return out;
 }
 
 // The runtime's output of a one-node model on `inputs`, by its reference conv and its portable
@@ -319,7 +335,7 @@ void check_outputs(const std::vector<Kernel<Params>>& kernels, Params p, size_t 
         p.y = y.data();
         kernel.run(p);
         const std::vector<int8_t> got =
-            flat ? y : qtk::cuda::from_nchw4(y.data(), nchw[0], nchw[1], nchw[2], nchw[3]);
+            flat ? y : nchw_bytes(y, nchw);
         if (got != want) {
             qtk_test::report_failure(__FILE__, __LINE__,
                                      std::string(kernel.name) + " differs from the reference on " +
@@ -368,8 +384,9 @@ void check_conv2d(const Case& c) {
         return;
     }
     const Reference r = reference(c);
-    const std::vector<int32_t> x4 = qtk::cuda::to_nchw4(r.x.data(), c.batch, g.in, g.height,
-                                                        g.width, int8_t{0x5a});
+    const std::vector<int8_t> x4_bytes = nchw4_bytes(r.x, c.batch, g.in, g.height, g.width);
+    std::vector<int32_t> x4(x4_bytes.size() / 4);  // little-endian words, as pack_quad packs
+    std::memcpy(x4.data(), x4_bytes.data(), x4_bytes.size());
     const std::vector<int32_t> w4 =
         qtk::cuda::pack_nchw4_weights(r.weights.data(), g.out, g.in, g.kh, g.kw);
     const std::vector<int32_t> folded =

@@ -344,6 +344,19 @@ void test_errors() {
     CHECK_THROWS_WITH(broadcast.run({av.data(), rowv.data()}, {{1, 4, 3, 3}, {1, 1, 3, 3}}),
                       "node 'by_row' (mul): a mul of [1, 4, 3, 3] by [1, 1, 3, 3] (the CUDA "
                       "kernel broadcasts only [N, C, 1, 1] over [N, C, H, W]) has no CUDA kernel");
+
+    // A rank-5 view is held as [N, A B, H, W]: a table per channel of its dim 1 is refused.
+    ModelBuilder view;
+    const uint32_t vx = view.activation("x", {1, 2, 3, 2, 2}, 0.1f, 0);
+    const uint32_t vy = view.activation("y", {1, 2, 3, 2, 2}, 0.1f, 0);
+    view.node("lut", "per_channel", {vx, view.weight("tables", {2, 256}, std::vector<int8_t>(512))},
+              {vy});
+    view.inputs = {vx};
+    view.outputs = {vy};
+    qtk::DeviceSession tables(load(view), device);
+    const std::vector<int8_t> vin(24);
+    CHECK_THROWS_WITH(tables.run({vin.data()}, {{1, 2, 3, 2, 2}}),
+                      "a lut with a table per channel of a rank-5 view");
 }
 
 }  // namespace

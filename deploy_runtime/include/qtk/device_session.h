@@ -9,8 +9,10 @@
 // and uploaded once when the session is made. A run copies the int8 graph inputs in (NCHW), turns
 // them into NCHW4 on the device, runs every node's kernel there and returns the outputs as NCHW
 // on the host: what qtk::Session returns, byte for byte. run_on_device takes and fills NCHW
-// tensors in the device's memory instead, with no host copy. Ops without a device kernel fail at construction, naming the
-// node: the session never falls back to the CPU in the middle of a graph.
+// tensors in the device's memory instead, with no host copy. Ops without a device kernel fail at
+// construction, naming the node, and shapes the kernels cannot take (a broadcast, a reshape that
+// moves bytes) when their batch size is planned: the session never falls back to the CPU in the
+// middle of a graph.
 #pragma once
 
 #include <memory>
@@ -58,7 +60,10 @@ class DeviceSession {
                             const std::vector<Shape>& input_shapes);
     // As run, with the graph inputs and outputs NCHW int8 in the device's memory (CUDA device
     // pointers for cuda_device(); host memory for emulated_cuda_device()): outputs[i] holds
-    // output_shapes(N)[i]'s bytes. Returns once the outputs are written.
+    // output_shapes(N)[i]'s bytes. The session's kernels run on its own stream, which waits for
+    // no other: the inputs must be written, and nothing else in flight may use these buffers,
+    // when it is called (synchronize the producing stream first). Returns once the outputs are
+    // written.
     void run_on_device(const std::vector<const void*>& inputs,
                        const std::vector<Shape>& input_shapes, const std::vector<void*>& outputs);
     // The graph outputs' shapes at batch size `batch` (planning it, as a run would).

@@ -160,42 +160,6 @@ inline int32_t pack_quad(const int8_t bytes[4]) {
     return static_cast<int32_t>(word);
 }
 
-// NCHW int8 [n][c][h][w] -> NCHW4 words, the bytes past c set to `fill`.
-inline std::vector<int32_t> to_nchw4(const int8_t* x, int64_t n, int64_t c, int64_t h, int64_t w,
-                                     int8_t fill = 0) {
-    const int64_t quads = (c + 3) / 4, plane = h * w;
-    std::vector<int32_t> out(static_cast<size_t>(n * quads * plane));
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t q = 0; q < quads; ++q) {
-            for (int64_t i = 0; i < plane; ++i) {
-                int8_t bytes[4];
-                for (int64_t k = 0; k < 4; ++k) {
-                    const int64_t ch = 4 * q + k;
-                    bytes[k] = ch < c ? x[(b * c + ch) * plane + i] : fill;
-                }
-                out[size_t((b * quads + q) * plane + i)] = pack_quad(bytes);
-            }
-        }
-    }
-    return out;
-}
-
-// NCHW4 bytes [n][ceil(c / 4)][h][w][4] -> NCHW int8 [n][c][h][w].
-inline std::vector<int8_t> from_nchw4(const int8_t* y, int64_t n, int64_t c, int64_t h,
-                                      int64_t w) {
-    const int64_t quads = (c + 3) / 4, plane = h * w;
-    std::vector<int8_t> out(static_cast<size_t>(n * c * plane));
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t ch = 0; ch < c; ++ch) {
-            for (int64_t i = 0; i < plane; ++i) {
-                out[size_t((b * c + ch) * plane + i)] = y[((b * quads + ch / 4) * plane + i) * 4 +
-                                                          ch % 4];
-            }
-        }
-    }
-    return out;
-}
-
 // Weights [o][c][kh][kw] int8 -> the kernels' [taps * C4][o] words.
 inline std::vector<int32_t> pack_nchw4_weights(const int8_t* weight, int64_t o, int64_t c,
                                                int64_t kh, int64_t kw) {

@@ -1,4 +1,4 @@
-// The launcher of the one-thread-per-output-byte kernels (depthwise, pooling, add, concat): thread
+// The launcher of the one-thread-per-output-byte kernels (all but the GEMM convolutions): thread
 // e of the grid calls op(e) for e < count. Each kernel's header defines its op, a functor of
 // host-device code, and runs it on the CPU with run_each_byte_on_host (conv2d_int8_nchw4.h).
 #pragma once
