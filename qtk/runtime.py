@@ -164,7 +164,9 @@ class DeviceSession(Session):
         """Run on int8 NCHW torch tensors already in the device's memory (CUDA tensors on the
         session's GPU; CPU tensors for ``"cuda-emulated"``): ``inputs`` one per graph input,
         ``outputs`` one per graph output of :meth:`output_shapes`, which the run fills. No host
-        copy; returns once the outputs are written."""
+        copy. The session's kernels run on a stream of their own, so torch's current stream is
+        synchronized first (the inputs written, no queued kernel still using these buffers);
+        returns once the outputs are written."""
         import torch
         for kind, tensors in (("input", inputs), ("output", outputs)):
             for t in tensors:
@@ -184,6 +186,8 @@ class DeviceSession(Session):
         if got != want:
             raise QtkError(f"run_on_device: the outputs must have shapes {want} (output_shapes("
                            f"{batch})), got {got}")
+        if self._tensor_device != "cpu":
+            torch.cuda.current_stream(self._tensor_device).synchronize()
         self._device.run_on_device([t.data_ptr() for t in inputs],
                                    [list(t.shape) for t in inputs],
                                    [t.data_ptr() for t in outputs])

@@ -383,6 +383,7 @@ class PyDeviceSession {
         session_.run_on_device(in, shapes, out);
     }
     std::vector<qtk::Shape> output_shapes(int64_t batch) {
+        py::gil_scoped_release no_gil;  // planning may allocate, and wait for a run
         std::lock_guard<std::mutex> lock(mutex_);
         return session_.output_shapes(batch);
     }
