@@ -800,7 +800,7 @@ void test_gather_channels_against_reference() {
                 b.outputs = {outputs[k]};
                 const std::vector<int8_t> want =
                     run_reference(b, {x.data()}, {{batch, channels, h, w}});
-                std::vector<int32_t> channel_of(size_t(sizes[k]));
+                std::vector<int32_t> channel_of(static_cast<size_t>(sizes[k]));
                 for (int64_t c = 0; c < sizes[k]; ++c) {
                     channel_of[size_t(c)] = int32_t(first + c);
                 }
