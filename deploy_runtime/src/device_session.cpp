@@ -149,6 +149,11 @@ struct DeviceSession::Impl {
                    const cuda::Window2d& window, int32_t x_zero_point, int32_t y_zero_point,
                    detail::ClampRange clamp);
     void plan(int64_t new_batch);
+    void plan_for(int64_t new_batch) {  // the plan is per batch size: made again where it changed
+        if (new_batch != batch) {
+            plan(new_batch);
+        }
+    }
     void choose_conv_kernels(const std::vector<Nchw4>& nchw4);
     void launch_all();
     void check_inputs(const std::vector<const void*>& inputs,
@@ -766,9 +771,7 @@ std::vector<Tensor> DeviceSession::run(const std::vector<const void*>& inputs,
     Impl& s = *impl_;
     const detail::Graph& g = s.graph();
     s.check_inputs(inputs, input_shapes);
-    if (input_shapes[0][0] != s.batch) {
-        s.plan(input_shapes[0][0]);
-    }
+    s.plan_for(input_shapes[0][0]);
     const size_t ni = g.inputs.size();
     for (size_t i = 0; i < ni; ++i) {
         s.device->upload(s.staging[i], inputs[i],
@@ -799,9 +802,7 @@ void DeviceSession::run_on_device(const std::vector<const void*>& inputs,
                     " graph output(s), got " + std::to_string(outputs.size()) +
                     " pointer(s), each must be non-null");
     }
-    if (input_shapes[0][0] != s.batch) {
-        s.plan(input_shapes[0][0]);
-    }
+    s.plan_for(input_shapes[0][0]);
     s.run_on_device(inputs, outputs);
     s.device->synchronize();
 }
@@ -812,9 +813,7 @@ std::vector<Shape> DeviceSession::output_shapes(int64_t batch) {
         throw Error("DeviceSession::output_shapes: the batch size must be 1 or more, got " +
                     std::to_string(batch));
     }
-    if (batch != s.batch) {
-        s.plan(batch);
-    }
+    s.plan_for(batch);
     std::vector<Shape> shapes;
     for (uint32_t id : s.graph().outputs) {
         shapes.push_back(s.shapes[id]);

@@ -63,9 +63,8 @@ std::vector<int8_t> nchw4_bytes(const std::vector<int8_t>& x, int64_t n, int64_t
     std::vector<int8_t> bytes(size_t(p.nchw4_bytes()));
     p.y = bytes.data();
     qtk::cuda::run_to_nchw4_on_host(p);
-    const size_t plane = size_t(h * w), quads = size_t((c + 3) / 4);
     for (size_t e = 0; e < bytes.size(); ++e) {
-        if (4 * (e / 4 / plane % quads) + e % 4 >= size_t(c)) {
+        if (qtk::cuda::nchw4_position(int64_t(e), int32_t((c + 3) / 4), int32_t(h * w)).c >= c) {
             bytes[e] = 0x5a;
         }
     }

@@ -357,6 +357,28 @@ void test_errors() {
     const std::vector<int8_t> vin(24);
     CHECK_THROWS_WITH(tables.run({vin.data()}, {{1, 2, 3, 2, 2}}),
                       "a lut with a table per channel of a rank-5 view");
+
+    // A file may mark a lut channels-last (the CPU's kernels read that layout), and split along
+    // any axis: the device's kernels read NCHW4 channels only, so both are refused, named.
+    ModelBuilder nhwc;
+    const uint32_t nx = nhwc.activation("x", {1, 3, 3, 4}, 0.1f, 0);
+    const uint32_t ny = nhwc.activation("y", {1, 3, 3, 4}, 0.1f, 0);
+    nhwc.node("lut", "channels_last", {nx, nhwc.weight("table", {256}, std::vector<int8_t>(256))},
+              {ny}, {AttrSpec("layout", {1})});
+    nhwc.inputs = {nx};
+    nhwc.outputs = {ny};
+    CHECK_THROWS_WITH(qtk::DeviceSession(load(nhwc), device),
+                      "node 'channels_last' (lut): a channels-last lut has no CUDA kernel yet");
+    ModelBuilder rows_split;
+    const uint32_t sx = rows_split.activation("x", {1, 2, 4, 3}, 0.1f, 0);
+    const uint32_t top = rows_split.activation("top", {1, 2, 1, 3}, 0.1f, 0);
+    const uint32_t bottom = rows_split.activation("bottom", {1, 2, 3, 3}, 0.1f, 0);
+    rows_split.node("split", "by_rows", {sx}, {top, bottom},
+                    {AttrSpec("axis", {2}), AttrSpec("sizes", {1, 3})});
+    rows_split.inputs = {sx};
+    rows_split.outputs = {top, bottom};
+    CHECK_THROWS_WITH(qtk::DeviceSession(load(rows_split), device),
+                      "node 'by_rows' (split): a split along another axis than the channels");
 }
 
 }  // namespace

@@ -40,20 +40,15 @@ struct ConcatParams {
 struct ConcatOutput {
     ConcatParams p;
     QTK_HOST_DEVICE void operator()(int64_t e) const {
-        const int32_t out_quads = (p.out_channels() + 3) / 4;
-        const int32_t at = static_cast<int32_t>(e / 4 % p.plane);
-        const int32_t quad = static_cast<int32_t>(e / 4 / p.plane % out_quads);
-        const int64_t n = e / 4 / p.plane / out_quads;
-        int32_t c = 4 * quad + static_cast<int32_t>(e % 4);
+        Nchw4Position y = nchw4_position(e, (p.out_channels() + 3) / 4, p.plane);
         for (int32_t i = 0; i < p.input_count; ++i) {
             const ConcatInput& in = p.inputs[i];
-            if (c < in.channels) {
-                const int64_t quads = (in.channels + 3) / 4;
-                const int8_t q = in.x[((n * quads + c / 4) * p.plane + at) * 4 + c % 4];
+            if (y.c < in.channels) {
+                const int8_t q = in.x[nchw4_offset(y.n, y.c, y.at, (in.channels + 3) / 4, p.plane)];
                 p.y[e] = arith::rescale(q, in.zero_point, in.multiplier, in.shift, p.zero_point);
                 return;
             }
-            c -= in.channels;
+            y.c -= in.channels;
         }
     }
 };

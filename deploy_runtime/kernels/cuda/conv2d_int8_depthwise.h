@@ -39,18 +39,14 @@ struct DepthwiseOutput {
 };
 
 QTK_HOST_DEVICE inline void DepthwiseOutput::operator()(int64_t e) const {
-    const int32_t c_in_quad = static_cast<int32_t>(e % 4);
-    const int64_t pixel_of_quad = e / 4;  // [batch][channel quad][out_h * out_w]
-    const int32_t plane = p.out_h * p.out_w, quads = (p.channels + 3) / 4;
-    const int32_t at = static_cast<int32_t>(pixel_of_quad % plane);
-    const int32_t quad = static_cast<int32_t>(pixel_of_quad / plane % quads);
-    const int64_t n = pixel_of_quad / plane / quads;
-    const int32_t c = 4 * quad + c_in_quad;
+    const int32_t quads = (p.channels + 3) / 4;
+    const Nchw4Position y = nchw4_position(e, quads, p.out_h * p.out_w);
+    const int32_t c = y.c;
     if (c >= p.channels) {
         return;
     }
-    const int32_t oy = at / p.out_w, ox = at % p.out_w;
-    const int8_t* x = p.x + (n * quads + quad) * p.height * p.width * 4 + c_in_quad;
+    const int32_t oy = y.at / p.out_w, ox = y.at % p.out_w;
+    const int8_t* x = p.x + nchw4_offset(y.n, c, 0, quads, p.height * p.width);
     const Window2d& window = p.window;
     const int8_t* w = p.w + int64_t{c} * window.kernel_h * window.kernel_w;
     int32_t acc = p.bias[c];

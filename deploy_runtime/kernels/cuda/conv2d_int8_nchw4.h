@@ -25,6 +25,23 @@
 namespace qtk {
 namespace cuda {
 
+// Byte e of an NCHW4 tensor of `quads` channel quads and `plane` pixels holds sample n's channel
+// c at pixel `at` (c may be past the tensor's channels, in its last quad); nchw4_offset inverts it.
+struct Nchw4Position {
+    int64_t n;
+    int32_t c, at;
+};
+QTK_HOST_DEVICE inline Nchw4Position nchw4_position(int64_t e, int32_t quads, int32_t plane) {
+    const int64_t pixel = e / 4;
+    return {pixel / plane / quads,
+            static_cast<int32_t>(pixel / plane % quads) * 4 + static_cast<int32_t>(e % 4),
+            static_cast<int32_t>(pixel % plane)};
+}
+QTK_HOST_DEVICE inline int64_t nchw4_offset(int64_t n, int32_t c, int32_t at, int32_t quads,
+                                            int32_t plane) {
+    return ((n * quads + c / 4) * plane + at) * 4 + c % 4;
+}
+
 // A sliding window's geometry (PyTorch's: stride, padding, dilation), shared by the convolutions
 // and the pools: output row oy's tap ky reads input row input_row(oy, ky), and likewise columns.
 struct Window2d {
@@ -127,8 +144,7 @@ QTK_HOST_DEVICE inline void store_conv2d_output(const Conv2dNchw4Params& p, int3
     const int32_t acc = static_cast<int32_t>(static_cast<uint32_t>(raw_sum) +
                                              static_cast<uint32_t>(p.folded_bias[o]));
     const int32_t plane = p.out_h * p.out_w, out_quads = (p.out_channels + 3) / 4;
-    const int32_t n = pixel / plane, at = pixel % plane;
-    p.y[((int64_t{n} * out_quads + o / 4) * plane + at) * 4 + o % 4] =
+    p.y[nchw4_offset(pixel / plane, o, pixel % plane, out_quads, plane)] =
         arith::requantize(acc, p.multiplier[o], p.shift[o], p.y_zero_point, p.lo, p.hi);
 }
 

@@ -25,17 +25,12 @@ struct GatherChannelsParams {
 struct GatherChannelsOutput {
     GatherChannelsParams p;
     QTK_HOST_DEVICE void operator()(int64_t e) const {
-        const int32_t y_quads = (p.y_channels + 3) / 4, x_quads = (p.x_channels + 3) / 4;
-        const int32_t at = static_cast<int32_t>(e / 4 % p.plane);
-        const int32_t quad = static_cast<int32_t>(e / 4 / p.plane % y_quads);
-        const int64_t n = e / 4 / p.plane / y_quads;
-        const int32_t c = 4 * quad + static_cast<int32_t>(e % 4);
-        if (c >= p.y_channels) {
+        const Nchw4Position y = nchw4_position(e, (p.y_channels + 3) / 4, p.plane);
+        if (y.c >= p.y_channels) {
             p.y[e] = 0;
             return;
         }
-        const int32_t from = p.channel_of[c];
-        p.y[e] = p.x[((n * x_quads + from / 4) * p.plane + at) * 4 + from % 4];
+        p.y[e] = p.x[nchw4_offset(y.n, p.channel_of[y.c], y.at, (p.x_channels + 3) / 4, p.plane)];
     }
 };
 

@@ -25,10 +25,8 @@ struct LayoutParams {
 struct ToNchw4Output {
     LayoutParams p;
     QTK_HOST_DEVICE void operator()(int64_t e) const {
-        const int32_t quads = (p.channels + 3) / 4;
-        const int64_t at = e / 4 % p.plane, quad = e / 4 / p.plane % quads;
-        const int64_t n = e / 4 / p.plane / quads, c = 4 * quad + e % 4;
-        p.y[e] = c < p.channels ? p.x[(n * p.channels + c) * p.plane + at] : int8_t{0};
+        const Nchw4Position x = nchw4_position(e, (p.channels + 3) / 4, p.plane);
+        p.y[e] = x.c < p.channels ? p.x[(x.n * p.channels + x.c) * p.plane + x.at] : int8_t{0};
     }
 };
 
@@ -36,10 +34,9 @@ struct ToNchw4Output {
 struct FromNchw4Output {
     LayoutParams p;
     QTK_HOST_DEVICE void operator()(int64_t e) const {
-        const int32_t quads = (p.channels + 3) / 4;
-        const int64_t at = e % p.plane, c = e / p.plane % p.channels;
-        const int64_t n = e / p.plane / p.channels;
-        p.y[e] = p.x[((n * quads + c / 4) * p.plane + at) * 4 + c % 4];
+        const int32_t at = static_cast<int32_t>(e % p.plane);
+        const int32_t c = static_cast<int32_t>(e / p.plane % p.channels);
+        p.y[e] = p.x[nchw4_offset(e / p.plane / p.channels, c, at, (p.channels + 3) / 4, p.plane)];
     }
 };
 

@@ -24,8 +24,7 @@ struct LutOutput {
     QTK_HOST_DEVICE void operator()(int64_t e) const {
         int32_t c = 0;
         if (p.tables_count > 1) {
-            c = static_cast<int32_t>(e / 4 / p.plane % p.channel_quads) * 4 +
-                static_cast<int32_t>(e % 4);
+            c = nchw4_position(e, p.channel_quads, p.plane).c;
             c = c < p.tables_count ? c : 0;
         }
         p.y[e] = p.tables[c * 256 + int32_t{p.x[e]} + 128];
