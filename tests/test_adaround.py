@@ -1,6 +1,10 @@
 """AdaRound (qtk.ptq.adaround): convert deploys exactly the chosen integers, the runtime matches
 the Quantized reference byte for byte, and on MNIST at 4-bit weights the rounding it learns beats
 nearest rounding."""
+import importlib
+import itertools
+import types
+
 import pytest
 import torch
 
@@ -64,6 +68,29 @@ def test_a_spent_time_budget_leaves_nearest_rounding(mnist_model):
     assert set(prepared.qtk_adaround_steps.values()) == {0}
     for path, integers in prepared.qtk_adaround.items():
         assert torch.equal(integers, nearest.get_submodule(path).weight_q.to(torch.int64)), path
+
+
+def test_a_time_budget_fits_the_whole_schedule_into_the_steps_it_affords(mnist_model,
+                                                                         monkeypatch):
+    """Under a budget each layer times its first steps, then lays warm-up and annealing over the
+    steps its share affords: its rounding is that of asking for that many iterations, not of a
+    long schedule cut off in its warm-up (whose soft roundings were rounded as they stood). A
+    clock that ticks once per reading makes the steps exact."""
+    model, train_data, _ = mnist_model
+    batches = list(train_data[0][:128].split(64))
+    ticks = itertools.count()
+    monkeypatch.setattr(importlib.import_module("qtk.ptq.adaround"), "time",
+                        types.SimpleNamespace(monotonic=lambda: float(next(ticks))))
+    budgeted = qtk.ptq.adaround(_calibrated(model, batches), batches, iterations=10**6,
+                                time_budget_s=600, progress=False)
+    first = next(iter(budgeted.qtk_adaround))
+    steps = budgeted.qtk_adaround_steps[first]
+    assert 10 < steps < 10**6, budgeted.qtk_adaround_steps
+    monkeypatch.undo()
+    asked = qtk.ptq.adaround(_calibrated(model, batches), batches, iterations=steps,
+                             progress=False)
+    assert asked.qtk_adaround_steps[first] == steps
+    assert torch.equal(budgeted.qtk_adaround[first], asked.qtk_adaround[first])
 
 
 def _sqnr_db(output, target):

@@ -35,6 +35,10 @@ SAMPLES_PER_STEP = 32  # calibration samples in each optimization step's loss
 # place in each step: on CRAFT's 256x256 maps a step over whole samples cost 64x more, and a
 # 240 s budget reached 4 of its 27 layers.
 WINDOW = 32
+# Under a time budget a layer times this many steps, then lays its warm-up and annealing over the
+# steps its share of the budget affords: cut off before annealing, the soft roundings of the
+# warm-up were rounded as they stood (CRAFT: AdaRound below nearest rounding).
+TIMED_STEPS = 4
 
 
 class AdaRoundBudgetWarning(UserWarning):
@@ -61,9 +65,10 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
             with one layer's inputs and targets and the values that the float and the quantized
             pass through the model still need (a U-Net's skip connections).
         iterations: Adam steps per layer (lr ``learning_rate``).
-        time_budget_s: stop each layer's steps when its share of the remaining budget is spent
-            (the remaining budget over the remaining layers, so a fast layer leaves time to later
-            ones); ``None``: no limit.
+        time_budget_s: give each layer its share of the remaining budget (the remaining budget
+            over the remaining layers, so a fast layer leaves time to later ones): it times its
+            first steps and lays warm-up and annealing over the steps its share affords, at most
+            ``iterations``; ``None``: no limit.
         progress: show a progress bar over the layers.
     Returns:
         the model, with each layer's chosen integers (by module path) in ``model.qtk_adaround``
@@ -91,8 +96,6 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
     float_pass, quantized_pass = _GraphPass(float_model, batches), _GraphPass(model, batches)
     with fake_quantized_as_converted(model):  # the deployed rounding, calibrated qparams
         for index, call in enumerate(bar):
-            layer_deadline = None if deadline is None else (
-                time.monotonic() + (deadline - time.monotonic()) / (len(layers) - index))
             path = call.target
             layer = model.get_submodule(path)
             activation = _activation_after(model, call)
@@ -101,6 +104,10 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
             if targets.numel() // targets.shape[1] < layer.weight[0].numel():
                 skipped.append(path)
                 continue
+            # shared once the layer's data is ready: passes through a U-Net's full-resolution
+            # layers once took a whole share, and those layers no step
+            layer_deadline = None if deadline is None else (
+                time.monotonic() + (deadline - time.monotonic()) / (len(layers) - index))
             decisions[path], loss, steps[path] = _round_layer(
                 layer, inputs, targets, iterations, layer_deadline, regularization, learning_rate,
                 beta_range, warm_up,
@@ -278,11 +285,18 @@ def _round_layer(layer, inputs, targets, iterations, deadline, regularization, l
     samples = torch.Generator().manual_seed(0)
     reconstruction = torch.zeros(())
     start, end = beta_range
-    taken = 0
-    for step in range(iterations):
-        if deadline is not None and time.monotonic() > deadline:
-            break
-        taken += 1
+    schedule = iterations  # the steps that warm-up and annealing are laid over
+    step = 0
+    while step < schedule:
+        if deadline is not None:  # fit the schedule to the steps the layer's time affords
+            now = time.monotonic()
+            if now > deadline:
+                break
+            if step == 1:  # the first step pays one-off costs: time the next ones
+                timed_from = now
+            elif step == 1 + TIMED_STEPS:
+                per_step = (now - timed_from) / TIMED_STEPS
+                schedule = min(iterations, step + int((deadline - now) / per_step))
         pick = torch.randint(len(inputs), (min(SAMPLES_PER_STEP, len(inputs)),),
                              generator=samples)
         x, target = inputs, targets
@@ -292,17 +306,18 @@ def _round_layer(layer, inputs, targets, iterations, deadline, regularization, l
         h = _rectified_sigmoid(v)
         reconstruction = (layer_output(x, h) - target).pow(2).sum(1).mean()
         loss = reconstruction
-        if step >= warm_up * iterations:
-            progress = (step - warm_up * iterations) / max(1.0, (1 - warm_up) * iterations)
+        if step >= warm_up * schedule:
+            progress = (step - warm_up * schedule) / max(1.0, (1 - warm_up) * schedule)
             beta = end + 0.5 * (start - end) * (1 + math.cos(math.pi * progress))
             loss = loss + regularization * (1 - (2 * h - 1).abs().pow(beta)).sum()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        step += 1
     with torch.no_grad():
         integers = torch.clamp(floor + (v >= 0).float(), lowest, highest)
         _write_folded_weight(layer, integers * scale)
-    return (integers + zero_point).to(torch.int64), reconstruction.item(), taken
+    return (integers + zero_point).to(torch.int64), reconstruction.item(), step
 
 
 def _window(layer, padded_input, target, generator):
