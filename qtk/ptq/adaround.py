@@ -55,7 +55,8 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
     ``x~`` is the layer's input in the model quantized so far (earlier layers' weights rounded,
     activations fake-quantized with their calibrated qparams), the target comes from the float
     model (the paper's asymmetric reconstruction). beta anneals from ``beta_range[0]`` to
-    ``beta_range[1]`` after ``warm_up`` of the iterations, which have no regularizer.
+    ``beta_range[1]`` after ``warm_up`` of the steps (``iterations``, or under a budget the steps
+    it affords), which have no regularizer.
 
     Args:
         model: from :func:`qtk.prepare_ptq`, calibrated by :func:`qtk.calibrate` (weight and
@@ -104,8 +105,8 @@ def adaround(model, data, num_batches=None, iterations=1000, time_budget_s=None,
             if targets.numel() // targets.shape[1] < layer.weight[0].numel():
                 skipped.append(path)
                 continue
-            # shared once the layer's data is ready: passes through a U-Net's full-resolution
-            # layers once took a whole share, and those layers no step
+            # shared once the layer's data is ready: the passes to a U-Net's full-resolution
+            # layers once took whole shares, leaving those layers no step
             layer_deadline = None if deadline is None else (
                 time.monotonic() + (deadline - time.monotonic()) / (len(layers) - index))
             decisions[path], loss, steps[path] = _round_layer(
@@ -286,7 +287,7 @@ def _round_layer(layer, inputs, targets, iterations, deadline, regularization, l
     reconstruction = torch.zeros(())
     start, end = beta_range
     schedule = iterations  # the steps that warm-up and annealing are laid over
-    step = 0
+    step, timed_from = 0, None
     while step < schedule:
         if deadline is not None:  # fit the schedule to the steps the layer's time affords
             now = time.monotonic()
@@ -295,8 +296,9 @@ def _round_layer(layer, inputs, targets, iterations, deadline, regularization, l
             if step == 1:  # the first step pays one-off costs: time the next ones
                 timed_from = now
             elif step == 1 + TIMED_STEPS:
-                per_step = (now - timed_from) / TIMED_STEPS
-                schedule = min(iterations, step + int((deadline - now) / per_step))
+                per_step = max(now - timed_from, 1e-9) / TIMED_STEPS
+                # 90 %: annealing steps also differentiate the regularizer, so cost a bit more
+                schedule = min(iterations, step + int(0.9 * (deadline - now) / per_step))
         pick = torch.randint(len(inputs), (min(SAMPLES_PER_STEP, len(inputs)),),
                              generator=samples)
         x, target = inputs, targets
