@@ -27,15 +27,16 @@ extern const Float32DepthwiseRowFn kFloat32DepthwiseRowAvx512;
 //   out[oy out_w + ox] = bounds(bias + sum over ky, kx < 3 of
 //                               weights[3 ky + kx] * x(s oy + ky, s ox + kx))
 // for oy < out_h, ox < out_w, where x(u, c) is padded input row u, column c; summed as above (from
-// bias, in the order (ky, kx), one fused multiply-add each): the bits of the row kernel. x is read
-// from phase planes (conv2d_phase_planes.h; pad 0), or at stride 1 from the input plane itself,
-// padding rows from `zeros` and padding columns (pad_w <= 1) as masked-off lanes. Output rows that
-// read a padded row share its loads (4 rows: 18 loads a column of vectors at stride 1, 27 at
-// stride 2, against the row kernel's 36; loads are what bound it).
+// bias, in the order (ky, kx), one fused multiply-add each): the bits of the row kernel. x is the
+// input plane itself, padding rows read from `zeros` and padding columns as masked-off lanes
+// (pad_w <= stride; wider padding at stride 1 reads a zero-padded copy, conv2d_phase_planes.h,
+// with pad 0).
+// Output rows that read a padded row share its loads (4 rows: 18 loads a column of vectors at
+// stride 1, against the row kernel's 36; loads are what bound it).
 struct Float32Depthwise3x3Args {
-    const float* in;            // phase (0, 0), or the input plane
-    int64_t in_pitch, plane;    // floats between rows, between phases ((py, px) at s py + px)
-    int64_t height, width;      // rows and columns of each phase (or of the input)
+    const float* in;            // the input plane, or its zero-padded copy
+    int64_t in_pitch;           // floats between rows
+    int64_t height, width;      // rows and columns of `in`
     int64_t stride, pad_h, pad_w;
     const float* zeros;         // width zeros, read for rows above and below the input
     const float* weights;       // 9

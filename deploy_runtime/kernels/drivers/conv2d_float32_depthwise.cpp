@@ -58,16 +58,17 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
         }
     }
 
-    size_t workspace_bytes(const std::vector<Shape>&, const std::vector<Shape>& output_shapes,
+    size_t workspace_bytes(const std::vector<Shape>& input_shapes,
+                           const std::vector<Shape>& output_shapes,
                            int threads) const override {
-        return layout(output_shapes[0], threads).bytes();
+        return layout(input_shapes[0], output_shapes[0], threads).bytes();
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
         const Shape& xs = *io.input_shapes[0];
         const Shape& ys = *io.output_shapes[0];
         const PhasePlanes phases(params_, ys[2], ys[3], mode(ys) == Mode::kRing);
-        const WorkspaceLayout workspace = layout(ys, pool.threads());
+        const WorkspaceLayout workspace = layout(xs, ys, pool.threads());
         // Where each tap reads output 0's input from a plane's first phase: the same for every
         // plane, and worth computing once (divisions, against a 7x7 plane's 36 FMAs).
         int64_t offsets[kMaxTaps];
@@ -83,27 +84,32 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
     }
 
  private:
-    // kDirect: 3x3 undilated stride 1, at most one column of padding, where the ISA has the
-    // block kernel: it reads the input itself. kBlock: the same at stride 2 (both ways) or with
-    // wider padding, on phase planes. Else kWide: rows shorter than kWideRowsBelow, the plane as
-    // one; else kRing: a call per row.
+    // kDirect: 3x3 undilated, stride 1 or 2 with at most `stride` columns of padding, where the
+    // ISA has the block kernel: it reads the input itself. kBlock: the same at stride 1 with wider
+    // padding, on a padded copy. Else kWide: rows shorter than kWideRowsBelow, the plane as one;
+    // else kRing: a call per row.
     enum class Mode { kDirect, kBlock, kWide, kRing };
     Mode mode(const Shape& y_shape) const {
         const Conv2dParams& p = params_;
         if (block3x3_ != nullptr && p.kernel_h == 3 && p.stride_h == p.stride_w &&
             p.dilation_h == 1 && p.dilation_w == 1) {
-            return p.stride_h == 1 && p.pad_w <= 1 ? Mode::kDirect : Mode::kBlock;
+            if (p.pad_w <= p.stride_h) {
+                return Mode::kDirect;
+            }
+            if (p.stride_h == 1) {
+                return Mode::kBlock;
+            }
         }
         return y_shape[3] < kWideRowsBelow ? Mode::kWide : Mode::kRing;
     }
 
     // Per thread: one plane's phases or their ring (unless in place), then its wide outputs;
-    // kDirect: a row of zeros (phase_w, at least the input's width).
-    WorkspaceLayout layout(const Shape& y_shape, int threads) const {
+    // kDirect: a row of zeros (the input's width).
+    WorkspaceLayout layout(const Shape& x_shape, const Shape& y_shape, int threads) const {
         const Mode m = mode(y_shape);
         const PhasePlanes phases(params_, y_shape[2], y_shape[3], m == Mode::kRing);
         const int64_t floats =
-            m == Mode::kDirect ? phases.phase_w
+            m == Mode::kDirect ? x_shape[3]
                                : phases.channel_floats(params_) +
                                      (m == Mode::kWide ? phases.wide_count(y_shape[2], y_shape[3])
                                                        : 0);
@@ -131,16 +137,16 @@ class Conv2dFloat32Depthwise final : public Conv2dKernel {
             if (first) {
                 zero_floats(xs[3], scratch);
             }
-            block3x3_({input, xs[3], 0, xs[2], xs[3], 1, p.pad_h, p.pad_w, scratch, weights, bias,
-                       lo, hi, out_h, out_w, y});
+            block3x3_({input, xs[3], xs[2], xs[3], p.stride_h, p.pad_h, p.pad_w, scratch, weights,
+                       bias, lo, hi, out_h, out_w, y});
             return;
         }
         if (m == Mode::kBlock) {
             if (!phases.in_place) {
                 phases.build(input, xs[2], xs[3], p, scratch, 0, phases.phase_h, first);
             }
-            block3x3_({x, phases.phase_w, phases.phase_floats(), phases.phase_h, phases.phase_w,
-                       p.stride_h, 0, 0, nullptr, weights, bias, lo, hi, out_h, out_w, y});
+            block3x3_({x, phases.phase_w, phases.phase_h, phases.phase_w, 1, 0, 0, nullptr, weights,
+                       bias, lo, hi, out_h, out_w, y});
             return;
         }
         if (m == Mode::kWide) {

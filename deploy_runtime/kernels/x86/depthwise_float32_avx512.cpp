@@ -2,8 +2,11 @@
 // pass in eight accumulators, so each tap's pointer and weight are loaded once per eight vectors
 // and the fused multiply-adds of a tap do not wait on each other; the last pass with only as many
 // vectors as it has outputs, the last of them masked. 3x3 blocks (stride 1 or 2): 4 rows x 64
-// outputs in 16 accumulators and the 9 weights in registers, the same masking.
+// outputs in 16 accumulators and the 9 weights in registers, the same masking; at stride 2 each
+// tap's 16 columns are every other one of two loads, picked by one permute.
 #include "avx512_intrinsics.h"
+
+#include <type_traits>
 
 #include "../contracts/depthwise_float32.h"
 
@@ -69,24 +72,81 @@ void depthwise_row_avx512(const float* const* rows, const float* weights, int64_
     }
 }
 
+// Lanes i with 0 <= c + i < width: the columns of a load at column c that lie in the row.
+__mmask16 inside(int64_t c, int64_t width) {
+    return __mmask16(first_lanes(width - c) & ~first_lanes(-c));
+}
+
+// Stride 2: tap kx of outputs j + i reads column 2 (j + i) + kx - pad_w, lane 2 i + kx % 2 of the
+// 32 columns from c = 2 j + (kx == 2 ? 2 : 0) - pad_w (pair 0 serves kx 0 and 1, pair 1 kx 2).
+// Their two loads' lanes in the row, per vector of the block: masks worked out once per block, so
+// that the unrolled loop holds no branch (branches there grew the kernel past the instruction
+// cache: 2.4x the time on Zen 4). Left of the row (c < 0, pad_w <= 2: pair 0 of the first
+// vector) columns 0 on move up by pad_w lanes, so that no address before the row is formed.
+template <int V>
+struct SplitColumns {
+    int64_t c[V][2];
+    __mmask16 in_row[V][2][2];  // [vector][pair][low or high 16 columns]
+    __mmask16 left_lanes;       // the left edge's lanes in the row
+    __m512i left_shift;         // lane i <- column i - pad_w
+    bool left;                  // the first vector's pair 0 starts left of the row
+
+    SplitColumns(int64_t j, int64_t pad_w, int64_t width) {
+        for (int v = 0; v < V; ++v) {
+            for (int pair = 0; pair < 2; ++pair) {
+                c[v][pair] = 2 * (j + 16 * v) + 2 * pair - pad_w;
+                in_row[v][pair][0] = inside(c[v][pair], width);
+                in_row[v][pair][1] = inside(c[v][pair] + 16, width);
+            }
+        }
+        left = c[0][0] < 0;
+        left_lanes = inside(c[0][0], width);
+        const __m512i lane =
+            _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+        left_shift = _mm512_sub_epi32(lane, _mm512_set1_epi32(int32_t(pad_w)));
+    }
+
+    // The 16 columns of tap kx for vector v of `row`.
+    [[gnu::always_inline]] inline __m512 load(const float* row, int v, int kx, __m512i even,
+                                               __m512i odd, int64_t width) const {
+        const int pair = kx == 2;
+        const __m512 high = _mm512_maskz_loadu_ps(in_row[v][pair][1], row + c[v][pair] + 16);
+        __m512 low;
+        if (v == 0 && pair == 0 && left) {
+            low = _mm512_maskz_permutexvar_ps(left_lanes, left_shift,
+                                              _mm512_maskz_loadu_ps(inside(0, width), row));
+        } else {
+            low = _mm512_maskz_loadu_ps(in_row[v][pair][0], row + c[v][pair]);
+        }
+        return _mm512_permutex2var_ps(low, kx == 1 ? odd : even, high);
+    }
+};
+
+struct NoSplit {  // stride 1
+    NoSplit(int64_t, int64_t, int64_t) {}
+};
+
 // The block kernel's per-call constants, in registers.
 struct Block3x3 {
     const Float32Depthwise3x3Args& a;
     __m512 vbias, vlo, vhi;
+    __m512i even, odd;  // lanes 0, 2, .., 30 and 1, 3, .., 31 of two vectors
 };
 
 // 3x3 at stride S, output rows [0, R) x outputs [j, j + count), 16 (V - 1) < count <= 16 V, in
 // R V sums (unrolled: sums and weights stay in registers). Output row r's tap ky reads padded row
-// u = S r + ky, held by rows[S u + px] for column phase px; each padded row's three column
-// vectors are loaded once for all the sums reading it, and as u grows each sum still takes its
-// taps in (ky, kx) order. P: the columns of padding left of column 0 (stride 1 only), read as
-// zeros by masks (right of the last one too); `last`: the row's last outputs.
+// u = S r + ky, held by rows[u]; each padded row's three column vectors are loaded once for all
+// the sums reading it, and as u grows each sum still takes its taps in (ky, kx) order. P: the
+// columns of padding left of column 0 (stride 1 only), read as zeros by masks (right of the last
+// one too); `last`: the row's last outputs. At stride 2 the rows are the input's own, split by
+// SplitColumns.
 template <int S, int P, int R, int V>
 void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t count, bool last,
               float* out) {
     const __mmask16 mask = first_lanes(count - 16 * (V - 1));
     // Padding: tap kx = 2 of the row's last output reads column width, right of the input.
     const __mmask16 mask_right = P > 0 && last ? first_lanes(count - 16 * (V - 1) - 1) : mask;
+    const std::conditional_t<S == 2, SplitColumns<V>, NoSplit> split(j, b.a.pad_w, b.a.width);
     __m512 vw[9], vacc[R][V];
 #pragma GCC unroll 9
     for (int t = 0; t < 9; ++t) {
@@ -103,19 +163,20 @@ void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t co
     for (int u = 0; u < S * (R - 1) + 3; ++u) {
 #pragma GCC unroll 3
         for (int kx = 0; kx < 3; ++kx) {
-            // Padded column j + kx: phase kx % S, its column j + kx / S, P left of the input's.
-            const float* row = rows[S * u + kx % S];
+            const float* row = rows[u];
 #pragma GCC unroll 4
             for (int v = 0; v < V; ++v) {
                 __m512 vx;
-                if (P > 0 && kx == 0 && v == 0 && j == 0) {
+                if constexpr (S == 2) {
+                    vx = split.load(row, v, kx, b.even, b.odd, b.a.width);
+                } else if (P > 0 && kx == 0 && v == 0 && j == 0) {
                     // Columns -1 .. 14: 0 .. 14 loaded into lanes 1 .. 15, zero in lane 0.
                     const __mmask16 m = first_lanes((V == 1 ? count : 16) - 1);
                     vx = _mm512_castsi512_ps(_mm512_alignr_epi32(
                         _mm512_castps_si512(_mm512_maskz_loadu_ps(m, row)),
                         _mm512_setzero_si512(), 15));
-                } else {
-                    const float* x = row + j + kx / S - P + 16 * v;
+                } else {  // padded column j + kx, P left of the input's
+                    const float* x = row + j + kx - P + 16 * v;
                     vx = v < V - 1 ? _mm512_loadu_ps(x)
                                    : _mm512_maskz_loadu_ps(kx == 2 ? mask_right : mask, x);
                 }
@@ -123,7 +184,11 @@ void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t co
                 for (int ky = 2; ky >= 0; --ky) {  // r = (u - ky) / S: the lowest row first
                     const int r = (u - ky) / S;
                     if (u >= ky && (u - ky) % S == 0 && r < R) {
-                        vacc[r][v] = _mm512_fmadd_ps(vw[3 * ky + kx], vx, vacc[r][v]);
+                        // At stride 2 the weights are broadcast from memory by the multiply-add
+                        // itself: 9 registers in the split's use.
+                        const __m512 w =
+                            S == 2 ? _mm512_set1_ps(b.a.weights[3 * ky + kx]) : vw[3 * ky + kx];
+                        vacc[r][v] = _mm512_fmadd_ps(w, vx, vacc[r][v]);
                     }
                 }
             }
@@ -145,20 +210,16 @@ void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t co
 template <int S, int P, int R>
 void band3x3(const Block3x3& b, int64_t r0) {
     const Float32Depthwise3x3Args& a = b.a;
-    const float* rows[2 * (S * (R - 1) + 3)];
+    const float* rows[S * (R - 1) + 3];
 #pragma GCC unroll 9
     for (int u = 0; u < S * (R - 1) + 3; ++u) {
-        const int64_t row = r0 + u / S - a.pad_h;  // of phase row u % S
-        const bool inside = row >= 0 && row < a.height;
-#pragma GCC unroll 2
-        for (int px = 0; px < S; ++px) {
-            rows[S * u + px] =
-                inside ? a.in + (u % S * S + px) * a.plane + row * a.in_pitch : a.zeros;
-        }
+        const int64_t row = S * r0 + u - a.pad_h;
+        rows[u] = row >= 0 && row < a.height ? a.in + row * a.in_pitch : a.zeros;
     }
     float* out = a.out + r0 * a.out_w;
-    for (int64_t j = 0; j < a.out_w; j += 64) {
-        const int64_t n = a.out_w - j < 64 ? a.out_w - j : 64;
+    constexpr int64_t kBlock = S == 2 ? 32 : 64;
+    for (int64_t j = 0; j < a.out_w; j += kBlock) {
+        const int64_t n = a.out_w - j < kBlock ? a.out_w - j : kBlock;
         const bool last = j + n == a.out_w;
         switch ((n + 15) / 16) {
             case 1: block3x3<S, P, R, 1>(b, rows, j, n, last, out); break;
@@ -185,7 +246,9 @@ void plane3x3(const Block3x3& b) {
 }
 
 void depthwise3x3_avx512(const Float32Depthwise3x3Args& a) {
-    const Block3x3 b{a, _mm512_set1_ps(a.bias), _mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi)};
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const Block3x3 b{a,    _mm512_set1_ps(a.bias), _mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi),
+                     even, _mm512_add_epi32(even, _mm512_set1_epi32(1))};
     if (a.stride == 2) {
         plane3x3<2, 0>(b);
     } else if (a.pad_w == 1) {
