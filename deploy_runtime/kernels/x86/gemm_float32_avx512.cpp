@@ -27,34 +27,46 @@ struct StridedRows {
     const float* row(const float* b, int64_t k) const { return b + k * stride; }
 };
 
-// kTail: fewer than 32 columns, read and written through masks.
-template <bool kTail, typename Rows>
+// kTail: fewer than 32 columns, read and written through masks. V: the vectors of 16 columns
+// summed, 1 where cols <= 16 (a plane's last columns: 14x14 planes end in 4, which two vectors
+// would spend 32 columns' multiply-adds on).
+template <bool kTail, int V, typename Rows>
 void gemm_8x32(int64_t k_count, const float* a, const float* b, Rows rows_of_b, const float* bias,
                float lo, float hi, int64_t rows, int64_t cols, float* c, int64_t c_stride) {
-    const __mmask16 mask0 = first_lanes(cols), mask1 = first_lanes(cols - 16);
-    __m512 vacc[kMr][2];
+    const __mmask16 mask[2] = {first_lanes(cols), first_lanes(cols - 16)};
+    __m512 vacc[kMr][V];
     if (bias != nullptr) {
 #pragma GCC unroll 8
         for (int r = 0; r < kMr; ++r) {
-            vacc[r][0] = vacc[r][1] = _mm512_set1_ps(bias[r]);
+#pragma GCC unroll 2
+            for (int v = 0; v < V; ++v) {
+                vacc[r][v] = _mm512_set1_ps(bias[r]);
+            }
         }
     } else {  // rows past `rows` start from zero, never read
 #pragma GCC unroll 8
         for (int r = 0; r < kMr; ++r) {
             const float* cr = c + (r < rows ? r : 0) * c_stride;
-            vacc[r][0] = _mm512_maskz_loadu_ps(mask0, cr);
-            vacc[r][1] = _mm512_maskz_loadu_ps(mask1, cr + 16);
+#pragma GCC unroll 2
+            for (int v = 0; v < V; ++v) {
+                vacc[r][v] = _mm512_maskz_loadu_ps(mask[v], cr + 16 * v);
+            }
         }
     }
     for (int64_t k = 0; k < k_count; ++k, a += kMr) {
         const float* bk = rows_of_b.row(b, k);
-        const __m512 vb0 = kTail ? _mm512_maskz_loadu_ps(mask0, bk) : _mm512_loadu_ps(bk);
-        const __m512 vb1 = kTail ? _mm512_maskz_loadu_ps(mask1, bk + 16) : _mm512_loadu_ps(bk + 16);
+        __m512 vb[V];
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) {
+            vb[v] = kTail ? _mm512_maskz_loadu_ps(mask[v], bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v);
+        }
 #pragma GCC unroll 8
         for (int r = 0; r < kMr; ++r) {
             const __m512 va = _mm512_set1_ps(a[r]);
-            vacc[r][0] = _mm512_fmadd_ps(va, vb0, vacc[r][0]);
-            vacc[r][1] = _mm512_fmadd_ps(va, vb1, vacc[r][1]);
+#pragma GCC unroll 2
+            for (int v = 0; v < V; ++v) {
+                vacc[r][v] = _mm512_fmadd_ps(va, vb[v], vacc[r][v]);
+            }
         }
     }
     // max(lo, v) then min(hi, v): each returns v where v is NaN, as FloatBounds::apply does.
@@ -62,10 +74,11 @@ void gemm_8x32(int64_t k_count, const float* a, const float* b, Rows rows_of_b, 
 #pragma GCC unroll 8
     for (int r = 0; r < kMr; ++r) {
         if (r < rows) {
-            const __m512 vy0 = _mm512_min_ps(vhi, _mm512_max_ps(vlo, vacc[r][0]));
-            const __m512 vy1 = _mm512_min_ps(vhi, _mm512_max_ps(vlo, vacc[r][1]));
-            _mm512_mask_storeu_ps(c + r * c_stride, mask0, vy0);
-            _mm512_mask_storeu_ps(c + r * c_stride + 16, mask1, vy1);
+#pragma GCC unroll 2
+            for (int v = 0; v < V; ++v) {
+                const __m512 vy = _mm512_min_ps(vhi, _mm512_max_ps(vlo, vacc[r][v]));
+                _mm512_mask_storeu_ps(c + r * c_stride + 16 * v, mask[v], vy);
+            }
         }
     }
 }
@@ -74,8 +87,10 @@ template <typename Rows>
 void gemm_8x32_avx512(int64_t k_count, const float* a, const float* b, Rows rows_of_b,
                       const float* bias, float lo, float hi, int64_t rows, int64_t cols, float* c,
                       int64_t c_stride) {
-    (cols < 32 ? gemm_8x32<true, Rows> : gemm_8x32<false, Rows>)(k_count, a, b, rows_of_b, bias,
-                                                                 lo, hi, rows, cols, c, c_stride);
+    (cols <= 16  ? gemm_8x32<true, 1, Rows>
+     : cols < 32 ? gemm_8x32<true, 2, Rows>
+                 : gemm_8x32<false, 2, Rows>)(k_count, a, b, rows_of_b, bias, lo, hi, rows, cols,
+                                              c, c_stride);
 }
 
 void run(int64_t k_count, const float* a, const float* b, const int64_t* b_offsets,
