@@ -494,7 +494,8 @@ def target_lines(results, args):
     lines = ["### Targets (issue 19; memory plan and peak RSS: issue 5), computed from this run",
              ""] + [f"- {'✅' if holds else '❌'} {text}" for text, holds in checks] + [""]
     ratios = [f"{model} {t}t {ms(model, 'qtk int8', t) / ms(model, 'qtk fp32', t):.2f}"
-              for model in results for t in args.threads if ms(model, "qtk fp32", t)]
+              for model in results for t in args.threads
+              if ms(model, "qtk fp32", t) and ms(model, "qtk int8", t)]
     if ratios:  # MegEngine reports int8 at 30-50% of its float time
         lines += ["qtk int8 / qtk fp32 (same runtime): " + ", ".join(ratios) + ".", ""]
     return lines

@@ -22,16 +22,17 @@ namespace detail {
 
 // The same sums with the roles swapped, for planes too small to fill nr pixel columns (a 7x7 plane
 // is 49 of 64): output channels are the vector lanes and `pixels` (<= pixel_rows) pixels the rows.
-// For p < pixels and j < 8 oc_tiles (oc_tiles <= 4; the A tiles of mr = 8 as packed for `run`,
-// w_tile_stride floats apart),
-//   c[p * 32 + j] = bounds(bias[j] + sum over k < k_count of w[(j / 8) w_tile_stride + 8 k + j % 8]
-//                                                             * x[x_offsets[k] + pixel_offsets[p]])
-// in the order of k, one fused multiply-add each: the bits of `run`. bias is read at 32 lanes; c
-// is written at pixels x 32, lanes past 8 oc_tiles holding no meaning.
+// For p < pixels and j < channels (<= 8 oc_tiles, oc_tiles <= 4; the A tiles of mr = 8 as packed
+// for `run`, w_tile_stride floats apart),
+//   c[j * c_stride + p] = bounds(bias[j] + sum over k < k_count of
+//                                w[(j / 8) w_tile_stride + 8 k + j % 8] * x[x_offsets[k] + pixel_offsets[p]])
+// in the order of k, one fused multiply-add each: the bits of `run`. bias is read at 32 lanes.
+// Nothing else of c is written.
 using Float32GemmPixelsFn = void (*)(int64_t k_count, const float* w, int64_t w_tile_stride,
                                      int64_t oc_tiles, const float* x, const int64_t* x_offsets,
                                      const int64_t* pixel_offsets, int64_t pixels,
-                                     const float* bias, float lo, float hi, float* c);
+                                     const float* bias, float lo, float hi, int64_t channels,
+                                     float* c, int64_t c_stride);
 
 struct Float32GemmUkernel {
     int mr;  // output channels per tile

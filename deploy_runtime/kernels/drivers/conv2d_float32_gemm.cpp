@@ -15,7 +15,7 @@
 // order has columns past the output rows (a window wider than 1 column), a block's results go to a
 // per-thread buffer and its real columns to y; else straight to y. Small planes, which nr columns
 // would fill badly, take the micro-kernel's pixel rows instead (run_pixels, where the ISA has it:
-// output channels in the lanes, pixels broadcast, same sums), stored transposed into y.
+// output channels in the lanes, pixels broadcast, same sums), which it transposes into y.
 //
 // Work. A task is one (sample, group) plane's block of wide outputs and a part of its
 // output-channel tiles. Blocks are cut so that the B rows of one K chunk stay in L2 while every
@@ -38,7 +38,6 @@ namespace {
 
 constexpr int64_t kMaxKChunk = 512;          // an A chunk of 16 KiB at mr 8: half of a 32 KiB L1
 constexpr int64_t kBlockBytes = 256 * 1024;  // the B rows of a block's K chunk: within L2
-constexpr int64_t kMaxPixelRows = 8;         // of any run_pixels
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -68,7 +67,8 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
         int64_t part_tiles, parts;     // output-channel tiles per part, parts per plane
         int64_t planes;                // samples x groups
         size_t phase_bytes;            // the phase planes of every input channel
-        WorkspaceLayout workspace;     // shared: phases, then K offsets; per thread: a block's rows
+        // Shared: phases, then K offsets (and pixel offsets); per thread: a block's rows.
+        WorkspaceLayout workspace;
 
         Plan(const Conv2dFloat32Gemm& kernel, const Shape& xs, int threads)
             : phases(kernel.params_, kernel.out_h(xs), kernel.out_w(xs)) {
@@ -90,7 +90,8 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
             block = ceil_div(ceil_div(wide, blocks), nr) * nr;
             blocks = ceil_div(wide, block);
             phase_bytes = size_t(xs[0] * xs[1] * phases.channel_floats(p)) * sizeof(float);
-            const size_t offsets_bytes = size_t(k_count) * sizeof(int64_t);
+            // The K offsets, and with pixel rows each output pixel's offset in the phases.
+            size_t offsets_bytes = size_t(k_count) * sizeof(int64_t);
             // Pixel rows where nr columns of wide order would compute 1/4 more outputs than
             // pixel_rows rows of real ones: their transposed stores, joined weight vectors and
             // per-call setup cost about as much as the 1/8 that 14x14 planes waste (224 columns
@@ -101,6 +102,7 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
                 pixels = ceil_div(plane, rows) * rows * 5 < blocks * block * 4;
                 panels = ceil_div(kernel.oc_tiles_, 4);
                 pixel_tiles = ceil_div(plane, rows);
+                offsets_bytes += pixels ? size_t(plane) * sizeof(int64_t) : 0;
             }
             const size_t rows_bytes = direct || pixels ? 0
                                       : size_t(part_tiles * kernel.ukernel_.mr * block) *
@@ -170,11 +172,19 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
             offsets[k] = k / taps * plan.phases.channel_stride(p) +
                          plan.phases.tap_offset(p, k % taps / p.kernel_w, k % p.kernel_w);
         }
+        int64_t* pixel_offsets = offsets + p.products_per_output();
+        if (plan.pixels) {  // once here, not 7 divisions per task
+            for (int64_t oy = 0, i = 0; oy < plan.out_h; ++oy) {
+                for (int64_t ox = 0; ox < plan.out_w; ++ox, ++i) {
+                    pixel_offsets[i] = oy * plan.phases.phase_w + ox;
+                }
+            }
+        }
         pool.parallel_for_slots(plan.tasks(), [&](int64_t slot, int64_t begin, int64_t end) {
             float* rows = reinterpret_cast<float*>(plan.workspace.slot(io.workspace, slot));
             for (int64_t task = begin; task < end; ++task) {
                 if (plan.pixels) {
-                    run_pixel_task(io, x, offsets, plan, task);
+                    run_pixel_task(io, x, offsets, pixel_offsets, plan, task);
                 } else {
                     run_task(io, x, offsets, plan, task, rows);
                 }
@@ -233,8 +243,8 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
 
     // One tile of pixel_rows pixels by one panel of 4 output-channel tiles (panels outermost, so
     // that threads split the weights and each panel stays in L2 across its pixel tiles).
-    void run_pixel_task(const NodeIO& io, const float* x, const int64_t* offsets, const Plan& plan,
-                        int64_t task) const {
+    void run_pixel_task(const NodeIO& io, const float* x, const int64_t* offsets,
+                        const int64_t* pixel_offsets, const Plan& plan, int64_t task) const {
         const Conv2dParams& p = params_;
         const Shape& xs = *io.input_shapes[0];
         const int64_t mr = ukernel_.mr, k_count = p.products_per_output();
@@ -247,26 +257,16 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
         const int64_t n = plane / p.groups, group = plane % p.groups;
         const float* x_group =
             x + (n * xs[1] + group * p.group_in_channels) * plan.phases.channel_stride(p);
-        int64_t pixel_offsets[kMaxPixelRows];
-        for (int64_t i = 0; i < pixels; ++i) {
-            const int64_t pixel = first_pixel + i;
-            pixel_offsets[i] = pixel / plan.out_w * plan.phases.phase_w + pixel % plan.out_w;
-        }
         const int64_t tile = group * oc_tiles_ + panel * 4;
         const int64_t per_group = p.out_per_group();
-        float c[kMaxPixelRows * 32];
-        ukernel_.run_pixels(k_count, packed_weights_.data() + tile * k_count * mr, k_count * mr,
-                            std::min<int64_t>(4, oc_tiles_ - panel * 4), x_group, offsets,
-                            pixel_offsets, pixels, packed_bias_.data() + tile * mr,
-                            constants_.bounds.lo, constants_.bounds.hi, c);
         float* y = io.output<float>(0) +
                    (n * p.out_channels + group * per_group + panel * 32) * plane_pixels +
                    first_pixel;
-        for (int64_t j = 0; j < std::min<int64_t>(32, per_group - panel * 32); ++j) {
-            for (int64_t i = 0; i < pixels; ++i) {
-                y[j * plane_pixels + i] = c[i * 32 + j];
-            }
-        }
+        ukernel_.run_pixels(k_count, packed_weights_.data() + tile * k_count * mr, k_count * mr,
+                            std::min<int64_t>(4, oc_tiles_ - panel * 4), x_group, offsets,
+                            pixel_offsets + first_pixel, pixels, packed_bias_.data() + tile * mr,
+                            constants_.bounds.lo, constants_.bounds.hi,
+                            std::min<int64_t>(32, per_group - panel * 32), y, plane_pixels);
     }
 
     static int64_t plane_tasks(const Plan& plan) { return plan.parts * plan.blocks; }

@@ -121,9 +121,30 @@ __m512 join(const float* lo, const float* hi) {
                                                _mm256_castps_pd(_mm256_loadu_ps(hi)), 1));
 }
 
+// Rows 0 .. 7 of 8 floats in, columns out: the 8x8 transpose of AVX.
+void transpose8x8(__m256 r[8]) {
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
 void run_pixels(int64_t k_count, const float* w, int64_t w_tile_stride, int64_t oc_tiles,
                 const float* x, const int64_t* x_offsets, const int64_t* pixel_offsets,
-                int64_t pixels, const float* bias, float lo, float hi, float* c) {
+                int64_t pixels, const float* bias, float lo, float hi, int64_t channels, float* c,
+                int64_t c_stride) {
     const float* vx[kPixelRows];
 #pragma GCC unroll 7
     for (int p = 0; p < kPixelRows; ++p) {
@@ -160,9 +181,31 @@ void run_pixels(int64_t k_count, const float* w, int64_t w_tile_stride, int64_t 
     const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
 #pragma GCC unroll 7
     for (int p = 0; p < kPixelRows; ++p) {
-        if (p < pixels) {
-            _mm512_storeu_ps(c + p * 32, _mm512_min_ps(vhi, _mm512_max_ps(vlo, vacc[p][0])));
-            _mm512_storeu_ps(c + p * 32 + 16, _mm512_min_ps(vhi, _mm512_max_ps(vlo, vacc[p][1])));
+        vacc[p][0] = _mm512_min_ps(vhi, _mm512_max_ps(vlo, vacc[p][0]));
+        vacc[p][1] = _mm512_min_ps(vhi, _mm512_max_ps(vlo, vacc[p][1]));
+    }
+    // Each group of 8 channels' pixels transposed in registers into 8 rows of c, `pixels` floats
+    // each (scalar copies of a 7x32 tile took a tenth of a 7x7 layer's time at K 160; Zen 4).
+    const __mmask8 row_mask = __mmask8((1u << pixels) - 1);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+        if (8 * g >= channels) {
+            break;
+        }
+        __m256 r[8];
+#pragma GCC unroll 7
+        for (int p = 0; p < kPixelRows; ++p) {
+            r[p] = g % 2 == 0 ? _mm512_castps512_ps256(vacc[p][g / 2])
+                              : _mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                    _mm512_castps_pd(vacc[p][g / 2]), 1));
+        }
+        r[7] = _mm256_setzero_ps();
+        transpose8x8(r);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+            if (8 * g + j < channels) {
+                _mm256_mask_storeu_ps(c + (8 * g + j) * c_stride, row_mask, r[j]);
+            }
         }
     }
 }
