@@ -84,13 +84,14 @@ __mmask16 inside(int64_t c, int64_t width) {
 // that the unrolled loop holds no branch (branches there grew the kernel past the instruction
 // cache: 2.4x the time on Zen 4). Left of the row (c < 0, pad_w <= 2: pair 0 of the first
 // vector) columns 0 on move up by pad_w lanes, so that no address before the row is formed.
-template <int V>
+template <int V, bool kLeft>
 struct SplitColumns {
     int64_t c[V][2];
     __mmask16 in_row[V][2][2];  // [vector][pair][low or high 16 columns]
-    __mmask16 left_lanes;       // the left edge's lanes in the row
-    __m512i left_shift;         // lane i <- column i - pad_w
-    bool left;                  // the first vector's pair 0 starts left of the row
+    // kLeft: the first vector's pair 0 starts left of the row. Its lanes in the row, the row's
+    // first 16 columns' lanes, and lane i <- column i - pad_w.
+    __mmask16 left_lanes = 0, row_lanes = 0;
+    __m512i left_shift;
 
     SplitColumns(int64_t j, int64_t pad_w, int64_t width) {
         for (int v = 0; v < V; ++v) {
@@ -100,25 +101,25 @@ struct SplitColumns {
                 in_row[v][pair][1] = inside(c[v][pair] + 16, width);
             }
         }
-        left = c[0][0] < 0;
-        left_lanes = inside(c[0][0], width);
-        const __m512i lane =
-            _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-        left_shift = _mm512_sub_epi32(lane, _mm512_set1_epi32(int32_t(pad_w)));
+        if (kLeft) {
+            left_lanes = in_row[0][0][0];
+            row_lanes = inside(0, width);
+            const __m512i lane =
+                _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+            left_shift = _mm512_sub_epi32(lane, _mm512_set1_epi32(int32_t(pad_w)));
+        }
     }
 
     // The 16 columns of tap kx for vector v of `row`.
     [[gnu::always_inline]] inline __m512 load(const float* row, int v, int kx, __m512i even,
-                                               __m512i odd, int64_t width) const {
+                                               __m512i odd) const {
         const int pair = kx == 2;
         const __m512 high = _mm512_maskz_loadu_ps(in_row[v][pair][1], row + c[v][pair] + 16);
-        __m512 low;
-        if (v == 0 && pair == 0 && left) {
-            low = _mm512_maskz_permutexvar_ps(left_lanes, left_shift,
-                                              _mm512_maskz_loadu_ps(inside(0, width), row));
-        } else {
-            low = _mm512_maskz_loadu_ps(in_row[v][pair][0], row + c[v][pair]);
-        }
+        const __m512 low =
+            kLeft && v == 0 && pair == 0
+                ? _mm512_maskz_permutexvar_ps(left_lanes, left_shift,
+                                              _mm512_maskz_loadu_ps(row_lanes, row))
+                : _mm512_maskz_loadu_ps(in_row[v][pair][0], row + c[v][pair]);
         return _mm512_permutex2var_ps(low, kx == 1 ? odd : even, high);
     }
 };
@@ -141,13 +142,14 @@ struct Block3x3 {
 // columns of padding left of column 0 (stride 1 only), read as zeros by masks (right of the last
 // one too); `last`: the row's last outputs. At stride 2 the rows are the input's own, split by
 // SplitColumns.
-template <int S, int P, int R, int V>
+template <int S, int P, int R, int V, bool kLeft>
 void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t count, bool last,
               float* out) {
     const __mmask16 mask = first_lanes(count - 16 * (V - 1));
     // Padding: tap kx = 2 of the row's last output reads column width, right of the input.
     const __mmask16 mask_right = P > 0 && last ? first_lanes(count - 16 * (V - 1) - 1) : mask;
-    const std::conditional_t<S == 2, SplitColumns<V>, NoSplit> split(j, b.a.pad_w, b.a.width);
+    const std::conditional_t<S == 2, SplitColumns<V, kLeft>, NoSplit> split(j, b.a.pad_w,
+                                                                             b.a.width);
     __m512 vw[9], vacc[R][V];
 #pragma GCC unroll 9
     for (int t = 0; t < 9; ++t) {
@@ -169,7 +171,7 @@ void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t co
             for (int v = 0; v < V; ++v) {
                 __m512 vx;
                 if constexpr (S == 2) {
-                    vx = split.load(row, v, kx, b.even, b.odd, b.a.width);
+                    vx = split.load(row, v, kx, b.even, b.odd);
                 } else if (P > 0 && kx == 0 && v == 0 && j == 0) {
                     // Columns -1 .. 14: 0 .. 14 loaded into lanes 1 .. 15, zero in lane 0.
                     const __mmask16 m = first_lanes((V == 1 ? count : 16) - 1);
@@ -207,6 +209,18 @@ void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t co
     }
 }
 
+// block3x3 for n outputs, 64 at most (32 at stride 2).
+template <int S, int P, int R, bool kLeft>
+void block3x3_columns(const Block3x3& b, const float* const* rows, int64_t j, int64_t n, bool last,
+                      float* out) {
+    switch ((n + 15) / 16) {
+        case 1: block3x3<S, P, R, 1, kLeft>(b, rows, j, n, last, out); break;
+        case 2: block3x3<S, P, R, 2, kLeft>(b, rows, j, n, last, out); break;
+        case 3: if constexpr (S == 1) block3x3<S, P, R, 3, kLeft>(b, rows, j, n, last, out); break;
+        default: if constexpr (S == 1) block3x3<S, P, R, 4, kLeft>(b, rows, j, n, last, out); break;
+    }
+}
+
 // Output rows [r0, r0 + R), 64 outputs at a time: the rows they read, a zero row for padding.
 template <int S, int P, int R>
 void band3x3(const Block3x3& b, int64_t r0) {
@@ -222,11 +236,10 @@ void band3x3(const Block3x3& b, int64_t r0) {
     for (int64_t j = 0; j < a.out_w; j += kBlock) {
         const int64_t n = a.out_w - j < kBlock ? a.out_w - j : kBlock;
         const bool last = j + n == a.out_w;
-        switch ((n + 15) / 16) {
-            case 1: block3x3<S, P, R, 1>(b, rows, j, n, last, out); break;
-            case 2: block3x3<S, P, R, 2>(b, rows, j, n, last, out); break;
-            case 3: block3x3<S, P, R, 3>(b, rows, j, n, last, out); break;
-            default: block3x3<S, P, R, 4>(b, rows, j, n, last, out); break;
+        if (S == 2 && j == 0 && a.pad_w > 0) {
+            block3x3_columns<S, P, R, true>(b, rows, j, n, last, out);
+        } else {
+            block3x3_columns<S, P, R, false>(b, rows, j, n, last, out);
         }
     }
 }
