@@ -567,7 +567,7 @@ def binary_peak_name(cpuinfo=None):
     """What qtk._C.measure_binary_peak times on this CPU: vpopcntq where the AVX-512 binary kernels
     run (VNNI, VBMI and VPOPCNTDQ), else AVX2's nibble-table popcount (vpshufb)."""
     flags = set(cpu_info(cpuinfo).get("flags", "").split())
-    if {"avx512_vnni", "avx512_vbmi", "avx512_vpopcntdq"} <= flags:
+    if {"avx512_vnni", "avx512vbmi", "avx512_vpopcntdq"} <= flags:  # Linux's spelling
         return "popcount peak (AVX-512 vpopcntq)"
     return "popcount peak (AVX2 nibble table)"
 

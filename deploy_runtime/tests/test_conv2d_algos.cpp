@@ -496,6 +496,8 @@ void test_requantize() {
             const Int8Output out = {zero_point, lo, static_cast<int32_t>(draw(rng, lo, 127))};
             // Per value; the one-channel form takes those of value 0.
             std::vector<int32_t> acc(count), offset(count), multiplier(count), shift(count);
+            // Spec 22's negative side (a fused PReLU's): signed multipliers, any shift.
+            std::vector<int32_t> negative_multiplier(count), negative_shift(count);
             std::vector<int32_t> total(count);  // acc + offset: the accumulator of spec 4
             for (size_t i = 0; i < count; ++i) {
                 offset[i] = static_cast<int32_t>(draw(rng, kMin, kMax));
@@ -504,13 +506,23 @@ void test_requantize() {
                 shift[i] = trial % 4 == 1           ? static_cast<int32_t>(rng.uniform(33, 54))
                            : rng.uniform(0, 1) == 0 ? shifts[rng.uniform(0, 9)]
                                                     : static_cast<int32_t>(rng.uniform(1, 62));
+                negative_multiplier[i] = static_cast<int32_t>(draw(rng, -kMax, kMax));
+                negative_shift[i] = rng.uniform(0, 1) == 0 ? shifts[rng.uniform(0, 9)]
+                                                           : static_cast<int32_t>(rng.uniform(1, 62));
             }
             // As rows of `width` values (a channel's row of pixels, or a pixel's channels in the
             // per-channel form), `gap` values apart: counts past one row come in rows, which each
             // start the vector lanes anew; the rest of the values are one more row.
             const int64_t width = trial % 3 == 0 ? int64_t(count) : trial % 13 + 1;
             const int64_t rows = int64_t(count) / width, gap = trial % 5, done = rows * width;
-            for (bool per_channel : {false, true}) {
+            for (int form = 0; form < 4; ++form) {
+                // The one-channel and per-channel forms, each plain and by sign (where the ISA has
+                // them).
+                const bool per_channel = form % 2 == 1, by_sign = form >= 2;
+                if (by_sign && (per_channel ? e.ukernel->channels_by_sign == nullptr
+                                            : e.ukernel->channel_by_sign == nullptr)) {
+                    continue;
+                }
                 const auto channel_of = [&](size_t i) {
                     return !per_channel ? 0 : int64_t(i) < done ? i % size_t(width) : i - done;
                 };
@@ -522,32 +534,43 @@ void test_requantize() {
                         draw(rng, kMin + std::max<int64_t>(offset[c], 0),
                              kMax + std::min<int64_t>(offset[c], 0)));
                     acc[i] = static_cast<int32_t>(int64_t{total[i]} - offset[c]);
-                    want[i] = qtk::arith::requantize(total[i], multiplier[c], shift[c],
-                                                     out.zero_point, out.lo, out.hi);
+                    want[i] = by_sign ? qtk::arith::requantize_by_sign(
+                                            total[i], multiplier[c], shift[c],
+                                            negative_multiplier[c], negative_shift[c],
+                                            out.zero_point, out.lo, out.hi)
+                                      : qtk::arith::requantize(total[i], multiplier[c], shift[c],
+                                                               out.zero_point, out.lo, out.hi);
                 }
                 std::vector<int32_t> strided(size_t(rows * (width + gap)), 0x7EADBEEF);
                 for (int64_t i = 0; i < done; ++i) {
                     strided[size_t(i / width * (width + gap) + i % width)] = acc[size_t(i)];
                 }
-                if (per_channel) {
-                    if (rows > 0) {  // (with none, width may pass the count per-channel values)
-                        e.ukernel->channels(strided.data(), width + gap, rows, width,
-                                            offset.data(), multiplier.data(), shift.data(), out,
-                                            got.data(), width);
+                // rows of `n` values `stride` apart from `from`, into y (y_stride apart).
+                const auto run = [&](const int32_t* from, int64_t stride, int64_t rows_, int64_t n,
+                                     int8_t* y, int64_t y_stride) {
+                    const Int8RequantizeUkernel& u = *e.ukernel;
+                    if (per_channel && by_sign) {
+                        u.channels_by_sign(from, stride, rows_, n, offset.data(), multiplier.data(),
+                                           shift.data(), negative_multiplier.data(),
+                                           negative_shift.data(), out, y, y_stride);
+                    } else if (per_channel) {
+                        u.channels(from, stride, rows_, n, offset.data(), multiplier.data(),
+                                   shift.data(), out, y, y_stride);
+                    } else if (by_sign) {
+                        u.channel_by_sign(from, stride, rows_, n, offset[0], multiplier[0],
+                                          shift[0], negative_multiplier[0], negative_shift[0],
+                                          out, y);
+                    } else {
+                        u.channel(from, stride, rows_, n, offset[0], multiplier[0], shift[0], out,
+                                  y);
                     }
-                    if (done < int64_t(count)) {
-                        e.ukernel->channels(acc.data() + done, 0, 1, int64_t(count) - done,
-                                            offset.data(), multiplier.data(), shift.data(), out,
-                                            got.data() + done, 0);
-                    }
-                } else {
-                    e.ukernel->channel(strided.data(), width + gap, rows, width, offset[0],
-                                       multiplier[0], shift[0], out, got.data());
-                    if (done < int64_t(count)) {
-                        e.ukernel->channel(acc.data() + done, 0, 1, int64_t(count) - done,
-                                           offset[0], multiplier[0], shift[0], out,
-                                           got.data() + done);
-                    }
+                };
+                // (with no rows, width may pass the count per-channel values)
+                if (rows > 0) {
+                    run(strided.data(), width + gap, rows, width, got.data(), width);
+                }
+                if (done < int64_t(count)) {
+                    run(acc.data() + done, 0, 1, int64_t(count) - done, got.data() + done, 0);
                 }
                 for (size_t i = 0; i < count; ++i) {
                     const size_t c = channel_of(i);
@@ -555,7 +578,8 @@ void test_requantize() {
                         qtk_test::report_failure(
                             __FILE__, __LINE__,
                             std::string(e.name) + (per_channel ? " channels" : " channel") +
-                                ": acc " + std::to_string(total[i]) + " M " +
+                                (by_sign ? " by sign" : "") + ": acc " +
+                                std::to_string(total[i]) + " M " +
                                 std::to_string(multiplier[c]) + " n " + std::to_string(shift[c]) +
                                 " z " + std::to_string(out.zero_point) + " [" +
                                 std::to_string(out.lo) + ", " + std::to_string(out.hi) +

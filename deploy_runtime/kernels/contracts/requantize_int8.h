@@ -68,6 +68,19 @@ struct Int8RequantizeUkernel {
     void (*channels)(const int32_t* acc, int64_t acc_stride, int64_t pixels, int64_t count,
                      const int32_t* offset, const int32_t* multiplier, const int32_t* shift,
                      const Int8Output& out, int8_t* y, int64_t y_stride);
+    // The same two by spec 22's sign rule (a fused PReLU): a value v = acc + offset below zero
+    // takes (negative_multiplier, negative_shift), |negative_multiplier| < 2^31, the others
+    // (multiplier, shift): y = arith::requantize_by_sign(v, ...). Null where the ISA has none (the
+    // caller then requantizes value by value).
+    void (*channel_by_sign)(const int32_t* acc, int64_t acc_stride, int64_t rows, int64_t count,
+                            int32_t offset, int32_t multiplier, int32_t shift,
+                            int32_t negative_multiplier, int32_t negative_shift,
+                            const Int8Output& out, int8_t* y) = nullptr;
+    void (*channels_by_sign)(const int32_t* acc, int64_t acc_stride, int64_t pixels,
+                             int64_t count, const int32_t* offset, const int32_t* multiplier,
+                             const int32_t* shift, const int32_t* negative_multiplier,
+                             const int32_t* negative_shift, const Int8Output& out, int8_t* y,
+                             int64_t y_stride) = nullptr;
 };
 
 extern const Int8RequantizeUkernel kInt8RequantizeAvx2;

@@ -60,7 +60,11 @@ class Conv2dInt8Epilogue {
     // add (add_residual).
     void requantize_rows(int64_t oc, const int32_t* acc, int64_t acc_stride, int64_t rows,
                          int64_t count, int32_t offset, int8_t* y) const {
-        if (k_.fused_prelu()) {
+        if (k_.fused_prelu() && requantize_.channel_by_sign != nullptr) {
+            requantize_.channel_by_sign(acc, acc_stride, rows, count, offset, k_.multiplier[oc],
+                                        k_.shift[oc], k_.negative_multiplier[oc],
+                                        k_.negative_shift[oc], out_, y);
+        } else if (k_.fused_prelu()) {
             for (int64_t r = 0; r < rows; ++r) {
                 for (int64_t i = 0; i < count; ++i) {
                     y[r * count + i] = k_.requantize(oc, acc[r * acc_stride + i] + offset);
@@ -77,7 +81,12 @@ class Conv2dInt8Epilogue {
     // residual's alike).
     void pixels(int64_t oc, const int32_t* acc, int64_t acc_stride, int64_t pixels, int64_t count,
                 const int32_t* offset, int8_t* y, int64_t y_stride, const int8_t* residual) const {
-        if (k_.fused_prelu()) {
+        if (k_.fused_prelu() && requantize_.channels_by_sign != nullptr) {
+            requantize_.channels_by_sign(acc, acc_stride, pixels, count, offset,
+                                         k_.multiplier.data() + oc, k_.shift.data() + oc,
+                                         k_.negative_multiplier.data() + oc,
+                                         k_.negative_shift.data() + oc, out_, y, y_stride);
+        } else if (k_.fused_prelu()) {
             for (int64_t p = 0; p < pixels; ++p) {
                 for (int64_t j = 0; j < count; ++j) {
                     y[p * y_stride + j] =

@@ -74,8 +74,9 @@ void store_lanes(__m256i vy, int64_t count, int8_t* y) {
     }
 }
 
-void requantize8(const int32_t* acc, int64_t count, const Params& p, const Output& o, int8_t* y) {
-    const __m256i vacc = _mm256_add_epi32(load_lanes(acc, count), p.offset);
+// 8 values that already hold their offset, requantized into lanes [0, count) of y.
+void requantize8_values(__m256i vacc, int64_t count, const Params& p, const Output& o,
+                        int8_t* y) {
     const __m256i veven =
         scale(_mm256_mul_epi32(vacc, p.multiplier_even), p.round_even, p.shift_even, o);
     const __m256i vodd = scale(_mm256_mul_epi32(_mm256_srli_epi64(vacc, 32), p.multiplier_odd),
@@ -83,6 +84,22 @@ void requantize8(const int32_t* acc, int64_t count, const Params& p, const Outpu
     const __m256i vy = _mm256_add_epi32(
         _mm256_blend_epi32(veven, _mm256_slli_epi64(vodd, 32), 0xAA), o.zero_point);
     store_lanes(vy, count, y);
+}
+
+void requantize8(const int32_t* acc, int64_t count, const Params& p, const Output& o, int8_t* y) {
+    requantize8_values(_mm256_add_epi32(load_lanes(acc, count), p.offset), count, p, o, y);
+}
+
+// Spec 22 (a fused PReLU): each lane's multiplier and shift chosen by the sign of its value, then
+// the int64 form, which takes any per-lane pair (vpmuldq multiplies signed).
+void requantize8_by_sign(const int32_t* acc, int64_t count, __m256i voffset,
+                         const __m256i multiplier[2], const __m256i shift[2], const Output& o,
+                         int8_t* y) {
+    const __m256i vacc = _mm256_add_epi32(load_lanes(acc, count), voffset);
+    const __m256i vnegative = _mm256_cmpgt_epi32(_mm256_setzero_si256(), vacc);
+    const Params p = make_params(_mm256_blendv_epi8(multiplier[0], multiplier[1], vnegative),
+                                 _mm256_blendv_epi8(shift[0], shift[1], vnegative), voffset);
+    requantize8_values(vacc, count, p, o, y);
 }
 
 // The high-half form of requantize_int8.h, for 33 <= n <= 54: the products' high int32 halves,
@@ -176,10 +193,47 @@ void requantize_channels_avx2(const int32_t* acc, int64_t acc_stride, int64_t pi
     }
 }
 
+void requantize_channel_by_sign_avx2(const int32_t* acc, int64_t acc_stride, int64_t rows,
+                                     int64_t count, int32_t offset, int32_t multiplier,
+                                     int32_t shift, int32_t negative_multiplier,
+                                     int32_t negative_shift, const Int8Output& out, int8_t* y) {
+    const __m256i vmultiplier[2] = {_mm256_set1_epi32(multiplier),
+                                    _mm256_set1_epi32(negative_multiplier)};
+    const __m256i vshift[2] = {_mm256_set1_epi32(shift), _mm256_set1_epi32(negative_shift)};
+    const __m256i voffset = _mm256_set1_epi32(offset);
+    const Output o = make_output(out);
+    for (int64_t r = 0; r < rows; ++r, acc += acc_stride, y += count) {
+        for (int64_t i = 0; i < count; i += 8) {
+            requantize8_by_sign(acc + i, count - i, voffset, vmultiplier, vshift, o, y + i);
+        }
+    }
+}
+
+void requantize_channels_by_sign_avx2(const int32_t* acc, int64_t acc_stride, int64_t pixels,
+                                      int64_t count, const int32_t* offset,
+                                      const int32_t* multiplier, const int32_t* shift,
+                                      const int32_t* negative_multiplier,
+                                      const int32_t* negative_shift, const Int8Output& out,
+                                      int8_t* y, int64_t y_stride) {
+    const Output o = make_output(out);
+    for (int64_t i = 0; i < count; i += 8) {
+        const __m256i vmultiplier[2] = {load_lanes(multiplier + i, count - i),
+                                        load_lanes(negative_multiplier + i, count - i)};
+        const __m256i vshift[2] = {load_lanes(shift + i, count - i),
+                                   load_lanes(negative_shift + i, count - i)};
+        const __m256i voffset = load_lanes(offset + i, count - i);
+        for (int64_t r = 0; r < pixels; ++r) {
+            requantize8_by_sign(acc + r * acc_stride + i, count - i, voffset, vmultiplier, vshift,
+                                o, y + r * y_stride + i);
+        }
+    }
+}
+
 }  // namespace
 
-extern const Int8RequantizeUkernel kInt8RequantizeAvx2 = {requantize_channel_avx2,
-                                                          requantize_channels_avx2};
+extern const Int8RequantizeUkernel kInt8RequantizeAvx2 = {
+    requantize_channel_avx2, requantize_channels_avx2, requantize_channel_by_sign_avx2,
+    requantize_channels_by_sign_avx2};
 
 }  // namespace detail
 }  // namespace qtk

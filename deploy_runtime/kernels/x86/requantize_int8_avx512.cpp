@@ -167,10 +167,63 @@ void requantize_channels_avx512(const int32_t* acc, int64_t acc_stride, int64_t 
     }
 }
 
+// Spec 22 (a fused PReLU): each lane's multiplier and shift chosen by the sign of its value, then
+// the int64 form, which takes any per-lane pair (vpmuldq multiplies signed, so a negative slope's
+// negative multiplier needs nothing more).
+void requantize16_by_sign(const int32_t* acc, __mmask16 mask, __m512i voffset,
+                          const __m512i multiplier[2], const __m512i shift[2],
+                          const Int8Output& out, int8_t* y) {
+    const __m512i vacc = _mm512_add_epi32(_mm512_maskz_loadu_epi32(mask, acc), voffset);
+    const __mmask16 negative = _mm512_cmplt_epi32_mask(vacc, _mm512_setzero_si512());
+    const Int8Exact16 p =
+        int8_exact16(_mm512_mask_blend_epi32(negative, multiplier[0], multiplier[1]),
+                     _mm512_mask_blend_epi32(negative, shift[0], shift[1]), out);
+    _mm_mask_storeu_epi8(y, mask, _mm512_cvtepi32_epi8(int8_requantize16_exact(vacc, p)));
+}
+
+void requantize_channel_by_sign_avx512(const int32_t* acc, int64_t acc_stride, int64_t rows,
+                                       int64_t count, int32_t offset, int32_t multiplier,
+                                       int32_t shift, int32_t negative_multiplier,
+                                       int32_t negative_shift, const Int8Output& out, int8_t* y) {
+    const __m512i vmultiplier[2] = {_mm512_set1_epi32(multiplier),
+                                    _mm512_set1_epi32(negative_multiplier)};
+    const __m512i vshift[2] = {_mm512_set1_epi32(shift), _mm512_set1_epi32(negative_shift)};
+    const __m512i voffset = _mm512_set1_epi32(offset);
+    for (int64_t r = 0; r < rows; ++r, acc += acc_stride, y += count) {
+        for (int64_t i = 0; i < count; i += 16) {
+            requantize16_by_sign(acc + i, first_lanes(count - i), voffset, vmultiplier, vshift,
+                                 out, y + i);
+        }
+    }
+}
+
+void requantize_channels_by_sign_avx512(const int32_t* acc, int64_t acc_stride, int64_t pixels,
+                                        int64_t count, const int32_t* offset,
+                                        const int32_t* multiplier, const int32_t* shift,
+                                        const int32_t* negative_multiplier,
+                                        const int32_t* negative_shift, const Int8Output& out,
+                                        int8_t* y, int64_t y_stride) {
+    for (int64_t i = 0; i < count; i += 16) {
+        const __mmask16 mask = first_lanes(count - i);
+        const __m512i vmultiplier[2] = {_mm512_maskz_loadu_epi32(mask, multiplier + i),
+                                        _mm512_maskz_loadu_epi32(mask, negative_multiplier + i)};
+        // Masked-off lanes read shift 1, which the int64 form takes like any other.
+        const __m512i vone = _mm512_set1_epi32(1);
+        const __m512i vshift[2] = {_mm512_mask_loadu_epi32(vone, mask, shift + i),
+                                   _mm512_mask_loadu_epi32(vone, mask, negative_shift + i)};
+        const __m512i voffset = _mm512_maskz_loadu_epi32(mask, offset + i);
+        for (int64_t r = 0; r < pixels; ++r) {
+            requantize16_by_sign(acc + r * acc_stride + i, mask, voffset, vmultiplier, vshift,
+                                 out, y + r * y_stride + i);
+        }
+    }
+}
+
 }  // namespace
 
-extern const Int8RequantizeUkernel kInt8RequantizeAvx512 = {requantize_channel_avx512,
-                                                            requantize_channels_avx512};
+extern const Int8RequantizeUkernel kInt8RequantizeAvx512 = {
+    requantize_channel_avx512, requantize_channels_avx512, requantize_channel_by_sign_avx512,
+    requantize_channels_by_sign_avx512};
 
 }  // namespace detail
 }  // namespace qtk
