@@ -581,6 +581,9 @@ void test_requantize() {
                                 (by_sign ? " by sign" : "") + ": acc " +
                                 std::to_string(total[i]) + " M " +
                                 std::to_string(multiplier[c]) + " n " + std::to_string(shift[c]) +
+                                (by_sign ? " (negative M " + std::to_string(negative_multiplier[c]) +
+                                               " n " + std::to_string(negative_shift[c]) + ")"
+                                         : "") +
                                 " z " + std::to_string(out.zero_point) + " [" +
                                 std::to_string(out.lo) + ", " + std::to_string(out.hi) +
                                 "] gives " + std::to_string(got[i]) + ", expected " +
