@@ -155,3 +155,17 @@ def test_the_cuda_report_puts_whole_models_and_their_bytes_first():
     assert lines.index("Conv layers at batch 1:") > 3
     assert "| resnet18 | 3x3 64@56 | 4 | 0.0500 | 0.0400 |  | 5.0 | 0.0100 | 0.0200 | 0.25x |" \
         in lines
+
+
+def test_targets_of_a_run_of_some_engines_only():
+    """A run limited to the float engines (--engines) computes the fp32 targets and no int8 / fp32
+    ratio, which needs qtk int8 too."""
+    import argparse
+
+    from benchmarks.peers import target_lines
+
+    engines = {"qtk fp32": {"median_ms_1t": 7.5}, "ONNX Runtime fp32": {"median_ms_1t": 7.2}}
+    lines = target_lines({"mobilenet_v2": {"engines": engines}}, argparse.Namespace(threads=[1]))
+    assert any("1t mobilenet_v2: qtk fp32 / fastest peer fp32 (ONNX Runtime fp32) = 1.04" in line
+               for line in lines)
+    assert not any("qtk int8 / qtk fp32" in line for line in lines)

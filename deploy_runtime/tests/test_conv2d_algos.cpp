@@ -507,8 +507,9 @@ void test_requantize() {
                            : rng.uniform(0, 1) == 0 ? shifts[rng.uniform(0, 9)]
                                                     : static_cast<int32_t>(rng.uniform(1, 62));
                 negative_multiplier[i] = static_cast<int32_t>(draw(rng, -kMax, kMax));
-                negative_shift[i] = rng.uniform(0, 1) == 0 ? shifts[rng.uniform(0, 9)]
-                                                           : static_cast<int32_t>(rng.uniform(1, 62));
+                negative_shift[i] = rng.uniform(0, 1) == 0
+                                        ? shifts[rng.uniform(0, 9)]
+                                        : static_cast<int32_t>(rng.uniform(1, 62));
             }
             // As rows of `width` values (a channel's row of pixels, or a pixel's channels in the
             // per-channel form), `gap` values apart: counts past one row come in rows, which each
@@ -546,23 +547,24 @@ void test_requantize() {
                     strided[size_t(i / width * (width + gap) + i % width)] = acc[size_t(i)];
                 }
                 // rows of `n` values `stride` apart from `from`, into y (y_stride apart).
-                const auto run = [&](const int32_t* from, int64_t stride, int64_t rows_, int64_t n,
-                                     int8_t* y, int64_t y_stride) {
+                const auto run = [&](const int32_t* from, int64_t stride, int64_t row_count,
+                                     int64_t n, int8_t* y, int64_t y_stride) {
                     const Int8RequantizeUkernel& u = *e.ukernel;
                     if (per_channel && by_sign) {
-                        u.channels_by_sign(from, stride, rows_, n, offset.data(), multiplier.data(),
-                                           shift.data(), negative_multiplier.data(),
-                                           negative_shift.data(), out, y, y_stride);
+                        u.channels_by_sign(from, stride, row_count, n, offset.data(),
+                                           multiplier.data(), shift.data(),
+                                           negative_multiplier.data(), negative_shift.data(), out,
+                                           y, y_stride);
                     } else if (per_channel) {
-                        u.channels(from, stride, rows_, n, offset.data(), multiplier.data(),
+                        u.channels(from, stride, row_count, n, offset.data(), multiplier.data(),
                                    shift.data(), out, y, y_stride);
                     } else if (by_sign) {
-                        u.channel_by_sign(from, stride, rows_, n, offset[0], multiplier[0],
+                        u.channel_by_sign(from, stride, row_count, n, offset[0], multiplier[0],
                                           shift[0], negative_multiplier[0], negative_shift[0],
                                           out, y);
                     } else {
-                        u.channel(from, stride, rows_, n, offset[0], multiplier[0], shift[0], out,
-                                  y);
+                        u.channel(from, stride, row_count, n, offset[0], multiplier[0], shift[0],
+                                  out, y);
                     }
                 };
                 // (with no rows, width may pass the count per-channel values)
@@ -581,8 +583,9 @@ void test_requantize() {
                                 (by_sign ? " by sign" : "") + ": acc " +
                                 std::to_string(total[i]) + " M " +
                                 std::to_string(multiplier[c]) + " n " + std::to_string(shift[c]) +
-                                (by_sign ? " (negative M " + std::to_string(negative_multiplier[c]) +
-                                               " n " + std::to_string(negative_shift[c]) + ")"
+                                (by_sign ? " (negative M " +
+                                               std::to_string(negative_multiplier[c]) + " n " +
+                                               std::to_string(negative_shift[c]) + ")"
                                          : "") +
                                 " z " + std::to_string(out.zero_point) + " [" +
                                 std::to_string(out.lo) + ", " + std::to_string(out.hi) +

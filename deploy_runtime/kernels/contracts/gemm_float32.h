@@ -25,7 +25,8 @@ namespace detail {
 // For p < pixels and j < channels (<= 8 oc_tiles, oc_tiles <= 4; the A tiles of mr = 8 as packed
 // for `run`, w_tile_stride floats apart),
 //   c[j * c_stride + p] = bounds(bias[j] + sum over k < k_count of
-//                                w[(j / 8) w_tile_stride + 8 k + j % 8] * x[x_offsets[k] + pixel_offsets[p]])
+//                                w[(j / 8) w_tile_stride + 8 k + j % 8]
+//                                * x[x_offsets[k] + pixel_offsets[p]])
 // in the order of k, one fused multiply-add each: the bits of `run`. bias is read at 32 lanes.
 // Nothing else of c is written.
 using Float32GemmPixelsFn = void (*)(int64_t k_count, const float* w, int64_t w_tile_stride,

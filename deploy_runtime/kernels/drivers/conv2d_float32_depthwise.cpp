@@ -8,19 +8,21 @@
 // and the same for every thread count and batch.
 //
 // Work: one (sample, channel) plane is one thread-pool task. Where the ISA has the 3x3 block kernel
-// (AVX-512), 3x3 undilated layers go to it: output rows in blocks that load each padded row once
-// for all the rows reading it, straight into y (the row kernel, bound by its 9 loads a vector,
-// took 1.5x the time on 112x112 planes, 1.3x on 14x14, 1.15x on 7x7 and at stride 2; Zen 4). With
-// at most `stride` columns of padding it reads the input plane itself, padding as zero rows and
-// masked lanes (copying planes first took 1.3x the time at 112x112 and 56x56, 1.4x on 14x14 and
-// 7x7; at stride 2, phase planes 1.5x at 112x112 and 56x56). Everything else reads phase planes (conv2d_phase_planes.h: zero-padded, split by
-// stride), where every tap of a run of outputs reads a contiguous run; a thread writes their
-// padding with its first plane of a run only. Short rows (fewer than kWideRowsBelow outputs) are
-// summed in one row-kernel call for the whole plane in wide order, into a buffer whose real
-// columns then go to y: per-row calls spent more on their setup than on their 9 or 25 vectors
-// (7x7 planes: 1.7x the time; rows of 56: 1.5x). Longer rows are one call each, straight into y,
-// their phase rows built into an L1 ring just before the first output row that reads them: at
-// 112x112, whole planes and bands of rows in wide order both measured slower (Zen 4).
+// (AVX-512), 3x3 undilated layers with at most `stride` columns of padding (and any at stride 1)
+// go to it: output rows in blocks that load each padded row once for all the rows reading it,
+// straight into y (the row kernel, bound by its 9 loads a vector, took 1.5x the time on 112x112
+// planes, 1.3x on 14x14, 1.15x on 7x7 and at stride 2; Zen 4). With at most `stride` columns of
+// padding it reads the input plane itself, padding as zero rows and masked lanes (copying planes
+// first took 1.3x the time at 112x112 and 56x56, 1.4x on 14x14 and 7x7; at stride 2, phase planes
+// 1.5x at 112x112 and 56x56). Everything else reads phase planes (conv2d_phase_planes.h:
+// zero-padded, split by stride), where every tap of a run of outputs reads a contiguous run; a
+// thread writes their padding with its first plane of a run only. Short rows (fewer than
+// kWideRowsBelow outputs) are summed in one row-kernel call for the whole plane in wide order,
+// into a buffer whose real columns then go to y: per-row calls spent more on their setup than on
+// their 9 or 25 vectors (7x7 planes: 1.7x the time; rows of 56: 1.5x). Longer rows are one call
+// each, straight into y, their phase rows built into an L1 ring just before the first output row
+// that reads them: at 112x112, whole planes and bands of rows in wide order both measured slower
+// (Zen 4).
 #include <algorithm>
 #include <cstring>
 

@@ -32,14 +32,16 @@ bool fits_depthwise_channels(const Conv2dParams& p) {
 }
 
 // The default except where the plane kernels' 3x3 block kernel fills its lanes well enough to pay
-// less than the transposes: 3x3 undilated layers with outputs wider than 7 columns. Per layer
+// less than the transposes: 3x3 undilated layers with outputs wider than 7 columns (at stride 2
+// with at most 2 columns of padding, which the block kernel takes). Per layer
 // against the plane kernels, 1 thread, Zen 5: 5x5 1.1-2.4x faster on every plane up to 56x56 (960
 // channels 7x7 44.8 vs 106.4 us; 672 14x14 stride 2 49.8 vs 98.1); 3x3 on 7x7 35.2 vs 44.5 us; but
 // 3x3 on 14x14 69.4 vs 64.9 us, 56x56 297.1 vs 211.3. At stride 2, once the block kernel split
 // the columns in registers (Zen 4): 576 channels 14x14 45.8 vs 53.5 us, but 192 28x28 41.9 vs 31.8.
 bool prefers_depthwise_channels(const Conv2dParams& p) {
     const bool block3x3 = p.kernel_h == 3 && p.kernel_w == 3 && p.dilation_h == 1 &&
-                          p.dilation_w == 1 && p.stride_h == p.stride_w;
+                          p.dilation_w == 1 && p.stride_h == p.stride_w &&
+                          (p.stride_w == 1 || p.pad_w <= p.stride_w);
     return !block3x3 || (p.out_w > 0 && p.out_w <= 7);
 }
 

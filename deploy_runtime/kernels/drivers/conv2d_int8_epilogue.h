@@ -1,8 +1,8 @@
 // How every optimized int8 conv2d algorithm finishes a row of output pixels of one channel (or, in
 // channels-last layout, a run of channels of each of some pixels): the requantization of
-// requantize_int8.h (a fused PReLU's two sides, spec 22, element by element) and, where the graph
-// pass fused one (conv2d.h), the residual add of vadd_int8.h over the bytes just written, while
-// they are still in cache. Both are exact, so the row equals the reference's conv then add. Built
+// requantize_int8.h (a fused PReLU's two sides, spec 22, by sign where the ISA has that form,
+// else value by value) and, where the graph pass fused one (conv2d.h), the residual add of
+// vadd_int8.h over the bytes just written, while they are still in cache. Both are exact, so the row equals the reference's conv then add. Built
 // with the baseline flags.
 #pragma once
 

@@ -7,8 +7,6 @@
 // broadcast from memory (64 outputs and the weights in registers spilled: 1.25x the time, Zen 4).
 #include "avx512_intrinsics.h"
 
-#include <type_traits>
-
 #include "../contracts/depthwise_float32.h"
 
 namespace qtk {
@@ -84,7 +82,7 @@ __mmask16 inside(int64_t c, int64_t width) {
 // that the unrolled loop holds no branch (branches there grew the kernel past the instruction
 // cache: 2.4x the time on Zen 4). Left of the row (c < 0, pad_w <= 2: pair 0 of the first
 // vector) columns 0 on move up by pad_w lanes, so that no address before the row is formed.
-template <int V, bool kLeft>
+template <int S, int V, bool kLeft>
 struct SplitColumns {
     int64_t c[V][2];
     __mmask16 in_row[V][2][2];  // [vector][pair][low or high 16 columns]
@@ -101,7 +99,7 @@ struct SplitColumns {
                 in_row[v][pair][1] = inside(c[v][pair] + 16, width);
             }
         }
-        if (kLeft) {
+        if constexpr (kLeft) {
             left_lanes = in_row[0][0][0];
             row_lanes = inside(0, width);
             const __m512i lane =
@@ -124,8 +122,9 @@ struct SplitColumns {
     }
 };
 
-struct NoSplit {  // stride 1
-    NoSplit(int64_t, int64_t, int64_t) {}
+template <int V, bool kLeft>
+struct SplitColumns<1, V, kLeft> {  // stride 1: the rows are read as they lie
+    SplitColumns(int64_t, int64_t, int64_t) {}
 };
 
 // The block kernel's per-call constants, in registers.
@@ -136,7 +135,8 @@ struct Block3x3 {
 };
 
 // 3x3 at stride S, output rows [0, R) x outputs [j, j + count), 16 (V - 1) < count <= 16 V, in
-// R V sums (unrolled: sums and weights stay in registers). Output row r's tap ky reads padded row
+// R V sums (unrolled: sums stay in registers, and at stride 1 the weights; at stride 2 each
+// multiply-add broadcasts its weight from memory). Output row r's tap ky reads padded row
 // u = S r + ky, held by rows[u]; each padded row's three column vectors are loaded once for all
 // the sums reading it, and as u grows each sum still takes its taps in (ky, kx) order. P: the
 // columns of padding left of column 0 (stride 1 only), read as zeros by masks (right of the last
@@ -148,13 +148,22 @@ void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t co
     const __mmask16 mask = first_lanes(count - 16 * (V - 1));
     // Padding: tap kx = 2 of the row's last output reads column width, right of the input.
     const __mmask16 mask_right = P > 0 && last ? first_lanes(count - 16 * (V - 1) - 1) : mask;
-    const std::conditional_t<S == 2, SplitColumns<V, kLeft>, NoSplit> split(j, b.a.pad_w,
-                                                                             b.a.width);
+    const SplitColumns<S, V, kLeft> split(j, b.a.pad_w, b.a.width);
     __m512 vw[9], vacc[R][V];
+    if constexpr (S == 1) {
 #pragma GCC unroll 9
-    for (int t = 0; t < 9; ++t) {
-        vw[t] = _mm512_set1_ps(b.a.weights[t]);
+        for (int t = 0; t < 9; ++t) {
+            vw[t] = _mm512_set1_ps(b.a.weights[t]);
+        }
     }
+    // At stride 2 the multiply-add broadcasts the weight itself: 9 registers in the split's use.
+    const auto weight = [&](int t) {
+        if constexpr (S == 1) {
+            return vw[t];
+        } else {
+            return _mm512_set1_ps(b.a.weights[t]);
+        }
+    };
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
@@ -187,11 +196,7 @@ void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t co
                 for (int ky = 2; ky >= 0; --ky) {  // r = (u - ky) / S: the lowest row first
                     const int r = (u - ky) / S;
                     if (u >= ky && (u - ky) % S == 0 && r < R) {
-                        // At stride 2 the weights are broadcast from memory by the multiply-add
-                        // itself: 9 registers in the split's use.
-                        const __m512 w =
-                            S == 2 ? _mm512_set1_ps(b.a.weights[3 * ky + kx]) : vw[3 * ky + kx];
-                        vacc[r][v] = _mm512_fmadd_ps(w, vx, vacc[r][v]);
+                        vacc[r][v] = _mm512_fmadd_ps(weight(3 * ky + kx), vx, vacc[r][v]);
                     }
                 }
             }
@@ -216,12 +221,23 @@ void block3x3_columns(const Block3x3& b, const float* const* rows, int64_t j, in
     switch ((n + 15) / 16) {
         case 1: block3x3<S, P, R, 1, kLeft>(b, rows, j, n, last, out); break;
         case 2: block3x3<S, P, R, 2, kLeft>(b, rows, j, n, last, out); break;
-        case 3: if constexpr (S == 1) block3x3<S, P, R, 3, kLeft>(b, rows, j, n, last, out); break;
-        default: if constexpr (S == 1) block3x3<S, P, R, 4, kLeft>(b, rows, j, n, last, out); break;
+        case 3: {
+            if constexpr (S == 1) {
+                block3x3<S, P, R, 3, kLeft>(b, rows, j, n, last, out);
+            }
+            break;
+        }
+        default: {
+            if constexpr (S == 1) {
+                block3x3<S, P, R, 4, kLeft>(b, rows, j, n, last, out);
+            }
+            break;
+        }
     }
 }
 
-// Output rows [r0, r0 + R), 64 outputs at a time: the rows they read, a zero row for padding.
+// Output rows [r0, r0 + R), 64 outputs at a time (32 at stride 2): the rows they read, a zero
+// row for padding.
 template <int S, int P, int R>
 void band3x3(const Block3x3& b, int64_t r0) {
     const Float32Depthwise3x3Args& a = b.a;
@@ -236,8 +252,12 @@ void band3x3(const Block3x3& b, int64_t r0) {
     for (int64_t j = 0; j < a.out_w; j += kBlock) {
         const int64_t n = a.out_w - j < kBlock ? a.out_w - j : kBlock;
         const bool last = j + n == a.out_w;
-        if (S == 2 && j == 0 && a.pad_w > 0) {
-            block3x3_columns<S, P, R, true>(b, rows, j, n, last, out);
+        bool left = false;  // (stride 1 reads its left padding by masks of its own)
+        if constexpr (S == 2) {
+            left = j == 0 && a.pad_w > 0;
+        }
+        if (left) {
+            block3x3_columns<S, P, R, S == 2>(b, rows, j, n, last, out);
         } else {
             block3x3_columns<S, P, R, false>(b, rows, j, n, last, out);
         }
@@ -260,7 +280,8 @@ void plane3x3(const Block3x3& b) {
 }
 
 void depthwise3x3_avx512(const Float32Depthwise3x3Args& a) {
-    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i even =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const Block3x3 b{a,    _mm512_set1_ps(a.bias), _mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi),
                      even, _mm512_add_epi32(even, _mm512_set1_epi32(1))};
     if (a.stride == 2) {

@@ -1,5 +1,5 @@
 // float32 GEMM micro-kernel, 8 output channels x 32 pixels, AVX-512 (gemm_float32.h): 16 zmm
-// accumulators, per k two pixel vectors and 8 broadcast weights. It runs at the FMA peak from L1
+// accumulators, per k two pixel vectors (one for a tail of 16 or fewer) and 8 broadcast weights. It runs at the FMA peak from L1
 // (measured on Zen 4, where 512-bit FMAs are double-pumped and 12x32 or 6x64 tiles are no faster).
 #include "avx512_intrinsics.h"
 
@@ -58,7 +58,8 @@ void gemm_8x32(int64_t k_count, const float* a, const float* b, Rows rows_of_b, 
         __m512 vb[V];
 #pragma GCC unroll 2
         for (int v = 0; v < V; ++v) {
-            vb[v] = kTail ? _mm512_maskz_loadu_ps(mask[v], bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v);
+            vb[v] = kTail ? _mm512_maskz_loadu_ps(mask[v], bk + 16 * v)
+                          : _mm512_loadu_ps(bk + 16 * v);
         }
 #pragma GCC unroll 8
         for (int r = 0; r < kMr; ++r) {
@@ -109,6 +110,7 @@ void run_strided(int64_t k_count, const float* a, const float* b, int64_t b_stri
 // 28x28 and 56x56 outputs without a partial tile. A pixel tile's rows past `pixels` and channel
 // tiles past `oc_tiles` repeat the last real one and are not stored.
 constexpr int kPixelRows = 7;
+static_assert(kPixelRows < 8, "run_pixels transposes its rows with one zero row in 8x8 blocks");
 // Floats ahead of each weight tile's read that it prefetches (32 k): a panel's weights come from
 // L3 on its first pixel tile, where 4 streams a step outrun the hardware prefetcher (mobilenet_v2's
 // 1x1 convs on 7x7 planes: 4-6% less time at K 320 to 960, 1% at K 160; Zen 4).

@@ -222,8 +222,9 @@ void requantize_channel_by_sign_avx512(const int32_t* acc, int64_t acc_stride, i
                                        int32_t shift, int32_t negative_multiplier,
                                        int32_t negative_shift, const Int8Output& out, int8_t* y) {
     if (in_high_half_range(shift) && in_high_half_range(negative_shift)) {
-        const Int8HighHalf16 side[2] = {channel_high_half(multiplier, shift, out),
-                                        channel_high_half(negative_multiplier, negative_shift, out)};
+        const Int8HighHalf16 side[2] = {
+            channel_high_half(multiplier, shift, out),
+            channel_high_half(negative_multiplier, negative_shift, out)};
         const __m512i voffset = _mm512_set1_epi32(offset);
         for (int64_t r = 0; r < rows; ++r, acc += acc_stride, y += count) {
             for (int64_t i = 0; i < count; i += 16) {
@@ -255,10 +256,8 @@ void requantize_channels_by_sign_avx512(const int32_t* acc, int64_t acc_stride, 
         const __mmask16 mask = first_lanes(count - i);
         const __m512i vmultiplier[2] = {_mm512_maskz_loadu_epi32(mask, multiplier + i),
                                         _mm512_maskz_loadu_epi32(mask, negative_multiplier + i)};
-        // Masked-off lanes read shift 1, which the int64 form takes like any other.
-        const __m512i vone = _mm512_set1_epi32(1);
-        const __m512i vshift[2] = {_mm512_mask_loadu_epi32(vone, mask, shift + i),
-                                   _mm512_mask_loadu_epi32(vone, mask, negative_shift + i)};
+        const __m512i vshift[2] = {_mm512_maskz_loadu_epi32(mask, shift + i),
+                                   _mm512_maskz_loadu_epi32(mask, negative_shift + i)};
         const __m512i voffset = _mm512_maskz_loadu_epi32(mask, offset + i);
         for (int64_t r = 0; r < pixels; ++r) {
             requantize16_by_sign(acc + r * acc_stride + i, mask, voffset, vmultiplier, vshift,
