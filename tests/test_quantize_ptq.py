@@ -28,7 +28,9 @@ def _deployed(prepared, calibration, test):
 
 
 def test_auto_keeps_the_rule_closest_to_float(digits, one_torch_thread):
-    """method="auto" scores each rule in fake quantization and leaves the best one's observers."""
+    """method="auto" scores each rule in fake quantization, held out (ranges fitted to every other
+    calibration batch, measured on the rest, both ways, pooled), and leaves the best one's
+    observers."""
     model, calibration, test = digits
     prepared = qtk.quantize_ptq(model, calibration)
     scores = prepared.qtk_calibration_scores
@@ -36,11 +38,25 @@ def test_auto_keeps_the_rule_closest_to_float(digits, one_torch_thread):
     best = max(scores, key=scores.get)
     histograms = [m for m in prepared.modules() if isinstance(m, HistogramObserver)]
     assert histograms and all(m.method == best for m in histograms)
-    # each score is the converted model's within integer rounding
+    # Each score is that of the converted models, held out alike, within integer rounding, and
+    # they rank the rules alike. (Calibrated on all batches and measured on them, MSE read 4.5 dB
+    # above its held-out score on a Zen 4: another measurement. Fake quantization and the integer
+    # models differ by rounding about 37-41 dB below the output, which moved min/max's 30 dB by
+    # 1.3 dB there.)
+    qconfig = qtk.per_channel_activations(qtk.default_ptq_qconfig)
+    halves = (calibration[0::2], calibration[1::2])
+    converted_scores = {}
     for method in scores:
-        chosen = qtk.quantize_ptq(model, calibration, method=method)
-        converted = _sqnr(run(model, calibration), run(qtk.convert(chosen), calibration))
-        assert abs(converted - scores[method]) < 1.0, (method, converted, scores[method])
+        expected, converted = [], []
+        for fitted, measured in ((0, 1), (1, 0)):
+            histograms = pipeline._histograms(model, qconfig, halves[fitted])
+            pipeline._set_rule(histograms, method)
+            expected += run(model, halves[measured])
+            converted += run(qtk.convert(histograms), halves[measured])
+        converted_scores[method] = _sqnr(expected, converted)
+        assert abs(converted_scores[method] - scores[method]) < 1.5, (method, converted_scores,
+                                                                       scores)
+    assert max(converted_scores, key=converted_scores.get) == best, (converted_scores, scores)
     _deployed(prepared, calibration, test)
 
 
