@@ -15,8 +15,14 @@
 // The 16-bit form (AVX-512), exact by this split: with d = q - z in [-255, 255] and each
 // M = H 2^16 + L, L in [-2^15, 2^15), 0 <= H < 2^15 (so M < 2^31 - 2^15), the sum is
 // S_H 2^16 + S_L with S_H = d_a H_a + d_b H_b and S_L = d_a L_a + d_b L_b, each below 2^24 in
-// magnitude: one vpmaddwd of the (d_a, d_b) pairs each. For 17 <= n <= 46,
-// (S_H 2^16 + S_L + 2^(n-1)) >> n = (S_H + (S_L >> 16) + 2^(n-17)) >> (n - 16), all in int32.
+// magnitude. For 17 <= n <= 46, (S_H 2^16 + S_L + 2^(n-1)) >> n = (S_H + (S_L >> 16) + 2^(n-17))
+// >> (n - 16), and adding the output zero point z_y after the shift is adding z_y 2^(n-16)
+// before it. The zero points of the inputs fold into constants too: S_L = L.q + C_L and
+// S_H = H.q - C_H, where L.q = q_a L_a + q_b L_b (one vpdpwssd of the (q_a, q_b) pairs onto
+// C_L = -(z_a L_a + z_b L_b), below 2^24), and H.q alike (below 2^23). So the sum plus z_y is
+// ((L.q + C_L) >> 16) + K + H.q, shifted by n - 16, with K = 2^(n-17) + z_y 2^(n-16) - C_H:
+// two vpdpwssd, two shifts and one add per 16 elements, all in int32 where
+// |K| + 2^23 + 2^9 < 2^31 (the plan checks it; else the int64 form runs).
 #pragma once
 
 #include <cstdint>
@@ -38,7 +44,8 @@ struct Int8AddParams {
     // The 16-bit form, where `pairs` (shift and multipliers in its range):
     bool pairs;
     int32_t high_pair, low_pair;  // (H_a, H_b) and (L_a, L_b) as int16 pairs, a's in the low half
-    int32_t pair_round;           // 2^(n-17)
+    int32_t pair_low_init;        // C_L
+    int32_t pair_constant;        // K
     int32_t pair_shift;           // n - 16
 };
 

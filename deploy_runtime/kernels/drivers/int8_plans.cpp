@@ -2,6 +2,8 @@
 // Int8HighHalfBlock, vadd_int8.h's Int8AddParams): every constant the vector forms broadcast or
 // load, derived once here, in baseline code, from the arithmetic header, so no ISA file derives
 // one again (contract 2). The tests hold each plan against arith:: (tests/test_conv2d_algos.cpp).
+#include <cstdlib>
+
 #include "../contracts/requantize_int8.h"
 #include "../contracts/vadd_int8.h"
 #include "qtk/arithmetic.h"
@@ -81,17 +83,28 @@ Int8AddParams::Int8AddParams(int32_t a_zero_point_, int32_t a_multiplier_, int32
       pairs(false),
       high_pair(0),
       low_pair(0),
-      pair_round(0),
+      pair_low_init(0),
+      pair_constant(0),
       pair_shift(0) {
     int16_t a_high, a_low, b_high, b_low;
-    if (shift_ >= 17 && shift_ <= 46 && split_multiplier(a_multiplier_, &a_high, &a_low) &&
-        split_multiplier(b_multiplier_, &b_high, &b_low)) {
-        pairs = true;
-        high_pair = int16_pair(a_high, b_high);
-        low_pair = int16_pair(a_low, b_low);
-        pair_round = static_cast<int32_t>(arith::rounding_constant(shift_ - 16));
-        pair_shift = shift_ - 16;
+    if (shift_ < 17 || shift_ > 46 || !split_multiplier(a_multiplier_, &a_high, &a_low) ||
+        !split_multiplier(b_multiplier_, &b_high, &b_low)) {
+        return;
     }
+    // The header's constants, in int64 until they are known to fit.
+    const int64_t low_init = -(int64_t{a_zero_point_} * a_low + int64_t{b_zero_point_} * b_low);
+    const int64_t constant = arith::rounding_constant(shift_ - 16) +
+                             int64_t{zero_point_} * (int64_t{1} << (shift_ - 16)) -
+                             (int64_t{a_zero_point_} * a_high + int64_t{b_zero_point_} * b_high);
+    if (std::abs(constant) + (int64_t{1} << 23) + (int64_t{1} << 9) >= (int64_t{1} << 31)) {
+        return;
+    }
+    pairs = true;
+    high_pair = int16_pair(a_high, b_high);
+    low_pair = int16_pair(a_low, b_low);
+    pair_low_init = static_cast<int32_t>(low_init);
+    pair_constant = static_cast<int32_t>(constant);
+    pair_shift = shift_ - 16;
 }
 
 }  // namespace detail
