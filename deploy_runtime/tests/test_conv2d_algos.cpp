@@ -441,13 +441,23 @@ void test_plans() {
         std::vector<int32_t> offset(static_cast<size_t>(count)), multiplier(offset), shift(offset);
         for (int64_t c = 0; c < count; ++c) {
             offset[size_t(c)] = static_cast<int32_t>(draw(rng, kMin, kMax));
-            multiplier[size_t(c)] = static_cast<int32_t>(draw(rng, 0, kMax));
+            // half the trials signed, as a fused PReLU's negative side
+            multiplier[size_t(c)] =
+                static_cast<int32_t>(draw(rng, trial % 2 == 0 ? 0 : -kMax, kMax));
             shift[size_t(c)] =
                 static_cast<int32_t>(rng.uniform(kHighHalfMinShift, kHighHalfMaxShift));
         }
+        // A shift past 33..54 refuses the plan, but a zero multiplier's (any shift serves it).
         const bool outside = trial % 7 == 3;
         if (outside) {
-            shift[size_t(rng.uniform(0, count - 1))] = trial % 2 == 0 ? 32 : 55;
+            const size_t c = size_t(rng.uniform(0, count - 1));
+            shift[c] = trial % 2 == 0 ? 32 : 55;
+            multiplier[c] = multiplier[c] == 0 ? 1 : multiplier[c];
+        }
+        if (trial % 5 == 1 && !outside) {
+            const size_t c = size_t(rng.uniform(0, count - 1));
+            multiplier[c] = 0;
+            shift[c] = trial % 2 == 0 ? 1 : 62;
         }
         std::vector<qtk::detail::Int8HighHalfBlock> blocks(size_t((count + 15) / 16));
         const bool built = qtk::detail::int8_high_half_blocks(

@@ -86,8 +86,10 @@ struct Int8GemmUkernel {
 // run_requantized, where a micro-kernel has it, is run() with the requantization fused
 // (requantize_int8.h's high-half form, for layers whose every shift takes it): the sums of
 // channels [16 j, 16 j + 16) start at blocks[j].offset, and pixel p's channels o < channels (1 to
-// nr) leave clamped as int8 at y + p * y_stride; it writes nothing else. A small K's tile does
-// less multiplying than requantizing, and this skips the generic epilogue's per-call setup.
+// nr) leave clamped as int8 at y + p * y_stride; it writes nothing else. With negative_blocks (a
+// fused PReLU, spec 22's sign rule), a sum below zero takes negative_blocks[j]'s multiplier,
+// rounding constant and shift instead (their offsets unused); null: one side. A small K's tile
+// does less multiplying than requantizing, and this skips the generic epilogue's per-call setup.
 struct Int8GemmNhwcUkernel {
     int mr;  // pixels per tile
     int nr;  // output channels per tile, a multiple of 16
@@ -99,8 +101,8 @@ struct Int8GemmNhwcUkernel {
     void (*run_requantized)(int64_t pixels, const int8_t* x, int64_t x_stride,
                             const int64_t* tap_offsets, int64_t taps, int64_t quads,
                             const int8_t* w, const Int8HighHalfBlock* blocks,
-                            const Int8Output& out, int64_t channels, int8_t* y,
-                            int64_t y_stride) = nullptr;
+                            const Int8HighHalfBlock* negative_blocks, const Int8Output& out,
+                            int64_t channels, int8_t* y, int64_t y_stride) = nullptr;
 };
 
 extern const Int8GemmUkernel kInt8Gemm2x16c4Avx2;

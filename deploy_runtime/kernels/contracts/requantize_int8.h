@@ -51,7 +51,9 @@ struct Int8HighHalfBlock {
 };
 
 // Fills ceil(count / 16) blocks for channels [0, count) (lanes past count requantize 0 and are
-// not meant to be stored), or returns false where a channel's shift lies outside 33..54.
+// not meant to be stored), or returns false where a channel's shift lies outside 33..54 (but for a
+// zero multiplier's, which any shift serves). The multipliers may be negative (|M| < 2^31: a fused
+// PReLU's negative side, spec 22): the form's identity holds for products of either sign.
 bool int8_high_half_blocks(const int32_t* offset, const int32_t* multiplier, const int32_t* shift,
                            int64_t count, const Int8Output& out, Int8HighHalfBlock* blocks);
 

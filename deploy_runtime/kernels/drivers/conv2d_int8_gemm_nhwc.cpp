@@ -232,14 +232,23 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
             node.fail("the channels-last GEMM kernel does not fit this conv2d");
         }
         pack_weights();
-        // Where every channel's shift takes the high-half form, the micro-kernel requantizes its
-        // own accumulators (gemm_int8.h); not a fused PReLU's two sides.
-        if (ukernel_.run_requantized != nullptr && !constants_.fused_prelu()) {
-            blocks_.resize(size_t(scratch_.c_stride / 16));
-            if (!int8_high_half_blocks(acc_init_.data(), constants_.multiplier.data(),
-                                       constants_.shift.data(), params_.out_channels,
-                                       epilogue_.output(), blocks_.data())) {
+        // Where every channel's shift (both sides' with a fused PReLU) takes the high-half form,
+        // the micro-kernel requantizes its own accumulators (gemm_int8.h).
+        if (ukernel_.run_requantized != nullptr) {
+            const auto build = [&](const std::vector<int32_t>& multiplier,
+                                   const std::vector<int32_t>& shift,
+                                   std::vector<Int8HighHalfBlock>* blocks) {
+                blocks->resize(size_t(scratch_.c_stride / 16));
+                return int8_high_half_blocks(acc_init_.data(), multiplier.data(), shift.data(),
+                                             params_.out_channels, epilogue_.output(),
+                                             blocks->data());
+            };
+            if (!build(constants_.multiplier, constants_.shift, &blocks_) ||
+                (constants_.fused_prelu() &&
+                 !build(constants_.negative_multiplier, constants_.negative_shift,
+                        &negative_blocks_))) {
                 blocks_.clear();
+                negative_blocks_.clear();
             }
         }
     }
@@ -464,7 +473,11 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
                 ukernel_.run_requantized(slots, x, x_stride, plane.offsets.data(),
                                          stretches_.count, stretches_.quads,
                                          packed_weights_.data() + o / ukernel_.nr * tile_bytes,
-                                         blocks_.data() + o / 16, epilogue_.output(),
+                                         blocks_.data() + o / 16,
+                                         negative_blocks_.empty()
+                                             ? nullptr
+                                             : negative_blocks_.data() + o / 16,
+                                         epilogue_.output(),
                                          std::min<int64_t>(ukernel_.nr, end_channel - o),
                                          y + o - first_channel, out_channels);
             }
@@ -489,6 +502,7 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
     std::vector<int8_t> packed_weights_;
     std::vector<int32_t> acc_init_;  // per output channel: bias - (z + x_offset) sum(w)
     std::vector<Int8HighHalfBlock> blocks_;  // acc_init_ and the requantization, or empty
+    std::vector<Int8HighHalfBlock> negative_blocks_;  // a fused PReLU's negative side, or empty
 };
 
 }  // namespace

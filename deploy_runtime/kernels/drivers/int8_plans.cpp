@@ -21,8 +21,12 @@ Int8Output::Int8Output(int32_t zero_point_, int32_t lo_, int32_t hi_)
 
 bool int8_high_half_blocks(const int32_t* offset, const int32_t* multiplier, const int32_t* shift,
                            int64_t count, const Int8Output& out, Int8HighHalfBlock* blocks) {
+    // A zero multiplier requantizes to z by any shift (a PReLU slope of 0): it takes the least.
+    const auto shift_of = [&](int64_t c) {
+        return multiplier[c] == 0 ? kHighHalfMinShift : shift[c];
+    };
     for (int64_t c = 0; c < count; ++c) {
-        if (shift[c] < kHighHalfMinShift || shift[c] > kHighHalfMaxShift) {
+        if (shift_of(c) < kHighHalfMinShift || shift_of(c) > kHighHalfMaxShift) {
             return false;
         }
     }
@@ -37,7 +41,7 @@ bool int8_high_half_blocks(const int32_t* offset, const int32_t* multiplier, con
             if (i % 2 == 1) {
                 block.multiplier_odd[i - 1] = block.multiplier[i];
             }
-            const int32_t n = valid ? shift[c] : kHighHalfMinShift;
+            const int32_t n = valid ? shift_of(c) : kHighHalfMinShift;
             block.round[i] = valid ? out.round_odd * (int32_t{1} << (n - kHighHalfMinShift)) : 0;
             block.shift[i] = n - kHighHalfDroppedBits;
         }

@@ -99,26 +99,32 @@ template <int MR, int NV>
     }
 }
 
-// The same sums requantized: four vectors (4 / NV pixels) narrowed together by int8_pack4x16,
+// The same sums requantized (by sign with kBySign: a value below zero by negative_blocks' constants,
+// blended in per lane): four vectors (4 / NV pixels) narrowed together by int8_pack4x16,
 // whose interleaving one permute puts back in order (dword 4 L + j of the packed bytes is vector
 // j's dword L), then stored 16 NV bytes a pixel. The sums pass through a tile on the stack on
 // purpose: beside 24 accumulators the constants had no registers, and reloading 5 of them per
 // vector made the loads (one 64-byte vector a cycle on Zen 4) the bottleneck: K = 16 ran 16%
 // slower.
-template <int MR, int NV>
+template <int MR, int NV, bool kBySign>
 void int8_gemm_nhwc_requantized_avx512_vnni(const int8_t* x, int64_t x_stride,
                                             const int64_t* tap_offsets, int64_t taps,
                                             int64_t quads, const int8_t* w,
-                                            const Int8HighHalfBlock* blocks, const Int8Output& out,
-                                            int64_t channels, int8_t* y, int64_t y_stride) {
+                                            const Int8HighHalfBlock* blocks,
+                                            const Int8HighHalfBlock* negative_blocks,
+                                            const Int8Output& out, int64_t channels, int8_t* y,
+                                            int64_t y_stride) {
     constexpr int kPixels = 4 / NV;  // per pack
     alignas(64) int32_t c[MR][16 * NV];
     int8_gemm_nhwc_avx512_vnni<MR, NV>(x, x_stride, tap_offsets, taps, quads, w, c[0], 16 * NV);
-    Int8HighHalf16 vparams[NV];
+    Int8HighHalf16 vparams[NV], vnegative[NV];
     __m512i voffsets[NV];
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) {
         vparams[v] = int8_high_half16(blocks[v], out);
+        if constexpr (kBySign) {
+            vnegative[v] = int8_high_half16(negative_blocks[v], out);
+        }
         voffsets[v] = _mm512_loadu_si512(blocks[v].offset);
     }
     const __m512i vorder = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
@@ -128,8 +134,14 @@ void int8_gemm_nhwc_requantized_avx512_vnni(const int8_t* x, int64_t x_stride,
     // Vector i of a pack: pixel p + i / NV (a tile's last pixel repeated past MR).
     const auto scale = [&](int p, int i) {
         const int pixel = p + i / NV < MR ? p + i / NV : MR - 1, v = i % NV;
-        return int8_scale16_high_half(
-            _mm512_add_epi32(_mm512_load_si512(c[pixel] + 16 * v), voffsets[v]), vparams[v]);
+        const __m512i vacc = _mm512_add_epi32(_mm512_load_si512(c[pixel] + 16 * v), voffsets[v]);
+        if constexpr (kBySign) {
+            return int8_scale16_high_half(
+                vacc, int8_high_half16_by_sign(_mm512_cmplt_epi32_mask(vacc, _mm512_setzero_si512()),
+                                               vparams[v],
+                                               vnegative[v]));
+        }
+        return int8_scale16_high_half(vacc, vparams[v]);
     };
 #pragma GCC unroll 6
     for (int p = 0; p < MR; p += kPixels) {
@@ -182,30 +194,39 @@ void nhwc_avx512_vnni(int64_t pixels, const int8_t* x, int64_t x_stride,
                                 tap_offsets, taps, quads, w, c, c_stride);
 }
 
-template <int NV, int... MR>
+template <int NV, bool kBySign, int... MR>
 void nhwc_requantized_pixels_avx512_vnni(std::integer_sequence<int, MR...>, int64_t pixels,
                                          const int8_t* x, int64_t x_stride,
                                          const int64_t* tap_offsets, int64_t taps, int64_t quads,
                                          const int8_t* w, const Int8HighHalfBlock* blocks,
+                                         const Int8HighHalfBlock* negative_blocks,
                                          const Int8Output& out, int64_t channels, int8_t* y,
                                          int64_t y_stride) {
     using Kernel = void (*)(const int8_t*, int64_t, const int64_t*, int64_t, int64_t,
-                            const int8_t*, const Int8HighHalfBlock*, const Int8Output&, int64_t,
-                            int8_t*, int64_t);
-    static constexpr Kernel kKernels[] = {int8_gemm_nhwc_requantized_avx512_vnni<MR + 1, NV>...};
-    kKernels[pixels - 1](x, x_stride, tap_offsets, taps, quads, w, blocks, out, channels, y,
-                         y_stride);
+                            const int8_t*, const Int8HighHalfBlock*, const Int8HighHalfBlock*,
+                            const Int8Output&, int64_t, int8_t*, int64_t);
+    static constexpr Kernel kKernels[] = {
+        int8_gemm_nhwc_requantized_avx512_vnni<MR + 1, NV, kBySign>...};
+    kKernels[pixels - 1](x, x_stride, tap_offsets, taps, quads, w, blocks, negative_blocks, out,
+                         channels, y, y_stride);
 }
 
 template <int MR, int NV>
 void nhwc_requantized_avx512_vnni(int64_t pixels, const int8_t* x, int64_t x_stride,
                                   const int64_t* tap_offsets, int64_t taps, int64_t quads,
                                   const int8_t* w, const Int8HighHalfBlock* blocks,
-                                  const Int8Output& out, int64_t channels, int8_t* y,
-                                  int64_t y_stride) {
-    nhwc_requantized_pixels_avx512_vnni<NV>(std::make_integer_sequence<int, MR>(), pixels, x,
-                                            x_stride, tap_offsets, taps, quads, w, blocks, out,
-                                            channels, y, y_stride);
+                                  const Int8HighHalfBlock* negative_blocks, const Int8Output& out,
+                                  int64_t channels, int8_t* y, int64_t y_stride) {
+    if (negative_blocks != nullptr) {
+        nhwc_requantized_pixels_avx512_vnni<NV, true>(std::make_integer_sequence<int, MR>(),
+                                                      pixels, x, x_stride, tap_offsets, taps,
+                                                      quads, w, blocks, negative_blocks, out,
+                                                      channels, y, y_stride);
+        return;
+    }
+    nhwc_requantized_pixels_avx512_vnni<NV, false>(std::make_integer_sequence<int, MR>(), pixels,
+                                                   x, x_stride, tap_offsets, taps, quads, w,
+                                                   blocks, nullptr, out, channels, y, y_stride);
 }
 
 }  // namespace

@@ -93,6 +93,20 @@ inline bool int8_high_half16(const int32_t* multiplier, const int32_t* shift, __
             _mm512_set1_epi32(out.lo),            _mm512_set1_epi32(out.hi)};
 }
 
+// Spec 22's two sides in the high-half form: the lanes set in `negative` (values below zero) take
+// the negative side's constants. vpmuldq reads the odd lanes' multipliers from multiplier_odd's
+// even lanes, so those blend by the mask moved down one lane.
+[[gnu::always_inline]] inline Int8HighHalf16 int8_high_half16_by_sign(
+    __mmask16 negative, const Int8HighHalf16& positive, const Int8HighHalf16& negative_side) {
+    return {_mm512_mask_blend_epi32(negative, positive.multiplier, negative_side.multiplier),
+            _mm512_mask_blend_epi32(__mmask16(negative >> 1), positive.multiplier_odd,
+                                    negative_side.multiplier_odd),
+            _mm512_mask_blend_epi32(negative, positive.round, negative_side.round),
+            _mm512_mask_blend_epi32(negative, positive.shift, negative_side.shift),
+            positive.lo,
+            positive.hi};
+}
+
 // (h + 2^(n-33)) >> (n - 32) + z of 16 accumulators, before the clamp (int32 lanes, |.| < 2^31).
 [[gnu::always_inline]] inline __m512i int8_scale16_high_half(__m512i vacc,
                                                              const Int8HighHalf16& p) {
