@@ -207,11 +207,16 @@ size_t use_nhwc_layout(Graph& g, const NhwcChooser& choose) {
     // in NHWC saves transposes of about its own input and output. mobilenet_v2 is one region of
     // 51 convs behind permutes of 1/28 of their bytes (1 thread 2.64 -> 2.29 ms); shufflenet_v2's
     // branches of three convs are 2-3 times their permutes' bytes, and ran slower converted
-    // (1.50 against 1.32 ms).
+    // (1.50 against 1.32 ms). A region with a conv over fewer than 4 input channels (an image's
+    // stem) converts whatever its permutes: the channels-last kernel packs such a conv's
+    // K by kernel rows, where NCHW pads every tap's channels to 4, a quarter or more of its
+    // multiplies (BiRealNet18's 7x7 stem over 3 channels and its max-pool, behind permutes of 2.7
+    // times fewer bytes: 973 -> 825 us with them, 1 thread, Zen 4).
     constexpr uint64_t kRegionGain = 8;
+    constexpr int64_t kQuadChannels = 4;
     const auto bytes = [&](uint32_t id) { return uint64_t(element_count(g.values[id].shape)); };
     std::vector<uint64_t> conv_bytes(g.nodes.size(), 0), permute_bytes(g.nodes.size(), 0);
-    std::vector<bool> pinned(g.nodes.size(), false);
+    std::vector<bool> pinned(g.nodes.size(), false), few_channels(g.nodes.size(), false);
     std::set<std::pair<size_t, uint32_t>> permuted;  // (region, NCHW input): one permute each
     std::vector<bool> read_nchw(g.values.size(), false);  // a conv output, outside its region
     for (size_t k = 0; k < g.nodes.size(); ++k) {
@@ -223,6 +228,8 @@ size_t use_nhwc_layout(Graph& g, const NhwcChooser& choose) {
         pinned[r] = pinned[r] || choice[k] == NhwcChoice::kPinned;
         if (g.nodes[k].op == "conv2d") {
             conv_bytes[r] += bytes(g.nodes[k].inputs[0]) + bytes(out);
+            few_channels[r] =
+                few_channels[r] || g.values[g.nodes[k].inputs[0]].shape[1] < kQuadChannels;
         }
         for (uint32_t id : activations(g.nodes[k])) {
             const size_t p = producer[id];
@@ -243,7 +250,8 @@ size_t use_nhwc_layout(Graph& g, const NhwcChooser& choose) {
     for (size_t k = 0; k < g.nodes.size(); ++k) {
         const size_t r = root(k);
         convert[k] = choice[k] != NhwcChoice::kNo &&
-                     (pinned[r] || conv_bytes[r] >= kRegionGain * permute_bytes[r]);
+                     (pinned[r] || few_channels[r] ||
+                      conv_bytes[r] >= kRegionGain * permute_bytes[r]);
         count += convert[k];
     }
     if (count == 0) {

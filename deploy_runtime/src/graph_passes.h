@@ -29,7 +29,8 @@ using NhwcChooser = std::function<NhwcChoice(const Graph& graph, const Node& nod
 // them, and through the 4-d int8 max_pool2d, global_avg_pool2d (keeping its dims), lut and mul
 // nodes, which read either layout alike: squeeze-excitation blocks stay inside); a region whose
 // convs' activations outweigh, 8 times over, the bytes of the permutes it needs at its edges (or
-// whose NHWC algorithm QTK_CONV_ALGO pins) runs channels-last: its nodes get NHWC tensors
+// that holds a conv over fewer than 4 input channels, or whose NHWC algorithm
+// QTK_CONV_ALGO pins) runs channels-last: its nodes get NHWC tensors
 // ([N, H, W, C]) and, but for the element-wise lut and mul, the "layout" attribute (op_kernel.h),
 // and permute nodes convert at its edges
 // only: an NCHW input is permuted once, however many converted nodes read it; a converted node's

@@ -331,6 +331,35 @@ void test_nhwc_layout_dense() {
                       "node 'pool' (max_pool2d): attribute 'layout'");
 }
 
+// An image's stem alone: a 7x7 conv over 3 channels and a 3x3 max-pool, as BiRealNet18's before
+// its binary (NCHW) blocks. Its permutes move as many bytes as its conv's activations, far from
+// the 8 times the pass asks for, but a conv over fewer than 4 channels converts its region
+// anyway (channels-last packs its K by kernel rows): with AVX-512 VNNI the conv and the max-pool
+// run NHWC behind one permute in and one out. Bytes as the file's own nodes.
+void test_nhwc_layout_stem() {
+    constexpr int64_t in = 3, out = 16;
+    Rng rng(13);
+    ModelBuilder b;
+    const uint32_t x = b.activation("x", {1, in, kSize, kSize}, 0.05f, 4);
+    b.inputs = {x};
+    const uint32_t w = b.weight("stem.weight", {out, in, 7, 7},
+                                qtk_test::random_weights(rng, size_t(out * in * 49)));
+    const uint32_t bias = b.bias("stem.bias", {out}, qtk_test::random_bias(rng, size_t(out)));
+    const uint32_t y = b.activation("stem", {1, out, kSize, kSize}, 0.1f, -5);
+    std::vector<AttrSpec> attrs =
+        qtk_test::requant_attrs(size_t(out), 0.05, 0.05 / std::sqrt(double(in * 49)), 0.1, -5, 127);
+    attrs.insert(attrs.begin(), {AttrSpec("stride", {1, 1}), AttrSpec("padding", {3, 3}),
+                                 AttrSpec("dilation", {1, 1}), AttrSpec("groups", {1})});
+    b.node("conv2d", "stem", {x, w, bias}, {y}, attrs);
+    const uint32_t pooled = b.activation("pool", {1, out, kSize, kSize}, 0.1f, -5);
+    b.node("max_pool2d", "pool", {y}, {pooled},
+           {AttrSpec("kernel", {3, 3}), AttrSpec("stride", {1, 1}), AttrSpec("padding", {1, 1}),
+            AttrSpec("dilation", {1, 1})});
+    b.outputs = {pooled};
+    // The conv and the max-pool (+ 2 permutes).
+    check_layout_at_each_cap(b.build(), rng, in, true, 2, 2, 1, "stem over 3 channels");
+}
+
 }  // namespace
 
 // mobilenet_v3's block with squeeze-excitation at 40 channels: 1x1 expand, depthwise 3x3, then
@@ -415,6 +444,7 @@ int main() {
     test_fused_conv_in_a_file();
     test_nhwc_layout();
     test_nhwc_layout_dense();
+    test_nhwc_layout_stem();
     test_nhwc_layout_squeeze_excitation();
     test_nhwc_layout_per_channel_lut();
     return qtk_test::check_report();
