@@ -17,7 +17,12 @@
 // block is one thread-pool task: it packs its activations once (im2col and the micro-kernel's
 // layout in one pass), then runs every output-channel tile of the group over them, a chunk of
 // pixels at a time (kChunkPixels of accumulators per channel, so one epilogue call per channel
-// and chunk, not per micro-kernel tile), requantizing each chunk as it comes out.
+// and chunk, not per micro-kernel tile), requantizing each chunk as it comes out. Where the
+// planes' blocks are fewer than the threads and a group's weights outweigh its packed
+// activations (small planes of many channels: BiRealNet18's 7x7 shortcut 256 -> 512), the threads
+// split the output-channel tiles instead, each packing the block for itself: splitting pixels
+// made every thread read all the weights for a tile or two of pixels (that 1x1 conv, 2 threads:
+// 48 us each, 53 at 1 thread; Zen 4).
 #include <algorithm>
 #include <cstring>
 
@@ -51,6 +56,7 @@ struct Blocking {
     int64_t tiles_per_block;
     int64_t blocks_per_plane;  // the last block may be shorter
     int64_t tiles_per_chunk;   // micro-kernel tiles of pixels per epilogue chunk
+    int64_t oc_parts;          // parts of a group's output-channel tiles, a task each
 
     // Workspace of one thread: the accumulators of one chunk, the packed block and, unless the
     // conv is pointwise, the four im2col rows of one quad.
@@ -64,16 +70,23 @@ struct Blocking {
     }
 };
 
-// Blocks of at most kBlockBytes (one tile at least), and enough of them that `planes` planes give
-// every thread a task where the pixels allow.
+// Blocks of at most kBlockBytes (one tile at least), and enough of them, or of parts of the
+// output-channel tiles (header comment), that `planes` planes give every thread a task where the
+// pixels or channels allow.
 Blocking make_blocking(const Conv2dParams& p, const Int8GemmUkernel& u, int64_t plane_pixels,
                        int64_t planes, int threads) {
     Blocking b;
     b.tile_bytes = padded_quads(p, u) * u.nr * 4;
     const int64_t plane_tiles = ceil_div(plane_pixels, u.nr);
     const int64_t max_tiles = std::max<int64_t>(1, kBlockBytes / b.tile_bytes);
-    const int64_t blocks = std::max(ceil_div(plane_tiles, max_tiles),
-                                    std::min(plane_tiles, ceil_div(threads, planes)));
+    const int64_t least_blocks = ceil_div(plane_tiles, max_tiles);
+    const int64_t oc_tiles = ceil_div(p.out_per_group(), u.mr);
+    const bool split_channels = p.out_per_group() > plane_pixels && planes * least_blocks < threads;
+    b.oc_parts =
+        split_channels ? std::min(oc_tiles, ceil_div(threads, planes * least_blocks)) : 1;
+    const int64_t blocks =
+        split_channels ? least_blocks
+                       : std::max(least_blocks, std::min(plane_tiles, ceil_div(threads, planes)));
     b.tiles_per_block = ceil_div(plane_tiles, blocks);
     b.blocks_per_plane = ceil_div(plane_tiles, b.tiles_per_block);
     b.tiles_per_chunk = std::max<int64_t>(1, std::min(b.tiles_per_block, kChunkPixels / u.nr));
@@ -179,7 +192,8 @@ class Conv2dInt8Gemm final : public Conv2dInt8Kernel {
             padded.planes = dst;
         }
         pool.parallel_for_slots(
-            planes * b.blocks_per_plane, [&](int64_t slot, int64_t begin, int64_t end) {
+            b.oc_parts * planes * b.blocks_per_plane,
+            [&](int64_t slot, int64_t begin, int64_t end) {
                 for (int64_t task = begin; task < end; ++task) {
                     run_block(io, padded, b, task, workspace.slot(io.workspace, slot));
                 }
@@ -219,7 +233,10 @@ class Conv2dInt8Gemm final : public Conv2dInt8Kernel {
         const Shape& ys = *io.output_shapes[0];
         const int64_t out_w = ys[3];
         const int64_t plane_pixels = ys[2] * out_w;
-        const int64_t plane = task / b.blocks_per_plane;
+        // Part-major: a thread's tasks write its own channels' planes.
+        const int64_t part_tasks = xs[0] * p.groups * b.blocks_per_plane;
+        const int64_t part = task / part_tasks;
+        const int64_t plane = task % part_tasks / b.blocks_per_plane;
         const int64_t n = plane / p.groups, group = plane % p.groups;
         const int64_t begin = task % b.blocks_per_plane * b.tiles_per_block * ukernel_.nr;
         const int64_t count = std::min(plane_pixels - begin, b.tiles_per_block * ukernel_.nr);
@@ -256,7 +273,8 @@ class Conv2dInt8Gemm final : public Conv2dInt8Kernel {
         if (ukernel_.prepare != nullptr) {
             ukernel_.prepare();
         }
-        for (int64_t t = 0; t < oc_tiles_; ++t) {
+        for (int64_t t = part * oc_tiles_ / b.oc_parts; t < (part + 1) * oc_tiles_ / b.oc_parts;
+             ++t) {
             const int8_t* w = packed_weights_.data() +
                               (group * oc_tiles_ + t) * c4_weight_tile_bytes(ukernel_, quads_);
             const int64_t oc0 = group * per_group + t * ukernel_.mr;
