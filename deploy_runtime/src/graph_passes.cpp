@@ -7,9 +7,14 @@
 #include <vector>
 
 #include "conv2d.h"
+#include "op_kernel.h"
 
 namespace qtk {
 namespace detail {
+
+// A prelu node's table per slope, [slopes][256] (kernels/reference/prelu.cpp).
+std::vector<int8_t> prelu_int8_tables(const NodeView& node);
+
 namespace {
 
 constexpr size_t kNoProducer = static_cast<size_t>(-1);  // graph inputs and constants
@@ -95,6 +100,94 @@ size_t fuse_residual_adds(Graph& g) {
         ++count;
     }
 
+    std::vector<Node> kept;
+    kept.reserve(g.nodes.size() - count);
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        if (!fused[k]) {
+            kept.push_back(std::move(g.nodes[k]));
+        }
+    }
+    g.nodes = std::move(kept);
+    return count;
+}
+
+namespace {
+
+// An int8 add's attributes as the file writes them (not yet fused into a conv): the lookup pass
+// below fuses only those; malformed adds stay, for their kernel to report.
+bool plain_int8_add(const Graph& g, const Node& add) {
+    return add.op == "add" && add.inputs.size() == 2 && add.outputs.size() == 1 &&
+           add.attrs.size() == 3 && find_ints(add, "multiplier", 2) && find_ints(add, "shift", 1) &&
+           find_ints(add, "clamp", 2) && g.values[add.outputs[0]].dtype == DType::kInt8;
+}
+
+}  // namespace
+
+size_t fuse_lookups_into_adds(Graph& g) {
+    std::vector<std::vector<size_t>> readers(g.values.size());
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        for (uint32_t id : g.nodes[k].inputs) {
+            readers[id].push_back(k);
+        }
+    }
+    std::vector<bool> graph_output(g.values.size(), false);
+    for (uint32_t id : g.outputs) {
+        graph_output[id] = true;
+    }
+    std::vector<bool> fused(g.nodes.size(), false);
+    size_t count = 0;
+    for (Node& add : g.nodes) {
+        if (!plain_int8_add(g, add)) {
+            continue;
+        }
+        const uint32_t sum = add.outputs[0];
+        if (graph_output[sum] || readers[sum].size() != 1) {
+            continue;
+        }
+        const size_t k = readers[sum][0];
+        const Node& lookup = g.nodes[k];
+        const Shape sum_shape = g.values[sum].shape;  // g.values grows below
+        const int32_t sum_zero_point = g.values[sum].zero_point;
+        // The lookup's tables as a constant of shape [256] or [C, 256], C the sum's dim 1.
+        uint32_t table = 0;
+        if (lookup.op == "prelu" && lookup.inputs.size() == 1 && lookup.outputs.size() == 1 &&
+            g.values[lookup.outputs[0]].dtype == DType::kInt8) {
+            std::vector<int8_t> tables;
+            try {
+                tables = prelu_int8_tables(NodeView(g, lookup));
+            } catch (const Error&) {
+                continue;  // malformed: its own kernel reports it
+            }
+            Value v;
+            v.name = lookup.name + ".table";
+            v.shape = tables.size() == 256 ? Shape{256} : Shape{int64_t(tables.size() / 256), 256};
+            v.constant = true;
+            v.scale = 1.0f;
+            auto owned = std::make_shared<const std::vector<int8_t>>(std::move(tables));
+            v.data = reinterpret_cast<const uint8_t*>(owned->data());
+            v.data_size = owned->size();
+            g.unpacked_constants.push_back(std::move(owned));
+            g.values.push_back(std::move(v));
+            table = uint32_t(g.values.size() - 1);
+        } else if (lookup.op == "lut" && lookup.inputs.size() == 2 && lookup.attrs.empty() &&
+                   lookup.outputs.size() == 1 && lookup.inputs[0] == sum) {
+            const Value& t = g.values[lookup.inputs[1]];
+            const bool fits = t.constant && t.dtype == DType::kInt8 &&
+                              (t.shape == Shape{256} ||
+                               (sum_shape.size() >= 2 && t.shape == Shape{sum_shape[1], 256}));
+            if (!fits) {
+                continue;
+            }
+            table = lookup.inputs[1];
+        } else {
+            continue;
+        }
+        add.inputs.push_back(table);
+        add.attrs.push_back(ints_attr("sum_zero_point", {sum_zero_point}));
+        add.outputs = lookup.outputs;
+        fused[k] = true;
+        ++count;
+    }
     std::vector<Node> kept;
     kept.reserve(g.nodes.size() - count);
     for (size_t k = 0; k < g.nodes.size(); ++k) {

@@ -18,6 +18,14 @@ namespace detail {
 // Returns how many adds were fused.
 size_t fuse_residual_adds(Graph& graph);
 
+// Every int8 add left (none fused into a conv) whose output only a prelu or a lut (NCHW) reads
+// takes that op's tables as input 2, a constant [256], or [C, 256] for C channels of dim 1 (a
+// prelu's are its reference's own, built here: one per slope), the sum's zero point as the
+// attribute "sum_zero_point", and the op's output as its own; the prelu or lut node goes. The add
+// looks each sum up as it writes it: one pass over the tensor less (BiRealNet18's blocks end in an
+// add, then a PReLU per channel). Returns how many lookups were fused.
+size_t fuse_lookups_into_adds(Graph& graph);
+
 // Whether an int8 conv2d node has a fast channels-last (NHWC) algorithm: none, one (kFits), or
 // the one QTK_CONV_ALGO pins (kPinned). algo_policy.h answers it from the algorithm lists.
 enum class NhwcChoice { kNo, kFits, kPinned };

@@ -68,6 +68,7 @@ std::unique_ptr<Model::Impl> parse_model(std::shared_ptr<const uint8_t> bytes, s
     impl->size = size;
     if (options.optimize_graph) {
         fuse_residual_adds(impl->graph);
+        fuse_lookups_into_adds(impl->graph);
         use_nhwc_layout(impl->graph, choose_nhwc);
     }
     if (options.fast_run_threads < 1) {

@@ -533,6 +533,63 @@ void test_add() {
     }
 }
 
+// int8 add with the lookup the graph pass fuses (graph_passes.h): one table or one per channel of
+// dim 1, planes either side of the vector widths and single elements (a [N, C] add), against the
+// plain add's bytes looked up here; a table that fits no channel count is refused.
+void test_add_lookup() {
+    Rng rng(24);
+    const int64_t sizes[] = {1, 3, 7, 16, 17, 63, 64, 65, 130};
+    for (int trial = 0; trial < 150; ++trial) {
+        Shape x = {rng.uniform(1, 2), sizes[rng.uniform(0, 8)]};
+        for (int64_t d = 2; d < rng.uniform(2, 4); ++d) {
+            x.push_back(sizes[rng.uniform(0, 8)]);
+        }
+        const int64_t channels = trial % 3 == 0 ? 1 : x[1];
+        const auto [ma, shift] = random_requant(rng);
+        const int64_t mb = rng.uniform(0, (int64_t{1} << 31) - 1);
+        const std::vector<int32_t> zero_points = {int32_t(rng.uniform(-128, 127)),
+                                                  int32_t(rng.uniform(-128, 127))};
+        const int64_t zs = rng.uniform(-128, 127);
+        const std::vector<Attr> attrs = {ints("multiplier", {ma, mb}), ints("shift", {shift}),
+                                         ints("clamp", {zs, 127})};
+        OneNode plain("add", DType::kInt8, {x, x}, zero_points, int32_t(zs), attrs);
+        plain.inputs = {int8_data(rng, size_t(count_of(x))), int8_data(rng, size_t(count_of(x)))};
+        const Bytes sums = check_all(plain, "add " + describe(x));
+
+        std::vector<Attr> fused_attrs = attrs;
+        fused_attrs.push_back(ints("sum_zero_point", {zs}));
+        OneNode fused("add", DType::kInt8, {x, x}, zero_points, int32_t(rng.uniform(-128, 127)),
+                      fused_attrs);
+        const Bytes table = random_bytes(rng, size_t(channels * 256));
+        const Shape table_shape = channels == 1 ? Shape{256} : Shape{channels, 256};
+        fused.graph.values.push_back(
+            {"table", DType::kInt8, table_shape, 0.1f, 0, true, table.data(), table.size()});
+        fused.graph.nodes[0].inputs.push_back(uint32_t(fused.graph.values.size() - 1));
+        fused.inputs = {plain.inputs[0], plain.inputs[1], table};
+        const Bytes got = check_all(fused, "add " + describe(x) + " looked up in " +
+                                               std::to_string(channels) + " table(s)");
+        const int64_t plane = count_of(x) / (x[0] * x[1]);
+        Bytes want(sums.size());
+        for (size_t i = 0; i < sums.size(); ++i) {
+            const int64_t c = channels == 1 ? 0 : int64_t(i) / plane % channels;
+            want[i] = table[size_t(c * 256 + int8_t(sums[i]) + 128)];
+        }
+        CHECK(got == want);
+    }
+    OneNode bad("add", DType::kInt8, {{1, 4, 3}, {1, 4, 3}}, {0, 0}, 0,
+                {ints("multiplier", {1 << 30, 1 << 30}), ints("shift", {31}),
+                 ints("clamp", {-128, 127}), ints("sum_zero_point", {0})});
+    const Bytes table(3 * 256, 0);
+    bad.graph.values.push_back(
+        {"table", DType::kInt8, {3, 256}, 0.1f, 0, true, table.data(), table.size()});
+    bad.graph.nodes[0].inputs.push_back(uint32_t(bad.graph.values.size() - 1));
+    const auto first = [](const Graph&, const Node&, const std::vector<KernelCandidate>&) {
+        return size_t{0};
+    };
+    CHECK_THROWS_WITH(qtk::detail::create_kernel(bad.graph, bad.graph.nodes[0], first),
+                      "must have shape [256] or [C, 256]");
+}
+
 // int8 mul: same shapes (one run), an input broadcast over a stretch of the other's dims either way
 // round (squeeze-excitation's [N, C, H, W] * [N, C, 1, 1], channels-last [N, H, W, C] *
 // [N, 1, 1, C], a scalar), runs either side of the fast kernel's 1024-product chunks and the
@@ -812,6 +869,7 @@ int main() {
     test_avg_pool2d();
     test_prelu();
     test_add();
+    test_add_lookup();
     test_mul();
     test_lut();
     test_lut_per_channel();

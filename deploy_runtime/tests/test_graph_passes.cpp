@@ -54,6 +54,24 @@ uint32_t add(ModelBuilder& b, const std::string& name, uint32_t a, uint32_t c,
     return y;
 }
 
+// A PReLU (spec 22) with `slopes` slopes (1, or one per channel), some negative.
+uint32_t prelu(ModelBuilder& b, const std::string& name, uint32_t x, int64_t slopes) {
+    const uint32_t y = b.activation(name, {1, kChannels, kSize, kSize}, 0.12f, 6);
+    const qtk_test::Requant positive = qtk_test::quantize_multiplier(0.15 / 0.12);
+    std::vector<int64_t> multipliers, shifts;
+    for (int64_t c = 0; c < slopes; ++c) {
+        const double slope = c % 3 == 1 ? -0.3 : 0.1 * double(c + 1);
+        const qtk_test::Requant r = qtk_test::quantize_multiplier(std::abs(slope) * 0.15 / 0.12);
+        multipliers.push_back(slope < 0 ? -int64_t{r.multiplier} : int64_t{r.multiplier});
+        shifts.push_back(r.shift);
+    }
+    b.node("prelu", name, {x}, {y},
+           {AttrSpec("positive_multiplier", {positive.multiplier}),
+            AttrSpec("positive_shift", {positive.shift}), AttrSpec("multiplier", multipliers),
+            AttrSpec("shift", shifts), AttrSpec("clamp", {-128, 127})});
+    return y;
+}
+
 struct Graph {
     std::string name;
     ModelBuilder builder;
@@ -112,6 +130,39 @@ std::vector<Graph> graphs() {
         ModelBuilder& b = g.builder;
         const uint32_t y = conv(b, rng, "conv", b.inputs[0], false);
         b.outputs = {add(b, "add", y, y)};
+        g.fused_nodes = 2;
+        out.push_back(std::move(g));
+    }
+    // Lookups after an add that no conv took (fuse_lookups_into_adds): a PReLU with a slope per
+    // channel or one, and a lut with one table; none where the sum is read again.
+    for (int64_t slopes : {kChannels, int64_t{1}}) {
+        Graph g = start("conv + conv output, PReLU of " + std::to_string(slopes) + " slope(s)");
+        ModelBuilder& b = g.builder;
+        const uint32_t y = conv(b, rng, "conv", b.inputs[0], false);
+        b.outputs = {prelu(b, "act", add(b, "add", y, y), slopes)};
+        g.fused_nodes = 2;
+        out.push_back(std::move(g));
+    }
+    {
+        Graph g = start("x + x, lut");
+        ModelBuilder& b = g.builder;
+        const uint32_t x = b.inputs[0];
+        std::vector<int8_t> table(256);
+        for (int i = 0; i < 256; ++i) {
+            table[size_t(i)] = static_cast<int8_t>((i * 37) % 256 - 128);
+        }
+        const uint32_t t = b.weight("table", {256}, table);
+        const uint32_t y = b.activation("lut", {1, kChannels, kSize, kSize}, 0.2f, -7);
+        b.node("lut", "lut", {add(b, "add", x, x), t}, {y}, {});
+        b.outputs = {y};
+        g.fused_nodes = 1;
+        out.push_back(std::move(g));
+    }
+    {
+        Graph g = start("x + x read twice, PReLU");
+        ModelBuilder& b = g.builder;
+        const uint32_t sum = add(b, "add", b.inputs[0], b.inputs[0]);
+        b.outputs = {prelu(b, "act", sum, kChannels), sum};
         g.fused_nodes = 2;
         out.push_back(std::move(g));
     }

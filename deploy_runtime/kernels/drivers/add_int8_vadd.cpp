@@ -1,5 +1,10 @@
-// add int8, vectorized (docs/quantization_spec.md section 3, same shapes): the vectorized rescaled sum
-// of vadd_int8.h over the flat tensors, threads splitting them. Built with the baseline flags.
+// add int8, vectorized (docs/quantization_spec.md section 3, same shapes): the vectorized rescaled
+// sum of vadd_int8.h over the flat tensors, threads splitting them; where the graph pass fused the
+// lookup that read the sum (graph_passes.h), each piece of a channel plane is then looked up in
+// that channel's table by lut_int8.h while it is in cache. Built with the baseline flags.
+#include <algorithm>
+
+#include "../contracts/lut_int8.h"
 #include "../contracts/vadd_int8.h"
 #include "beside_reference.h"
 #include "op_algo.h"
@@ -9,53 +14,79 @@ namespace qtk {
 namespace detail {
 
 std::unique_ptr<OpKernel> make_add_int8_reference(const NodeView& node);
+// The fused lookup's tables, [channels][256], or none (kernels/reference/elementwise.cpp).
+std::vector<int8_t> add_int8_tables(const NodeView& node);
 
 namespace {
 
 class AddInt8Vadd final : public BesideReference {
  public:
-    AddInt8Vadd(const NodeView& node, const Int8VaddUkernel& ukernel)
-        : BesideReference(node, make_add_int8_reference), ukernel_(ukernel) {
+    AddInt8Vadd(const NodeView& node, const Int8VaddUkernel& ukernel, const Int8LutUkernel& lut)
+        : BesideReference(node, make_add_int8_reference),
+          ukernel_(ukernel),
+          lut_(lut),
+          tables_(add_int8_tables(node)) {
         // Checked by the reference.
         const std::vector<int32_t> multipliers = node.multipliers("multiplier", 2);
         const ClampRange clamp = node.clamp("clamp");
+        const int32_t sum_zero_point =
+            tables_.empty() ? node.output(0, DType::kInt8).zero_point
+                            : static_cast<int32_t>(node.int_scalar("sum_zero_point", -128, 127));
         params_ = {node.activation_input(0, DType::kInt8).zero_point,
                    multipliers[0],
                    node.activation_input(1, DType::kInt8).zero_point,
                    multipliers[1],
                    node.shifts("shift", 1)[0],
-                   node.output(0, DType::kInt8).zero_point,
+                   sum_zero_point,
                    clamp.lo,
                    clamp.hi};
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Shape& shape = *io.output_shapes[0];
         const int8_t* a = io.input<int8_t>(0);
         const int8_t* b = io.input<int8_t>(1);
         int8_t* y = io.output<int8_t>(0);
-        pool.parallel_for(element_count(*io.output_shapes[0]), [&](int64_t begin, int64_t end) {
+        const int64_t channels = static_cast<int64_t>(tables_.size() / 256);
+        // A table's run: the range for one table, else its part of each channel plane.
+        const int64_t plane =
+            channels > 1 ? element_count(shape) / (shape[0] * channels) : element_count(shape);
+        pool.parallel_for(element_count(shape), [&](int64_t begin, int64_t end) {
             ukernel_.run(a + begin, b + begin, end - begin, params_, y + begin);
+            for (int64_t i = begin; i < end && channels > 0;) {
+                const int64_t stop = std::min(end, (i / plane + 1) * plane);
+                lut_.run(y + i, stop - i, &tables_[size_t(i / plane % channels * 256)], y + i);
+                i = stop;
+            }
         });
     }
 
  private:
     const Int8VaddUkernel& ukernel_;
+    const Int8LutUkernel& lut_;
+    const std::vector<int8_t> tables_;
     Int8AddParams params_;
 };
 
 }  // namespace
 
+#if QTK_X86_AVX512_VBMI
+extern const OpAlgo kAddInt8VaddAvx512Vbmi = {
+    "add_int8_vadd_avx512_vbmi", IsaLevel::kAvx512Vbmi,
+    make_kernel<AddInt8Vadd, kInt8VaddAvx512, kInt8LutAvx512Vbmi>};
+#endif
 #if QTK_X86_AVX512_VNNI
-extern const OpAlgo kAddInt8VaddAvx512 = {"add_int8_vadd_avx512", IsaLevel::kAvx512Vnni,
-                                          make_kernel<AddInt8Vadd, kInt8VaddAvx512>};
+extern const OpAlgo kAddInt8VaddAvx512 = {
+    "add_int8_vadd_avx512", IsaLevel::kAvx512Vnni,
+    make_kernel<AddInt8Vadd, kInt8VaddAvx512, kInt8LutAvx512>};
 #endif
 #if QTK_X86_AVX2
 extern const OpAlgo kAddInt8VaddAvx2 = {"add_int8_vadd_avx2", IsaLevel::kAvx2,
-                                        make_kernel<AddInt8Vadd, kInt8VaddAvx2>};
+                                        make_kernel<AddInt8Vadd, kInt8VaddAvx2, kInt8LutAvx2>};
 #endif
 #if QTK_ARM_NEON
 extern const OpAlgo kAddInt8VaddNeon = {"add_int8_vadd_neon", IsaLevel::kNeon,
-                                        make_kernel<AddInt8Vadd, kInt8VaddNeon>};
+                                        make_kernel<AddInt8Vadd, kInt8VaddNeon, kInt8LutNeon>};
 #endif
 
 }  // namespace detail

@@ -1,5 +1,7 @@
 // Elementwise ops, reference.
-// - int8: add (docs/quantization_spec.md section 3, same shapes), mul (section 9, broadcast),
+// - int8: add (docs/quantization_spec.md section 3, same shapes; where the graph pass fused the
+//   lookup that read it, graph_passes.h, each sum then looked up in its channel's table), mul
+//   (section 9, broadcast),
 //   clamp (section 5: a clamp on the int8 values, keeps (scale, zp)), lut (section 10: a stored
 //   256-entry table, or one per channel (section 25), own (scale, zp)).
 // - float32: add, sub, mul and div (broadcast like int8 mul, either input may be a constant,
@@ -22,17 +24,37 @@ namespace {
 class AddInt8Reference final : public OpKernel {
  public:
     explicit AddInt8Reference(const NodeView& node) : OpKernel(node.label()) {
-        node.expect_input_count(2);
+        const bool lookup = node.input_count() == 3;
+        node.expect_input_count(lookup ? 3 : 2);
         node.expect_output_count(1);
-        a_zero_point_ = node.activation_input(0, DType::kInt8).zero_point;
+        const Value& a = node.activation_input(0, DType::kInt8);
+        a_zero_point_ = a.zero_point;
         b_zero_point_ = node.activation_input(1, DType::kInt8).zero_point;
         output_zero_point_ = node.output(0, DType::kInt8).zero_point;
-        node.expect_attrs({"multiplier", "shift", "clamp"});
+        node.expect_attrs({"multiplier", "shift", "clamp"}, {"sum_zero_point"});
         const std::vector<int32_t> multipliers = node.multipliers("multiplier", 2);
         a_multiplier_ = multipliers[0];
         b_multiplier_ = multipliers[1];
         shift_ = node.shifts("shift", 1)[0];
         clamp_ = node.clamp("clamp");
+        if (lookup != node.has_attr("sum_zero_point")) {
+            node.fail("a fused lookup takes both the table (input 2) and 'sum_zero_point'");
+        }
+        if (lookup) {
+            output_zero_point_ = static_cast<int32_t>(
+                node.int_scalar("sum_zero_point", arith::kInt8Min, arith::kInt8Max));
+            const Value& table = node.input_value(2);
+            const bool per_channel = table.shape.size() == 2;
+            node.constant_input(2, "table", DType::kInt8, per_channel ? 2 : 1);
+            const int64_t channels = per_channel && a.shape.size() >= 2 ? a.shape[1] : 1;
+            if (table.shape != (per_channel ? Shape{channels, 256} : Shape{256})) {
+                node.fail("table '" + table.name + "' must have shape [256] or [C, 256] for the " +
+                          "C channels (dim 1) of " + to_string(a.shape) + ", got " +
+                          to_string(table.shape));
+            }
+            const int8_t* entries = reinterpret_cast<const int8_t*>(table.data);
+            tables_.assign(entries, entries + channels * 256);
+        }
     }
 
     std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const override {
@@ -44,22 +66,32 @@ class AddInt8Reference final : public OpKernel {
     }
 
     void run(const NodeIO& io, ThreadPool& pool) const override {
+        const Shape& shape = *io.output_shapes[0];
+        const int64_t channels = static_cast<int64_t>(tables_.size() / 256);
+        const int64_t plane = channels > 1 ? element_count(shape) / (shape[0] * channels) : 1;
         const int8_t* a = io.input<int8_t>(0);
         const int8_t* b = io.input<int8_t>(1);
         int8_t* y = io.output<int8_t>(0);
-        pool.parallel_for(element_count(*io.output_shapes[0]), [&](int64_t begin, int64_t end) {
+        pool.parallel_for(element_count(shape), [&](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; ++i) {
-                y[i] = arith::rescale_add(a[i], a_zero_point_, a_multiplier_, b[i], b_zero_point_,
-                                          b_multiplier_, shift_, output_zero_point_, clamp_.lo,
-                                          clamp_.hi);
+                const int8_t sum = arith::rescale_add(a[i], a_zero_point_, a_multiplier_, b[i],
+                                                      b_zero_point_, b_multiplier_, shift_,
+                                                      output_zero_point_, clamp_.lo, clamp_.hi);
+                y[i] = tables_.empty()
+                           ? sum
+                           : tables_[size_t(i / plane % channels * 256 + int32_t{sum} + 128)];
             }
         });
     }
 
+    // The fused lookup's tables, [channels][256], or none.
+    const std::vector<int8_t>& tables() const { return tables_; }
+
  private:
-    int32_t a_zero_point_, b_zero_point_, output_zero_point_;
+    int32_t a_zero_point_, b_zero_point_, output_zero_point_;  // output: of the sum
     int32_t a_multiplier_, b_multiplier_, shift_;
     ClampRange clamp_;
+    std::vector<int8_t> tables_;
 };
 
 // Two inputs of equal rank whose dims are equal or 1, torch's broadcasting for equal ranks
@@ -339,6 +371,10 @@ constexpr Float32Function kFloat32Functions[] = {
 }  // namespace
 
 QTK_KERNEL_FACTORY(make_add_int8_reference, AddInt8Reference)
+
+std::vector<int8_t> add_int8_tables(const NodeView& node) {
+    return AddInt8Reference(node).tables();
+}
 
 extern const OpAlgo kAddInt8Reference = {"add_int8_reference", IsaLevel::kScalar,
                                          make_add_int8_reference};
