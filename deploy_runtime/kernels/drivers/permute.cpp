@@ -58,8 +58,10 @@ void transpose16x16(const uint8_t* x, int64_t x_stride, uint8_t* y, int64_t y_st
 
 // y[r * C + c] = x[c * x_stride + r] for r < 16, c < C (2 to 4: an image's channels into pixels,
 // which the 16 x 16 blocks would mostly waste): the channels' bytes unpacked into 4-byte pixels,
-// stored C bytes a pixel. At C = 3 each pixel is one 4-byte store whose last byte the next pixel
-// overwrites; the last pixel stores 3, so exactly 16 C bytes are written.
+// stored C bytes a pixel. At C = 3 each 64-bit lane's two pixels close up to 6 bytes, each vector's
+// two lanes to 12, and the four vectors' 12-byte runs are stitched into three 16-byte stores:
+// storing each pixel's 4 bytes over the last one's spare byte took 2.2 times as long (224x224
+// image, Zen 4). Exactly 16 C bytes are written.
 template <int C>
 void interleave16(const uint8_t* x, int64_t x_stride, uint8_t* y) {
     const auto row = [&](int c) {
@@ -74,23 +76,33 @@ void interleave16(const uint8_t* x, int64_t x_stride, uint8_t* y) {
         return;
     }
     const __m128i cd[2] = {_mm_unpacklo_epi8(c, d), _mm_unpackhi_epi8(c, d)};
+    __m128i quads[4];  // 4 pixels each, 4 bytes a pixel
     for (int half = 0; half < 2; ++half) {
-        const __m128i quads[2] = {_mm_unpacklo_epi16(ab[half], cd[half]),
-                                  _mm_unpackhi_epi16(ab[half], cd[half])};
-        for (int q = 0; q < 2; ++q) {
-            uint8_t* out = y + (8 * half + 4 * q) * C;
-            if constexpr (C == 4) {
-                _mm_storeu_si128(reinterpret_cast<__m128i*>(out), quads[q]);
-                continue;
-            }
-            alignas(16) uint8_t bytes[16];
-            _mm_store_si128(reinterpret_cast<__m128i*>(bytes), quads[q]);
-            std::memcpy(out, bytes, 4);
-            std::memcpy(out + 3, bytes + 4, 4);
-            std::memcpy(out + 6, bytes + 8, 4);
-            std::memcpy(out + 9, bytes + 12, half == 1 && q == 1 ? 3 : 4);
-        }
+        quads[2 * half] = _mm_unpacklo_epi16(ab[half], cd[half]);
+        quads[2 * half + 1] = _mm_unpackhi_epi16(ab[half], cd[half]);
     }
+    if constexpr (C == 4) {
+        for (int q = 0; q < 4; ++q) {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(y + 16 * q), quads[q]);
+        }
+        return;
+    }
+    const __m128i first3 = _mm_set1_epi64x(0xFFFFFF), second3 = _mm_set1_epi64x(0xFFFFFF000000);
+    const __m128i low6 = _mm_set_epi64x(0, 0xFFFFFFFFFFFF);
+    const __m128i next6 = _mm_set_epi32(0, -1, static_cast<int>(0xFFFF0000), 0);  // bytes 6..11
+    __m128i runs[4];  // 12 bytes each
+    for (int q = 0; q < 4; ++q) {
+        const __m128i lanes = _mm_or_si128(_mm_and_si128(quads[q], first3),
+                                           _mm_and_si128(_mm_srli_epi64(quads[q], 8), second3));
+        runs[q] = _mm_or_si128(_mm_and_si128(lanes, low6),
+                               _mm_and_si128(_mm_srli_si128(lanes, 2), next6));
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y),
+                     _mm_or_si128(runs[0], _mm_slli_si128(runs[1], 12)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + 16),
+                     _mm_or_si128(_mm_srli_si128(runs[1], 4), _mm_slli_si128(runs[2], 8)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + 32),
+                     _mm_or_si128(_mm_srli_si128(runs[2], 8), _mm_slli_si128(runs[3], 4)));
 }
 #endif
 
