@@ -6,8 +6,8 @@ output does not, :func:`first_divergence` finds the first node that computes dif
 1. the Quantized model runs in torch node by node: the export's own trace (``trace_export``) runs
    its fx graph recording every node's result and says which ``.qmodel`` value holds it;
 2. the runtime runs the file with ``keep_intermediates=True``, which keeps every activation
-   (graph passes included: an add fused into its conv is that conv's output, an NHWC value is
-   permuted back to NCHW to compare);
+   (graph passes included: an add fused into its conv is that conv's output, a PReLU or lut fused
+   into its add that add's, an NHWC value is permuted back to NCHW to compare);
 3. the values are compared in the runtime's execution order, int8 byte for byte (float32 values,
    which the runtime's float kernels need not reproduce bit for bit, within a tolerance); the
    first that differs names its node.
@@ -33,7 +33,8 @@ class Divergence:
     """The first value whose runtime bytes differ from the reference's.
 
     Args:
-        node: the runtime node that computed it (a conv with a fused add carries the conv's name).
+        node: the runtime node that computed it (a conv with a fused add carries the conv's name,
+            an add with a fused PReLU or lut the add's).
         op: that node's op.
         value: the value's name in the file.
         value_id: its id in the file.
@@ -205,7 +206,8 @@ def _write_repro(found, qfile, producer, references, path, threads):
                             "quantization)")
         return
     chosen = {producer[found.value_id]}
-    # A fused add's value comes from the conv the runtime fused it into: take both.
+    # A fused node's value comes from the node the runtime fused it into (an add's from its conv,
+    # a PReLU's or lut's from its add): take both.
     chosen |= {k for k, node in enumerate(qfile.nodes) if node.name == found.node}
     writer, input_ids, output_ids = subgraph_writer(qfile, chosen)
     missing = [qfile.values[v].name for v in input_ids if v not in references]

@@ -245,7 +245,8 @@ def load(model, threads=1, fast_run=None, fast_run_cache=None, profile=False, ar
         arena: a :class:`Arena` shared with other sessions that run one after another (never at
             the same time), so their activations need the largest plan, not the sum.
         optimize_graph: run the runtime's graph passes (residual adds fused into the convs
-            before them). They change no byte; ``False`` runs the file's nodes one by one.
+            before them, PReLUs and luts into the adds before them, channels-last regions).
+            They change no byte; ``False`` runs the file's nodes one by one.
         keep_intermediates: keep every node's output for :meth:`Session.intermediates`
             (debugging: a larger arena, the same results; ``qtk.debug`` uses it).
         device: ``"cpu"``, or a :class:`DeviceSession`'s device (``"cuda"``, ``"cuda:N"``,

@@ -256,6 +256,9 @@ Step DeviceSession::Impl::make_step(const Node& node) {
                          c.output_zero_point, c.clamp);
     }
     if (node.op == "add") {
+        if (view.input_count() != 2 || view.has_attr("sum_zero_point")) {
+            unsupported(view, "an add with a fused lookup (table and sum_zero_point)");
+        }
         s.kind = StepKind::kAdd;
         s.kernel = "add_int8";
         cuda::AddParams& p = s.add;

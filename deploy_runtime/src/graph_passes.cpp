@@ -12,8 +12,10 @@
 namespace qtk {
 namespace detail {
 
-// A prelu node's table per slope, [slopes][256] (kernels/reference/prelu.cpp).
+// The tables of a prelu node, one per slope, and of a lut node, one or one per channel:
+// [count][256] each, checked by their references (kernels/reference/prelu.cpp, elementwise.cpp).
 std::vector<int8_t> prelu_int8_tables(const NodeView& node);
+std::vector<int8_t> lut_int8_tables(const NodeView& node);
 
 namespace {
 
@@ -36,6 +38,27 @@ Attr ints_attr(const char* key, std::vector<int64_t> ints) {
     return a;
 }
 
+// An int8 add as the file writes it (no pass has fused anything into it): the fusion passes take
+// only those; malformed adds stay, for their kernel to report.
+bool plain_int8_add(const Graph& g, const Node& add) {
+    return add.op == "add" && add.inputs.size() == 2 && add.outputs.size() == 1 &&
+           add.attrs.size() == 3 && find_ints(add, "multiplier", 2) && find_ints(add, "shift", 1) &&
+           find_ints(add, "clamp", 2) && g.values[add.outputs[0]].dtype == DType::kInt8;
+}
+
+// Drops the nodes marked `gone`, keeping the others' order; returns how many went.
+size_t remove_nodes(Graph& g, const std::vector<bool>& gone) {
+    std::vector<Node> kept;
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        if (!gone[k]) {
+            kept.push_back(std::move(g.nodes[k]));
+        }
+    }
+    const size_t removed = g.nodes.size() - kept.size();
+    g.nodes = std::move(kept);
+    return removed;
+}
+
 }  // namespace
 
 size_t fuse_residual_adds(Graph& g) {
@@ -55,17 +78,14 @@ size_t fuse_residual_adds(Graph& g) {
     const auto is_int8 = [&](uint32_t id) { return g.values[id].dtype == DType::kInt8; };
 
     std::vector<bool> fused(g.nodes.size(), false);
-    size_t count = 0;
     for (size_t k = 0; k < g.nodes.size(); ++k) {
         const Node& add = g.nodes[k];
-        // Malformed adds stay, for their kernel to report.
+        if (!plain_int8_add(g, add)) {
+            continue;
+        }
         const Attr* multiplier = find_ints(add, "multiplier", 2);
         const Attr* shift = find_ints(add, "shift", 1);
         const Attr* clamp = find_ints(add, "clamp", 2);
-        if (add.op != "add" || add.inputs.size() != 2 || add.outputs.size() != 1 ||
-            add.attrs.size() != 3 || !multiplier || !shift || !clamp || !is_int8(add.outputs[0])) {
-            continue;
-        }
         // The operand whose conv runs last, of those whose residual already exists then.
         size_t operand = 2, conv_index = 0;
         for (size_t i = 0; i < 2; ++i) {
@@ -97,31 +117,9 @@ size_t fuse_residual_adds(Graph& g) {
         conv.attrs.push_back(ints_attr("add_clamp", clamp->ints));
         producer[add.outputs[0]] = conv_index;
         fused[k] = true;
-        ++count;
     }
-
-    std::vector<Node> kept;
-    kept.reserve(g.nodes.size() - count);
-    for (size_t k = 0; k < g.nodes.size(); ++k) {
-        if (!fused[k]) {
-            kept.push_back(std::move(g.nodes[k]));
-        }
-    }
-    g.nodes = std::move(kept);
-    return count;
+    return remove_nodes(g, fused);
 }
-
-namespace {
-
-// An int8 add's attributes as the file writes them (not yet fused into a conv): the lookup pass
-// below fuses only those; malformed adds stay, for their kernel to report.
-bool plain_int8_add(const Graph& g, const Node& add) {
-    return add.op == "add" && add.inputs.size() == 2 && add.outputs.size() == 1 &&
-           add.attrs.size() == 3 && find_ints(add, "multiplier", 2) && find_ints(add, "shift", 1) &&
-           find_ints(add, "clamp", 2) && g.values[add.outputs[0]].dtype == DType::kInt8;
-}
-
-}  // namespace
 
 size_t fuse_lookups_into_adds(Graph& g) {
     std::vector<std::vector<size_t>> readers(g.values.size());
@@ -135,7 +133,6 @@ size_t fuse_lookups_into_adds(Graph& g) {
         graph_output[id] = true;
     }
     std::vector<bool> fused(g.nodes.size(), false);
-    size_t count = 0;
     for (Node& add : g.nodes) {
         if (!plain_int8_add(g, add)) {
             continue;
@@ -146,18 +143,24 @@ size_t fuse_lookups_into_adds(Graph& g) {
         }
         const size_t k = readers[sum][0];
         const Node& lookup = g.nodes[k];
-        const Shape sum_shape = g.values[sum].shape;  // g.values grows below
         const int32_t sum_zero_point = g.values[sum].zero_point;
-        // The lookup's tables as a constant of shape [256] or [C, 256], C the sum's dim 1.
+        // The lookup's tables as a constant of shape [256] or [C, 256], C the sum's dim 1: a
+        // lut's own (channels-last luts stay), a prelu's built from its slopes.
+        const bool lut = lookup.op == "lut" && lookup.attrs.empty();
+        if ((!lut && lookup.op != "prelu") || lookup.inputs[0] != sum) {
+            continue;
+        }
+        std::vector<int8_t> tables;
+        try {
+            tables = lut ? lut_int8_tables(NodeView(g, lookup))
+                         : prelu_int8_tables(NodeView(g, lookup));
+        } catch (const Error&) {
+            continue;  // malformed: its own kernel reports it
+        }
         uint32_t table = 0;
-        if (lookup.op == "prelu" && lookup.inputs.size() == 1 && lookup.outputs.size() == 1 &&
-            g.values[lookup.outputs[0]].dtype == DType::kInt8) {
-            std::vector<int8_t> tables;
-            try {
-                tables = prelu_int8_tables(NodeView(g, lookup));
-            } catch (const Error&) {
-                continue;  // malformed: its own kernel reports it
-            }
+        if (lut) {
+            table = lookup.inputs[1];
+        } else {
             Value v;
             v.name = lookup.name + ".table";
             v.shape = tables.size() == 256 ? Shape{256} : Shape{int64_t(tables.size() / 256), 256};
@@ -169,34 +172,13 @@ size_t fuse_lookups_into_adds(Graph& g) {
             g.unpacked_constants.push_back(std::move(owned));
             g.values.push_back(std::move(v));
             table = uint32_t(g.values.size() - 1);
-        } else if (lookup.op == "lut" && lookup.inputs.size() == 2 && lookup.attrs.empty() &&
-                   lookup.outputs.size() == 1 && lookup.inputs[0] == sum) {
-            const Value& t = g.values[lookup.inputs[1]];
-            const bool fits = t.constant && t.dtype == DType::kInt8 &&
-                              (t.shape == Shape{256} ||
-                               (sum_shape.size() >= 2 && t.shape == Shape{sum_shape[1], 256}));
-            if (!fits) {
-                continue;
-            }
-            table = lookup.inputs[1];
-        } else {
-            continue;
         }
         add.inputs.push_back(table);
         add.attrs.push_back(ints_attr("sum_zero_point", {sum_zero_point}));
         add.outputs = lookup.outputs;
         fused[k] = true;
-        ++count;
     }
-    std::vector<Node> kept;
-    kept.reserve(g.nodes.size() - count);
-    for (size_t k = 0; k < g.nodes.size(); ++k) {
-        if (!fused[k]) {
-            kept.push_back(std::move(g.nodes[k]));
-        }
-    }
-    g.nodes = std::move(kept);
-    return count;
+    return remove_nodes(g, fused);
 }
 
 namespace {

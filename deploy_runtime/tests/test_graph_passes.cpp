@@ -72,6 +72,17 @@ uint32_t prelu(ModelBuilder& b, const std::string& name, uint32_t x, int64_t slo
     return y;
 }
 
+// A lut's table constant: one [256], or one per channel [C, 256].
+uint32_t lut_table(ModelBuilder& b, int64_t tables) {
+    std::vector<int8_t> entries(size_t(tables * 256));
+    for (size_t i = 0; i < entries.size(); ++i) {
+        entries[i] = static_cast<int8_t>((i * 37 + i / 256) % 256 - 128);
+    }
+    return b.weight("table", tables == 1 ? std::vector<int64_t>{256}
+                                         : std::vector<int64_t>{tables, 256},
+                    entries);
+}
+
 struct Graph {
     std::string name;
     ModelBuilder builder;
@@ -143,19 +154,28 @@ std::vector<Graph> graphs() {
         g.fused_nodes = 2;
         out.push_back(std::move(g));
     }
-    {
-        Graph g = start("x + x, lut");
+    for (int64_t tables : {int64_t{1}, kChannels}) {
+        Graph g = start("x + x, lut of " + std::to_string(tables) + " table(s)");
         ModelBuilder& b = g.builder;
         const uint32_t x = b.inputs[0];
-        std::vector<int8_t> table(256);
-        for (int i = 0; i < 256; ++i) {
-            table[size_t(i)] = static_cast<int8_t>((i * 37) % 256 - 128);
-        }
-        const uint32_t t = b.weight("table", {256}, table);
+        const uint32_t t = lut_table(b, tables);
         const uint32_t y = b.activation("lut", {1, kChannels, kSize, kSize}, 0.2f, -7);
         b.node("lut", "lut", {add(b, "add", x, x), t}, {y}, {});
         b.outputs = {y};
         g.fused_nodes = 1;
+        out.push_back(std::move(g));
+    }
+    {  // two luts read the sum: it must be stored
+        Graph g = start("x + x read by two luts");
+        ModelBuilder& b = g.builder;
+        const uint32_t sum = add(b, "add", b.inputs[0], b.inputs[0]);
+        const uint32_t t = lut_table(b, 1);
+        const uint32_t y1 = b.activation("lut1", {1, kChannels, kSize, kSize}, 0.2f, -7);
+        const uint32_t y2 = b.activation("lut2", {1, kChannels, kSize, kSize}, 0.2f, 3);
+        b.node("lut", "lut1", {sum, t}, {y1}, {});
+        b.node("lut", "lut2", {sum, t}, {y2}, {});
+        b.outputs = {y1, y2};
+        g.fused_nodes = 3;
         out.push_back(std::move(g));
     }
     {
@@ -226,6 +246,28 @@ void test_fusion_is_exact() {
         qtk_test::set_env("QTK_CONV_ALGO", nullptr);
         std::printf("%s: %zu -> %zu nodes, fused bytes equal\n", g.name.c_str(),
                     g.builder.nodes.size(), g.fused_nodes);
+    }
+}
+
+// A malformed lookup after an add is left to its own kernel, whose error names it: a lut table of
+// 5 channels for a sum of 6, a prelu of 5 slopes.
+void test_malformed_lookup_after_an_add() {
+    for (const char* op : {"lut", "prelu"}) {
+        ModelBuilder b;
+        const uint32_t x = b.activation("x", {1, kChannels, kSize, kSize}, 0.05f, 4);
+        b.inputs = {x};
+        const uint32_t sum = add(b, "add", x, x);
+        if (std::string(op) == "lut") {
+            const uint32_t y = b.activation("lut", {1, kChannels, kSize, kSize}, 0.2f, -7);
+            b.node("lut", "lut", {sum, lut_table(b, kChannels - 1)}, {y}, {});
+            b.outputs = {y};
+        } else {
+            b.outputs = {prelu(b, "act", sum, kChannels - 1)};
+        }
+        const std::vector<uint8_t> bytes = b.build();
+        CHECK_THROWS_WITH(qtk::Model::from_bytes(bytes.data(), bytes.size()),
+                          std::string("node '") + (std::string(op) == "lut" ? "lut" : "act") +
+                              "' (" + op + ")");
     }
 }
 
@@ -493,6 +535,7 @@ void test_nhwc_layout_per_channel_lut() {
 int main() {
     test_fusion_is_exact();
     test_fused_conv_in_a_file();
+    test_malformed_lookup_after_an_add();
     test_nhwc_layout();
     test_nhwc_layout_dense();
     test_nhwc_layout_stem();

@@ -450,7 +450,8 @@ PYBIND11_MODULE(_C, m) {
             "Loads (memory-maps) a .qmodel file (str or os.PathLike); QtkError names what is "
             "wrong with a bad file. fast_run 'use' or 'search' chooses each layer's algorithm by "
             "Fast-Run with the cache file fast_run_cache, timing with fast_run_threads. "
-            "optimize_graph=False skips the runtime's graph passes (fused residual adds).")
+            "optimize_graph=False skips the runtime's graph passes (fused residual adds and "
+            "lookups, channels-last regions).")
         .def_static(
             "from_bytes",
             [](const py::object& data, const std::string& fast_run, const std::string& cache,

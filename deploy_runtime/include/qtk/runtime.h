@@ -104,7 +104,8 @@ struct LoadOptions {
     std::string fast_run_cache;
     int fast_run_threads = 1;  // time with the thread count the sessions will use
     // The runtime's graph passes (src/graph_passes.h: residual adds fused into the convs before
-    // them). They change no output byte; off runs the file's nodes one by one, to compare.
+    // them, PReLUs and luts into the adds before them, channels-last regions). They change no
+    // output byte; off runs the file's nodes one by one, to compare.
     bool optimize_graph = true;
 };
 

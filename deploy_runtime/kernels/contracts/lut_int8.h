@@ -4,7 +4,8 @@
 // table_lookup_planes.h (lut and prelu, a table per tensor or per channel plane) and
 // concat_int8_table.cpp (an input's rescale as a table).
 //
-// Contract: y[i] = table[x[i] + 128] for i < count. No alignment is required.
+// Contract: y[i] = table[x[i] + 128] for i < count, y == x allowed (in place). No alignment is
+// required.
 //
 // AVX-512 VBMI looks 64 bytes up in two 128-entry byte permutes (vpermi2b). Without it (AVX2, and
 // AVX-512 BW on CPUs of the avx512_vnni level that lack VBMI), the index u = x + 128 (x's sign bit

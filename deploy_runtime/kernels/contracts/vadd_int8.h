@@ -41,7 +41,7 @@ struct Int8AddParams {
     int32_t zero_point, lo, hi;  // of the output
     // The int64 form: 2^(n-1), and the clamp relative to the zero point (applied before adding it).
     int64_t round, lo_from_zero_point, hi_from_zero_point;
-    // The 16-bit form, where `pairs` (shift and multipliers in its range):
+    // The 16-bit form, where `pairs` (shift and multipliers in its range, K within int32):
     bool pairs;
     int32_t high_pair, low_pair;  // (H_a, H_b) and (L_a, L_b) as int16 pairs, a's in the low half
     int32_t pair_low_init;        // C_L

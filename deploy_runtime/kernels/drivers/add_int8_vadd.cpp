@@ -1,13 +1,16 @@
 // add int8, vectorized (docs/quantization_spec.md section 3, same shapes): the vectorized rescaled
 // sum of vadd_int8.h over the flat tensors, threads splitting them; where the graph pass fused the
-// lookup that read the sum (graph_passes.h), each piece of a channel plane is then looked up in
-// that channel's table by lut_int8.h while it is in cache. Built with the baseline flags.
+// lookup that read the sum (graph_passes.h), each chunk of sums is then looked up, a piece of a
+// channel plane at a time in that channel's table, by lut_int8.h while it is in L1. The
+// avx512_vbmi descriptor differs from the avx512 one in its lookups alone. Built with the
+// baseline flags.
 #include <algorithm>
 
 #include "../contracts/lut_int8.h"
 #include "../contracts/vadd_int8.h"
 #include "beside_reference.h"
 #include "op_algo.h"
+#include "table_lookup_planes.h"
 #include "thread_pool.h"
 
 namespace qtk {
@@ -18,6 +21,8 @@ std::unique_ptr<OpKernel> make_add_int8_reference(const NodeView& node);
 std::vector<int8_t> add_int8_tables(const NodeView& node);
 
 namespace {
+
+constexpr int64_t kChunkBytes = 16 * 1024;  // of sums looked up before the next are added
 
 class AddInt8Vadd final : public BesideReference {
  public:
@@ -47,16 +52,24 @@ class AddInt8Vadd final : public BesideReference {
         const int8_t* a = io.input<int8_t>(0);
         const int8_t* b = io.input<int8_t>(1);
         int8_t* y = io.output<int8_t>(0);
+        if (tables_.empty()) {
+            pool.parallel_for(element_count(shape), [&](int64_t begin, int64_t end) {
+                ukernel_.run(a + begin, b + begin, end - begin, params_, y + begin);
+            });
+            return;
+        }
         const int64_t channels = static_cast<int64_t>(tables_.size() / 256);
-        // A table's run: the range for one table, else its part of each channel plane.
         const int64_t plane =
             channels > 1 ? element_count(shape) / (shape[0] * channels) : element_count(shape);
         pool.parallel_for(element_count(shape), [&](int64_t begin, int64_t end) {
-            ukernel_.run(a + begin, b + begin, end - begin, params_, y + begin);
-            for (int64_t i = begin; i < end && channels > 0;) {
-                const int64_t stop = std::min(end, (i / plane + 1) * plane);
-                lut_.run(y + i, stop - i, &tables_[size_t(i / plane % channels * 256)], y + i);
-                i = stop;
+            // A chunk's sums, then their lookups while they are in L1.
+            for (int64_t chunk = begin; chunk < end; chunk += kChunkBytes) {
+                const int64_t stop = std::min(end, chunk + kChunkBytes);
+                ukernel_.run(a + chunk, b + chunk, stop - chunk, params_, y + chunk);
+                for_each_table_run(chunk, stop, plane, tables_,
+                                   [&](int64_t first, int64_t last, const int8_t* table) {
+                                       lut_.run(y + first, last - first, table, y + first);
+                                   });
             }
         });
     }

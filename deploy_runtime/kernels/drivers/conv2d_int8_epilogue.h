@@ -121,8 +121,8 @@ class Conv2dInt8Epilogue {
         rows(oc, acc, count, 1, count, offset, y, residual);
     }
 
-    // The output's zero point and clamp, for micro-kernels that requantize in registers (by one
-    // multiplier per channel: never with a fused PReLU, whose layers they leave to rows / pixels).
+    // The output's zero point and clamp, for micro-kernels that requantize in registers (a fused
+    // PReLU's two sides too where they have the by-sign form, gemm_int8.h).
     const Int8Output& output() const { return out_; }
 
  private:

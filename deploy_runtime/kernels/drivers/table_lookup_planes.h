@@ -15,6 +15,20 @@
 namespace qtk {
 namespace detail {
 
+// fn(first, last, table) for each piece of elements [begin, end) that lies in one plane of `plane`
+// elements, with that plane's table of `tables` ([channels][256]; plane p is channel p % channels).
+template <typename Fn>
+void for_each_table_run(int64_t begin, int64_t end, int64_t plane,
+                        const std::vector<int8_t>& tables, const Fn& fn) {
+    const int64_t channels = static_cast<int64_t>(tables.size() / 256);
+    while (begin < end) {
+        const int64_t p = begin / plane;
+        const int64_t stop = std::min(end, (p + 1) * plane);
+        fn(begin, stop, &tables[size_t(p % channels * 256)]);
+        begin = stop;
+    }
+}
+
 template <std::unique_ptr<OpKernel> (*kMakeReference)(const NodeView& node),
           std::vector<int8_t> (*kTables)(const NodeView& node)>  // [channels][256]
 class TableLookupPlanes final : public BesideReference {
@@ -47,13 +61,10 @@ class TableLookupPlanes final : public BesideReference {
         const int64_t plane = element_count(shape) / planes;
         // Ranges of elements, cut at plane boundaries so each piece has one table.
         pool.parallel_for(planes * plane, [&](int64_t begin, int64_t end) {
-            while (begin < end) {
-                const int64_t p = begin / plane;
-                const int64_t stop = std::min(end, (p + 1) * plane);
-                ukernel_.run(x + begin, stop - begin, &tables_[size_t(p % channels * 256)],
-                             y + begin);
-                begin = stop;
-            }
+            for_each_table_run(begin, end, plane, tables_,
+                               [&](int64_t first, int64_t last, const int8_t* table) {
+                                   ukernel_.run(x + first, last - first, table, y + first);
+                               });
         });
     }
 

@@ -99,8 +99,8 @@ template <int MR, int NV>
     }
 }
 
-// The same sums requantized (by sign with kBySign: a value below zero by negative_blocks' constants,
-// blended in per lane): four vectors (4 / NV pixels) narrowed together by int8_pack4x16,
+// The same sums requantized (by sign with kBySign: a value below zero by negative_blocks'
+// constants, blended in per lane): four vectors (4 / NV pixels) narrowed together by int8_pack4x16,
 // whose interleaving one permute puts back in order (dword 4 L + j of the packed bytes is vector
 // j's dword L), then stored 16 NV bytes a pixel. The sums pass through a tile on the stack on
 // purpose: beside 24 accumulators the constants had no registers, and reloading 5 of them per
@@ -136,10 +136,9 @@ void int8_gemm_nhwc_requantized_avx512_vnni(const int8_t* x, int64_t x_stride,
         const int pixel = p + i / NV < MR ? p + i / NV : MR - 1, v = i % NV;
         const __m512i vacc = _mm512_add_epi32(_mm512_load_si512(c[pixel] + 16 * v), voffsets[v]);
         if constexpr (kBySign) {
+            const __mmask16 negative = _mm512_cmplt_epi32_mask(vacc, _mm512_setzero_si512());
             return int8_scale16_high_half(
-                vacc, int8_high_half16_by_sign(_mm512_cmplt_epi32_mask(vacc, _mm512_setzero_si512()),
-                                               vparams[v],
-                                               vnegative[v]));
+                vacc, int8_high_half16_by_sign(negative, vparams[v], vnegative[v]));
         }
         return int8_scale16_high_half(vacc, vparams[v]);
     };

@@ -35,8 +35,8 @@ struct PairConstants {
     __m128i shift;                  // n - 16
 };
 
-// 16 elements, given as (q_a, q_b) int16 pairs, to int32 ((L.q + C_L) >> 16) + K + H.q) >> (n - 16):
-// the sum requantized, the output's zero point added.
+// 16 elements, given as (q_a, q_b) int16 pairs, to int32
+// (((L.q + C_L) >> 16) + K + H.q) >> (n - 16): the sum requantized, the output's zero point added.
 __m512i add16_pairs(__m512i vpairs, const PairConstants& k) {
     const __m512i vlow = _mm512_srai_epi32(_mm512_dpwssd_epi32(k.low_init, vpairs, k.low), 16);
     const __m512i vsum = _mm512_dpwssd_epi32(_mm512_add_epi32(vlow, k.constant), vpairs, k.high);
