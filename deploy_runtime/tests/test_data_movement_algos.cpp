@@ -588,6 +588,9 @@ void test_add_lookup() {
     };
     CHECK_THROWS_WITH(qtk::detail::create_kernel(bad.graph, bad.graph.nodes[0], first),
                       "must have shape [256] or [C, 256]");
+    bad.graph.nodes[0].attrs.pop_back();  // a table without the sum's zero point
+    CHECK_THROWS_WITH(qtk::detail::create_kernel(bad.graph, bad.graph.nodes[0], first),
+                      "a fused lookup takes both the table (input 2) and 'sum_zero_point'");
 }
 
 // int8 mul: same shapes (one run), an input broadcast over a stretch of the other's dims either way

@@ -345,6 +345,20 @@ void test_errors() {
                       "node 'by_row' (mul): a mul of [1, 4, 3, 3] by [1, 1, 3, 3] (the CUDA "
                       "kernel broadcasts only [N, C, 1, 1] over [N, C, H, W]) has no CUDA kernel");
 
+    // An add with a fused lookup (what the CPU's graph pass writes; a file may hold it) is refused.
+    ModelBuilder looked_up;
+    const uint32_t la = looked_up.activation("a", {1, 4, 3, 3}, 0.1f, 0);
+    const uint32_t ly = looked_up.activation("y", {1, 4, 3, 3}, 0.1f, 0);
+    const uint32_t table = looked_up.weight("table", {256}, std::vector<int8_t>(256, 1));
+    const auto am = qtk_test::rescale_multipliers({0.1, 0.1}, 0.1);
+    looked_up.node("add", "add", {la, la, table}, {ly},
+                   {AttrSpec("multiplier", am.first), AttrSpec("shift", {am.second}),
+                    AttrSpec("clamp", {-128, 127}), AttrSpec("sum_zero_point", {0})});
+    looked_up.inputs = {la};
+    looked_up.outputs = {ly};
+    CHECK_THROWS_WITH(qtk::DeviceSession(load(looked_up), device),
+                      "node 'add' (add): an add with a fused lookup");
+
     // A rank-5 view is held as [N, A B, H, W]: a table per channel of its dim 1 is refused.
     ModelBuilder view;
     const uint32_t vx = view.activation("x", {1, 2, 3, 2, 2}, 0.1f, 0);
