@@ -52,24 +52,18 @@ class AddInt8Vadd final : public BesideReference {
         const int8_t* a = io.input<int8_t>(0);
         const int8_t* b = io.input<int8_t>(1);
         int8_t* y = io.output<int8_t>(0);
-        if (tables_.empty()) {
-            pool.parallel_for(element_count(shape), [&](int64_t begin, int64_t end) {
-                ukernel_.run(a + begin, b + begin, end - begin, params_, y + begin);
-            });
-            return;
-        }
-        const int64_t channels = static_cast<int64_t>(tables_.size() / 256);
-        const int64_t plane =
-            channels > 1 ? element_count(shape) / (shape[0] * channels) : element_count(shape);
+        const int64_t plane = table_plane(shape, static_cast<int64_t>(tables_.size() / 256));
         pool.parallel_for(element_count(shape), [&](int64_t begin, int64_t end) {
-            // A chunk's sums, then their lookups while they are in L1.
+            // A chunk's sums, then their lookups (if any) while they are in L1.
             for (int64_t chunk = begin; chunk < end; chunk += kChunkBytes) {
                 const int64_t stop = std::min(end, chunk + kChunkBytes);
                 ukernel_.run(a + chunk, b + chunk, stop - chunk, params_, y + chunk);
-                for_each_table_run(chunk, stop, plane, tables_,
-                                   [&](int64_t first, int64_t last, const int8_t* table) {
-                                       lut_.run(y + first, last - first, table, y + first);
-                                   });
+                if (!tables_.empty()) {
+                    for_each_table_run(chunk, stop, plane, tables_,
+                                       [&](int64_t first, int64_t last, const int8_t* table) {
+                                           lut_.run(y + first, last - first, table, y + first);
+                                       });
+                }
             }
         });
     }

@@ -15,6 +15,12 @@
 namespace qtk {
 namespace detail {
 
+// The elements one table covers in x [N, C, ...] (NCHW): a channel's plane with one table per
+// channel, the whole tensor with one for all.
+inline int64_t table_plane(const Shape& shape, int64_t channels) {
+    return channels > 1 ? element_count(shape) / (shape[0] * channels) : element_count(shape);
+}
+
 // fn(first, last, table) for each piece of elements [begin, end) that lies in one plane of `plane`
 // elements, with that plane's table of `tables` ([channels][256]; plane p is channel p % channels).
 template <typename Fn>
@@ -56,11 +62,9 @@ class TableLookupPlanes final : public BesideReference {
             });
             return;
         }
-        // One table: the tensor is one plane. Per channel: x [N, C, ...], a plane per (n, c).
-        const int64_t planes = channels == 1 ? 1 : shape[0] * channels;
-        const int64_t plane = element_count(shape) / planes;
         // Ranges of elements, cut at plane boundaries so each piece has one table.
-        pool.parallel_for(planes * plane, [&](int64_t begin, int64_t end) {
+        const int64_t plane = table_plane(shape, channels);
+        pool.parallel_for(element_count(shape), [&](int64_t begin, int64_t end) {
             for_each_table_run(begin, end, plane, tables_,
                                [&](int64_t first, int64_t last, const int8_t* table) {
                                    ukernel_.run(x + first, last - first, table, y + first);
