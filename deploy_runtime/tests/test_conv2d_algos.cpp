@@ -994,6 +994,52 @@ void test_against_reference() {
             }
         }
     }
+    // The channels-last GEMM's window form (few input channels: a window's bytes one run of K,
+    // each tile's kernel rows gathered pixel by pixel): resnet's 7x7 stem over 3 channels and its
+    // kin, strides 1 and 2 (some unequal), padding 0 to 3 (some unequal), output widths either
+    // side of the 12-pixel tiles and one gather chunk, output channels either side of the
+    // 32-wide tiles.
+    {
+        const int64_t kernels_window[][3] = {{7, 7, 3}, {7, 7, 2}, {5, 7, 3},
+                                             {7, 5, 3}, {6, 6, 3}, {5, 5, 3}};
+        const int64_t out_widths[] = {1, 11, 12, 13, 25, 56};
+        const int64_t outs[] = {17, 32, 33, 64, 70};
+        int index = 0;
+        for (const auto& k : kernels_window) {
+            for (int64_t stride : {1, 2}) {
+                for (int64_t pad : {0, 1, 3}) {
+                    ConvCase cc;
+                    cc.kh = k[0];
+                    cc.kw = k[1];
+                    cc.in = k[2];
+                    cc.out = outs[index % 5];
+                    cc.sh = stride;
+                    cc.sw = index % 4 == 3 ? 3 - stride : stride;
+                    cc.ph = pad;
+                    cc.pw = index % 5 == 2 ? (pad + 1) % 4 : pad;
+                    const int64_t out_w = out_widths[index % 6], out_h = 1 + index % 4;
+                    cc.width = std::max<int64_t>(1, (out_w - 1) * cc.sw + cc.kw - 2 * cc.pw);
+                    cc.height = std::max<int64_t>(1, (out_h - 1) * cc.sh + cc.kh - 2 * cc.ph);
+                    cc.fill = index % 9 == 4   ? Fill::kLowest
+                              : index % 9 == 8 ? Fill::kHighest
+                                               : Fill::kRandom;
+                    check_case(cc, algos);
+                    ++index;
+                }
+            }
+        }
+        // A slot per output pixel (stride_w >= kernel_w, the padded width a multiple of it),
+        // where other forms' tiles run on across rows.
+        ConvCase across;
+        across.kh = 8;
+        across.kw = across.sw = 3;
+        across.in = 3;
+        across.out = 40;
+        across.ph = across.pw = 0;
+        across.width = 39;
+        across.height = 10;
+        check_case(across, algos);
+    }
     // 1x1: channel counts either side of the channels-last GEMM's 64-deep K blocks and 32-wide
     // channel tiles, pixel counts either side of its 32-pixel tiles (read in place, the plane's
     // last tile is copied where the K block would read past the plane).

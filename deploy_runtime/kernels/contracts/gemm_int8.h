@@ -105,6 +105,31 @@ struct Int8GemmNhwcUkernel {
                             int64_t channels, int8_t* y, int64_t y_stride) = nullptr;
 };
 
+// The window gather of the channels-last GEMM's window form (conv2d_int8_gemm_nhwc.cpp: few input
+// channels, where a whole window's bytes as one run of K pad it less than a run per kernel row):
+// `rows` kernel rows' runs of pixels (each pixel `channels` bytes) interleaved pixel by pixel,
+//   out[(j * rows + r) * channels + c] = row[r][j * channels + c], j < pixels, r < rows, c < channels,
+// so that each output pixel's window is one run of out. The plan (plain data, built at load by
+// int8_window_gather_plan) holds, per 64-byte chunk i of out, the byte picks of pattern i mod
+// (rows * channels): the chunk reads 16 bytes of each row from pixel floor(64 i / (rows *
+// channels)) on. Limits: rows <= 8, each chunk's pixels' bytes of a row within those 16. It
+// writes whole chunks (up to 63 bytes past the last pixel) and reads up to 16 bytes past a row's
+// last pixel.
+struct Int8WindowGather {
+    int64_t rows, channels;
+    // [rows * channels][64], for a two-table byte permute: index 16 r + k picks byte k of row r's
+    // 16 (rows 0 to 3 in the first table, 4 to 7 in the second, at 64 + 16 (r - 4) + k)
+    const uint8_t* picks;
+};
+
+// Fills the plan's rows * channels * 64 picks, or returns false where the limits exclude them.
+bool int8_window_gather_plan(int64_t rows, int64_t channels, uint8_t* picks);
+
+using Int8WindowGatherFn = void (*)(const int8_t* const* row, int64_t pixels,
+                                    const Int8WindowGather& plan, int8_t* out);
+
+extern const Int8WindowGatherFn kInt8WindowGatherAvx512Vbmi;
+
 extern const Int8GemmUkernel kInt8Gemm2x16c4Avx2;
 extern const Int8GemmUkernel kInt8Gemm4x16c4AvxVnni;
 extern const Int8GemmUkernel kInt8Gemm8x32c4Avx512Vnni;

@@ -45,6 +45,28 @@
 
 namespace qtk {
 namespace detail {
+
+bool int8_window_gather_plan(int64_t rows, int64_t channels, uint8_t* picks) {
+    const int64_t pixel_bytes = rows * channels;
+    if (rows > 8) {
+        return false;
+    }
+    // Chunk i + pixel_bytes starts 64 pixels after chunk i, at the same byte of a pixel: pattern
+    // i serves every chunk i mod pixel_bytes.
+    for (int64_t pattern = 0; pattern < pixel_bytes; ++pattern) {
+        const int64_t first = 64 * pattern / pixel_bytes;  // the chunk's first pixel
+        for (int64_t b = 0; b < 64; ++b) {
+            const int64_t at = 64 * pattern + b, r = at % pixel_bytes / channels;
+            const int64_t k = (at / pixel_bytes - first) * channels + at % channels;
+            if (k >= 16) {
+                return false;
+            }
+            picks[pattern * 64 + b] = uint8_t(r < 4 ? 16 * r + k : 64 + 16 * (r - 4) + k);
+        }
+    }
+    return true;
+}
+
 namespace {
 
 constexpr int64_t kWeightBlockQuads = 16;  // quads per block of the packed weights (gemm_int8.h)
@@ -53,18 +75,29 @@ constexpr int64_t kTaskMacs = 1 << 23;     // the least work worth a task of its
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The window gather's plan for kernel_h rows of pixels of `channels` bytes (gemm_int8.h), or
+// empty where its limits exclude them.
+std::vector<uint8_t> window_gather_picks(int64_t rows, int64_t channels) {
+    std::vector<uint8_t> picks(size_t(rows * channels * 64));
+    return int8_window_gather_plan(rows, channels, picks.data()) ? picks : std::vector<uint8_t>();
+}
+
 // How K is cut into the stretches the micro-kernel reads at one offset each: per kernel tap, the
 // input channels (rounded up to whole quad blocks: the pixel's bytes in the copy); or, where that
 // pads K less (few channels, as resnet's 3-channel stem), per kernel row, the run of pixels the
 // window's row spans with their channels as they lie (the bytes between dilated taps meet zero
-// weights).
+// weights); or, where the kernel has a window gather (gemm_int8.h) and that pads K less still, the
+// whole window as one stretch: each tile's kernel rows gathered pixel by pixel from the per-row
+// copy (BiRealNet18's 7x7 stem over 3 channels: 37 quads, not 7 rows of 6).
 struct KStretches {
-    bool per_row;
+    bool per_row;     // the copy of whole padded rows, a stretch per kernel row unless per_window
+    bool per_window;  // one stretch per window, read from the tile's gathered rows
     int64_t count, quads;  // stretches; quads read per stretch, a multiple of quad_block
-    int64_t channels, kernel_w, dilation_w, span;  // span: bytes of a kernel row's pixels
+    int64_t channels, kernel_h, kernel_w, dilation_w, span;  // span: bytes of a kernel row's pixels
 
-    KStretches(const Conv2dParams& p, int64_t quad_block)
+    KStretches(const Conv2dParams& p, int64_t quad_block, bool gathers = false)
         : channels(p.group_in_channels),
+          kernel_h(p.kernel_h),
           kernel_w(p.kernel_w),
           dilation_w(p.dilation_w),
           span(((p.kernel_w - 1) * p.dilation_w + 1) * p.group_in_channels) {
@@ -72,8 +105,12 @@ struct KStretches {
             return ceil_div(ceil_div(bytes, 4), quad_block) * quad_block;
         };
         per_row = !p.pointwise() && whole(span) < p.kernel_w * whole(channels);
-        count = per_row ? p.kernel_h : p.kernel_h * p.kernel_w;
-        quads = whole(per_row ? span : channels);
+        const int64_t least = p.kernel_h * std::min(whole(span), p.kernel_w * whole(channels));
+        per_window = gathers && !p.pointwise() && whole(p.kernel_h * span) < least &&
+                     !window_gather_picks(p.kernel_h, channels).empty();
+        per_row = per_row || per_window;
+        count = per_window ? 1 : per_row ? p.kernel_h : p.kernel_h * p.kernel_w;
+        quads = whole(per_window ? p.kernel_h * span : per_row ? span : channels);
     }
 
     int64_t padded_k() const { return count * 4 * quads; }
@@ -81,6 +118,13 @@ struct KStretches {
     // Where byte k of stretch s lies in one output channel's weights [channels][kh][kw], or -1
     // where it meets none.
     int64_t weight_at(int64_t s, int64_t k, int64_t taps) const {
+        if (per_window) {  // k: kernel column, then row, then channel
+            const int64_t column = k / (kernel_h * channels);
+            if (k >= kernel_h * span || column % dilation_w != 0) {
+                return -1;
+            }
+            return k % channels * taps + k / channels % kernel_h * kernel_w + column / dilation_w;
+        }
         if (!per_row) {
             return k < channels ? k * taps + s : -1;
         }
@@ -103,6 +147,12 @@ bool fits_dense(const Conv2dParams& p) {
 // would multiply and requantize zero weights in half its lanes.
 bool fits_dense_narrow(const Conv2dParams& p) { return fits_dense(p) && p.out_channels <= 16; }
 
+// The window form (KStretches) where it pads K less than the per-row one; not on layers of 16 output
+// channels or fewer, which the 24x16 tile serves.
+bool fits_dense_windows(const Conv2dParams& p) {
+    return fits_dense(p) && p.out_channels > 16 && KStretches(p, 1, true).per_window;
+}
+
 // AMX's tile rows take 64 k. 1x1 at K <= 32: zero padding does half its work or more (as for the
 // NCHW GEMM, conv2d_int8_gemm.cpp) and the VNNI kernel takes those layers. Other windows: while
 // padding stays below 3/4 of K, AMX (~1.1 TMAC/s on resnet18's layers) still outruns the VNNI
@@ -116,7 +166,8 @@ bool fits_dense_amx(const Conv2dParams& p) {
 }
 
 // Per thread: the tile's accumulators [mr][channels rounded up to nr], then the copy of mr pixels
-// [mr][4 quads] (read in place, the plane's last tiles).
+// [mr][4 quads] (read in place, the plane's last tiles) or the window form's gathered output row
+// (SlotPlane::gathered_bytes).
 struct TileScratch {
     int64_t c_stride, x_stride;
 
@@ -124,8 +175,8 @@ struct TileScratch {
         : c_stride(ceil_div(p.out_channels, u.nr) * u.nr), x_stride(4 * k.quads) {}
 
     size_t c_bytes(const Int8GemmNhwcUkernel& u) const { return size_t(u.mr * c_stride * 4); }
-    size_t bytes(const Int8GemmNhwcUkernel& u) const {
-        return c_bytes(u) + size_t(u.mr * x_stride);
+    size_t bytes(const Int8GemmNhwcUkernel& u, int64_t gathered_bytes) const {
+        return c_bytes(u) + size_t(std::max(u.mr * x_stride, gathered_bytes));
     }
 };
 
@@ -150,9 +201,12 @@ struct SlotPlane {
     int64_t x_stride, pitch, slots, tiles;
     int64_t width, row_tiles;  // the output's; tiles per output row, 0 where tiles span rows
     std::vector<Source> sources;   // per plane
-    std::vector<int64_t> offsets;  // bytes, per stretch
+    std::vector<int64_t> offsets;  // bytes, per stretch (the window form: per gathered row)
     std::vector<bool> read;        // per plane: whether a stretch reads it (1x1 stride 2: one)
     int64_t copy_bytes;            // the copy's size: its planes and room for the last tile
+    // The window form: an output row's windows gathered (their pixels' kernel rows interleaved, in
+    // the gather's whole 64-byte chunks, and room for the last window's last quad); else 0.
+    int64_t gathered_bytes;
 
     SlotPlane(const Conv2dParams& p, const KStretches& k, const Int8GemmNhwcUkernel& u,
               const Shape& xs, const Shape& ys)
@@ -167,7 +221,8 @@ struct SlotPlane {
         x_stride = k.per_row ? p.stride_w * pixel_bytes : pixel_bytes;
         slots = ys[1] * pitch;
         width = ys[2];
-        row_tiles = pitch == width ? 0 : ceil_div(width, int64_t(u.mr));
+        // (the window form gathers an output row's windows: its tiles stay within a row)
+        row_tiles = pitch == width && !k.per_window ? 0 : ceil_div(width, int64_t(u.mr));
         tiles = row_tiles == 0 ? ceil_div(slots, u.mr) : ys[1] * row_tiles;
         // Per tap kw: its column class and the pixels its input lies past the slot's own.
         const auto column_class = [&](int64_t kw) {
@@ -198,7 +253,11 @@ struct SlotPlane {
                               : std::max(planes * plane_bytes,
                                          *std::max_element(offsets.begin(), offsets.end()) +
                                              (tile(tiles - 1).first + u.mr - 1) * x_stride +
-                                             4 * k.quads);
+                                             std::max(4 * k.quads, k.span + 16));
+        gathered_bytes =
+            k.per_window
+                ? ceil_div(((width - 1) * p.stride_w * k.channels + k.span) * k.kernel_h + 3, 64) * 64
+                : 0;
     }
 
     int64_t planes() const { return int64_t(sources.size()); }
@@ -223,11 +282,15 @@ struct SlotPlane {
 class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
  public:
     Conv2dInt8GemmNhwc(const NodeView& node, const Int8GemmNhwcUkernel& ukernel,
-                       const Int8EpilogueUkernels& epilogue)
+                       const Int8EpilogueUkernels& epilogue, Int8WindowGatherFn gather = nullptr)
         : Conv2dInt8Kernel(node, epilogue),
           ukernel_(ukernel),
-          stretches_(params_, ukernel.quad_block),
+          gather_(gather),
+          stretches_(params_, ukernel.quad_block, gather != nullptr),
           scratch_(params_, ukernel, stretches_) {
+        if (stretches_.per_window) {
+            gather_picks_ = window_gather_picks(params_.kernel_h, params_.group_in_channels);
+        }
         if (params_.groups != 1 || !params_.nhwc) {  // the registry checks first
             node.fail("the channels-last GEMM kernel does not fit this conv2d");
         }
@@ -302,13 +365,15 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
                     ukernel_.prepare();
                 }
                 uint8_t* scratch = workspace.slot(io.workspace, slot);
+                int64_t gathered_row = -1;  // the window form's output row in the scratch
                 for (int64_t task = begin; task < end; ++task) {
                     const int64_t part = part_major ? task / plane.tiles : task % parts;
                     const SlotPlane::Tile tile =
                         plane.tile(part_major ? task % plane.tiles : task / parts);
                     run_tile(io, n, x, plane, tile.first, tile.count,
                              part * channel_tiles / parts * ukernel_.nr,
-                             (part + 1) * channel_tiles / parts * ukernel_.nr, scratch);
+                             (part + 1) * channel_tiles / parts * ukernel_.nr, scratch,
+                             &gathered_row);
                 }
             });
         }
@@ -320,7 +385,8 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
     }
 
     WorkspaceLayout workspace(const SlotPlane& plane, int threads) const {
-        return WorkspaceLayout{size_t(plane.copy_bytes), scratch_.bytes(ukernel_), threads};
+        return WorkspaceLayout{size_t(plane.copy_bytes),
+                               scratch_.bytes(ukernel_, plane.gathered_bytes), threads};
     }
 
     // Weights [O, K, KH, KW] -> per tile of nr output channels the micro-kernel's [stretches]
@@ -437,11 +503,34 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
     // SlotPlane::tile), output channels [first_channel, end_channel) (fewer at the last channel).
     void run_tile(const NodeIO& io, int64_t n, const int8_t* x, const SlotPlane& plane,
                   int64_t first, int64_t slots, int64_t first_channel, int64_t end_channel,
-                  uint8_t* scratch) const {
+                  uint8_t* scratch, int64_t* gathered_row) const {
         const int64_t in_channels = params_.group_in_channels, out_channels = params_.out_channels;
         end_channel = std::min(end_channel, out_channels);
-        x += first * plane.x_stride;
+        const int64_t* offsets = plane.offsets.data();
         int64_t x_stride = plane.x_stride;
+        // The window form: the windows of the tile's output row gathered (kernel rows interleaved
+        // pixel by pixel, each window one run), once for the consecutive tiles of a row that a
+        // thread takes.
+        if (stretches_.per_window) {
+            const int64_t row = first / plane.pitch;
+            int8_t* gathered = reinterpret_cast<int8_t*>(scratch + scratch_.c_bytes(ukernel_));
+            if (*gathered_row != row) {
+                const int8_t* rows[8];
+                for (int64_t r = 0; r < params_.kernel_h; ++r) {
+                    rows[r] = x + row * plane.pitch * plane.x_stride + offsets[r];
+                }
+                gather_(rows, (plane.width - 1) * params_.stride_w + stretches_.span / in_channels,
+                        Int8WindowGather{params_.kernel_h, in_channels, gather_picks_.data()},
+                        gathered);
+                *gathered_row = row;
+            }
+            static constexpr int64_t kWindowOffset = 0;
+            x_stride = params_.stride_w * params_.kernel_h * in_channels;
+            x = gathered + (first - row * plane.pitch) * x_stride;
+            offsets = &kWindowOffset;
+        } else {
+            x += first * x_stride;
+        }
         // In place, the last row reads 4 quads bytes: copy where that passes the plane, and every
         // tile where the micro-kernel reads x + x_offset (a run of bytes where the pixels are
         // whole quads: the tile of a VNNI kernel, which reads only its `slots` pixels).
@@ -470,7 +559,7 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
         const int64_t tile_bytes = stretches_.count * weight_stretch_bytes();
         if (!blocks_.empty()) {
             for (int64_t o = first_channel; o < end_channel; o += ukernel_.nr) {
-                ukernel_.run_requantized(slots, x, x_stride, plane.offsets.data(),
+                ukernel_.run_requantized(slots, x, x_stride, offsets,
                                          stretches_.count, stretches_.quads,
                                          packed_weights_.data() + o / ukernel_.nr * tile_bytes,
                                          blocks_.data() + o / 16,
@@ -486,7 +575,7 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
         }
         int32_t* c = reinterpret_cast<int32_t*>(scratch);
         for (int64_t o = first_channel; o < end_channel; o += ukernel_.nr) {
-            ukernel_.run(slots, x, x_stride, plane.offsets.data(), stretches_.count,
+            ukernel_.run(slots, x, x_stride, offsets, stretches_.count,
                          stretches_.quads,
                          packed_weights_.data() + o / ukernel_.nr * tile_bytes, c + o,
                          scratch_.c_stride);
@@ -497,12 +586,14 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
     }
 
     const Int8GemmNhwcUkernel& ukernel_;
+    const Int8WindowGatherFn gather_;  // where the level has one (KStretches' window form)
     const KStretches stretches_;
     const TileScratch scratch_;
     std::vector<int8_t> packed_weights_;
     std::vector<int32_t> acc_init_;  // per output channel: bias - (z + x_offset) sum(w)
     std::vector<Int8HighHalfBlock> blocks_;  // acc_init_ and the requantization, or empty
     std::vector<Int8HighHalfBlock> negative_blocks_;  // a fused PReLU's negative side, or empty
+    std::vector<uint8_t> gather_picks_;                // the window form's (Int8WindowGather)
 };
 
 }  // namespace
@@ -511,6 +602,13 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
 extern const Conv2dAlgo kConv2dInt8GemmNhwc32x32Amx = {
     "conv2d_int8_gemm_nhwc_32x32_amx_int8", IsaLevel::kAmxInt8, fits_dense_amx,
     make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc32x32Amx, kInt8EpilogueAvx512>, false, true};
+#endif
+#if QTK_X86_AVX512_VBMI
+extern const Conv2dAlgo kConv2dInt8GemmNhwcWindows12x32Avx512Vbmi = {
+    "conv2d_int8_gemm_nhwc_windows_12x32_avx512_vbmi", IsaLevel::kAvx512Vbmi, fits_dense_windows,
+    make_kernel<Conv2dInt8GemmNhwc, kInt8GemmNhwc12x32Avx512Vnni, kInt8EpilogueAvx512,
+                kInt8WindowGatherAvx512Vbmi>,
+    false, true};
 #endif
 #if QTK_X86_AVX512_VNNI
 extern const Conv2dAlgo kConv2dInt8GemmNhwc24x16Avx512Vnni = {
