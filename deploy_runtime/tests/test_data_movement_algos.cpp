@@ -474,6 +474,25 @@ void test_avg_pool2d() {
         check_all(c, "int8 avg_pool2d " + describe(x) + " kernel " + std::to_string(kh) + "x" +
                          std::to_string(kw) + " zero point " + std::to_string(zp));
     }
+    // 2x2 at stride 2 (a pass of its own where the level has one): widths either side of its
+    // 32-window steps and odd (the last column unread), heights odd and even (planes joined),
+    // divisor overrides, extreme values.
+    const int64_t widths[] = {2, 3, 15, 32, 35, 63, 64, 65, 66, 129};
+    for (int trial = 0; trial < 40; ++trial) {
+        const Shape x = {1 + trial % 2, 1 + trial % 5, 2 + trial % 7, widths[trial % 10]};
+        std::vector<Attr> attrs = {ints("kernel", {2, 2}), ints("stride", {2, 2}),
+                                   ints("padding", {0, 0}), ints("count_include_pad", {trial % 3 == 0})};
+        if (trial % 4 == 3) {
+            attrs.push_back(ints("divisor_override", {trial % 8 == 3 ? 1 : 3}));
+        }
+        const int32_t zp = int32_t(rng.uniform(-128, 127));
+        OneNode c("avg_pool2d", DType::kInt8, {x}, {zp}, zp, attrs);
+        c.inputs = {trial % 9 == 2   ? Bytes(size_t(count_of(x)), 0x80)
+                    : trial % 9 == 5 ? Bytes(size_t(count_of(x)), 0x7F)
+                                     : int8_data(rng, size_t(count_of(x)))};
+        check_all(c, "int8 avg_pool2d 2x2 stride 2 " + describe(x) + " zero point " +
+                         std::to_string(zp));
+    }
 }
 
 // One slope and one per channel (dim 1) on ranks 2 to 4, slopes of either sign and zero,

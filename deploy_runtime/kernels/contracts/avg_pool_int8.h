@@ -15,6 +15,10 @@
 //                 S = offset + sum over k < count_runs of runs[k][o], o < count, with
 //                 floor(n / (2d)) = (n * multiplier) >> shift for every n the pool makes (the
 //                 driver's ConstantDivisor: n * multiplier < 2^63, n < 2^31).
+//   pool2x2:      the three at once for 2x2 windows at stride 2 (Bi-Real shortcuts, resnet-D):
+//                 y[r * (width / 2) + o] = the divided window sum as divide_runs' of offset plus
+//                 x[(2 r + i) * width + 2 o + j] over i, j < 2, for r < rows, o < width / 2 (an
+//                 odd width's last column unread). Null where the level has none.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +39,8 @@ struct Int8AvgPoolUkernel {
                          int16_t* phases);
     void (*divide_runs)(const int16_t* const* runs, int64_t count_runs, int64_t count,
                         int32_t offset, const Int8PoolDivisor& d, int8_t* y);
+    void (*pool2x2)(const int8_t* x, int64_t width, int64_t rows, int32_t offset,
+                    const Int8PoolDivisor& d, int8_t* y);
 };
 
 extern const Int8AvgPoolUkernel kInt8AvgPoolAvx512;

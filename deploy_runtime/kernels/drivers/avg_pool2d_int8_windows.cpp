@@ -16,7 +16,9 @@
 // last; else row by row. The passes are avg_pool_int8.h's, AVX-512 where the CPU has it; the
 // portable ones here take SSE2 (every x86-64's baseline) 16, 8 and 8 columns a step, over-reading
 // rows into the next (within the input) and writing into buffers' slack, and a plain loop the
-// rest, and every column elsewhere. Threads take planes.
+// rest, and every column elsewhere. Where the level has it, 2x2 windows at stride 2 take one pass
+// instead (pool2x2: each row's pairs summed in registers, BiRealNet18's shortcuts 2-3x faster).
+// Threads take planes.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -163,7 +165,7 @@ void divide_runs(const int16_t* const* runs, int64_t count_runs, int64_t count, 
     }
 }
 
-const Int8AvgPoolUkernel kInt8AvgPoolPortable = {sum_rows, split_phases, divide_runs};
+const Int8AvgPoolUkernel kInt8AvgPoolPortable = {sum_rows, split_phases, divide_runs, nullptr};
 
 class AvgPool2dInt8Windows final : public BesideReference {
  public:
@@ -202,6 +204,22 @@ class AvgPool2dInt8Windows final : public BesideReference {
         const int64_t height = xs[2], width = xs[3], out_h = ys[2], out_w = ys[3];
         const int64_t kh = kernel_[0], kw = kernel_[1], sh = stride_[0], sw = stride_[1];
         const int64_t planes = xs[0] * xs[1];
+        const int32_t window_zero = int32_t(kh * kw) * zero_point_;
+        const int8_t* x = io.input<int8_t>(0);
+        int8_t* y = io.output<int8_t>(0);
+        if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && passes_.pool2x2 != nullptr) {
+            // An even height: the planes' pairs of rows follow one another alike, so a range of
+            // planes is one call.
+            const bool joined = height == 2 * out_h;
+            pool.parallel_for(planes, [&](int64_t begin, int64_t end) {
+                for (int64_t plane = begin; plane < end; plane = joined ? end : plane + 1) {
+                    passes_.pool2x2(x + plane * height * width, width,
+                                    (joined ? end - plane : 1) * out_h, -window_zero,
+                                    divisor_plan_, y + plane * out_h * out_w);
+                }
+            });
+            return;
+        }
         // Output rows whose column sums go through the last two passes together: a plane's
         // (out_h where stride_w divides the width, else 1), or a batch of planes' where the
         // windows tile each plane's rows (height = out_h stride_h, which whole windows allow only
@@ -222,10 +240,7 @@ class AvgPool2dInt8Windows final : public BesideReference {
         const int64_t columns = together * width;
         const int64_t pitch = (columns + sw - 1) / sw + (kw - 1) / sw;
         const bool in_place = row_windows == out_w;  // the windows are y's rows
-        const int32_t window_zero = int32_t(kh * kw) * zero_point_;
-        const int8_t* x = io.input<int8_t>(0);
         const int8_t* x_end = x + element_count(xs);
-        int8_t* y = io.output<int8_t>(0);
         // Output rows [row, row + rows) of the planes laid end to end, within a plane or planes'
         // whole rows.
         const auto pass = [&](int64_t row, int64_t rows, int16_t* sums, int16_t* phases,

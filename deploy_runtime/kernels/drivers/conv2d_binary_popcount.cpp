@@ -258,13 +258,20 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                 pack(x + (n * x_shape[1] + c0) * plane_pixels + first, plane_pixels,
                      std::min(kWordBits, p.group_in_channels - j * kWordBits), pixels,
                      c_.thresholds.data() + c0, bits);
+                // into place a row's stretch at a time (one copy in word planes)
                 uint64_t* word = word_at(n, g * words_ + j, 0, 0);
-                for (int64_t i = 0, iy = first / width, ix = first % width; i < pixels; ++i) {
-                    word[((iy + p.pad_h) * padded_w + p.pad_w + ix) * pixel_step] = bits[i];
-                    if (++ix == width) {
-                        ix = 0;
-                        ++iy;
+                for (int64_t i = 0; i < pixels;) {
+                    const int64_t iy = (first + i) / width, ix = (first + i) % width;
+                    const int64_t stretch = std::min(pixels - i, width - ix);
+                    uint64_t* out = word + ((iy + p.pad_h) * padded_w + p.pad_w + ix) * pixel_step;
+                    if (planar) {
+                        std::copy(bits + i, bits + i + stretch, out);
+                    } else {
+                        for (int64_t k = 0; k < stretch; ++k) {
+                            out[k * pixel_step] = bits[i + k];
+                        }
                     }
+                    i += stretch;
                 }
             }
         });
