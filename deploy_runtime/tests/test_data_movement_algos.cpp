@@ -222,10 +222,12 @@ void test_permute() {
         check_permute({nchw[0], nchw[2], nchw[3], nchw[1]}, {0, 3, 1, 2}, rng);
     }
     check_permute({3, 1, 1, 1}, {0, 3, 2, 1}, rng);
-    // Images of 2 to 4 channels into pixels (int8: by unpacks, 16 pixels a step), pixel counts
-    // around the step and the tasks' rows, one ending the output exactly at a step.
+    // Images of 2 to 4 channels into pixels (int8: by unpacks, 16 pixels a step, or 64 by byte
+    // permutes), pixel counts around the steps and the tasks' rows, one ending the output exactly
+    // at a step.
     for (const Shape& image : {Shape{1, 2, 17, 9}, Shape{2, 3, 16, 16}, Shape{1, 3, 224, 224},
-                               Shape{1, 4, 33, 5}, Shape{3, 3, 5, 3}}) {
+                               Shape{1, 4, 33, 5}, Shape{3, 3, 5, 3}, Shape{1, 2, 9, 57},
+                               Shape{2, 3, 13, 11}, Shape{1, 4, 16, 20}, Shape{1, 3, 8, 8}}) {
         check_permute(image, {0, 2, 3, 1}, rng);
     }
     // Random perms of ranks 6 to 8.
