@@ -1000,8 +1000,8 @@ void test_against_reference() {
     // side of the 12-pixel tiles and one gather chunk, output channels either side of the
     // 32-wide tiles.
     {
-        const int64_t kernels_window[][3] = {{7, 7, 3}, {7, 7, 2}, {5, 7, 3},
-                                             {7, 5, 3}, {6, 6, 3}, {5, 5, 3}};
+        const int64_t kernels_window[][3] = {{7, 7, 3}, {7, 7, 2}, {8, 5, 2},
+                                             {7, 5, 3}, {6, 6, 3}, {6, 7, 2}};
         const int64_t out_widths[] = {1, 11, 12, 13, 25, 56};
         const int64_t outs[] = {17, 32, 33, 64, 70};
         int index = 0;

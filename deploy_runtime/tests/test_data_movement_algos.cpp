@@ -483,7 +483,8 @@ void test_avg_pool2d() {
     for (int trial = 0; trial < 40; ++trial) {
         const Shape x = {1 + trial % 2, 1 + trial % 5, 2 + trial % 7, widths[trial % 10]};
         std::vector<Attr> attrs = {ints("kernel", {2, 2}), ints("stride", {2, 2}),
-                                   ints("padding", {0, 0}), ints("count_include_pad", {trial % 3 == 0})};
+                                   ints("padding", {0, 0}),
+                                   ints("count_include_pad", {trial % 3 == 0})};
         if (trial % 4 == 3) {
             attrs.push_back(ints("divisor_override", {trial % 8 == 3 ? 1 : 3}));
         }

@@ -108,11 +108,12 @@ struct Int8GemmNhwcUkernel {
 // The window gather of the channels-last GEMM's window form (conv2d_int8_gemm_nhwc.cpp: few input
 // channels, where a whole window's bytes as one run of K pad it less than a run per kernel row):
 // `rows` kernel rows' runs of pixels (each pixel `channels` bytes) interleaved pixel by pixel,
-//   out[(j * rows + r) * channels + c] = row[r][j * channels + c], j < pixels, r < rows, c < channels,
-// so that each output pixel's window is one run of out. The plan (plain data, built at load by
-// int8_window_gather_plan) holds, per 64-byte chunk i of out, the byte picks of pattern i mod
-// (rows * channels): the chunk reads 16 bytes of each row from pixel floor(64 i / (rows *
-// channels)) on. Limits: rows <= 8, each chunk's pixels' bytes of a row within those 16. It
+//   out[(j * rows + r) * channels + c] = row[r][j * channels + c],
+// j < pixels, r < rows, c < channels, so that each output pixel's window is one run of out. The
+// plan (plain data, built at load by int8_window_gather_plan) holds, per 64-byte chunk i of out,
+// the byte picks of pattern i mod (rows * channels): the chunk reads 16 bytes of each row from
+// pixel floor(64 i / (rows * channels)) on. Limits: rows <= 8, each chunk's pixels' bytes of a row
+// within those 16 (which in effect asks for 4 to 8 rows: 7 x 3 and 8 x 2 fit, 5 x 3 does not). It
 // writes whole chunks (up to 63 bytes past the last pixel) and reads up to 16 bytes past a row's
 // last pixel.
 struct Int8WindowGather {

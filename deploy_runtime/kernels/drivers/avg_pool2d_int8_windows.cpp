@@ -17,7 +17,8 @@
 // portable ones here take SSE2 (every x86-64's baseline) 16, 8 and 8 columns a step, over-reading
 // rows into the next (within the input) and writing into buffers' slack, and a plain loop the
 // rest, and every column elsewhere. Where the level has it, 2x2 windows at stride 2 take one pass
-// instead (pool2x2: each row's pairs summed in registers, BiRealNet18's shortcuts 2-3x faster).
+// instead (pool2x2: each row's pairs summed in registers; BiRealNet18's three shortcut pools 45 ->
+// 34 us at 1 thread, Zen 4).
 // Threads take planes.
 #include <algorithm>
 #include <cstdint>

@@ -258,7 +258,8 @@ class Conv2dBinaryPopcount final : public Conv2dKernel {
                 pack(x + (n * x_shape[1] + c0) * plane_pixels + first, plane_pixels,
                      std::min(kWordBits, p.group_in_channels - j * kWordBits), pixels,
                      c_.thresholds.data() + c0, bits);
-                // into place a row's stretch at a time (one copy in word planes)
+                // into place a row's stretch at a time (in word planes one copy: the row pass's
+                // planes are most of the packing)
                 uint64_t* word = word_at(n, g * words_ + j, 0, 0);
                 for (int64_t i = 0; i < pixels;) {
                     const int64_t iy = (first + i) / width, ix = (first + i) % width;

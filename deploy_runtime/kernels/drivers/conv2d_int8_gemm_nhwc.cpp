@@ -15,7 +15,9 @@
 // for every tap its input pixel lies at the slot's own index plus one offset per tap. With few
 // channels K is cut by kernel rows instead of taps (KStretches): the copy keeps whole padded rows
 // (split by the row stride only), a slot every stride_w pixels, and a stretch is the run of pixels
-// a kernel row spans.
+// a kernel row spans; or, in the window form (AVX-512 VBMI), K is the whole window: each thread
+// gathers an output row's windows from that copy (kernel rows interleaved pixel by pixel) into its
+// scratch, and the micro-kernel reads them there, one stretch at one offset.
 //
 // Exact: the micro-kernel sums, in int32, products of int8 weights and int8 activations (AMX) or
 // uint8 ones u = x + 128 (VNNI; one constant per channel, bias - (z + 128) sum w, turns their sum
@@ -94,6 +96,7 @@ struct KStretches {
     bool per_window;  // one stretch per window, read from the tile's gathered rows
     int64_t count, quads;  // stretches; quads read per stretch, a multiple of quad_block
     int64_t channels, kernel_h, kernel_w, dilation_w, span;  // span: bytes of a kernel row's pixels
+    std::vector<uint8_t> picks;  // the window form's gather plan (Int8WindowGather), else empty
 
     KStretches(const Conv2dParams& p, int64_t quad_block, bool gathers = false)
         : channels(p.group_in_channels),
@@ -106,8 +109,10 @@ struct KStretches {
         };
         per_row = !p.pointwise() && whole(span) < p.kernel_w * whole(channels);
         const int64_t least = p.kernel_h * std::min(whole(span), p.kernel_w * whole(channels));
-        per_window = gathers && !p.pointwise() && whole(p.kernel_h * span) < least &&
-                     !window_gather_picks(p.kernel_h, channels).empty();
+        if (gathers && !p.pointwise() && whole(p.kernel_h * span) < least) {
+            picks = window_gather_picks(p.kernel_h, channels);
+        }
+        per_window = !picks.empty();
         per_row = per_row || per_window;
         count = per_window ? 1 : per_row ? p.kernel_h : p.kernel_h * p.kernel_w;
         quads = whole(per_window ? p.kernel_h * span : per_row ? span : channels);
@@ -147,11 +152,14 @@ bool fits_dense(const Conv2dParams& p) {
 // would multiply and requantize zero weights in half its lanes.
 bool fits_dense_narrow(const Conv2dParams& p) { return fits_dense(p) && p.out_channels <= 16; }
 
-// The window form (KStretches) where it pads K less than the per-row one; not on layers of 16 output
-// channels or fewer, which the 24x16 tile serves.
+#if QTK_X86_AVX512_VBMI
+// The window form (KStretches) where it pads K less than the per-row one; not on layers of 16
+// output channels or fewer, which the 24x16 tile serves.
 bool fits_dense_windows(const Conv2dParams& p) {
-    return fits_dense(p) && p.out_channels > 16 && KStretches(p, 1, true).per_window;
+    return fits_dense(p) && p.out_channels > 16 &&
+           KStretches(p, kInt8GemmNhwc12x32Avx512Vnni.quad_block, true).per_window;
 }
+#endif
 
 // AMX's tile rows take 64 k. 1x1 at K <= 32: zero padding does half its work or more (as for the
 // NCHW GEMM, conv2d_int8_gemm.cpp) and the VNNI kernel takes those layers. Other windows: while
@@ -201,9 +209,11 @@ struct SlotPlane {
     int64_t x_stride, pitch, slots, tiles;
     int64_t width, row_tiles;  // the output's; tiles per output row, 0 where tiles span rows
     std::vector<Source> sources;   // per plane
-    std::vector<int64_t> offsets;  // bytes, per stretch (the window form: per gathered row)
+    std::vector<int64_t> offsets;  // bytes, per stretch (window form: per kernel row it gathers)
     std::vector<bool> read;        // per plane: whether a stretch reads it (1x1 stride 2: one)
-    int64_t copy_bytes;            // the copy's size: its planes and room for the last tile
+    // The copy's size: its planes and room for the last tile's reads (the window form's: the
+    // gather's 16 bytes from a chunk's first pixel).
+    int64_t copy_bytes;
     // The window form: an output row's windows gathered (their pixels' kernel rows interleaved, in
     // the gather's whole 64-byte chunks, and room for the last window's last quad); else 0.
     int64_t gathered_bytes;
@@ -253,11 +263,9 @@ struct SlotPlane {
                               : std::max(planes * plane_bytes,
                                          *std::max_element(offsets.begin(), offsets.end()) +
                                              (tile(tiles - 1).first + u.mr - 1) * x_stride +
-                                             std::max(4 * k.quads, k.span + 16));
-        gathered_bytes =
-            k.per_window
-                ? ceil_div(((width - 1) * p.stride_w * k.channels + k.span) * k.kernel_h + 3, 64) * 64
-                : 0;
+                                             (k.per_window ? k.span + 16 : 4 * k.quads));
+        const int64_t gathered = ((width - 1) * p.stride_w * k.channels + k.span) * k.kernel_h;
+        gathered_bytes = k.per_window ? ceil_div(gathered + 3, 64) * 64 : 0;
     }
 
     int64_t planes() const { return int64_t(sources.size()); }
@@ -265,7 +273,8 @@ struct SlotPlane {
     // Tile t's slots [first, first + count): where every slot is an output pixel, the slots split
     // evenly, so that no tile is much shorter than the others (resnet18's 7x7 layers: 49 pixels in
     // 5 tiles of 9 or 10, not 4 of 12 and one of 1, which streamed all 2.4 MB of weights for one
-    // pixel); else each output row's pixels alike, so no slot past the row is computed.
+    // pixel); else (and always in the window form, which gathers a row's windows at a time) each
+    // output row's pixels alike, so no slot past the row is computed.
     struct Tile {
         int64_t first, count;
     };
@@ -288,9 +297,6 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
           gather_(gather),
           stretches_(params_, ukernel.quad_block, gather != nullptr),
           scratch_(params_, ukernel, stretches_) {
-        if (stretches_.per_window) {
-            gather_picks_ = window_gather_picks(params_.kernel_h, params_.group_in_channels);
-        }
         if (params_.groups != 1 || !params_.nhwc) {  // the registry checks first
             node.fail("the channels-last GEMM kernel does not fit this conv2d");
         }
@@ -520,7 +526,7 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
                     rows[r] = x + row * plane.pitch * plane.x_stride + offsets[r];
                 }
                 gather_(rows, (plane.width - 1) * params_.stride_w + stretches_.span / in_channels,
-                        Int8WindowGather{params_.kernel_h, in_channels, gather_picks_.data()},
+                        Int8WindowGather{params_.kernel_h, in_channels, stretches_.picks.data()},
                         gathered);
                 *gathered_row = row;
             }
@@ -593,7 +599,6 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
     std::vector<int32_t> acc_init_;  // per output channel: bias - (z + x_offset) sum(w)
     std::vector<Int8HighHalfBlock> blocks_;  // acc_init_ and the requantization, or empty
     std::vector<Int8HighHalfBlock> negative_blocks_;  // a fused PReLU's negative side, or empty
-    std::vector<uint8_t> gather_picks_;                // the window form's (Int8WindowGather)
 };
 
 }  // namespace
