@@ -391,20 +391,22 @@ void test_plans() {
         const qtk::detail::Int8AddParams p = {a_zero_point, a_multiplier, b_zero_point,
                                               b_multiplier, shift,        zero_point,
                                               lo,           hi};
-        // The 16-bit form's constants, derived here again from the header's comment.
+        // The 16-bit form's constants, derived here again from the header's comment (on
+        // u = q + 128).
         const auto low_of = [](int64_t m) { return int64_t(int16_t(uint16_t(m & 0xFFFF))); };
         const auto high_of = [&](int64_t m) { return (m - low_of(m)) >> 16; };
+        const int64_t ua_zero = a_zero_point + 128, ub_zero = b_zero_point + 128;
         const int64_t constant =
             (shift >= 17 ? int64_t{1} << (shift - 17) : 0) +
             zero_point * (shift >= 16 ? int64_t{1} << (shift - 16) : 0) -
-            (a_zero_point * high_of(a_multiplier) + b_zero_point * high_of(b_multiplier));
+            (ua_zero * high_of(a_multiplier) + ub_zero * high_of(b_multiplier));
         const bool pairs_fit = shift >= 17 && shift <= 46 && a_multiplier < kMax - 32767 &&
                                b_multiplier < kMax - 32767 &&
-                               std::abs(constant) + (1 << 23) + (1 << 9) < (int64_t{1} << 31);
+                               std::abs(constant) + (1 << 24) + (1 << 9) < (int64_t{1} << 31);
         add_wrong += p.pairs != pairs_fit;
         add_wrong += p.pairs && (p.pair_constant != constant ||
-                                 p.pair_low_init != -(a_zero_point * low_of(a_multiplier) +
-                                                      b_zero_point * low_of(b_multiplier)));
+                                 p.pair_low_init != -(ua_zero * low_of(a_multiplier) +
+                                                      ub_zero * low_of(b_multiplier)));
         const auto half = [](int32_t pair, int which) {
             return int32_t(int16_t(uint16_t(uint32_t(pair) >> (16 * which))));
         };
@@ -421,11 +423,13 @@ void test_plans() {
                 if (!p.pairs) {
                     continue;
                 }
-                // As the vector code computes it, on q itself, every step in int32.
-                const int64_t low = a * half(p.low_pair, 0) + b * half(p.low_pair, 1) +
+                // As the vector code computes it, on u = q + 128, every step in int32.
+                const int64_t ua = a + 128, ub = b + 128;
+                const int64_t low = ua * half(p.low_pair, 0) + ub * half(p.low_pair, 1) +
                                     p.pair_low_init;
                 const int64_t partial = (low >> 16) + p.pair_constant;
-                const int64_t total = partial + a * half(p.high_pair, 0) + b * half(p.high_pair, 1);
+                const int64_t total =
+                    partial + ua * half(p.high_pair, 0) + ub * half(p.high_pair, 1);
                 add_wrong += !int32_range(low) || !int32_range(partial) || !int32_range(total);
                 add_wrong += clamp(total >> p.pair_shift, lo, hi) != want;
             }

@@ -17,12 +17,14 @@
 // S_H 2^16 + S_L with S_H = d_a H_a + d_b H_b and S_L = d_a L_a + d_b L_b, each below 2^24 in
 // magnitude. For 17 <= n <= 46, (S_H 2^16 + S_L + 2^(n-1)) >> n = (S_H + (S_L >> 16) + 2^(n-17))
 // >> (n - 16), and adding the output zero point z_y after the shift is adding z_y 2^(n-16)
-// before it. The zero points of the inputs fold into constants too: S_L = L.q + C_L and
-// S_H = H.q - C_H, where L.q = q_a L_a + q_b L_b (one vpdpwssd of the (q_a, q_b) pairs onto
-// C_L = -(z_a L_a + z_b L_b), below 2^24), and H.q alike (below 2^23). So the sum plus z_y is
-// ((L.q + C_L) >> 16) + K + H.q, shifted by n - 16, with K = 2^(n-17) + z_y 2^(n-16) - C_H:
-// two vpdpwssd, two shifts and one add per 16 elements, all in int32 where
-// |K| + 2^23 + 2^9 < 2^31 (the plan checks it; else the int64 form runs).
+// before it. The zero points of the inputs fold into constants too, on u = q + 128 (the byte
+// with its sign bit flipped, read unsigned: two byte unpacks, one with zeros, make the int16
+// pairs, where sign extension took four shuffles): S_L = L.u + C_L and S_H = H.u - C_H, where
+// L.u = u_a L_a + u_b L_b (one vpdpwssd of the (u_a, u_b) pairs onto
+// C_L = -((z_a + 128) L_a + (z_b + 128) L_b), below 2^24), and H.u alike (below 2^24). So the sum
+// plus z_y is ((L.u + C_L) >> 16) + K + H.u, shifted by n - 16, with
+// K = 2^(n-17) + z_y 2^(n-16) - C_H: two vpdpwssd, two shifts and one add per 16 elements, all in
+// int32 where |K| + 2^24 + 2^9 < 2^31 (the plan checks it; else the int64 form runs).
 #pragma once
 
 #include <cstdint>

@@ -95,12 +95,13 @@ Int8AddParams::Int8AddParams(int32_t a_zero_point_, int32_t a_multiplier_, int32
         !split_multiplier(b_multiplier_, &b_high, &b_low)) {
         return;
     }
-    // The header's constants, in int64 until they are known to fit.
-    const int64_t low_init = -(int64_t{a_zero_point_} * a_low + int64_t{b_zero_point_} * b_low);
+    // The header's constants (on u = q + 128), in int64 until they are known to fit.
+    const int64_t za = int64_t{a_zero_point_} + 128, zb = int64_t{b_zero_point_} + 128;
+    const int64_t low_init = -(za * a_low + zb * b_low);
     const int64_t constant = arith::rounding_constant(shift_ - 16) +
                              int64_t{zero_point_} * (int64_t{1} << (shift_ - 16)) -
-                             (int64_t{a_zero_point_} * a_high + int64_t{b_zero_point_} * b_high);
-    if (std::abs(constant) + (int64_t{1} << 23) + (int64_t{1} << 9) >= (int64_t{1} << 31)) {
+                             (za * a_high + zb * b_high);
+    if (std::abs(constant) + (int64_t{1} << 24) + (int64_t{1} << 9) >= (int64_t{1} << 31)) {
         return;
     }
     pairs = true;
