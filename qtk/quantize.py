@@ -124,6 +124,7 @@ def _prepare(model, qconfig, default, strict=False, example_inputs=None):
             for producer in [n for n in inputs if n in int8]:
                 _insert_stub(graph_module, producer, node, modules.QATDequantStub(), stubs)
     _quantize_per_channel(graph_module, per_channel)
+    _bound_by_readers(graph_module)
     graph_module.graph.lint()
     graph_module.recompile()
     graph_module.qtk_report = rows
@@ -162,6 +163,34 @@ def _quantize_per_channel(graph_module, qconfigs):
     for node, qconfig in qconfigs.items():
         if writes(node) and feeds_depthwise(node):
             module(node).activation_post_process = qconfig.channel_activation()
+
+
+def _bound_by_readers(graph_module):
+    """Where every reader of a quantized output is an activation that saturates (HardSwish
+    below -3, HardSigmoid below -3 and above 3, a ReLU below 0, a ReLU6 or Hardtanh outside its
+    bounds: :func:`qtk.modules.activation.reader_bounds`), its observer sees the output clamped
+    to the widest of their bounds (the observers' ``floor`` and ``ceiling``): the values past
+    them read alike, so the range spends no integer levels on them. PP-LCNet's convs before
+    HardSwish span down to -47; with their ranges cut at -3 the PTQ study's one call went from
+    20.9 to 22.4 dB of output SQNR (``docs/ptq.md``)."""
+    def reader(node):
+        if node.op != "call_module":
+            return None
+        m = graph_module.get_submodule(node.target)
+        return m.module if isinstance(m, modules.QATTableFunction) else m
+
+    for node in graph_module.graph.nodes:
+        if node.op != "call_module" or not node.users:
+            continue
+        quantizer = getattr(graph_module.get_submodule(node.target), "activation_post_process",
+                            None)
+        observer = getattr(quantizer, "observer", None)
+        bounds = [modules.reader_bounds(reader(user)) for user in node.users]
+        if observer is None or any(b is None for b in bounds):
+            continue
+        floors, ceilings = zip(*bounds)
+        observer.floor = None if None in floors else min(floors)
+        observer.ceiling = None if None in ceilings else max(ceilings)
 
 
 def _owner_module(graph_module, node):
@@ -275,12 +304,13 @@ def calibrate(model, data, num_batches=None, method=None, bias_correction=False,
 
 def _observer_for(method, old):
     """A fresh observer of calibration ``method`` with ``old``'s integer range, symmetry, channel
-    axis and zero point sharing."""
+    axis, zero point sharing and reader bounds."""
     kwargs = dict(qmin=old.qmin, qmax=old.qmax, symmetric=old.symmetric, ch_axis=old.ch_axis,
                   shared_zero_point=old.shared_zero_point)
-    if method == "minmax":
-        return MinMaxObserver(**kwargs)
-    return HistogramObserver(method=method, **kwargs)
+    new = MinMaxObserver(**kwargs) if method == "minmax" else HistogramObserver(method=method,
+                                                                                **kwargs)
+    new.floor, new.ceiling = getattr(old, "floor", None), getattr(old, "ceiling", None)
+    return new
 
 
 class _InputMeans:

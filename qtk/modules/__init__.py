@@ -6,7 +6,8 @@ here (a QAT class by declaring ``FLOAT_TYPES``, a Quantized one by ``SOURCE_TYPE
 ``@float_export``), and the conversion maps below are derived from those registries.
 """
 from .activation import (QATPReLU, QATRPReLU, QATSoftmax, QATTableFunction, QuantizedClamp,
-                         QuantizedLookupTable, QuantizedPReLU, QuantizedSoftmax, RPReLU)
+                         QuantizedLookupTable, QuantizedPReLU, QuantizedSoftmax, RPReLU,
+                         reader_bounds)
 from .base import (FLOAT_EXPORTS, QAT_MODULES, QUANTIZED_MODULES, QATModule, QModelOp, QParams,
                    QuantizedModule)
 from .conv import (ConvBn2d, ConvBnReLU2d, ConvReLU2d, QATConv2d, QATConvBn2d, QATConvTranspose2d,

@@ -69,6 +69,25 @@ TABLE_FUNCTIONS = {
 }
 
 
+# Where a float activation stops telling its input values apart: (floor, ceiling), every value
+# below floor giving the output at floor, every value above ceiling the output at ceiling (None:
+# no such point). Exact points only: Sigmoid and Tanh approach theirs and never reach them.
+SATURATION = {
+    nn.Hardswish: lambda m: (-3.0, None),
+    nn.Hardsigmoid: lambda m: (-3.0, 3.0),
+    nn.ReLU: lambda m: (0.0, None),
+    nn.ReLU6: lambda m: (0.0, 6.0),
+    nn.Hardtanh: lambda m: (float(m.min_val), float(m.max_val)),
+}
+
+
+def reader_bounds(module):
+    """(floor, ceiling) of a float activation of SATURATION's types (exactly: a subclass may
+    compute something else), or None."""
+    saturation = SATURATION.get(type(module))
+    return None if saturation is None else saturation(module)
+
+
 class QATTableFunction(QATFloatThenQuantize):
     """A table function (HardSwish, Sigmoid, ...) in float with a fake-quantized output."""
     FLOAT_TYPES = tuple(TABLE_FUNCTIONS)

@@ -72,7 +72,7 @@ class HistogramObserver(Observer):
 
     @torch.no_grad()
     def forward(self, x):
-        x = x.detach().to(torch.float32)
+        x = self._readable(x)
         old_amax = self._amax() if self.has_statistics else None
         super().forward(x)  # running min / max, all-reduced under DDP
         amax = self._amax()

@@ -22,6 +22,15 @@ class Observer(nn.Module):
             in (0, 1] keeps an exponential moving average instead (1.0 = the latest tensor only).
         shared_zero_point: with ``ch_axis``, a scale per channel and one zero point for all
             (an activation quantized per channel, spec 1) instead of a zero point per channel.
+
+    Attributes:
+        floor, ceiling: the points past which every reader of the tensor gives one output
+            (``None``: no such point). A HardSwish reads every value below -3 as -3, a
+            HardSigmoid also every value above 3 as 3, a ReLU6 below 0 and above 6 alike. The
+            observer sees the tensor clamped to [floor, ceiling], so no integer levels go to
+            values the readers cannot tell apart, and their outputs stay the same.
+            :func:`qtk.prepare_ptq` and :func:`qtk.quantize_qat` set them from the graph
+            (``docs/quantizers.md``, "Ranges that stop where the readers saturate").
     """
     _version = 1
 
@@ -40,6 +49,7 @@ class Observer(nn.Module):
         self.ch_axis = ch_axis
         self.averaging_constant = averaging_constant
         self.shared_zero_point = shared_zero_point
+        self.floor = self.ceiling = None
         self.register_buffer("min_val", torch.tensor([]))
         self.register_buffer("max_val", torch.tensor([]))
 
@@ -59,9 +69,16 @@ class Observer(nn.Module):
             dist.all_reduce(x_max, op=dist.ReduceOp.MAX)
         return x_min, x_max
 
+    def _readable(self, x):
+        """``x`` as the observer sees it: float32, clamped to [floor, ceiling]."""
+        x = x.detach().to(torch.float32)
+        if self.floor is None and self.ceiling is None:
+            return x
+        return torch.clamp(x, self.floor, self.ceiling)
+
     @torch.no_grad()
     def forward(self, x):
-        x_min, x_max = self._batch_range(x.detach().to(torch.float32))
+        x_min, x_max = self._batch_range(self._readable(x))
         if not self.has_statistics:
             new_min, new_max = x_min, x_max
         elif self.averaging_constant is None:
@@ -99,9 +116,11 @@ class Observer(nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def extra_repr(self):
+        bounds = "" if self.floor is None and self.ceiling is None else (
+            f", values read in [{self.floor}, {self.ceiling}]")
         return (f"range=[{self.qmin}, {self.qmax}], symmetric={self.symmetric}, "
                 f"ch_axis={self.ch_axis}, averaging_constant={self.averaging_constant}"
-                + (", shared_zero_point=True" if self.shared_zero_point else ""))
+                + (", shared_zero_point=True" if self.shared_zero_point else "") + bounds)
 
 
 class MinMaxObserver(Observer):
