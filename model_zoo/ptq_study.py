@@ -470,7 +470,11 @@ INTRO = [
     "histograms by the rule (percentile, MSE or min/max) under which the model is closest to the "
     "float model with the ranges fitted to half the calibration inputs and measured on the other "
     "half, both ways (`method=\"auto\"`, `qtk.ptq.pipeline.held_out_scores`; the row's note "
-    "names it). Conv layers take the PReLU after them fused (spec 22): MTCNN's convs.", "",
+    "names it). Conv layers take the PReLU after them fused (spec 22): MTCNN's convs. In every "
+    "qtk row a tensor that only saturating activations read is observed clamped at their "
+    "saturation points (PP-LCNet's convs before HardSwish, at -3: `docs/quantizers.md`, "
+    "\"Ranges that stop where the readers saturate\"; rows of runs before 2026-11-30 17:46 UTC "
+    "predate it).", "",
     "What the peers do by default, read from their code and the models they write: **NNCF** "
     "(`nncf.quantize`) inserts FakeQuantize only at the inputs of convolutions, matmuls and a few "
     "element-wise ops (38 on PP-LCNet against qtk's 108 quantized tensors: activation functions, "
