@@ -92,3 +92,51 @@ def test_bounded_model_deploys_byte_identical():
     x = torch.randn(6, 3, 16, 16)
     with qtk.int8_outputs(quantized):
         assert torch.equal(quantized(x), session.run(x, output="int8"))
+
+
+@pytest.mark.parametrize("reader, low, high", [(nn.Hardswish(), 0.0, None),
+                                               (nn.Hardsigmoid(), 0.0, 1.0)])
+def test_values_past_the_bounds_deploy_the_saturated_outputs(reader, low, high):
+    """The zero point's rounding may leave a range cut at 3 ending at 2.988: a level is kept at or
+    past each bound reached, so values far past it give exactly the saturated output's code."""
+    torch.manual_seed(2)
+    model = ConvThen(reader).eval()
+    for seed in range(4):
+        data = [torch.randn(8, 3, 16, 16, generator=torch.Generator().manual_seed(seed))]
+        prepared = qtk.calibrate(qtk.prepare_ptq(model), data)
+        quantized = qtk.convert(prepared)
+        x = data[0]
+        with torch.no_grad():
+            pre = model.conv(x)
+            captured = {}
+            lookup = quantized.get_submodule("readers.0")
+            handle = lookup.register_forward_hook(
+                lambda module, args, out: captured.setdefault("y", out))
+            with qtk.int8_outputs(quantized):
+                quantized(x)
+            handle.remove()
+        scale, zero_point = lookup.output_qparams.scale, lookup.output_qparams.zero_point
+        codes = captured["y"]
+        for past, value in ((pre < -3.5, low), (pre > 3.5, high)):
+            if value is None or not bool(past.any()):
+                continue
+            want = max(-128, min(127, round(value / float(scale)) + int(zero_point)))
+            assert bool((codes[past] == want).all()), (seed, value)
+
+
+def test_qat_observers_get_the_bounds_and_clamp_readers_keep_them():
+    class ClampReaders(nn.Module):  # a ReLU6 and a Hardtanh reading one conv: no fusion
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+            self.relu6, self.tanh = nn.ReLU6(), nn.Hardtanh(-1.0, 2.0)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return self.relu6(y) + self.tanh(y)
+
+    qat = qtk.quantize_qat(ClampReaders())
+    observer = qat.conv.activation_post_process.observer
+    assert (observer.floor, observer.ceiling) == (-1.0, 6.0)
+    qat(torch.randn(2, 3, 8, 8) * 20)
+    assert float(observer.min_val) >= -1.0 and float(observer.max_val) <= 6.0
