@@ -172,7 +172,7 @@ def _bound_by_readers(graph_module):
     to the widest of their bounds (the observers' ``floor`` and ``ceiling``): the values past
     them read alike, so the range spends no integer levels on them. PP-LCNet's convs before
     HardSwish span down to -47; with their ranges cut at -3 the PTQ study's one call went from
-    20.9 to 22.7 dB of output SQNR (``docs/quantizers.md``)."""
+    20.9 to 22.4 dB of output SQNR (``docs/ptq.md``)."""
     def reader(node):
         if node.op != "call_module":
             return None
@@ -307,10 +307,8 @@ def _observer_for(method, old):
     axis, zero point sharing and reader bounds."""
     kwargs = dict(qmin=old.qmin, qmax=old.qmax, symmetric=old.symmetric, ch_axis=old.ch_axis,
                   shared_zero_point=old.shared_zero_point)
-    if method == "minmax":
-        new = MinMaxObserver(**kwargs)
-    else:
-        new = HistogramObserver(method=method, **kwargs)
+    new = MinMaxObserver(**kwargs) if method == "minmax" else HistogramObserver(method=method,
+                                                                                **kwargs)
     new.floor, new.ceiling = getattr(old, "floor", None), getattr(old, "ceiling", None)
     return new
 

@@ -74,7 +74,7 @@ class HistogramObserver(Observer):
     def forward(self, x):
         x = self._readable(x)
         old_amax = self._amax() if self.has_statistics else None
-        self._update_range(x)  # running min / max, all-reduced under DDP
+        super().forward(x)  # running min / max, all-reduced under DDP
         amax = self._amax()
         rows = self._rows(x).double()
         shape = (self.bins,) if self.ch_axis is None else (rows.shape[0], self.bins)

@@ -1,6 +1,4 @@
 """Range observers: running min/max, its moving average, and the per-channel form."""
-import math
-
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -80,12 +78,7 @@ class Observer(nn.Module):
 
     @torch.no_grad()
     def forward(self, x):
-        self._update_range(self._readable(x))
-        return x
-
-    def _update_range(self, x):
-        """The running range with ``x`` (already as the observer sees it)."""
-        x_min, x_max = self._batch_range(x)
+        x_min, x_max = self._batch_range(self._readable(x))
         if not self.has_statistics:
             new_min, new_max = x_min, x_max
         elif self.averaging_constant is None:
@@ -97,6 +90,7 @@ class Observer(nn.Module):
         # resize_ keeps the buffers registered while their shape settles on the first batch
         self.min_val.resize_(new_min.shape).copy_(new_min)
         self.max_val.resize_(new_max.shape).copy_(new_max)
+        return x
 
     def reset_statistics(self):
         """Forget every observed range (a learned quantizer initializes from one batch)."""
@@ -110,26 +104,7 @@ class Observer(nn.Module):
         return self.qparams_from_range(self.min_val, self.max_val)
 
     def qparams_from_range(self, lo, hi):
-        """(scale, zero point) of ranges ``[lo, hi]`` by this observer's integer range and rule,
-        within the readers' bounds where it has them."""
-        if self.floor is not None or self.ceiling is not None:
-            lo, hi = self._reaching_bounds(lo, hi)
-        return self._grid(lo, hi)
-
-    def _reaching_bounds(self, lo, hi):
-        """``[lo, hi]`` cut to [floor, ceiling]; a side within a step of its bound moves a step
-        past it. The zero point's rounding shifts the levels by up to half a step, and a range cut
-        exactly at 3 could end at 2.988: a HardSigmoid would read everything above 3 as 0.998,
-        not 1. With a level at or past each bound reached, every value past it reads as the bound
-        does."""
-        floor = -math.inf if self.floor is None else self.floor
-        ceiling = math.inf if self.ceiling is None else self.ceiling
-        lo, hi = lo.clamp(floor, ceiling), hi.clamp(floor, ceiling)
-        step = self._grid(lo, hi)[0].reshape(lo.shape).to(lo.dtype)
-        return (torch.where(lo < floor + step, floor - step, lo),
-                torch.where(hi > ceiling - step, ceiling + step, hi))
-
-    def _grid(self, lo, hi):
+        """(scale, zero point) of ranges ``[lo, hi]`` by this observer's integer range and rule."""
         if self.shared_zero_point:
             return arithmetic.shared_zero_point_qparams(lo, hi, self.qmin, self.qmax)
         return qparams_from_range(lo, hi, self.qmin, self.qmax, self.symmetric)
@@ -142,8 +117,7 @@ class Observer(nn.Module):
 
     def extra_repr(self):
         bounds = "" if self.floor is None and self.ceiling is None else (
-            f", values read in [{-math.inf if self.floor is None else self.floor}, "
-            f"{math.inf if self.ceiling is None else self.ceiling}]")
+            f", values read in [{self.floor}, {self.ceiling}]")
         return (f"range=[{self.qmin}, {self.qmax}], symmetric={self.symmetric}, "
                 f"ch_axis={self.ch_axis}, averaging_constant={self.averaging_constant}"
                 + (", shared_zero_point=True" if self.shared_zero_point else "") + bounds)

@@ -3,7 +3,7 @@
 // shifts of adds are about 31), the header's 16-bit form, 64 elements per step: folding the zero
 // points into its constants took it from 9.0 to 7.1 ns per 64 bytes (Zen 4), and pairing the
 // bytes read unsigned by unpacks alone (9 shuffles per 64 elements, 14 with sign extension and a
-// permute) took BiRealNet18's 56x56 add with its PReLU from 27 to 25 us (1 thread, Zen 4).
+// permute) BiRealNet18's 56x56 add with its PReLU from 27 to 25 us (1 thread, Zen 4).
 #include "avx512_intrinsics.h"
 
 #include "../contracts/vadd_int8.h"
