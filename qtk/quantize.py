@@ -307,8 +307,10 @@ def _observer_for(method, old):
     axis, zero point sharing and reader bounds."""
     kwargs = dict(qmin=old.qmin, qmax=old.qmax, symmetric=old.symmetric, ch_axis=old.ch_axis,
                   shared_zero_point=old.shared_zero_point)
-    new = MinMaxObserver(**kwargs) if method == "minmax" else HistogramObserver(method=method,
-                                                                                **kwargs)
+    if method == "minmax":
+        new = MinMaxObserver(**kwargs)
+    else:
+        new = HistogramObserver(method=method, **kwargs)
     new.floor, new.ceiling = getattr(old, "floor", None), getattr(old, "ceiling", None)
     return new
 

@@ -72,11 +72,11 @@ class HistogramObserver(Observer):
 
     @torch.no_grad()
     def forward(self, x):
-        x = self._readable(x)
+        readable = self._readable(x)
         old_amax = self._amax() if self.has_statistics else None
-        super().forward(x)  # running min / max, all-reduced under DDP
+        self._update_range(readable)  # running min / max, all-reduced under DDP
         amax = self._amax()
-        rows = self._rows(x).double()
+        rows = self._rows(readable).double()
         shape = (self.bins,) if self.ch_axis is None else (rows.shape[0], self.bins)
         if self.histogram.shape != shape:
             self.histogram.resize_(shape).zero_()

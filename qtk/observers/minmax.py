@@ -78,7 +78,12 @@ class Observer(nn.Module):
 
     @torch.no_grad()
     def forward(self, x):
-        x_min, x_max = self._batch_range(self._readable(x))
+        self._update_range(self._readable(x))
+        return x
+
+    def _update_range(self, x):
+        """Fold the range of ``x`` (already as the observer reads it) into the running range."""
+        x_min, x_max = self._batch_range(x)
         if not self.has_statistics:
             new_min, new_max = x_min, x_max
         elif self.averaging_constant is None:
@@ -90,7 +95,6 @@ class Observer(nn.Module):
         # resize_ keeps the buffers registered while their shape settles on the first batch
         self.min_val.resize_(new_min.shape).copy_(new_min)
         self.max_val.resize_(new_max.shape).copy_(new_max)
-        return x
 
     def reset_statistics(self):
         """Forget every observed range (a learned quantizer initializes from one batch)."""

@@ -7,7 +7,8 @@ from torch import fx, nn
 
 from ..graph.capture import node_inputs, replace_submodule
 from ..graph.functional import FLOAT_CALL
-from ..modules import PASS_THROUGH, QATDequantStub, QATModule, QATQuantStub, QuantStub
+from ..modules import (PASS_THROUGH, QATDequantStub, QATModule, QATQuantStub, QATTableFunction,
+                       QuantStub, reader_bounds)
 from ..fake_quant import FakeQuantize
 from ..quantize import calibrate, prepare_ptq
 
@@ -45,14 +46,21 @@ class LayerInputs(nn.Module):
         qconfig: the layer's :class:`qtk.QConfig`.
         sources: for each of the node's inputs, the layer it carries (see ``LayerSwitch``),
             ``FLOAT``, or None where it is int8 in every choice.
+        layer: the layer's module; a table function that saturates bounds its input quantizers
+            as prepare bounds the stub it reads (``docs/quantizers.md``, reader bounds).
     """
 
-    def __init__(self, node, qconfig, sources):
+    def __init__(self, node, qconfig, sources, layer):
         super().__init__()
         self.args = node.args
         self.inputs = node_inputs(node)
         self.sources = sources
         self.quantizers = nn.ModuleList(qconfig.activation() for _ in self.inputs)
+        bounds = reader_bounds(layer.module) if isinstance(layer, QATTableFunction) else None
+        for quantizer in self.quantizers:
+            observer = getattr(quantizer, "observer", None)
+            if bounds is not None and observer is not None:
+                observer.floor, observer.ceiling = bounds
 
     def crossing(self, float_layers):
         """The quantizers on inputs that cross from float to this layer, int8."""
@@ -98,7 +106,8 @@ class LayerSwitch:
             if node.op == "call_module" and node.target not in user_stubs
             and isinstance(self.prepared.get_submodule(node.target), QATQuantStub)]
         self.inputs = {name: LayerInputs(node, qconfig, [self._source(n)
-                                                         for n in node_inputs(node)])
+                                                         for n in node_inputs(node)],
+                                         self.layers[name])
                        for name, node in self.nodes.items()}
         self.prepared.layer_inputs = nn.ModuleList(self.inputs.values())  # calibrate sets them
         for name, layer in self.layers.items():
