@@ -51,18 +51,25 @@ constexpr int64_t kWeightBlocksAhead = 8;
 // activations, already uint8 (x + 128: the driver flipped their sign bits as it copied them), is
 // the broadcast one, read by vpdpbusd itself ({1to16}): broadcasting from a general register
 // instead cost a shuffle per pixel and quad and held the kernel near half of the peak. Not
-// inlined into the requantizing form below (see there).
+// inlined into the requantizing form below (see there), whose sums start from its blocks' offsets
+// (`start`; else from zero): an add per vector less in its epilogue.
 template <int MR, int NV>
 [[gnu::noinline]] void int8_gemm_nhwc_avx512_vnni(const int8_t* x, int64_t x_stride,
                                                   const int64_t* tap_offsets, int64_t taps,
                                                   int64_t quads, const int8_t* w, int32_t* c,
-                                                  int64_t c_stride) {
+                                                  int64_t c_stride,
+                                                  const Int8HighHalfBlock* start) {
+    __m512i vstart[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+        vstart[v] = start == nullptr ? _mm512_setzero_si512() : _mm512_loadu_si512(start[v].offset);
+    }
     __m512i vacc[MR][NV];
 #pragma GCC unroll 24
     for (int p = 0; p < MR; ++p) {
 #pragma GCC unroll 2
         for (int v = 0; v < NV; ++v) {
-            vacc[p][v] = _mm512_setzero_si512();
+            vacc[p][v] = vstart[v];
         }
     }
     const int64_t tap_bytes = (quads + 15) / 16 * NV * 16 * 64;
@@ -116,16 +123,15 @@ void int8_gemm_nhwc_requantized_avx512_vnni(const int8_t* x, int64_t x_stride,
                                             int64_t y_stride) {
     constexpr int kPixels = 4 / NV;  // per pack
     alignas(64) int32_t c[MR][16 * NV];
-    int8_gemm_nhwc_avx512_vnni<MR, NV>(x, x_stride, tap_offsets, taps, quads, w, c[0], 16 * NV);
+    int8_gemm_nhwc_avx512_vnni<MR, NV>(x, x_stride, tap_offsets, taps, quads, w, c[0], 16 * NV,
+                                       blocks);
     Int8HighHalf16 vparams[NV], vnegative[NV];
-    __m512i voffsets[NV];
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) {
         vparams[v] = int8_high_half16(blocks[v], out);
         if constexpr (kBySign) {
             vnegative[v] = int8_high_half16(negative_blocks[v], out);
         }
-        voffsets[v] = _mm512_loadu_si512(blocks[v].offset);
     }
     const __m512i vorder = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const __m512i vlo = _mm512_set1_epi8(static_cast<char>(out.lo));
@@ -134,7 +140,7 @@ void int8_gemm_nhwc_requantized_avx512_vnni(const int8_t* x, int64_t x_stride,
     // Vector i of a pack: pixel p + i / NV (a tile's last pixel repeated past MR).
     const auto scale = [&](int p, int i) {
         const int pixel = p + i / NV < MR ? p + i / NV : MR - 1, v = i % NV;
-        const __m512i vacc = _mm512_add_epi32(_mm512_load_si512(c[pixel] + 16 * v), voffsets[v]);
+        const __m512i vacc = _mm512_load_si512(c[pixel] + 16 * v);
         if constexpr (kBySign) {
             const __mmask16 negative = _mm512_cmplt_epi32_mask(vacc, _mm512_setzero_si512());
             return int8_scale16_high_half(
@@ -180,9 +186,9 @@ void nhwc_pixels_avx512_vnni(std::integer_sequence<int, MR...>, int64_t pixels,
                                 int64_t taps, int64_t quads, const int8_t* w, int32_t* c,
                                 int64_t c_stride) {
     using Kernel = void (*)(const int8_t*, int64_t, const int64_t*, int64_t, int64_t,
-                            const int8_t*, int32_t*, int64_t);
+                            const int8_t*, int32_t*, int64_t, const Int8HighHalfBlock*);
     static constexpr Kernel kKernels[] = {int8_gemm_nhwc_avx512_vnni<MR + 1, NV>...};
-    kKernels[pixels - 1](x, x_stride, tap_offsets, taps, quads, w, c, c_stride);
+    kKernels[pixels - 1](x, x_stride, tap_offsets, taps, quads, w, c, c_stride, nullptr);
 }
 
 template <int MR, int NV>
