@@ -999,13 +999,15 @@ void test_against_reference() {
         }
     }
     // The channels-last GEMM's window form (few input channels: a window's bytes one run of K,
-    // each tile's kernel rows gathered pixel by pixel): resnet's 7x7 stem over 3 channels and its
-    // kin, strides 1 and 2 (some unequal), padding 0 to 3 (some unequal), output widths either
-    // side of the 12-pixel tiles and one gather chunk, output channels either side of the
-    // 32-wide tiles.
+    // each tile's kernel rows gathered pixel by pixel): resnet's 7x7 stem over 3 channels,
+    // mobilenet's 3x3 one and their kin, 16, 32 and 64 bytes of a kernel row in the gather's
+    // tables (5 to 8 rows, 3 or 4, 2), strides 1 and 2 (some unequal), padding 0 to 3 (some
+    // unequal), output widths either side of the 12-pixel tiles and one gather chunk, output
+    // channels either side of the 32-wide tiles.
     {
-        const int64_t kernels_window[][3] = {{7, 7, 3}, {7, 7, 2}, {8, 5, 2},
-                                             {7, 5, 3}, {6, 6, 3}, {6, 7, 2}};
+        const int64_t kernels_window[][3] = {{7, 7, 3}, {7, 7, 2}, {8, 5, 2}, {7, 5, 3},
+                                             {6, 6, 3}, {6, 7, 2}, {5, 5, 2}, {3, 3, 3},
+                                             {3, 3, 2}, {4, 3, 3}, {2, 7, 3}, {2, 3, 3}};
         const int64_t out_widths[] = {1, 11, 12, 13, 25, 56};
         const int64_t outs[] = {17, 32, 33, 64, 70};
         int index = 0;

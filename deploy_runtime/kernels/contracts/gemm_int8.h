@@ -111,17 +111,22 @@ struct Int8GemmNhwcUkernel {
 //   out[(j * rows + r) * channels + c] = row[r][j * channels + c],
 // j < pixels, r < rows, c < channels, so that each output pixel's window is one run of out. The
 // plan (plain data, built at load by int8_window_gather_plan) holds, per 64-byte chunk i of out,
-// the byte picks of pattern i mod (rows * channels): the chunk reads 16 bytes of each row from
-// pixel floor(64 i / (rows * channels)) on. Limits: rows <= 8, each chunk's pixels' bytes of a row
-// within those 16 (which in effect asks for 4 to 8 rows: 7 x 3 and 8 x 2 fit, 5 x 3 does not). It
-// writes whole chunks (up to 63 bytes past the last pixel) and reads up to 16 bytes past a row's
+// the byte picks of pattern i mod (rows * channels): the chunk reads row_bytes of each row from
+// pixel floor(64 i / (rows * channels)) on, row_bytes = 128 / (rows rounded up to a power of 2):
+// the rows' bytes fill two 64-byte tables. Limits: 2 <= rows <= 8, each chunk's pixels' bytes of a
+// row within its row_bytes (7 x 3 and 8 x 2 fit in 16, 3 x 3 in 32; 5 x 3 does not). It writes
+// whole chunks (up to 63 bytes past the last pixel) and reads up to row_bytes bytes past a row's
 // last pixel.
 struct Int8WindowGather {
-    int64_t rows, channels;
-    // [rows * channels][64], for a two-table byte permute: index 16 r + k picks byte k of row r's
-    // 16 (rows 0 to 3 in the first table, 4 to 7 in the second, at 64 + 16 (r - 4) + k)
+    int64_t rows, channels, row_bytes;
+    // [rows * channels][64], for a two-table byte permute: index r row_bytes + k picks byte k of
+    // row r's row_bytes (the first table's rows, then the second's)
     const uint8_t* picks;
 };
+
+// The bytes a row takes in the plan of `rows` rows (0: more than 8 rows, or 1, which needs no
+// gather).
+int64_t int8_window_gather_row_bytes(int64_t rows);
 
 // Fills the plan's rows * channels * 64 picks, or returns false where the limits exclude them.
 bool int8_window_gather_plan(int64_t rows, int64_t channels, uint8_t* picks);

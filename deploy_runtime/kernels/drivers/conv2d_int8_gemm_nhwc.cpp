@@ -48,9 +48,13 @@
 namespace qtk {
 namespace detail {
 
+int64_t int8_window_gather_row_bytes(int64_t rows) {
+    return rows < 2 || rows > 8 ? 0 : rows <= 2 ? 64 : rows <= 4 ? 32 : 16;
+}
+
 bool int8_window_gather_plan(int64_t rows, int64_t channels, uint8_t* picks) {
-    const int64_t pixel_bytes = rows * channels;
-    if (rows > 8) {
+    const int64_t pixel_bytes = rows * channels, row_bytes = int8_window_gather_row_bytes(rows);
+    if (row_bytes == 0) {
         return false;
     }
     // Chunk i + pixel_bytes starts 64 pixels after chunk i, at the same byte of a pixel: pattern
@@ -60,10 +64,10 @@ bool int8_window_gather_plan(int64_t rows, int64_t channels, uint8_t* picks) {
         for (int64_t b = 0; b < 64; ++b) {
             const int64_t at = 64 * pattern + b, r = at % pixel_bytes / channels;
             const int64_t k = (at / pixel_bytes - first) * channels + at % channels;
-            if (k >= 16) {
+            if (k >= row_bytes) {
                 return false;
             }
-            picks[pattern * 64 + b] = uint8_t(r < 4 ? 16 * r + k : 64 + 16 * (r - 4) + k);
+            picks[pattern * 64 + b] = uint8_t(r * row_bytes + k);
         }
     }
     return true;
@@ -97,6 +101,7 @@ struct KStretches {
     int64_t count, quads;  // stretches; quads read per stretch, a multiple of quad_block
     int64_t channels, kernel_h, kernel_w, dilation_w, span;  // span: bytes of a kernel row's pixels
     std::vector<uint8_t> picks;  // the window form's gather plan (Int8WindowGather), else empty
+    int64_t row_bytes = 0;       // the window form's: a kernel row's bytes in the gather's tables
 
     KStretches(const Conv2dParams& p, int64_t quad_block, bool gathers = false)
         : channels(p.group_in_channels),
@@ -113,6 +118,7 @@ struct KStretches {
             picks = window_gather_picks(p.kernel_h, channels);
         }
         per_window = !picks.empty();
+        row_bytes = per_window ? int8_window_gather_row_bytes(p.kernel_h) : 0;
         per_row = per_row || per_window;
         count = per_window ? 1 : per_row ? p.kernel_h : p.kernel_h * p.kernel_w;
         quads = whole(per_window ? p.kernel_h * span : per_row ? span : channels);
@@ -141,9 +147,9 @@ struct KStretches {
     }
 };
 
-// Windows with K under 64 (mobilenet_v2's 3x3 stem over 3 channels: K 27) run 2.5 times faster in
-// the NCHW direct conv (a permute after it costs what one before it does); 1x1 layers that short
-// stay channels-last with their neighbours.
+// Windows with K under 64 (mobilenet_v2's 3x3 stem over 3 channels: K 27) ran 2.5 times faster in
+// the NCHW direct conv than in this tile's per-tap or per-row stretches; the window form (below)
+// takes them where the CPU has it. 1x1 layers that short stay channels-last with their neighbours.
 bool fits_dense(const Conv2dParams& p) {
     return p.groups == 1 && (p.pointwise() || p.products_per_output() >= 64);
 }
@@ -153,10 +159,12 @@ bool fits_dense(const Conv2dParams& p) {
 bool fits_dense_narrow(const Conv2dParams& p) { return fits_dense(p) && p.out_channels <= 16; }
 
 #if QTK_X86_AVX512_VBMI
-// The window form (KStretches) where it pads K less than the per-row one; not on layers of 16
-// output channels or fewer, which the 24x16 tile serves.
+// The window form (KStretches) where it pads K less than the per-row one, at any K: mobilenet_v2's
+// stem (K 27 in 7 quads) 138 us in the NCHW direct conv and 26 for the permute of its output ->
+// 119-123 us and 6 for the image's (Zen 4, 1 thread). Not on layers of 16 output channels or
+// fewer, which the 24x16 tile serves.
 bool fits_dense_windows(const Conv2dParams& p) {
-    return fits_dense(p) && p.out_channels > 16 &&
+    return p.groups == 1 && p.out_channels > 16 &&
            KStretches(p, kInt8GemmNhwc12x32Avx512Vnni.quad_block, true).per_window;
 }
 #endif
@@ -212,7 +220,7 @@ struct SlotPlane {
     std::vector<int64_t> offsets;  // bytes, per stretch (window form: per kernel row it gathers)
     std::vector<bool> read;        // per plane: whether a stretch reads it (1x1 stride 2: one)
     // The copy's size: its planes and room for the last tile's reads (the window form's: the
-    // gather's 16 bytes from a chunk's first pixel).
+    // gather's row bytes from a chunk's first pixel).
     int64_t copy_bytes;
     // The window form: an output row's windows gathered (their pixels' kernel rows interleaved, in
     // the gather's whole 64-byte chunks, and room for the last window's last quad); else 0.
@@ -263,7 +271,7 @@ struct SlotPlane {
                               : std::max(planes * plane_bytes,
                                          *std::max_element(offsets.begin(), offsets.end()) +
                                              (tile(tiles - 1).first + u.mr - 1) * x_stride +
-                                             (k.per_window ? k.span + 16 : 4 * k.quads));
+                                             (k.per_window ? k.span + k.row_bytes : 4 * k.quads));
         const int64_t gathered = ((width - 1) * p.stride_w * k.channels + k.span) * k.kernel_h;
         gathered_bytes = k.per_window ? ceil_div(gathered + 3, 64) * 64 : 0;
     }
@@ -526,7 +534,8 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
                     rows[r] = x + row * plane.pitch * plane.x_stride + offsets[r];
                 }
                 gather_(rows, (plane.width - 1) * params_.stride_w + stretches_.span / in_channels,
-                        Int8WindowGather{params_.kernel_h, in_channels, stretches_.picks.data()},
+                        Int8WindowGather{params_.kernel_h, in_channels, stretches_.row_bytes,
+                                         stretches_.picks.data()},
                         gathered);
                 *gathered_row = row;
             }
