@@ -149,7 +149,7 @@ struct KStretches {
 
 // Windows with K under 64 (mobilenet_v2's 3x3 stem over 3 channels: K 27) ran 2.5 times faster in
 // the NCHW direct conv than in this tile's per-tap or per-row stretches; the window form (below)
-// takes them where the CPU has it. 1x1 layers that short stay channels-last with their neighbours.
+// takes some of them. 1x1 layers that short stay channels-last with their neighbours.
 bool fits_dense(const Conv2dParams& p) {
     return p.groups == 1 && (p.pointwise() || p.products_per_output() >= 64);
 }
@@ -159,13 +159,24 @@ bool fits_dense(const Conv2dParams& p) {
 bool fits_dense_narrow(const Conv2dParams& p) { return fits_dense(p) && p.out_channels <= 16; }
 
 #if QTK_X86_AVX512_VBMI
-// The window form (KStretches) where it pads K less than the per-row one, at any K: mobilenet_v2's
-// stem (K 27 in 7 quads) 138 us in the NCHW direct conv and 26 for the permute of its output ->
-// 119-123 us and 6 for the image's (Zen 4, 1 thread). Not on layers of 16 output channels or
-// fewer, which the 24x16 tile serves.
+// The window form (KStretches) where it pads K less than the per-row one; not on layers of 16
+// output channels or fewer, which the 24x16 tile serves. Below K 64 it competes with the NCHW
+// direct conv (8 output channels a tile, each tap's channels padded to 4) and takes the layers
+// where it multiplies fewer padded products, its tiles 32 channels wide: mobilenet_v2's stem (32
+// channels, K 27 in 7 quads: 32 x 28 against 32 x 36) 138 us direct -> 119 (and the permute of
+// its output, 26 us, becomes the image's, 6), not shufflenet_v2's (24 channels: 32 x 28 against
+// 24 x 36; 108 us direct, 121 windowed) (Zen 4, 1 thread).
 bool fits_dense_windows(const Conv2dParams& p) {
-    return p.groups == 1 && p.out_channels > 16 &&
-           KStretches(p, kInt8GemmNhwc12x32Avx512Vnni.quad_block, true).per_window;
+    const Int8GemmNhwcUkernel& u = kInt8GemmNhwc12x32Avx512Vnni;
+    if (p.groups != 1 || p.out_channels <= 16) {
+        return false;
+    }
+    const KStretches k(p, u.quad_block, true);
+    constexpr int64_t kDirectChannels = 8;
+    const int64_t direct_products = ceil_div(p.out_channels, kDirectChannels) * kDirectChannels *
+                                    p.kernel_h * p.kernel_w * 4 * ceil_div(p.group_in_channels, 4);
+    return k.per_window && (p.products_per_output() >= 64 ||
+                            ceil_div(p.out_channels, u.nr) * u.nr * k.padded_k() < direct_products);
 }
 #endif
 
