@@ -173,24 +173,32 @@ def _bound_by_readers(graph_module):
     them read alike, so the range spends no integer levels on them. PP-LCNet's convs before
     HardSwish span down to -47; with their ranges cut at -3 the PTQ study's one call went from
     20.9 to 22.4 dB of output SQNR (``docs/ptq.md``)."""
-    def reader(node):
-        if node.op != "call_module":
-            return None
-        m = graph_module.get_submodule(node.target)
-        return m.module if isinstance(m, modules.QATTableFunction) else m
-
     for node in graph_module.graph.nodes:
         if node.op != "call_module" or not node.users:
             continue
         quantizer = getattr(graph_module.get_submodule(node.target), "activation_post_process",
                             None)
         observer = getattr(quantizer, "observer", None)
-        bounds = [modules.reader_bounds(reader(user)) for user in node.users]
-        if observer is None or any(b is None for b in bounds):
-            continue
-        floors, ceilings = zip(*bounds)
-        observer.floor = None if None in floors else min(floors)
-        observer.ceiling = None if None in ceilings else max(ceilings)
+        bounds = readers_saturation(graph_module, node)
+        if observer is not None and bounds is not None:
+            observer.floor, observer.ceiling = bounds
+
+
+def readers_saturation(graph_module, node):
+    """(floor, ceiling), the widest of the saturation bounds of ``node``'s readers (either None
+    where some reader does not saturate on that side), or None where a reader sees every value:
+    the range a quantizer of ``node``'s value needs (:func:`_bound_by_readers`)."""
+    def reader(user):
+        if user.op != "call_module":
+            return None
+        m = graph_module.get_submodule(user.target)
+        return m.module if isinstance(m, modules.QATTableFunction) else m
+
+    bounds = [modules.reader_bounds(reader(user)) for user in node.users]
+    if not bounds or any(b is None for b in bounds):
+        return None
+    floors, ceilings = zip(*bounds)
+    return (None if None in floors else min(floors), None if None in ceilings else max(ceilings))
 
 
 def _owner_module(graph_module, node):

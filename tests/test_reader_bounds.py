@@ -94,18 +94,23 @@ def test_bounded_model_deploys_byte_identical():
         assert torch.equal(quantized(x), session.run(x, output="int8"))
 
 
-def test_mixed_precision_search_bounds_its_stand_in_stubs_as_prepare_does():
+@pytest.mark.parametrize("readers, floor", [
+    ((nn.Hardswish(),), -3.0),
+    ((nn.Hardswish(), nn.Sigmoid()), None),  # an int8 reader that sees every value
+])
+def test_mixed_precision_search_bounds_its_stand_in_stubs_as_prepare_does(readers, floor):
     """The search's input quantizers (qtk/ptq/layer_switch.py) stand for the stubs prepare puts
-    after a float layer: before a HardSwish they see the same bounded range."""
+    after a float layer: before a HardSwish they see the same range as prepare's stub, bounded
+    only where every reader saturates."""
     from qtk.ptq.layer_switch import LayerSwitch
     torch.manual_seed(0)
-    model = ConvThen(nn.Hardswish()).eval()
+    model = ConvThen(*readers).eval()
     data = [torch.randn(8, 3, 16, 16) for _ in range(2)]
     switch = LayerSwitch(model, qtk.default_ptq_qconfig, data)
     stand_in = switch.inputs["readers.0"].quantizers[0].observer
     mapping = qtk.QConfigMapping(qtk.default_ptq_qconfig, by_name={"conv": None})
     prepared = qtk.calibrate(qtk.prepare_ptq(model, mapping), data)
     stub = prepared.quant_conv.activation_post_process.observer
-    assert stand_in.floor == stub.floor == -3.0
+    assert stand_in.floor == stub.floor == floor
     assert (float(stand_in.min_val), float(stand_in.max_val)) == (float(stub.min_val),
                                                                   float(stub.max_val))

@@ -7,10 +7,9 @@ from torch import fx, nn
 
 from ..graph.capture import node_inputs, replace_submodule
 from ..graph.functional import FLOAT_CALL
-from ..modules import (PASS_THROUGH, QATDequantStub, QATModule, QATQuantStub, QATTableFunction,
-                       QuantStub, reader_bounds)
+from ..modules import PASS_THROUGH, QATDequantStub, QATModule, QATQuantStub, QuantStub
 from ..fake_quant import FakeQuantize
-from ..quantize import calibrate, prepare_ptq
+from ..quantize import calibrate, prepare_ptq, readers_saturation
 
 FLOAT = "float"  # the source of a value that is float whichever layers are quantized
 
@@ -46,21 +45,22 @@ class LayerInputs(nn.Module):
         qconfig: the layer's :class:`qtk.QConfig`.
         sources: for each of the node's inputs, the layer it carries (see ``LayerSwitch``),
             ``FLOAT``, or None where it is int8 in every choice.
-        layer: the layer's module; a table function that saturates bounds its input quantizers
-            as prepare bounds the stub it reads (``docs/quantizers.md``, reader bounds).
+        bounds: for each input, the (floor, ceiling) its readers' saturation allows, or None:
+            prepare bounds the stub it puts there alike (``docs/quantizers.md``, reader bounds;
+            where a reader stays float in a choice, prepare's stub has fewer readers and may be
+            bounded where this is not).
     """
 
-    def __init__(self, node, qconfig, sources, layer):
+    def __init__(self, node, qconfig, sources, bounds):
         super().__init__()
         self.args = node.args
         self.inputs = node_inputs(node)
         self.sources = sources
         self.quantizers = nn.ModuleList(qconfig.activation() for _ in self.inputs)
-        bounds = reader_bounds(layer.module) if isinstance(layer, QATTableFunction) else None
-        for quantizer in self.quantizers:
+        for quantizer, input_bounds in zip(self.quantizers, bounds):
             observer = getattr(quantizer, "observer", None)
-            if bounds is not None and observer is not None:
-                observer.floor, observer.ceiling = bounds
+            if input_bounds is not None and observer is not None:
+                observer.floor, observer.ceiling = input_bounds
 
     def crossing(self, float_layers):
         """The quantizers on inputs that cross from float to this layer, int8."""
@@ -105,10 +105,10 @@ class LayerSwitch:
             self.prepared.get_submodule(node.target) for node in self.prepared.graph.nodes
             if node.op == "call_module" and node.target not in user_stubs
             and isinstance(self.prepared.get_submodule(node.target), QATQuantStub)]
-        self.inputs = {name: LayerInputs(node, qconfig, [self._source(n)
-                                                         for n in node_inputs(node)],
-                                         self.layers[name])
-                       for name, node in self.nodes.items()}
+        self.inputs = {
+            name: LayerInputs(node, qconfig, [self._source(n) for n in node_inputs(node)],
+                              [readers_saturation(self.prepared, n) for n in node_inputs(node)])
+            for name, node in self.nodes.items()}
         self.prepared.layer_inputs = nn.ModuleList(self.inputs.values())  # calibrate sets them
         for name, layer in self.layers.items():
             layer.register_forward_pre_hook(lambda _, args, inputs=self.inputs[name]: inputs(args))
