@@ -118,9 +118,9 @@ struct Int8GemmNhwcUkernel {
 // whole chunks (up to 63 bytes past the last pixel) and reads up to row_bytes bytes past a row's
 // last pixel.
 struct Int8WindowGather {
-    int64_t rows, channels, row_bytes;
+    int64_t rows, channels;
     // [rows * channels][64], for a two-table byte permute: index r row_bytes + k picks byte k of
-    // row r's row_bytes (the first table's rows, then the second's)
+    // row r's row_bytes (int8_window_gather_row_bytes; the first table's rows, then the second's)
     const uint8_t* picks;
 };
 

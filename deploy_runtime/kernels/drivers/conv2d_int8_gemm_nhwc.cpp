@@ -101,7 +101,6 @@ struct KStretches {
     int64_t count, quads;  // stretches; quads read per stretch, a multiple of quad_block
     int64_t channels, kernel_h, kernel_w, dilation_w, span;  // span: bytes of a kernel row's pixels
     std::vector<uint8_t> picks;  // the window form's gather plan (Int8WindowGather), else empty
-    int64_t row_bytes = 0;       // the window form's: a kernel row's bytes in the gather's tables
 
     KStretches(const Conv2dParams& p, int64_t quad_block, bool gathers = false)
         : channels(p.group_in_channels),
@@ -118,7 +117,6 @@ struct KStretches {
             picks = window_gather_picks(p.kernel_h, channels);
         }
         per_window = !picks.empty();
-        row_bytes = per_window ? int8_window_gather_row_bytes(p.kernel_h) : 0;
         per_row = per_row || per_window;
         count = per_window ? 1 : per_row ? p.kernel_h : p.kernel_h * p.kernel_w;
         quads = whole(per_window ? p.kernel_h * span : per_row ? span : channels);
@@ -278,11 +276,13 @@ struct SlotPlane {
             }
         }
         const int64_t planes = int64_t(sources.size());
+        const int64_t last_read =  // bytes read from the last tile's last pixel on
+            k.per_window ? k.span + int8_window_gather_row_bytes(k.kernel_h) : 4 * k.quads;
         copy_bytes = in_place ? 0
                               : std::max(planes * plane_bytes,
                                          *std::max_element(offsets.begin(), offsets.end()) +
                                              (tile(tiles - 1).first + u.mr - 1) * x_stride +
-                                             (k.per_window ? k.span + k.row_bytes : 4 * k.quads));
+                                             last_read);
         const int64_t gathered = ((width - 1) * p.stride_w * k.channels + k.span) * k.kernel_h;
         gathered_bytes = k.per_window ? ceil_div(gathered + 3, 64) * 64 : 0;
     }
@@ -545,8 +545,7 @@ class Conv2dInt8GemmNhwc final : public Conv2dInt8Kernel {
                     rows[r] = x + row * plane.pitch * plane.x_stride + offsets[r];
                 }
                 gather_(rows, (plane.width - 1) * params_.stride_w + stretches_.span / in_channels,
-                        Int8WindowGather{params_.kernel_h, in_channels, stretches_.row_bytes,
-                                         stretches_.picks.data()},
+                        Int8WindowGather{params_.kernel_h, in_channels, stretches_.picks.data()},
                         gathered);
                 *gathered_row = row;
             }

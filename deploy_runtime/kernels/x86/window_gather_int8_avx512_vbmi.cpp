@@ -60,7 +60,7 @@ void gather_rows(const int8_t* const* row, int64_t pixels, const Int8WindowGathe
 
 void gather(const int8_t* const* row, int64_t pixels, const Int8WindowGather& plan,
             int8_t* out) {
-    switch (plan.row_bytes) {
+    switch (int8_window_gather_row_bytes(plan.rows)) {
         case 64:
             return gather_rows<64>(row, pixels, plan, out);
         case 32:
