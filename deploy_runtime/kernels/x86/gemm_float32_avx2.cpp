@@ -27,20 +27,21 @@ struct StridedRows {
     const float* row(const float* b, int64_t k) const { return b + k * stride; }
 };
 
-// kTail: fewer than 16 columns, read and written through masks.
-template <bool kTail, typename Rows>
+// kTail: fewer than 16 columns, read and written through masks. R >= rows: the rows summed (a
+// linear layer at batch 1 has one).
+template <bool kTail, int R, typename Rows>
 void gemm_6x16(int64_t k_count, const float* a, const float* b, Rows rows_of_b, const float* bias,
                float lo, float hi, int64_t rows, int64_t cols, float* c, int64_t c_stride) {
     const __m256i mask0 = first_lanes(cols), mask1 = first_lanes(cols - 8);
-    __m256 vacc[kMr][2];
+    __m256 vacc[R][2];
     if (bias != nullptr) {
 #pragma GCC unroll 6
-        for (int r = 0; r < kMr; ++r) {
+        for (int r = 0; r < R; ++r) {
             vacc[r][0] = vacc[r][1] = _mm256_set1_ps(bias[r]);
         }
-    } else {  // rows past `rows` start from zero, never read
+    } else {  // rows past `rows` start from row 0's, never stored
 #pragma GCC unroll 6
-        for (int r = 0; r < kMr; ++r) {
+        for (int r = 0; r < R; ++r) {
             const float* cr = c + (r < rows ? r : 0) * c_stride;
             vacc[r][0] = _mm256_maskload_ps(cr, mask0);
             vacc[r][1] = _mm256_maskload_ps(cr + 8, mask1);
@@ -51,7 +52,7 @@ void gemm_6x16(int64_t k_count, const float* a, const float* b, Rows rows_of_b, 
         const __m256 vb0 = kTail ? _mm256_maskload_ps(bk, mask0) : _mm256_loadu_ps(bk);
         const __m256 vb1 = kTail ? _mm256_maskload_ps(bk + 8, mask1) : _mm256_loadu_ps(bk + 8);
 #pragma GCC unroll 6
-        for (int r = 0; r < kMr; ++r) {
+        for (int r = 0; r < R; ++r) {
             const __m256 va = _mm256_broadcast_ss(a + r);
             vacc[r][0] = _mm256_fmadd_ps(va, vb0, vacc[r][0]);
             vacc[r][1] = _mm256_fmadd_ps(va, vb1, vacc[r][1]);
@@ -60,7 +61,7 @@ void gemm_6x16(int64_t k_count, const float* a, const float* b, Rows rows_of_b, 
     // max(lo, v) then min(hi, v): each returns v where v is NaN, as FloatBounds::apply does.
     const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
 #pragma GCC unroll 6
-    for (int r = 0; r < kMr; ++r) {
+    for (int r = 0; r < R; ++r) {
         if (r < rows) {
             const __m256 vy0 = _mm256_min_ps(vhi, _mm256_max_ps(vlo, vacc[r][0]));
             const __m256 vy1 = _mm256_min_ps(vhi, _mm256_max_ps(vlo, vacc[r][1]));
@@ -75,12 +76,22 @@ void gemm_6x16(int64_t k_count, const float* a, const float* b, Rows rows_of_b, 
     }
 }
 
+template <int R, typename Rows>
+void gemm_rows(int64_t k_count, const float* a, const float* b, Rows rows_of_b, const float* bias,
+               float lo, float hi, int64_t rows, int64_t cols, float* c, int64_t c_stride) {
+    (cols < 16 ? gemm_6x16<true, R, Rows> : gemm_6x16<false, R, Rows>)(
+        k_count, a, b, rows_of_b, bias, lo, hi, rows, cols, c, c_stride);
+}
+
 template <typename Rows>
 void gemm_6x16_avx2(int64_t k_count, const float* a, const float* b, Rows rows_of_b,
                     const float* bias, float lo, float hi, int64_t rows, int64_t cols, float* c,
                     int64_t c_stride) {
-    (cols < 16 ? gemm_6x16<true, Rows> : gemm_6x16<false, Rows>)(k_count, a, b, rows_of_b, bias,
-                                                                 lo, hi, rows, cols, c, c_stride);
+    (rows <= 1   ? gemm_rows<1, Rows>
+     : rows <= 2 ? gemm_rows<2, Rows>
+     : rows <= 4 ? gemm_rows<4, Rows>
+                 : gemm_rows<kMr, Rows>)(k_count, a, b, rows_of_b, bias, lo, hi, rows, cols, c,
+                                         c_stride);
 }
 
 void run(int64_t k_count, const float* a, const float* b, const int64_t* b_offsets,

@@ -29,23 +29,24 @@ struct StridedRows {
 
 // kTail: fewer than 32 columns, read and written through masks. V: the vectors of 16 columns
 // summed, 1 where cols <= 16 (a plane's last columns: 14x14 planes end in 4, which two vectors
-// would spend 32 columns' multiply-adds on).
-template <bool kTail, int V, typename Rows>
+// would spend 32 columns' multiply-adds on). R >= rows: the rows summed (a linear layer at batch 1
+// has one, which 8 would spend 8 times its multiply-adds on and bound by their throughput).
+template <bool kTail, int V, int R, typename Rows>
 void gemm_8x32(int64_t k_count, const float* a, const float* b, Rows rows_of_b, const float* bias,
                float lo, float hi, int64_t rows, int64_t cols, float* c, int64_t c_stride) {
     const __mmask16 mask[2] = {first_lanes(cols), first_lanes(cols - 16)};
-    __m512 vacc[kMr][V];
+    __m512 vacc[R][V];
     if (bias != nullptr) {
 #pragma GCC unroll 8
-        for (int r = 0; r < kMr; ++r) {
+        for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 2
             for (int v = 0; v < V; ++v) {
                 vacc[r][v] = _mm512_set1_ps(bias[r]);
             }
         }
-    } else {  // rows past `rows` start from zero, never read
+    } else {  // rows past `rows` start from row 0's, never stored
 #pragma GCC unroll 8
-        for (int r = 0; r < kMr; ++r) {
+        for (int r = 0; r < R; ++r) {
             const float* cr = c + (r < rows ? r : 0) * c_stride;
 #pragma GCC unroll 2
             for (int v = 0; v < V; ++v) {
@@ -62,7 +63,7 @@ void gemm_8x32(int64_t k_count, const float* a, const float* b, Rows rows_of_b, 
                           : _mm512_loadu_ps(bk + 16 * v);
         }
 #pragma GCC unroll 8
-        for (int r = 0; r < kMr; ++r) {
+        for (int r = 0; r < R; ++r) {
             const __m512 va = _mm512_set1_ps(a[r]);
 #pragma GCC unroll 2
             for (int v = 0; v < V; ++v) {
@@ -73,7 +74,7 @@ void gemm_8x32(int64_t k_count, const float* a, const float* b, Rows rows_of_b, 
     // max(lo, v) then min(hi, v): each returns v where v is NaN, as FloatBounds::apply does.
     const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
 #pragma GCC unroll 8
-    for (int r = 0; r < kMr; ++r) {
+    for (int r = 0; r < R; ++r) {
         if (r < rows) {
 #pragma GCC unroll 2
             for (int v = 0; v < V; ++v) {
@@ -84,14 +85,24 @@ void gemm_8x32(int64_t k_count, const float* a, const float* b, Rows rows_of_b, 
     }
 }
 
+template <int R, typename Rows>
+void gemm_rows(int64_t k_count, const float* a, const float* b, Rows rows_of_b, const float* bias,
+               float lo, float hi, int64_t rows, int64_t cols, float* c, int64_t c_stride) {
+    (cols <= 16  ? gemm_8x32<true, 1, R, Rows>
+     : cols < 32 ? gemm_8x32<true, 2, R, Rows>
+                 : gemm_8x32<false, 2, R, Rows>)(k_count, a, b, rows_of_b, bias, lo, hi, rows,
+                                                 cols, c, c_stride);
+}
+
 template <typename Rows>
 void gemm_8x32_avx512(int64_t k_count, const float* a, const float* b, Rows rows_of_b,
                       const float* bias, float lo, float hi, int64_t rows, int64_t cols, float* c,
                       int64_t c_stride) {
-    (cols <= 16  ? gemm_8x32<true, 1, Rows>
-     : cols < 32 ? gemm_8x32<true, 2, Rows>
-                 : gemm_8x32<false, 2, Rows>)(k_count, a, b, rows_of_b, bias, lo, hi, rows, cols,
-                                              c, c_stride);
+    (rows <= 1   ? gemm_rows<1, Rows>
+     : rows <= 2 ? gemm_rows<2, Rows>
+     : rows <= 4 ? gemm_rows<4, Rows>
+                 : gemm_rows<kMr, Rows>)(k_count, a, b, rows_of_b, bias, lo, hi, rows, cols, c,
+                                         c_stride);
 }
 
 void run(int64_t k_count, const float* a, const float* b, const int64_t* b_offsets,
