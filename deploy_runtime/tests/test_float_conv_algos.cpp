@@ -391,11 +391,13 @@ void test_against_float64() {
         {{17, 17, 6, 131, 3, 3, 2, 2, 1, 1, 1, 1, 17}, false, false},
         {{3, 3, 7, 72, 5, 5, 1, 1, 2, 2, 2, 2, 3}, false, false},
         {{2, 2, 8, 63, 3, 3, 1, 1, 0, 0, 1, 1, 2}, true, false},
-        // 3x3 stride 2 from the input itself over several 32-output blocks a row, without padding
-        // and with 1 and 2 columns of it (the left edge's lanes moved in registers).
-        {{3, 3, 9, 70, 3, 3, 2, 2, 0, 0, 1, 1, 3}, false, false},
-        {{3, 3, 8, 67, 3, 3, 2, 2, 1, 1, 1, 1, 3}, true, false},
-        {{3, 3, 7, 99, 3, 3, 2, 2, 2, 2, 1, 1, 3}, false, false},
+        // 3x3 stride 2 from the input itself over several 64-output blocks a row, without padding
+        // and with 1 and 2 columns of it (the left edge's lanes moved in registers), a block
+        // ending on the row's last column, or one past it.
+        {{3, 3, 9, 140, 3, 3, 2, 2, 0, 0, 1, 1, 3}, false, false},
+        {{3, 3, 8, 131, 3, 3, 2, 2, 1, 1, 1, 1, 3}, true, false},
+        {{3, 3, 7, 259, 3, 3, 2, 2, 2, 2, 1, 1, 3}, false, false},
+        {{2, 2, 5, 128, 3, 3, 2, 2, 1, 1, 1, 1, 2}, true, false},
     };
     for (const ConvCase& cc : large) {
         check_case(cc, algos);

@@ -2,9 +2,9 @@
 // pass in eight accumulators, so each tap's pointer and weight are loaded once per eight vectors
 // and the fused multiply-adds of a tap do not wait on each other; the last pass with only as many
 // vectors as it has outputs, the last of them masked. 3x3 blocks: 4 rows x 64 outputs in 16
-// accumulators and the 9 weights in registers, the same masking; at stride 2, 4 rows x 32
-// outputs, each tap's 16 columns every other one of two loads, picked by one permute, the weights
-// broadcast from memory (64 outputs and the weights in registers spilled: 1.25x the time, Zen 4).
+// accumulators and the 9 weights in registers, the same masking; at stride 2 each row's columns
+// split into even and odd ones in registers, once for its three taps (SplitColumns: a permute per
+// tap from two loads of its own took 1.4x the time at 112x112, and 32 outputs a block 1.1x; Zen 4).
 #include "avx512_intrinsics.h"
 
 #include "../contracts/depthwise_float32.h"
@@ -76,31 +76,32 @@ __mmask16 inside(int64_t c, int64_t width) {
     return __mmask16(first_lanes(width - c) & ~first_lanes(-c));
 }
 
-// Stride 2: tap kx of outputs j + i reads column 2 (j + i) + kx - pad_w, lane 2 i + kx % 2 of the
-// 32 columns from c = 2 j + (kx == 2 ? 2 : 0) - pad_w (pair 0 serves kx 0 and 1, pair 1 kx 2).
-// Their two loads' lanes in the row, per vector of the block: masks worked out once per block, so
-// that the unrolled loop holds no branch (branches there grew the kernel past the instruction
-// cache: 2.4x the time on Zen 4). Left of the row (c < 0, pad_w <= 2: pair 0 of the first
-// vector) columns 0 on move up by pad_w lanes, so that no address before the row is formed.
+// Stride 2: tap kx of outputs j + i reads input column c + 2 i + kx, c = 2 j - pad_w. Each row's
+// 32 columns from c + 32 v are loaded once (two loads) and split by two permutes into the even
+// columns, tap 0's, and the odd, tap 1's; tap 2's, the even ones a column on, are the even vector
+// moved down a lane with the next one's first (the next vector's, or the last one's column
+// c + 32 V, loaded alone). Which lanes lie in the row is worked out once per block, so that the
+// unrolled loop holds no branch (branches there grew the kernel past the instruction cache: 2.4x
+// the time on Zen 4). Left of the row (c < 0, pad_w <= 2: the first vector's low half) columns 0
+// on move up by pad_w lanes, so that no address before the row is formed.
 template <int S, int V, bool kLeft>
 struct SplitColumns {
-    int64_t c[V][2];
-    __mmask16 in_row[V][2][2];  // [vector][pair][low or high 16 columns]
-    // kLeft: the first vector's pair 0 starts left of the row. Its lanes in the row, the row's
-    // first 16 columns' lanes, and lane i <- column i - pad_w.
+    int64_t c;
+    __mmask16 in_row[V][2];  // [vector][low or high 16 columns]
+    __mmask16 next_in_row;   // column c + 32 V
+    // kLeft: the first vector starts left of the row. Its lanes in the row, the row's first 16
+    // columns' lanes, and lane i <- column i - pad_w.
     __mmask16 left_lanes = 0, row_lanes = 0;
     __m512i left_shift;
 
-    SplitColumns(int64_t j, int64_t pad_w, int64_t width) {
+    SplitColumns(int64_t j, int64_t pad_w, int64_t width) : c(2 * j - pad_w) {
         for (int v = 0; v < V; ++v) {
-            for (int pair = 0; pair < 2; ++pair) {
-                c[v][pair] = 2 * (j + 16 * v) + 2 * pair - pad_w;
-                in_row[v][pair][0] = inside(c[v][pair], width);
-                in_row[v][pair][1] = inside(c[v][pair] + 16, width);
-            }
+            in_row[v][0] = inside(c + 32 * v, width);
+            in_row[v][1] = inside(c + 32 * v + 16, width);
         }
+        next_in_row = inside(c + 32 * V, width) & 1;
         if constexpr (kLeft) {
-            left_lanes = in_row[0][0][0];
+            left_lanes = in_row[0][0];
             row_lanes = inside(0, width);
             const __m512i lane =
                 _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
@@ -108,17 +109,28 @@ struct SplitColumns {
         }
     }
 
-    // The 16 columns of tap kx for vector v of `row`.
-    [[gnu::always_inline]] inline __m512 load(const float* row, int v, int kx, __m512i even,
-                                               __m512i odd) const {
-        const int pair = kx == 2;
-        const __m512 high = _mm512_maskz_loadu_ps(in_row[v][pair][1], row + c[v][pair] + 16);
-        const __m512 low =
-            kLeft && v == 0 && pair == 0
-                ? _mm512_maskz_permutexvar_ps(left_lanes, left_shift,
-                                              _mm512_maskz_loadu_ps(row_lanes, row))
-                : _mm512_maskz_loadu_ps(in_row[v][pair][0], row + c[v][pair]);
-        return _mm512_permutex2var_ps(low, kx == 1 ? odd : even, high);
+    // taps[v][kx]: the 16 columns that tap kx of vector v's outputs reads in `row`.
+    [[gnu::always_inline]] inline void load(const float* row, __m512i even, __m512i odd,
+                                             __m512 taps[V][3]) const {
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) {
+            const float* x = row + c + 32 * v;
+            const __m512 low = kLeft && v == 0
+                                   ? _mm512_maskz_permutexvar_ps(
+                                         left_lanes, left_shift,
+                                         _mm512_maskz_loadu_ps(row_lanes, row))
+                                   : _mm512_maskz_loadu_ps(in_row[v][0], x);
+            const __m512 high = _mm512_maskz_loadu_ps(in_row[v][1], x + 16);
+            taps[v][0] = _mm512_permutex2var_ps(low, even, high);
+            taps[v][1] = _mm512_permutex2var_ps(low, odd, high);
+        }
+        const __m512 next = _mm512_maskz_loadu_ps(next_in_row, row + c + 32 * V);
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) {
+            const __m512 after = v + 1 < V ? taps[v + 1][0] : next;
+            taps[v][2] = _mm512_castsi512_ps(_mm512_alignr_epi32(
+                _mm512_castps_si512(after), _mm512_castps_si512(taps[v][0]), 1));
+        }
     }
 };
 
@@ -135,8 +147,7 @@ struct Block3x3 {
 };
 
 // 3x3 at stride S, output rows [0, R) x outputs [j, j + count), 16 (V - 1) < count <= 16 V, in
-// R V sums (unrolled: sums stay in registers, and at stride 1 the weights; at stride 2 each
-// multiply-add broadcasts its weight from memory). Output row r's tap ky reads padded row
+// R V sums (unrolled: sums and weights stay in registers). Output row r's tap ky reads padded row
 // u = S r + ky, held by rows[u]; each padded row's three column vectors are loaded once for all
 // the sums reading it, and as u grows each sum still takes its taps in (ky, kx) order. P: the
 // columns of padding left of column 0 (stride 1 only), read as zeros by masks (right of the last
@@ -150,20 +161,10 @@ void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t co
     const __mmask16 mask_right = P > 0 && last ? first_lanes(count - 16 * (V - 1) - 1) : mask;
     const SplitColumns<S, V, kLeft> split(j, b.a.pad_w, b.a.width);
     __m512 vw[9], vacc[R][V];
-    if constexpr (S == 1) {
 #pragma GCC unroll 9
-        for (int t = 0; t < 9; ++t) {
-            vw[t] = _mm512_set1_ps(b.a.weights[t]);
-        }
+    for (int t = 0; t < 9; ++t) {
+        vw[t] = _mm512_set1_ps(b.a.weights[t]);
     }
-    // At stride 2 the multiply-add broadcasts the weight itself: 9 registers in the split's use.
-    const auto weight = [&](int t) {
-        if constexpr (S == 1) {
-            return vw[t];
-        } else {
-            return _mm512_set1_ps(b.a.weights[t]);
-        }
-    };
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
@@ -173,14 +174,18 @@ void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t co
     }
 #pragma GCC unroll 9
     for (int u = 0; u < S * (R - 1) + 3; ++u) {
+        const float* row = rows[u];
+        [[maybe_unused]] __m512 taps[V][3];  // stride 2: this row's columns, per tap
+        if constexpr (S == 2) {
+            split.load(row, b.even, b.odd, taps);
+        }
 #pragma GCC unroll 3
         for (int kx = 0; kx < 3; ++kx) {
-            const float* row = rows[u];
 #pragma GCC unroll 4
             for (int v = 0; v < V; ++v) {
                 __m512 vx;
                 if constexpr (S == 2) {
-                    vx = split.load(row, v, kx, b.even, b.odd);
+                    vx = taps[v][kx];
                 } else if (P > 0 && kx == 0 && v == 0 && j == 0) {
                     // Columns -1 .. 14: 0 .. 14 loaded into lanes 1 .. 15, zero in lane 0.
                     const __mmask16 m = first_lanes((V == 1 ? count : 16) - 1);
@@ -196,7 +201,7 @@ void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t co
                 for (int ky = 2; ky >= 0; --ky) {  // r = (u - ky) / S: the lowest row first
                     const int r = (u - ky) / S;
                     if (u >= ky && (u - ky) % S == 0 && r < R) {
-                        vacc[r][v] = _mm512_fmadd_ps(weight(3 * ky + kx), vx, vacc[r][v]);
+                        vacc[r][v] = _mm512_fmadd_ps(vw[3 * ky + kx], vx, vacc[r][v]);
                     }
                 }
             }
@@ -214,30 +219,19 @@ void block3x3(const Block3x3& b, const float* const* rows, int64_t j, int64_t co
     }
 }
 
-// block3x3 for n outputs, 64 at most (32 at stride 2).
+// block3x3 for n outputs, 64 at most.
 template <int S, int P, int R, bool kLeft>
 void block3x3_columns(const Block3x3& b, const float* const* rows, int64_t j, int64_t n, bool last,
                       float* out) {
     switch ((n + 15) / 16) {
         case 1: block3x3<S, P, R, 1, kLeft>(b, rows, j, n, last, out); break;
         case 2: block3x3<S, P, R, 2, kLeft>(b, rows, j, n, last, out); break;
-        case 3: {
-            if constexpr (S == 1) {
-                block3x3<S, P, R, 3, kLeft>(b, rows, j, n, last, out);
-            }
-            break;
-        }
-        default: {
-            if constexpr (S == 1) {
-                block3x3<S, P, R, 4, kLeft>(b, rows, j, n, last, out);
-            }
-            break;
-        }
+        case 3: block3x3<S, P, R, 3, kLeft>(b, rows, j, n, last, out); break;
+        default: block3x3<S, P, R, 4, kLeft>(b, rows, j, n, last, out); break;
     }
 }
 
-// Output rows [r0, r0 + R), 64 outputs at a time (32 at stride 2): the rows they read, a zero
-// row for padding.
+// Output rows [r0, r0 + R), 64 outputs at a time: the rows they read, a zero row for padding.
 template <int S, int P, int R>
 void band3x3(const Block3x3& b, int64_t r0) {
     const Float32Depthwise3x3Args& a = b.a;
@@ -248,9 +242,8 @@ void band3x3(const Block3x3& b, int64_t r0) {
         rows[u] = row >= 0 && row < a.height ? a.in + row * a.in_pitch : a.zeros;
     }
     float* out = a.out + r0 * a.out_w;
-    constexpr int64_t kBlock = S == 2 ? 32 : 64;
-    for (int64_t j = 0; j < a.out_w; j += kBlock) {
-        const int64_t n = a.out_w - j < kBlock ? a.out_w - j : kBlock;
+    for (int64_t j = 0; j < a.out_w; j += 64) {
+        const int64_t n = a.out_w - j < 64 ? a.out_w - j : 64;
         const bool last = j + n == a.out_w;
         bool left = false;  // (stride 1 reads its left padding by masks of its own)
         if constexpr (S == 2) {
