@@ -13,7 +13,8 @@
 // channel's phases at the tap's offset, and the micro-kernel reads it through a table of K offsets.
 // An im2col copy would move K times the input through memory; the phases move it once. Where wide
 // order has columns past the output rows (a window wider than 1 column), a block's results go to a
-// per-thread buffer and its real columns to y; else straight to y. Small planes, which nr columns
+// per-thread buffer and its real columns to y, unless each output row is taken on its own; else
+// straight to y. Small planes, which nr columns
 // would fill badly, take the micro-kernel's pixel rows instead (run_pixels, where the ISA has it:
 // output channels in the lanes, pixels broadcast, same sums), which it transposes into y.
 //
@@ -58,12 +59,16 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
         PhasePlanes phases;
         int64_t out_h, out_w, wide;  // wide: a plane's outputs in wide order
         bool direct;                 // wide order is y's order: results go straight to y
+        // Else, where whole vectors of 16 cover an output row in no more columns than wide order
+        // has, the micro-kernel takes each output row on its own, straight into y: a block is
+        // `block` output rows (the stem's copy of its results into y took 15% of its time, Zen 4).
+        bool by_rows = false;
         // Pixel rows (run_pixels) instead: tasks of one panel of 4 output-channel tiles and one
         // tile of pixel_rows pixels.
         bool pixels = false;
         int64_t panels = 0, pixel_tiles = 0;
         int64_t k_chunk, chunks;
-        int64_t block, blocks;         // wide outputs per block (a multiple of nr), per plane
+        int64_t block, blocks;         // wide outputs (a multiple of nr) or rows per block, per plane
         int64_t part_tiles, parts;     // output-channel tiles per part, parts per plane
         int64_t planes;                // samples x groups
         size_t phase_bytes;            // the phase planes of every input channel
@@ -104,7 +109,12 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
                 pixel_tiles = ceil_div(plane, rows);
                 offsets_bytes += pixels ? size_t(plane) * sizeof(int64_t) : 0;
             }
-            const size_t rows_bytes = direct || pixels ? 0
+            by_rows = !direct && !pixels && ceil_div(out_w, 16) * 16 <= phases.phase_w;
+            if (by_rows) {
+                block = std::max<int64_t>(1, max_block / phases.phase_w);
+                blocks = ceil_div(out_h, block);
+            }
+            const size_t rows_bytes = direct || pixels || by_rows ? 0
                                       : size_t(part_tiles * kernel.ukernel_.mr * block) *
                                             sizeof(float);
             workspace = {WorkspaceLayout::aligned(phase_bytes) + offsets_bytes, rows_bytes,
@@ -200,14 +210,15 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
         const int64_t mr = ukernel_.mr, nr = ukernel_.nr, k_count = p.products_per_output();
         const int64_t plane = task / (plane_tasks(plan)), in_plane = task % plane_tasks(plan);
         const int64_t part = in_plane / plan.blocks;
+        // By rows: output rows [begin, begin + count); else wide outputs.
         const int64_t begin = in_plane % plan.blocks * plan.block;
-        const int64_t count = std::min(plan.block, plan.wide - begin);
+        const int64_t count = std::min(plan.block, (plan.by_rows ? plan.out_h : plan.wide) - begin);
         const int64_t n = plane / p.groups, group = plane % p.groups;
         const int64_t first_tile = part * plan.part_tiles;
         const int64_t end_tile = std::min(oc_tiles_, first_tile + plan.part_tiles);
         const float* b = x + (n * xs[1] + group * p.group_in_channels) *
                                  plan.phases.channel_stride(p) +
-                         begin;
+                         (plan.by_rows ? begin * plan.phases.phase_w : begin);
         const int64_t plane_pixels = plan.out_h * plan.out_w;
         const int64_t per_group = p.out_per_group();
         float* y_group = io.output<float>(0) + (n * p.out_channels + group * per_group) *
@@ -223,17 +234,28 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
                 const float* a = packed_weights_.data() + (tile * k_count + k0) * mr;
                 const float* bias = first ? packed_bias_.data() + tile * mr : nullptr;
                 const int64_t tile_rows = std::min(mr, per_group - t * mr);
+                const float lo = last ? bounds.lo : -kInf, hi = last ? bounds.hi : kInf;
+                if (plan.by_rows) {
+                    float* c = y_group + t * mr * plane_pixels + begin * plan.out_w;
+                    for (int64_t row = 0; row < count; ++row) {
+                        for (int64_t j = 0; j < plan.out_w; j += nr) {
+                            ukernel_.run(kc, a, b + row * plan.phases.phase_w + j, offsets + k0,
+                                         bias, lo, hi, tile_rows, std::min(nr, plan.out_w - j),
+                                         c + row * plan.out_w + j, plane_pixels);
+                        }
+                    }
+                    continue;
+                }
                 float* c = plan.direct ? y_group + t * mr * plane_pixels + begin
                                        : rows + (t - first_tile) * mr * plan.block;
                 const int64_t c_stride = plan.direct ? plane_pixels : plan.block;
                 for (int64_t j = 0; j < count; j += nr) {
-                    ukernel_.run(kc, a, b + j, offsets + k0, bias, last ? bounds.lo : -kInf,
-                                 last ? bounds.hi : kInf, tile_rows, std::min(nr, count - j),
-                                 c + j, c_stride);
+                    ukernel_.run(kc, a, b + j, offsets + k0, bias, lo, hi, tile_rows,
+                                 std::min(nr, count - j), c + j, c_stride);
                 }
             }
         }
-        if (!plan.direct) {
+        if (!plan.direct && !plan.by_rows) {
             for (int64_t oc = first_tile * mr; oc < std::min(per_group, end_tile * mr); ++oc) {
                 copy_wide_range(rows + (oc - first_tile * mr) * plan.block, begin, count,
                                 plan.phases.phase_w, plan.out_w, y_group + oc * plane_pixels);
