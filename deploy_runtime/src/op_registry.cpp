@@ -42,7 +42,6 @@ bool is_float32_function(const std::string& op);
 bool has_vector_float32_function(const std::string& op);
 std::unique_ptr<OpKernel> make_concat_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_avg_pool2d_float32_reference(const NodeView& node);
-std::unique_ptr<OpKernel> make_global_avg_pool2d_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_resize_bilinear_int8_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_resize_bilinear_float32_reference(const NodeView& node);
 std::unique_ptr<OpKernel> make_dequantize_reference(const NodeView& node);
@@ -71,6 +70,7 @@ std::unique_ptr<OpKernel> make_image_to_int8_reference(const NodeView& node);
 #include "algo_lists/add_int8.inc"
 #include "algo_lists/avg_pool2d_int8.inc"
 #include "algo_lists/concat_int8.inc"
+#include "algo_lists/global_avg_pool2d_float32.inc"
 #include "algo_lists/global_avg_pool2d_int8.inc"
 #include "algo_lists/linear_float32.inc"
 #include "algo_lists/linear_int8.inc"
@@ -141,6 +141,9 @@ const OpAlgo* const kPermuteAlgos[] = {
 const OpAlgo* const kGlobalAvgPool2dInt8Algos[] = {
 #include "algo_lists/global_avg_pool2d_int8.inc"
 };
+const OpAlgo* const kGlobalAvgPool2dFloat32Algos[] = {
+#include "algo_lists/global_avg_pool2d_float32.inc"
+};
 const OpAlgo* const kFunctionFloat32Algos[] = {
 #include "algo_lists/function_float32.inc"
 };
@@ -205,6 +208,7 @@ const MultiAlgorithmOp kMultiAlgorithmOps[] = {
     {"prelu", DType::kInt8, list_candidates<kPReLUInt8Algos>},
     {"permute", DType::kFloat32, list_candidates<kPermuteAlgos>},
     {"global_avg_pool2d", DType::kInt8, list_candidates<kGlobalAvgPool2dInt8Algos>},
+    {"global_avg_pool2d", DType::kFloat32, list_candidates<kGlobalAvgPool2dFloat32Algos>},
 };
 
 struct OpEntry {
@@ -240,8 +244,7 @@ constexpr OpEntry kOps[] = {
     {"concat", nullptr, make_concat_float32_reference},  // int8: kMultiAlgorithmOps
     {"max_pool2d", nullptr, nullptr},  // kMultiAlgorithmOps
     {"avg_pool2d", nullptr, make_avg_pool2d_float32_reference},  // int8: kMultiAlgorithmOps
-    {"global_avg_pool2d", nullptr,
-     make_global_avg_pool2d_float32_reference},  // int8: kMultiAlgorithmOps
+    {"global_avg_pool2d", nullptr, nullptr},  // kMultiAlgorithmOps
     {"resize_bilinear", make_resize_bilinear_int8_reference,
      make_resize_bilinear_float32_reference},
     {"quantize", nullptr, nullptr},  // kMultiAlgorithmOps

@@ -406,6 +406,8 @@ void test_max_pool2d() {
 // Planes of 1 to 70x70 (either side of the 16-byte sums), all -128 or 127 now and then, random
 // zero points, keepdim 0 and 1; channels-last too (channel counts either side of its 64-channel
 // runs and 16-lane vectors), whose reference gives the NCHW bytes (the same for [N, 1, 1, C]).
+// float32 on the same shapes (channel counts either side of the 8 planes summed together), its
+// specials too.
 void test_global_avg_pool2d() {
     Rng rng(9);
     const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33, 70};
@@ -430,6 +432,10 @@ void test_global_avg_pool2d() {
             qtk_test::report_failure(__FILE__, __LINE__,
                                      "the channels-last reference differs on " + what);
         }
+        OneNode f("global_avg_pool2d", DType::kFloat32, {x}, {0}, 0,
+                  {ints("keepdim", {trial % 2})});
+        f.inputs = {float32_data(rng, size_t(count_of(x)))};
+        check_all(f, "float32 global_avg_pool2d " + describe(x));
     }
 }
 

@@ -331,5 +331,9 @@ extern const OpAlgo kGlobalAvgPool2dInt8Reference = {
 QTK_KERNEL_FACTORY(make_global_avg_pool2d_float32_reference,
                    GlobalAvgPool2dReference<Float32Pooling>)
 
+extern const OpAlgo kGlobalAvgPool2dFloat32Reference = {"global_avg_pool2d_float32_reference",
+                                                        IsaLevel::kScalar,
+                                                        make_global_avg_pool2d_float32_reference};
+
 }  // namespace detail
 }  // namespace qtk
