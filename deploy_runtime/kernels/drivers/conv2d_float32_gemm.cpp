@@ -174,13 +174,17 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
             });
             x = phases;
         }
-        // B row k = (ic, ky, kx): channel ic's phases at tap (ky, kx).
+        // B row k = (ic, ky, kx): channel ic's phases at tap (ky, kx). Without a division per k:
+        // they cost mobilenet_v2 about 1% of its time, spent before the threads start.
         int64_t* offsets = reinterpret_cast<int64_t*>(
             io.workspace + WorkspaceLayout::aligned(plan.phase_bytes));
         const int64_t taps = p.kernel_h * p.kernel_w;
-        for (int64_t k = 0; k < p.products_per_output(); ++k) {
-            offsets[k] = k / taps * plan.phases.channel_stride(p) +
-                         plan.phases.tap_offset(p, k % taps / p.kernel_w, k % p.kernel_w);
+        for (int64_t t = 0; t < taps; ++t) {
+            offsets[t] = plan.phases.tap_offset(p, t / p.kernel_w, t % p.kernel_w);
+        }
+        const int64_t channel_stride = plan.phases.channel_stride(p);
+        for (int64_t k = taps; k < p.products_per_output(); ++k) {
+            offsets[k] = offsets[k - taps] + channel_stride;
         }
         int64_t* pixel_offsets = offsets + p.products_per_output();
         if (plan.pixels) {  // once here, not 7 divisions per task
