@@ -406,8 +406,8 @@ void test_max_pool2d() {
 // Planes of 1 to 70x70 (either side of the 16-byte sums), all -128 or 127 now and then, random
 // zero points, keepdim 0 and 1; channels-last too (channel counts either side of its 64-channel
 // runs and 16-lane vectors), whose reference gives the NCHW bytes (the same for [N, 1, 1, C]).
-// float32 on the same shapes (channel counts either side of the 8 planes summed together), its
-// specials too.
+// float32 on the same shapes (channel counts either side of the 8 planes summed together), values
+// whose sums round, and specials.
 void test_global_avg_pool2d() {
     Rng rng(9);
     const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33, 70};
@@ -434,7 +434,17 @@ void test_global_avg_pool2d() {
         }
         OneNode f("global_avg_pool2d", DType::kFloat32, {x}, {0}, 0,
                   {ints("keepdim", {trial % 2})});
-        f.inputs = {float32_data(rng, size_t(count_of(x)))};
+        // Full mantissas (float32_data's 64ths sum exactly in any order), specials now and then.
+        Bytes values = float32_data(rng, size_t(count_of(x)));
+        for (size_t i = 0; i < values.size(); i += 4) {
+            float v;
+            std::memcpy(&v, &values[i], 4);
+            if (std::isfinite(v)) {
+                v = float(rng.uniform(-1000000, 1000000)) / 7919.0f;
+                std::memcpy(&values[i], &v, 4);
+            }
+        }
+        f.inputs = {values};
         check_all(f, "float32 global_avg_pool2d " + describe(x));
     }
 }
@@ -538,7 +548,9 @@ void test_add() {
     Rng rng(4);
     const int64_t sizes[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 1001};
     for (int trial = 0; trial < 300; ++trial) {
-        const Shape x = {rng.uniform(1, 2), sizes[rng.uniform(0, 14)], rng.uniform(1, 3)};
+        // Trailing dims past 4: a gate's runs long enough for the vector loop.
+        const int64_t runs[] = {1, 2, 3, 4, 5, 8, 49};
+        const Shape x = {rng.uniform(1, 2), sizes[rng.uniform(0, 14)], runs[rng.uniform(0, 6)]};
         auto [ma, shift] = random_requant(rng);
         // Either side of 2^31 - 2^15, where the AVX-512 kernel's 16-bit form stops.
         const int64_t edges[] = {(int64_t{1} << 31) - 1, (int64_t{1} << 31) - (1 << 15),
@@ -732,7 +744,9 @@ void test_float32_add_mul() {
     Rng rng(5);
     const int64_t sizes[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 1001};
     for (int trial = 0; trial < 200; ++trial) {
-        const Shape x = {rng.uniform(1, 2), sizes[rng.uniform(0, 14)], rng.uniform(1, 3)};
+        // Trailing dims past 4: a gate's runs long enough for the vector loop.
+        const int64_t runs[] = {1, 2, 3, 4, 5, 8, 49};
+        const Shape x = {rng.uniform(1, 2), sizes[rng.uniform(0, 14)], runs[rng.uniform(0, 6)]};
         const Shape b = rng.uniform(0, 3) == 0 ? Shape{1, x[1], 1} : x;
         std::vector<Attr> attrs;
         if (rng.uniform(0, 1) == 0) {

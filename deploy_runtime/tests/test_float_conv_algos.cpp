@@ -391,6 +391,10 @@ void test_against_float64() {
         {{17, 17, 6, 131, 3, 3, 2, 2, 1, 1, 1, 1, 17}, false, false},
         {{3, 3, 7, 72, 5, 5, 1, 1, 2, 2, 2, 2, 3}, false, false},
         {{2, 2, 8, 63, 3, 3, 1, 1, 0, 0, 1, 1, 2}, true, false},
+        // Output rows straight into y (16 columns of 18 in wide order): several blocks of rows, K
+        // in two chunks (partial sums stored in y), groups.
+        {{64, 20, 40, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1}, true, false},
+        {{64, 20, 40, 16, 3, 3, 1, 1, 1, 1, 1, 1, 2}, false, false},
         // 3x3 stride 2 from the input itself over several 64-output blocks a row, without padding
         // and with 1 and 2 columns of it (the left edge's lanes moved in registers), a block
         // ending on the row's last column, or one past it.

@@ -265,7 +265,7 @@ void check_float_case(int64_t in, int64_t out, const Middle& middle = {}) {
         }
         // Batches 1 to 5: each row count the micro-kernels specialise for.
         for (const auto& [threads, batch] :
-             {std::pair<int, int64_t>{2, 40}, {1, 5}, {2, 1}, {1, 2}, {2, 3}}) {
+             {std::pair<int, int64_t>{2, 40}, {1, 5}, {2, 1}, {1, 2}, {2, 3}, {1, 4}}) {
             const std::vector<float> got = run_float(c, in, level, threads, batch, &algorithm);
             if (std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) != 0) {
                 qtk_test::report_failure(__FILE__, __LINE__,

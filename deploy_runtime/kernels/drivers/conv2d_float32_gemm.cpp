@@ -14,17 +14,18 @@
 // An im2col copy would move K times the input through memory; the phases move it once. Where wide
 // order has columns past the output rows (a window wider than 1 column), a block's results go to a
 // per-thread buffer and its real columns to y, unless each output row is taken on its own; else
-// straight to y. Small planes, which nr columns
-// would fill badly, take the micro-kernel's pixel rows instead (run_pixels, where the ISA has it:
-// output channels in the lanes, pixels broadcast, same sums), which it transposes into y.
+// straight to y. Small planes, which nr columns would fill badly, take the micro-kernel's pixel
+// rows instead (run_pixels, where the ISA has it: output channels in the lanes, pixels broadcast,
+// same sums), which it transposes into y.
 //
-// Work. A task is one (sample, group) plane's block of wide outputs and a part of its
-// output-channel tiles. Blocks are cut so that the B rows of one K chunk stay in L2 while every
-// tile of the part runs over them; K is cut into chunks of at most kMaxKChunk so that the A chunk
-// stays in L1 while the block's pixel tiles run. Output-channel parts give a second thread work
-// where one plane has few blocks (a 7x7 plane is two tiles), and keep the split even where its
-// last tile is short; not where all the weights are as small as an A chunk and the input is
-// built into phases (a stem): there each thread takes the blocks over the phase rows it built.
+// Work. A task is one (sample, group) plane's block of wide outputs (or of output rows) and a part
+// of its output-channel tiles. Blocks are cut so that the B rows of one K chunk stay in L2 while
+// every tile of the part runs over them; K is cut into chunks of at most kMaxKChunk so that the A
+// chunk stays in L1 while the block's pixel tiles run. Output-channel parts give a second thread
+// work where one plane has few blocks (a 7x7 plane is two tiles), and keep the split even where
+// its last tile is short; not where all the weights are as small as an A chunk and the input is
+// built into phases (a stem): there the phases are built in bands of rows and the threads take
+// the blocks, at batch 1 each over the rows it built.
 #include <algorithm>
 #include <limits>
 
@@ -70,8 +71,9 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
         bool pixels = false;
         int64_t panels = 0, pixel_tiles = 0;
         int64_t k_chunk, chunks;
-        int64_t block, blocks;         // wide outputs (a multiple of nr) or rows per block, per plane
+        int64_t block, blocks;  // wide outputs (a multiple of nr) or rows per block, per plane
         int64_t part_tiles, parts;     // output-channel tiles per part, parts per plane
+        bool bands = false;            // phases built in bands of rows, every channel's (a stem)
         int64_t planes;                // samples x groups
         size_t phase_bytes;            // the phase planes of every input channel
         // Shared: phases, then K offsets (and pixel offsets); per thread: a block's rows.
@@ -122,8 +124,9 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
             // weights, took 1.1x the time).
             const int64_t weight_bytes =
                 kernel.oc_tiles_ * k_count * kernel.ukernel_.mr * int64_t{sizeof(float)};
-            if (!phases.in_place && !pixels && planes * blocks >= threads &&
-                weight_bytes <= kAChunkBytes) {
+            bands = !phases.in_place && !pixels && planes * blocks >= threads &&
+                    weight_bytes <= kAChunkBytes;
+            if (bands) {
                 parts = 1;
                 part_tiles = kernel.oc_tiles_;
             }
@@ -176,13 +179,22 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
             float* phases = reinterpret_cast<float*>(io.workspace);
             const int64_t channel_floats = plan.phases.channel_floats(p);
             const int64_t plane = xs[2] * xs[3];
-            // Split by phase rows, not channels (a stem has 3 channels for 2 or more threads),
-            // every channel's in a band, so that a thread taking blocks reads what it built.
-            const int64_t rows = plan.phases.phase_h;
-            pool.parallel_for(rows, [&](int64_t begin, int64_t end) {
-                for (int64_t c = 0; c < xs[0] * xs[1]; ++c) {
+            // Split by phase rows, not channels: a stem has 3 channels for 2 or more threads.
+            // In bands, every channel's rows of a band together.
+            const int64_t rows = plan.phases.phase_h, channels = xs[0] * xs[1];
+            pool.parallel_for(plan.bands ? rows : channels * rows,
+                              [&](int64_t begin, int64_t end) {
+                if (plan.bands) {
+                    for (int64_t c = 0; c < channels; ++c) {
+                        plan.phases.build(x + c * plane, xs[2], xs[3], p,
+                                          phases + c * channel_floats, begin, end);
+                    }
+                    return;
+                }
+                for (int64_t c = begin / rows; c * rows < end; ++c) {
                     plan.phases.build(x + c * plane, xs[2], xs[3], p, phases + c * channel_floats,
-                                      begin, end);
+                                      std::max(begin - c * rows, int64_t{0}),
+                                      std::min(end - c * rows, rows));
                 }
             });
             x = phases;
@@ -219,7 +231,8 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
         });
     }
 
-    // `x`: the input, or its phase planes. `rows`: this thread's block buffer (unless direct).
+    // `x`: the input, or its phase planes. `rows`: this thread's block buffer (unless direct or by
+    // rows).
     void run_task(const NodeIO& io, const float* x, const int64_t* offsets, const Plan& plan,
                   int64_t task, float* rows) const {
         const Conv2dParams& p = params_;

@@ -33,6 +33,7 @@ namespace {
 template <typename Op, int kA, int kB>
 void flat(const float* a, const float* b, FloatBounds bounds, int64_t n, float* y) {
     constexpr bool kAdd = std::is_same_v<Op, std::plus<float>>;
+    static_assert(kAdd || std::is_same_v<Op, std::multiplies<float>>, "add or mul");
     int64_t i = 0;
 #if defined(__SSE2__)
     const __m128 vlo = _mm_set1_ps(bounds.lo), vhi = _mm_set1_ps(bounds.hi);

@@ -2,7 +2,7 @@
 // first, one float add each), then divided by H W as the reference does, so its bits. Eight planes
 // are summed together, their adds interleaved: one plane's sum is a chain of dependent adds, which
 // left the reference at a fraction of the adders' rate (mobilenet_v2's 1280 planes of 7x7: 33 us,
-// then 8; Zen 4). Threads split planes. Channels-last, which the layout pass gives only int8
+// then 10; Zen 4). Threads split planes. Channels-last, which the layout pass gives only int8
 // activations, goes to the reference.
 #include "beside_reference.h"
 #include "op_algo.h"

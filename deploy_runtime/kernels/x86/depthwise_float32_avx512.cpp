@@ -114,13 +114,12 @@ struct SplitColumns {
                                              __m512 taps[V][3]) const {
 #pragma GCC unroll 4
         for (int v = 0; v < V; ++v) {
-            const float* x = row + c + 32 * v;
             const __m512 low = kLeft && v == 0
                                    ? _mm512_maskz_permutexvar_ps(
                                          left_lanes, left_shift,
                                          _mm512_maskz_loadu_ps(row_lanes, row))
-                                   : _mm512_maskz_loadu_ps(in_row[v][0], x);
-            const __m512 high = _mm512_maskz_loadu_ps(in_row[v][1], x + 16);
+                                   : _mm512_maskz_loadu_ps(in_row[v][0], row + (c + 32 * v));
+            const __m512 high = _mm512_maskz_loadu_ps(in_row[v][1], row + (c + 32 * v + 16));
             taps[v][0] = _mm512_permutex2var_ps(low, even, high);
             taps[v][1] = _mm512_permutex2var_ps(low, odd, high);
         }
@@ -147,7 +146,8 @@ struct Block3x3 {
 };
 
 // 3x3 at stride S, output rows [0, R) x outputs [j, j + count), 16 (V - 1) < count <= 16 V, in
-// R V sums (unrolled: sums and weights stay in registers). Output row r's tap ky reads padded row
+// R V sums (unrolled: sums and weights in registers, a few spilled at stride 2 with 64 outputs,
+// which still beat 32 by 1.1x). Output row r's tap ky reads padded row
 // u = S r + ky, held by rows[u]; each padded row's three column vectors are loaded once for all
 // the sums reading it, and as u grows each sum still takes its taps in (ky, kx) order. P: the
 // columns of padding left of column 0 (stride 1 only), read as zeros by masks (right of the last

@@ -1,6 +1,7 @@
 // float32 GEMM micro-kernel, 8 output channels x 32 pixels, AVX-512 (gemm_float32.h): 16 zmm
-// accumulators, per k two pixel vectors (one for a tail of 16 or fewer) and 8 broadcast weights. It runs at the FMA peak from L1
-// (measured on Zen 4, where 512-bit FMAs are double-pumped and 12x32 or 6x64 tiles are no faster).
+// accumulators, per k two pixel vectors (one for a tail of 16 or fewer) and 8 broadcast weights.
+// It runs at the FMA peak from L1 (measured on Zen 4, where 512-bit FMAs are double-pumped and
+// 12x32 or 6x64 tiles are no faster).
 #include "avx512_intrinsics.h"
 
 #include "../contracts/gemm_float32.h"
