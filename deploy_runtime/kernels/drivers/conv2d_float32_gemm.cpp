@@ -23,9 +23,9 @@
 // every tile of the part runs over them; K is cut into chunks of at most kMaxKChunk so that the A
 // chunk stays in L1 while the block's pixel tiles run. Output-channel parts give a second thread
 // work where one plane has few blocks (a 7x7 plane is two tiles), and keep the split even where
-// its last tile is short; not where all the weights are as small as an A chunk and the input is
-// built into phases (a stem): there the phases are built in bands of rows and the threads take
-// the blocks, at batch 1 each over the rows it built.
+// its last tile is short; not where all the weights are as small as an A chunk: there the threads
+// take the blocks, at batch 1 each over its own rows (a stem, its phases built in bands of rows)
+// or columns (a 1x1 conv read in place).
 #include <algorithm>
 #include <limits>
 
@@ -118,15 +118,27 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
                 block = std::max<int64_t>(1, max_block / phases.phase_w);
                 blocks = ceil_div(out_h, block);
             }
-            // Weights as small as one A chunk (a stem's 3.5 KiB) gain nothing from being split:
-            // there the threads split blocks instead, each reading the phase rows it built (a
-            // stem at 2 threads: 243 -> 207 us, Zen 4; resnet18's 3x3 stride-2 conv, 295 KiB of
-            // weights, took 1.1x the time).
+            // Weights as small as one A chunk gain nothing from being split among the threads:
+            // there the threads split the blocks instead, so that each keeps to its own part of
+            // the input and of the output, as the layers before and after it do (threads that
+            // read every line of a tensor leave the next writer of those lines an invalidation
+            // per line). A stem's phases are built in bands of rows, each thread then reading
+            // the rows it built (2 threads: 243 -> 207 us, Zen 4); a 1x1 conv read in place
+            // splits its columns into as many blocks as threads, or a multiple (mobilenet_v2's
+            // 1x1 convs at 112x112 and 56x56, 2 to 14 KiB of weights: medians 3.85 -> 3.79 ms at
+            // 2 threads, Zen 4). Not above: resnet18's 3x3 stride-2 conv (295 KiB) took 1.1x the
+            // time, resnet50's 1x1 convs of 64 to 512 KiB up to 1.15x.
             const int64_t weight_bytes =
                 kernel.oc_tiles_ * k_count * kernel.ukernel_.mr * int64_t{sizeof(float)};
-            bands = !phases.in_place && !pixels && planes * blocks >= threads &&
-                    weight_bytes <= kAChunkBytes;
-            if (bands) {
+            const bool small_weights = !pixels && weight_bytes <= kAChunkBytes;
+            bands = small_weights && !phases.in_place && planes * blocks >= threads;
+            const bool columns = small_weights && direct;
+            if (columns && planes < threads) {  // blocks even among the threads
+                blocks = ceil_div(std::max(blocks, threads / planes), threads) * threads;
+                block = ceil_div(ceil_div(wide, blocks), nr / 2) * (nr / 2);
+                blocks = ceil_div(wide, block);
+            }
+            if (bands || columns) {
                 parts = 1;
                 part_tiles = kernel.oc_tiles_;
             }
