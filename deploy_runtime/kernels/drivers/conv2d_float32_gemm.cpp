@@ -124,19 +124,23 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
             // read every line of a tensor leave the next writer of those lines an invalidation
             // per line). A stem's phases are built in bands of rows, each thread then reading
             // the rows it built (2 threads: 243 -> 207 us, Zen 4); a 1x1 conv read in place
-            // splits its columns into as many blocks as threads, or a multiple (mobilenet_v2's
-            // 1x1 convs at 112x112 and 56x56, 2 to 14 KiB of weights: medians 3.85 -> 3.79 ms at
-            // 2 threads, Zen 4). Not above: resnet18's 3x3 stride-2 conv (295 KiB) took 1.1x the
-            // time, resnet50's 1x1 convs of 64 to 512 KiB up to 1.15x.
+            // splits its columns (mobilenet_v2's 1x1 convs at 112x112 and 56x56, 2 to 14 KiB of
+            // weights: medians 3.85 -> 3.79 ms at 2 threads, Zen 4). Either way the blocks are
+            // as many as the threads or a multiple, of even size: mobilenet_v2's stem in 6 blocks
+            // of 21 rows gave one thread 63 of its 112 rows (177 -> 162 us in blocks of 19).
+            // Not above: resnet18's 3x3 stride-2 conv (295 KiB) took 1.1x the time, resnet50's
+            // 1x1 convs of 64 to 512 KiB up to 1.15x.
             const int64_t weight_bytes =
                 kernel.oc_tiles_ * k_count * kernel.ukernel_.mr * int64_t{sizeof(float)};
             const bool small_weights = !pixels && weight_bytes <= kAChunkBytes;
             bands = small_weights && !phases.in_place && planes * blocks >= threads;
             const bool columns = small_weights && direct;
-            if (columns && planes < threads) {  // blocks even among the threads
+            if ((bands || columns) && planes < threads) {  // blocks even among the threads
+                const int64_t total = by_rows ? out_h : wide;
+                const int64_t unit = by_rows ? 1 : direct ? nr / 2 : nr;
                 blocks = ceil_div(std::max(blocks, threads / planes), threads) * threads;
-                block = ceil_div(ceil_div(wide, blocks), nr / 2) * (nr / 2);
-                blocks = ceil_div(wide, block);
+                block = ceil_div(ceil_div(total, blocks), unit) * unit;
+                blocks = ceil_div(total, block);
             }
             if (bands || columns) {
                 parts = 1;
