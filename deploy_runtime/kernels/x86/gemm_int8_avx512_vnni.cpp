@@ -49,8 +49,9 @@ constexpr int64_t kWeightBlocksAhead = 8;
 // channels or fewer (where the wide tile multiplies and requantizes zeros in half its lanes),
 // 24 x 16. The weights are the int8 operand (NV vectors per quad); each pixel's quad of
 // activations, already uint8 (x + 128: the driver flipped their sign bits as it copied them), is
-// the broadcast one, read by vpdpbusd itself ({1to16}): broadcasting from a general register
-// instead cost a shuffle per pixel and quad and held the kernel near half of the peak. Not
+// the broadcast one, broadcast straight from memory (gcc emits vpbroadcastd from memory, a load,
+// no shuffle): broadcasting from a general register instead cost a shuffle per pixel and quad and
+// held the kernel near half of the peak. Not
 // inlined into the requantizing form below (see there), whose sums start from its blocks' offsets
 // (`start`; else from zero): an add per vector less in its epilogue.
 template <int MR, int NV>
