@@ -1,5 +1,6 @@
-"""PTQ calibration: histogram observers choose tighter ranges than min/max on data with outliers,
-and every calibration method deploys byte-identical."""
+"""PTQ calibration: the histogram rules choose tighter ranges than min/max on data with outliers
+(kl, unguarded, too; its guard keeps outliers whose clipping costs more than it saves), and every
+calibration method deploys byte-identical."""
 import pytest
 import torch
 from torch import nn
@@ -27,6 +28,19 @@ def test_histogram_rules_clip_outliers(method):
     scale, zero_point = histogram.calculate_qparams()
     assert float(scale) < float(minmax.calculate_qparams()[0])
     assert -128 <= int(zero_point) <= 127
+
+
+def test_guarded_kl_keeps_outliers_that_cost_more_than_they_save():
+    """The two outliers (30 and -21.6) lie 4.8 and 3.4 times as far out as the KL window's edges
+    (about 6.3): clipped, their squared error exceeds what 20 000 values gain from the window's
+    finer steps, so the guard keeps the observed range (docs/quantizers.md)."""
+    data = _outlier_data()
+    guarded, minmax = HistogramObserver(method="kl"), MinMaxObserver()
+    for observer in (guarded, minmax):
+        observer(data[:10000])
+        observer(data[10000:] * 1.2)
+    assert all(torch.equal(a, b) for a, b in zip(guarded.calculate_qparams(),
+                                                 minmax.calculate_qparams()))
 
 
 def test_histogram_minmax_rule_is_the_observed_range():

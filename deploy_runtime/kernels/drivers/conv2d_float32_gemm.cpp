@@ -23,9 +23,9 @@
 // every tile of the part runs over them; K is cut into chunks of at most kMaxKChunk so that the A
 // chunk stays in L1 while the block's pixel tiles run. Output-channel parts give a second thread
 // work where one plane has few blocks (a 7x7 plane is two tiles), and keep the split even where
-// its last tile is short; not where all the weights are as small as an A chunk: there the threads
-// take the blocks, at batch 1 each over its own rows (a stem, its phases built in bands of rows)
-// or columns (a 1x1 conv read in place).
+// its last tile is short; not where all the weights are as small as an A chunk and the blocks can
+// keep each thread to its own rows (a stem, its phases built in bands of rows) or columns (wide
+// order is y's order: 1x1 convs): there the threads take the blocks.
 #include <algorithm>
 #include <limits>
 
@@ -71,7 +71,9 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
         bool pixels = false;
         int64_t panels = 0, pixel_tiles = 0;
         int64_t k_chunk, chunks;
-        int64_t block, blocks;  // wide outputs (a multiple of nr) or rows per block, per plane
+        // Wide outputs (a multiple of nr; of nr / 2 where the threads split y's own columns) or
+        // rows per block, per plane.
+        int64_t block, blocks;
         int64_t part_tiles, parts;     // output-channel tiles per part, parts per plane
         bool bands = false;            // phases built in bands of rows, every channel's (a stem)
         int64_t planes;                // samples x groups
@@ -123,11 +125,12 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
             // the input and of the output, as the layers before and after it do (threads that
             // read every line of a tensor leave the next writer of those lines an invalidation
             // per line). A stem's phases are built in bands of rows, each thread then reading
-            // the rows it built (2 threads: 243 -> 207 us, Zen 4); a 1x1 conv read in place
-            // splits its columns (mobilenet_v2's 1x1 convs at 112x112 and 56x56, 2 to 14 KiB of
-            // weights: medians 3.85 -> 3.79 ms at 2 threads, Zen 4). Either way the blocks are
-            // as many as the threads or a multiple, of even size: mobilenet_v2's stem in 6 blocks
-            // of 21 rows gave one thread 63 of its 112 rows (177 -> 162 us in blocks of 19).
+            // the rows it built (2 threads: 243 -> 207 us, Zen 4); where wide order is y's order
+            // (1x1 convs) the threads split its columns (mobilenet_v2's 1x1 convs at 112x112 and
+            // 56x56, 2 to 14 KiB of weights: medians 3.85 -> 3.79 ms at 2 threads, Zen 4). Either
+            // way the blocks are as many as the threads or a multiple, as even as whole rows or
+            // vectors allow: mobilenet_v2's stem in 6 blocks of 21 rows gave one thread 63 of
+            // its 112 rows (177 -> 162 us in blocks of 19).
             // Not above: resnet18's 3x3 stride-2 conv (295 KiB) took 1.1x the time, resnet50's
             // 1x1 convs of 64 to 512 KiB up to 1.15x.
             const int64_t weight_bytes =
