@@ -123,7 +123,7 @@ class HistogramObserver(Observer):
         """(lo, hi) per row, float64 tensors of shape [rows]."""
         counts, amax = self.histogram.reshape(-1, self.bins), self._amax()
         if self.method == "minmax":
-            return self.min_val.reshape(-1).double(), self.max_val.reshape(-1).double()
+            return self._observed_range()
         centers = _centers(amax, self.bins)
         if self.method == "kl":
             first, end = self._entropy_windows(counts)
@@ -154,18 +154,21 @@ class HistogramObserver(Observer):
                                               counts[rows].split(ENTROPY_ROWS_AT_ONCE)], 1)
         return windows
 
+    def _observed_range(self):
+        """(min, max) per row, float64 tensors of shape [rows]."""
+        return self.min_val.reshape(-1).double(), self.max_val.reshape(-1).double()
+
     def _guarded(self, centers, counts, lo, hi):
         """Each row's (lo, hi), or its observed [min, max] where that has the smaller expected
         squared error (the window as calculate_qparams clips it to the observed range)."""
-        observed_lo = self.min_val.reshape(-1).double()
-        observed_hi = self.max_val.reshape(-1).double()
+        observed_lo, observed_hi = self._observed_range()
         window = self._squared_error(centers, counts, torch.maximum(lo, observed_lo),
                                      torch.minimum(hi, observed_hi))
         keep = window <= self._squared_error(centers, counts, observed_lo, observed_hi)
         return torch.where(keep, lo, observed_lo), torch.where(keep, hi, observed_hi)
 
     def _least_squared_error(self, centers, counts):
-        lo, hi = self.min_val.reshape(-1).double(), self.max_val.reshape(-1).double()
+        lo, hi = self._observed_range()
         fractions = torch.linspace(1.0, 1.0 / self.candidates, self.candidates,
                                    dtype=torch.float64)
         errors = torch.stack([self._squared_error(centers, counts, lo * f, hi * f)

@@ -133,21 +133,21 @@ class Conv2dFloat32Gemm final : public PlannedKernel<Conv2dFloat32Gemm, Conv2dKe
             // its 112 rows (177 -> 162 us in blocks of 19).
             // Not above: resnet18's 3x3 stride-2 conv (295 KiB) took 1.1x the time, resnet50's
             // 1x1 convs of 64 to 512 KiB up to 1.15x.
-            const int64_t weight_bytes =
-                kernel.oc_tiles_ * k_count * kernel.ukernel_.mr * int64_t{sizeof(float)};
-            const bool small_weights = !pixels && weight_bytes <= kAChunkBytes;
+            const int64_t group_weight_bytes =  // packed, as the micro-kernel reads them
+                int64_t(kernel.packed_weights_.size() * sizeof(float)) / p.groups;
+            const bool small_weights = !pixels && group_weight_bytes <= kAChunkBytes;
             bands = small_weights && !phases.in_place && planes * blocks >= threads;
             const bool columns = small_weights && direct;
-            if ((bands || columns) && planes < threads) {  // blocks even among the threads
-                const int64_t total = by_rows ? out_h : wide;
-                const int64_t unit = by_rows ? 1 : direct ? nr / 2 : nr;
-                blocks = ceil_div(std::max(blocks, threads / planes), threads) * threads;
-                block = ceil_div(ceil_div(total, blocks), unit) * unit;
-                blocks = ceil_div(total, block);
-            }
             if (bands || columns) {
                 parts = 1;
                 part_tiles = kernel.oc_tiles_;
+                if (planes < threads) {  // blocks even among the threads
+                    const int64_t total = by_rows ? out_h : wide;
+                    const int64_t unit = by_rows ? 1 : direct ? nr / 2 : nr;
+                    blocks = ceil_div(std::max(blocks, threads / planes), threads) * threads;
+                    block = ceil_div(ceil_div(total, blocks), unit) * unit;
+                    blocks = ceil_div(total, block);
+                }
             }
             const size_t rows_bytes = direct || pixels || by_rows ? 0
                                       : size_t(part_tiles * kernel.ukernel_.mr * block) *
