@@ -81,9 +81,9 @@ def auto_mixed_precision(model, data, target, metric="sqnr", method=None, low_bi
         qconfig: the int8 :class:`qtk.QConfig` (default :data:`qtk.default_ptq_qconfig`);
             ``low_bits`` narrows it.
         validation_data: batches, not seen by calibration, on which the target, the sensitivity
-            and every choice are measured (default: ``data``). Ranges fitted to the calibration
-            inputs can meet a target there and miss it on others (CRAFT: 34.8 dB on its
-            calibration crops, 25.9 on the test crops; ``docs/ptq.md``).
+            and every choice are measured (default: ``data``). The target is met on the inputs
+            it is measured on, and may be missed on others (CRAFT: 30.8 dB on its calibration
+            crops, 25.7 on the test crops; ``docs/quantizers.md``).
     Returns:
         ``(prepared, report)``: the model prepared with the chosen :class:`qtk.QConfigMapping`
         and calibrated on ``data``, ready for :func:`qtk.convert` and :func:`qtk.export` like any
