@@ -35,19 +35,20 @@ def test_grid_crops_cover_the_image_corners():
     assert crops[0, 0, 0, 0] == x[0, 0, 0, 0] and crops[-1, 0, -1, -1] == x[0, 0, -1, -1]
 
 
-def test_validation_halves_keep_each_photo_whole():
-    """The validated target calibrates on half the calibration photos and measures on the other:
-    all four rotations of a photo, or all crops of a text photo, fall in one half."""
-    calibration, _ = ptq_study.TASKS["PP-LCNet"].data(None)
-    fit, validation = ptq_study.TASKS["PP-LCNet"].halves(calibration)
-    assert len(fit) + len(validation) == len(calibration)
-    for half in (fit, validation):
-        quarter = len(half) // 4  # rotation-major: the second quarter is the first turned 90
-        assert torch.equal(torch.rot90(half[:quarter], 1, (2, 3)), half[quarter:2 * quarter])
-    crops = torch.arange(5 * ptq_study.CRAFT_CROPS_PER_IMAGE).reshape(-1, 1, 1, 1).float()
-    fit, validation = ptq_study.TASKS["CRAFT"].halves(crops)
-    photo = lambda x: set((x.reshape(-1) // ptq_study.CRAFT_CROPS_PER_IMAGE).tolist())  # noqa: E731
-    assert photo(fit) == {0, 2, 4} and photo(validation) == {1, 3}
+def test_the_target_check_reads_the_row_measured_on_the_test_inputs():
+    """auto_mixed_precision promises its target on the inputs it measures: the check reads the
+    row whose choices were measured on the test inputs; the row that met it on the calibration
+    inputs states its test figure without a check mark."""
+    def row(method, sqnr):
+        return ptq_study.Row("qtk", method, 1.0, sqnr, "4 / 4", note="1 layer(s) in float")
+    target = ptq_study.MIXED_TARGET_DB
+    checks = dict(ptq_study.acceptance([row(ptq_study.TARGET_ON_CALIBRATION, target - 5),
+                                        row(ptq_study.TARGET_ON_TEST, target + 0.1)]))
+    on_test = [holds for text, holds in checks.items() if text.startswith(ptq_study.TARGET_ON_TEST)]
+    stated = [holds for text, holds in checks.items() if text.startswith("not a check")]
+    assert on_test == [True] and stated == [None]
+    checks = dict(ptq_study.acceptance([row(ptq_study.TARGET_ON_TEST, target - 0.1)]))
+    assert [h for t, h in checks.items() if t.startswith(ptq_study.TARGET_ON_TEST)] == [False]
 
 
 def test_an_opencv_doc_folder_is_found_in_each_form_or_refused(tmp_path, capsys):
