@@ -51,6 +51,25 @@ def test_the_target_check_reads_the_row_measured_on_the_test_inputs():
     assert [h for t, h in checks.items() if t.startswith(ptq_study.TARGET_ON_TEST)] == [False]
 
 
+def test_the_target_row_measures_its_choices_on_the_test_inputs(monkeypatch):
+    """The row the check reads hands quantize_ptq the test inputs as validation_data, and its
+    check line carries a mark where the stated one carries none."""
+    seen = {}
+    monkeypatch.setattr(ptq_study.qtk, "quantize_ptq",
+                        lambda model, data, **options: seen.update(options, data=data))
+    calibration, test = torch.zeros(20, 1), torch.ones(40, 1)
+    ptq_study.QTK_METHODS[ptq_study.TARGET_ON_TEST](None, calibration, test)
+    assert seen["target"] == ptq_study.MIXED_TARGET_DB
+    assert [b.tolist() for b in seen["validation_data"]] == [
+        b.tolist() for b in ptq_study.batches(test)]
+    assert sum(len(b) for b in seen["data"]) == 20
+    rows = [ptq_study.Row("qtk", method, 1.0, 31.0, "4 / 4") for method in (
+        ptq_study.TARGET_ON_CALIBRATION, ptq_study.TARGET_ON_TEST)]
+    text = ptq_study.section("MTCNN RNet", rows, (20, 40), "study", 1.0, None)
+    assert f"- ✅ {ptq_study.TARGET_ON_TEST}" in text
+    assert "- not a check: " in text
+
+
 def test_an_opencv_doc_folder_is_found_in_each_form_or_refused(tmp_path, capsys):
     """The unpack folder, the package's doc folder and its examples folder all lead to the
     examples; a folder without them stops the study with the command that unpacks them, where it
