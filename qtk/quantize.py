@@ -178,10 +178,15 @@ def _bound_by_readers(graph_module):
             continue
         quantizer = getattr(graph_module.get_submodule(node.target), "activation_post_process",
                             None)
-        observer = getattr(quantizer, "observer", None)
-        bounds = readers_saturation(graph_module, node)
-        if observer is not None and bounds is not None:
-            observer.floor, observer.ceiling = bounds
+        bound_observer(quantizer, readers_saturation(graph_module, node))
+
+
+def bound_observer(quantizer, bounds):
+    """``quantizer``'s observer (if it has one) sees its values clamped to ``bounds``, a
+    (floor, ceiling) of :func:`readers_saturation`, unless they are None."""
+    observer = getattr(quantizer, "observer", None)
+    if observer is not None and bounds is not None:
+        observer.floor, observer.ceiling = bounds
 
 
 def readers_saturation(graph_module, node):

@@ -9,7 +9,7 @@ from ..graph.capture import node_inputs, replace_submodule
 from ..graph.functional import FLOAT_CALL
 from ..modules import PASS_THROUGH, QATDequantStub, QATModule, QATQuantStub, QuantStub
 from ..fake_quant import FakeQuantize
-from ..quantize import calibrate, prepare_ptq, readers_saturation
+from ..quantize import bound_observer, calibrate, prepare_ptq, readers_saturation
 
 FLOAT = "float"  # the source of a value that is float whichever layers are quantized
 
@@ -58,9 +58,7 @@ class LayerInputs(nn.Module):
         self.sources = sources
         self.quantizers = nn.ModuleList(qconfig.activation() for _ in self.inputs)
         for quantizer, input_bounds in zip(self.quantizers, bounds):
-            observer = getattr(quantizer, "observer", None)
-            if input_bounds is not None and observer is not None:
-                observer.floor, observer.ceiling = input_bounds
+            bound_observer(quantizer, input_bounds)
 
     def crossing(self, float_layers):
         """The quantizers on inputs that cross from float to this layer, int8."""
