@@ -35,8 +35,8 @@ def quantize_ptq(model, data, method="auto", equalize=False, adaround=False,
     2. calibration of the activation ranges with ``method`` (:func:`qtk.calibrate`); ``"auto"``
        collects one histogram per activation and keeps the rule of :data:`AUTO_METHODS` whose
        model (in fake quantization) is closest to the float model by output SQNR, with the
-       ranges fitted to 3/4 of ``data`` and measured on the rest, four ways
-       (:func:`held_out_scores`), or measured on ``validation_data`` (the result's
+       ranges fitted to the other batches of ``data`` and measured on each fold in turn, in up
+       to four folds (:func:`held_out_scores`), or measured on ``validation_data`` (the result's
        ``qtk_calibration_scores``: dB per rule).
     3. ``target``: keep the fewest layers in float for the Quantized model to reach ``target``
        (:func:`qtk.auto_mixed_precision`, calibrated by the rule step 2 chose; its report is the
@@ -46,13 +46,13 @@ def quantize_ptq(model, data, method="auto", equalize=False, adaround=False,
        (the result's ``qtk_adaround_kept``).
     5. ``bias_correction``: empirical bias correction (:func:`qtk.ptq.correct_biases`; not
        :func:`qtk.calibrate`'s, which corrects the weights' error alone), each layer's mean
-       output error moved into its bias, kept if the ranges and corrections fitted to 3/4 of
-       ``data`` bring the rest closer to float, four ways (or if it brings ``validation_data``
-       closer), measured on the calibrated model without steps 3 and 4.
-       Off by default: fitted to all of PP-LCNet's calibration
-       photos it raised the one call on the test photos from 20.8 to 22.8 dB, but fitted to
-       either half it lowered the other (22.4 -> 20.7, 20.9 -> 20.3 dB; measured when the check
-       had two folds), so the check undoes it there; on MTCNN RNet it lowered the test faces'
+       output error moved into its bias, kept if the ranges and corrections fitted to the
+       other batches of ``data`` bring each fold closer to float, pooled over the folds of
+       :func:`held_out_folds` (or if it brings ``validation_data`` closer), measured on the
+       calibrated model without steps 3 and 4. Off by default: fitted to all of PP-LCNet's
+       calibration photos it raised the one call on the test photos from 20.8 to 22.8 dB, but
+       fitted to either half it lowered the other (22.4 -> 20.7, 20.9 -> 20.3 dB; measured when
+       the check had two folds), so the check undoes it there; on MTCNN RNet it lowered the test faces'
        33.9 to 32.9 dB with percentile ranges (result's ``qtk_bias_corrected``).
 
     Args:
