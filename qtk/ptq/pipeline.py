@@ -52,8 +52,8 @@ def quantize_ptq(model, data, method="auto", equalize=False, adaround=False,
        calibrated model without steps 3 and 4. Off by default: fitted to all of PP-LCNet's
        calibration photos it raised the one call on the test photos from 20.8 to 22.8 dB, but
        fitted to either half it lowered the other (22.4 -> 20.7, 20.9 -> 20.3 dB; measured when
-       the check had two folds), so the check undoes it there; on MTCNN RNet it lowered the test faces'
-       33.9 to 32.9 dB with percentile ranges (result's ``qtk_bias_corrected``).
+       the check had two folds), so the check undoes it there; on MTCNN RNet it lowered the
+       test faces' 33.9 to 32.9 dB with percentile ranges (result's ``qtk_bias_corrected``).
 
     Args:
         model: a trained float ``nn.Module`` (copied, not changed).
